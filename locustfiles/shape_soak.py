@@ -1,0 +1,6 @@
+"""Entry file: the soak load shape (see shapes/soak.py and docs/shapes.md).
+
+Append it to a scenario: locust -f locustfiles/<scenario>.py,locustfiles/shape_soak.py
+"""
+
+from shapes.soak import SoakShape  # noqa: F401  (Locust picks up the LoadTestShape subclass)

@@ -1,0 +1,119 @@
+"""Command-line, config-file and web-UI options of every shape, with their defaults in one table.
+
+`add_shape_arguments(parser)` is called from loadline.plugin's single `init_command_line_parser`
+listener. Every option has a typed default (never None) because Locust's web UI converts form values
+with the type of the default; `read()` falls back to the same defaults, so shapes also work when the
+options were never registered (unit tests, a foreign locustfile).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loadline.errors import UsageError
+
+
+@dataclass(frozen=True)
+class ShapeOption:
+    flag: str
+    default: int | float | str | bool
+    help: str
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def to_bool(text: str | bool) -> bool:
+    """argparse type for true/false values (conf files and the web UI send strings)."""
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+to_bool.__name__ = "true/false"  # argparse prints the type's name in its error message
+
+OPTIONS: tuple[ShapeOption, ...] = (
+    # stepped (also pulse: --baseline-hold is how long the baseline runs before the first change)
+    ShapeOption("--baseline-hold", 60.0, "Seconds of the baseline phase (stepped: 1 user; pulse: base users)"),
+    ShapeOption("--step-start-users", 10, "Stepped: users of the first step"),
+    ShapeOption("--step-factor", 2.0, "Stepped: multiply the users by this at each step (1 = add only)"),
+    ShapeOption("--step-add", 0, "Stepped: then add this many users at each step"),
+    ShapeOption("--step-hold", 180.0, "Stepped: seconds each step holds its user count"),
+    ShapeOption("--step-ramp", 0.0, "Stepped: seconds to ramp into each step (0 = as fast as possible)"),
+    ShapeOption("--step-max-users", 640, "Stepped: never go above this many users (the last step)"),
+    ShapeOption("--step-stop-on-slo", True, "Stepped: end the test at the first step that breaks the SLO"),
+    ShapeOption("--step-max-error-rate", 0.05, "Stepped: a step with more failed requests than this breaks"),
+    ShapeOption(
+        "--step-settle", 5.0, "Stepped: wall seconds at the end of a step left out of its verdict (not scaled)"
+    ),
+    # pulse-burst
+    ShapeOption("--burst-base-users", 4, "Pulse: users between bursts"),
+    ShapeOption("--burst-factor", 3.0, "Pulse: burst users = base users x this"),
+    ShapeOption("--burst-hold", 60.0, "Pulse: seconds each burst lasts"),
+    ShapeOption("--burst-gap", 120.0, "Pulse: seconds back at base users after each burst (recovery)"),
+    ShapeOption("--burst-repeats", 3, "Pulse: number of bursts"),
+    # soak
+    ShapeOption("--soak-users", 20, "Soak: users to hold"),
+    ShapeOption("--soak-ramp", 60.0, "Soak: seconds to ramp up to the soak users"),
+    ShapeOption("--soak-hold", 7200.0, "Soak: seconds to hold after the ramp"),
+    ShapeOption("--soak-window", 600.0, "Soak: a phase marker every this many seconds (drift per window)"),
+    # stages
+    ShapeOption("--stages-file", "", "Stages: TOML file of [[stage]] duration/users/spawn_rate entries"),
+)
+DEFAULTS: dict[str, Any] = {o.dest: o.default for o in OPTIONS}
+
+
+def add_shape_arguments(parser: Any) -> None:
+    """Register every shape option on Locust's parser (visible in the web UI form, usable in conf files)."""
+    for option in OPTIONS:
+        value_type = to_bool if isinstance(option.default, bool) else type(option.default)
+        parser.add_argument(
+            option.flag,
+            type=value_type,
+            default=option.default,
+            help=option.help,
+            include_in_web_ui=True,
+            env_var="LOCUST_" + option.dest.upper(),
+        )
+
+
+def read(options: Any, dest: str) -> Any:
+    """The option's value from Locust's parsed options, or its default when it is missing."""
+    default = DEFAULTS[dest]
+    value = getattr(options, dest, default) if options is not None else default
+    if value is None:
+        return default
+    if isinstance(default, bool):
+        try:
+            return to_bool(value)
+        except ValueError:
+            raise UsageError(f"--{dest.replace('_', '-')}: expected true or false, got {value!r}") from None
+    try:
+        return type(default)(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"--{dest.replace('_', '-')}: expected a {type(default).__name__}, got {value!r}") from None
+
+
+def time_scale(options: Any) -> float:
+    """`--time-scale` (registered by loadline.plugin): every shape duration is divided by it."""
+    value = getattr(options, "time_scale", 1.0) if options is not None else 1.0
+    try:
+        scale = float(value if value is not None else 1.0)
+    except (TypeError, ValueError):
+        raise UsageError(f"--time-scale: expected a number, got {value!r}") from None
+    if not scale > 0:
+        raise UsageError(f"--time-scale must be > 0, got {value!r}")
+    return scale
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise the one-line UsageError `message` unless `condition` holds."""
+    if not condition:
+        raise UsageError(message)

@@ -1,0 +1,66 @@
+"""Pulse-burst shape: does the service recover after a sudden jump to peak?
+
+Base users, then a jump to base x factor (default x3) as fast as the runner allows, hold, drop back
+to base and watch recovery for the gap; repeated k times. The recover phases are the ones to read:
+latency and errors should return to the baseline's within seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shapes.base import PhasedShape
+from shapes.options import read, require
+from shapes.phase import Phase
+
+MAX_REPEATS = 100
+
+
+@dataclass(frozen=True)
+class PulseSettings:
+    base_users: int
+    factor: float
+    baseline_hold_s: float
+    hold_s: float
+    gap_s: float
+    repeats: int
+
+    @property
+    def peak_users(self) -> int:
+        return max(self.base_users + 1, int(round(self.base_users * self.factor)))
+
+    @classmethod
+    def from_options(cls, options: Any) -> "PulseSettings":
+        settings = cls(
+            base_users=read(options, "burst_base_users"),
+            factor=read(options, "burst_factor"),
+            baseline_hold_s=read(options, "baseline_hold"),
+            hold_s=read(options, "burst_hold"),
+            gap_s=read(options, "burst_gap"),
+            repeats=read(options, "burst_repeats"),
+        )
+        require(settings.base_users >= 0, "--burst-base-users must be >= 0")
+        require(settings.factor > 1, "--burst-factor must be > 1")
+        require(settings.baseline_hold_s >= 0, "--baseline-hold must be >= 0")
+        require(settings.hold_s > 0, "--burst-hold must be > 0")
+        require(settings.gap_s > 0, "--burst-gap must be > 0")
+        require(1 <= settings.repeats <= MAX_REPEATS, f"--burst-repeats must be between 1 and {MAX_REPEATS}")
+        return settings
+
+
+def pulse_phases(s: PulseSettings) -> list[Phase]:
+    phases = []
+    if s.baseline_hold_s > 0:
+        phases.append(Phase("baseline", "baseline", s.baseline_hold_s, s.base_users))
+    for n in range(1, s.repeats + 1):
+        phases.append(Phase(f"burst-{n} ({s.peak_users} users)", "burst", s.hold_s, s.peak_users))
+        phases.append(Phase(f"recover-{n} ({s.base_users} users)", "recover", s.gap_s, s.base_users))
+    return phases
+
+
+class PulseShape(PhasedShape):
+    """Base load with repeated x3 bursts (see module docstring)."""
+
+    def plan(self, options: Any) -> list[Phase]:
+        return pulse_phases(PulseSettings.from_options(options))

@@ -1,0 +1,128 @@
+"""Stepped shape: where is the knee, and where is the break point?
+
+A single-user baseline (the latency floor), then steps that multiply (default x2) and/or add users,
+each held long enough to read steady-state latency. With the stop rule on, the test ends at the
+first full step whose window breaks the SLO or passes the error threshold: that step is the break
+point, and the reason is written on its phase row and into the manifest.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from loadline.slo import SLO
+from shapes.base import PhasedShape
+from shapes.options import read, require
+from shapes.phase import Phase
+from shapes.stop_rule import judge_window
+
+logger = logging.getLogger(__name__)
+
+MAX_STEPS = 200  # bounds the plan whatever the options say
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    baseline_hold_s: float
+    start_users: int
+    factor: float
+    add: int
+    hold_s: float
+    ramp_s: float
+    max_users: int
+    stop_on_slo: bool
+    max_error_rate: float
+    settle_s: float
+
+    @classmethod
+    def from_options(cls, options: Any) -> "StepSettings":
+        settings = cls(
+            baseline_hold_s=read(options, "baseline_hold"),
+            start_users=read(options, "step_start_users"),
+            factor=read(options, "step_factor"),
+            add=read(options, "step_add"),
+            hold_s=read(options, "step_hold"),
+            ramp_s=read(options, "step_ramp"),
+            max_users=read(options, "step_max_users"),
+            stop_on_slo=read(options, "step_stop_on_slo"),
+            max_error_rate=read(options, "step_max_error_rate"),
+            settle_s=read(options, "step_settle"),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        require(self.baseline_hold_s >= 0, "--baseline-hold must be >= 0")
+        require(self.start_users >= 1, "--step-start-users must be >= 1")
+        require(self.factor >= 1, "--step-factor must be >= 1")
+        require(self.add >= 0, "--step-add must be >= 0")
+        require(self.factor > 1 or self.add > 0, "stepped shape needs --step-factor > 1 or --step-add > 0")
+        require(self.hold_s > 0, "--step-hold must be > 0")
+        require(self.ramp_s >= 0, "--step-ramp must be >= 0")
+        require(self.max_users >= self.start_users, "--step-max-users must be >= --step-start-users")
+        require(0 <= self.max_error_rate <= 1, "--step-max-error-rate must be between 0 and 1")
+        require(self.settle_s >= 0, "--step-settle must be >= 0")
+
+
+def step_users(start: int, factor: float, add: int, cap: int) -> list[int]:
+    """User counts of the steps: start, then x factor + add each step, the last one capped at `cap`."""
+    users = [start]
+    while users[-1] < cap and len(users) < MAX_STEPS:
+        grown = int(round(users[-1] * factor + add))
+        users.append(min(cap, max(grown, users[-1] + 1)))
+    return users
+
+
+def stepped_phases(s: StepSettings) -> list[Phase]:
+    phases = []
+    if s.baseline_hold_s > 0:
+        phases.append(Phase("baseline", "baseline", s.baseline_hold_s, 1))
+    for n, users in enumerate(step_users(s.start_users, s.factor, s.add, s.max_users), start=1):
+        if s.ramp_s > 0:
+            phases.append(Phase(f"ramp-{n} (to {users} users)", "ramp", s.ramp_s, users, ramp_s=s.ramp_s))
+        phases.append(Phase(f"step-{n} ({users} users)", "step", s.hold_s, users, judged=s.stop_on_slo))
+    return phases
+
+
+WindowFunction = Callable[[Any, float, float], Any]
+
+
+class StepShape(PhasedShape):
+    """Baseline, then x2 steps up to the break point (see module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.window_function: WindowFunction | None = None  # tests inject a fake; default loadline.live.window
+        self.settings: StepSettings | None = None
+        self.slo: SLO | None = None
+
+    def plan(self, options: Any) -> list[Phase]:
+        self.settings = StepSettings.from_options(options)
+        slo_file = getattr(options, "slo_file", "") if options is not None else ""
+        self.slo = SLO.from_file(slo_file or None)
+        return stepped_phases(self.settings)
+
+    def on_phase_end(self, phase: Phase, start_wall: float, end_wall: float) -> str | None:
+        if not phase.judged or self.settings is None or self.slo is None:
+            return None
+        # Requests are assigned to the window by start time; leave out the last seconds, whose
+        # requests may not have finished and reached the master yet (they would bias towards fast).
+        settle = min(self.settings.settle_s, (end_wall - start_wall) / 2)
+        window_end = end_wall - settle
+        summary = self._window(start_wall, window_end)
+        if summary is None:
+            logger.warning("stop rule: no live stats for %s, step not judged", phase.label)
+            return None
+        return judge_window(summary, self.slo, self.settings.max_error_rate, window_end - start_wall)
+
+    def _window(self, start_wall: float, end_wall: float) -> Any:
+        window = self.window_function
+        if window is None:
+            try:  # master-only module: imported late so workers never need it
+                from loadline.live import window
+            except ImportError:
+                return None
+        environment = getattr(self.runner, "environment", None)
+        return window(environment, start_wall, end_wall)
