@@ -1,0 +1,73 @@
+"""Number formatting shared by the Markdown and HTML renderers (one place, one style)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+DEFINITIONS = {
+    "TTFT": "request sent -> first chunk with non-empty content",
+    "ITL": "gaps between consecutive content chunks; percentiles pool every gap of every ok request in the phase",
+    "TPOT": "(E2E - TTFT) / (output tokens - 1), per request",
+    "E2E": "request sent -> last byte of the response",
+    "requests/s": "ok requests per second of phase duration (cancelled attempts count as neither ok nor error)",
+    "error rate": "errors / (ok + errors)",
+    "goodput": "ok requests per second whose E2E, TTFT and TPOT each met the SLO's tightest threshold for that metric",
+    "percentiles": "from raw per-request samples of ok requests, linear interpolation (numpy default); "
+                   "a record belongs to the phase in which it started",
+    "gate": "each latency/error criterion must hold in every phase; the measured value is the worst phase's",
+}
+
+
+def missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def num(value: Any, digits: int = 1) -> str:
+    if missing(value):
+        return "-"
+    value = float(value)
+    return f"{value:,.0f}" if abs(value) >= 100 or value == int(value) else f"{value:,.{digits}f}"
+
+
+def ms(value: Any) -> str:
+    return "-" if missing(value) else f"{num(value)} ms"
+
+
+def pct(value: Any) -> str:
+    return "-" if missing(value) else f"{float(value):.2%}"
+
+
+def duration(seconds: float) -> str:
+    if missing(seconds) or seconds <= 0:
+        return "short"
+    if seconds < 120:
+        return f"{seconds:.0f}-second"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}-minute".replace(".0-", "-")
+    return f"{seconds / 3600:.1f}-hour".replace(".0-", "-")
+
+
+def span(values: Any, unit: str) -> str:
+    if not values:
+        return "-"
+    low, high = values
+    return f"{num(low)}-{num(high)} {unit}"
+
+
+def point(p: dict, what: str) -> str:
+    """One line about a knee / break point / max-throughput dict."""
+    if not p or not p.get("found"):
+        return f"{what}: not found ({(p or {}).get('reason', 'no data')})"
+    text = f"{what}: {num(p.get('users'))} users, {num(p.get('rps'))} req/s, E2E P95 {ms(p.get('e2e_p95_ms'))} ({p.get('label')})"
+    reasons = p.get("reasons") or []
+    return text + (f" - {'; '.join(reasons)}" if reasons else "")
+
+
+PHASE_COLUMNS = [  # (title, key, formatter) of the compact phase table both renderers show
+    ("phase", "label", str), ("users", "users", num), ("requests", "requests", num), ("req/s", "rps", num),
+    ("goodput/s", "goodput_rps", num), ("tok/s", "output_tokens_per_s", num), ("errors", "errors", num),
+    ("err rate", "error_rate", pct), ("E2E P50", "e2e_p50_ms", num), ("E2E P95", "e2e_p95_ms", num),
+    ("E2E P99", "e2e_p99_ms", num), ("TTFT P95", "ttft_p95_ms", num), ("TPOT P95", "tpot_p95_ms", num),
+    ("ITL P99", "itl_p99_ms", num),
+]

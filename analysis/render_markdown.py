@@ -1,0 +1,72 @@
+"""summary.md (fits a CI job summary or a PR comment) and the seeds' one-sentence verdict."""
+
+from __future__ import annotations
+
+from analysis import formatting as f
+
+
+def _phases_span(phases: list[dict]) -> float:
+    starts = [p["start_wall"] for p in phases if not f.missing(p.get("start_wall"))]
+    ends = [p["end_wall"] for p in phases if not f.missing(p.get("end_wall"))]
+    return (max(ends) - min(starts)) if starts and ends else float("nan")
+
+
+def _clause(c: dict) -> str:
+    name, threshold, measured = c["name"], c["threshold"], c.get("measured")
+    if c.get("passed") is None:
+        return f"{name} was not measured"
+    if name == "error rate":
+        return "no failures" if not measured else (f"error rate {f.pct(measured)} stayed within {threshold[3:]}"
+                                                  if c["passed"] else f"error rate reached {f.pct(measured)} in {c['where']}")
+    unit = "req/s" if name.startswith("throughput") else "ms"
+    value = f"{f.num(measured)} {unit}"
+    if name.startswith("throughput"):
+        return f"throughput within SLO held {threshold} ({value})" if c["passed"] else f"throughput within SLO reached only {value} ({threshold} needed)"
+    if c["passed"]:
+        return f"{name} stayed under {threshold[2:]} (worst {value})"
+    return f"{name} reached {value} in {c['where']} (limit {threshold})"
+
+
+def verdict_sentence(verdict: dict, table=None) -> str:
+    phases = verdict.get("phases") or []
+    requests = sum(int(p["requests"]) for p in phases if not f.missing(p.get("requests")))
+    head = "PASS" if verdict["slo"]["passed"] else "FAIL"
+    clauses = [_clause(c) for c in verdict["slo"]["criteria"]]
+    return (f"{head}: in a {f.duration(_phases_span(phases))} test ({len(phases)} phase{'s' * (len(phases) != 1)}, "
+            f"{requests:,} requests), " + ", ".join(clauses) + ".")
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(verdict: dict) -> str:
+    slo = verdict["slo"]
+    lines = [f"## Loadline report: {'PASS' if slo['passed'] else 'FAIL'} - {verdict.get('name', '')}", "",
+             f"> {verdict['sentence']}", ""]
+    rows = [[c["name"], c["threshold"], "-" if c["measured"] is None else f.num(c["measured"]), c.get("where") or "-",
+             {True: "pass", False: "**FAIL**", None: "not measured"}[c["passed"]]] for c in slo["criteria"]]
+    lines += _table(rows, ["criterion", "threshold", "measured", "worst phase", "result"]) + [""]
+    lines += [f"- {f.point(verdict['knee'], 'Knee')}",
+              f"- {f.point(verdict['break_point'], 'Break point')}",
+              f"- {f.point(verdict['max_slo_throughput'], 'Max SLO-compliant throughput')}"]
+    safe = verdict["safe_operating_point"]
+    if safe.get("found"):
+        lines.append(f"- Safe operating point: {f.span(safe['rps'], 'req/s')}"
+                     + (f", about {f.span(safe['users'], 'users')}" if safe.get("users") else "") + f" ({safe['reason']})")
+    bottleneck = verdict.get("bottleneck") or {}
+    if bottleneck.get("layer"):
+        evidence = (bottleneck.get("evidence") or [""])[0]
+        lines.append(f"- Bottleneck: **{bottleneck['layer']}**" + (f" - {evidence}" if evidence else ""))
+    elif bottleneck.get("error"):
+        lines.append(f"- Bottleneck: not judged ({bottleneck['error']})")
+    lines += ["", "### Phases", ""]
+    rows = [[fmt(p.get(key)) for _, key, fmt in f.PHASE_COLUMNS] for p in verdict.get("phases", [])]
+    lines += _table(rows, [title for title, _, _ in f.PHASE_COLUMNS])
+    lines.append("")
+    lines.append("Latencies in ms; percentiles from raw samples of ok requests (linear interpolation).")
+    if verdict.get("missing"):
+        lines += ["", "Missing inputs: " + "; ".join(verdict["missing"])]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,178 @@
+"""Run folder -> report/: report.html, summary.md, verdict.json, junit.xml and the charts.
+
+`build_report` is what `loadline report` and the end of every `loadline run` call. It is pure in
+the sense that it only reads the run folder and writes the report folder; the exit code is the
+SLO gate's (0 pass, 1 fail); unusable input raises UsageError (exit 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+
+from analysis import charts, gate, knee
+from analysis.load import RunData, load_run
+from analysis.render_html import render_html
+from analysis.render_markdown import render_markdown, verdict_sentence
+from analysis.stats import error_classes, phase_table
+from loadline import runfolder
+from loadline.errors import UsageError
+from loadline.slo import SLO
+
+
+@dataclass
+class ReportResult:
+    exit_code: int
+    summary: str
+    verdict: dict
+    out_dir: Path | None = None
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe copy: NaN/inf -> None, numpy scalars -> Python, Paths -> str."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _guarded(name: str, call: Callable[[], Any], fallback: dict) -> Any:
+    """Run another part's analysis; a failure there is reported in the verdict, not fatal to the report.
+
+    The report is written at the end of every run: losing the SLO verdict because a secondary
+    analysis raised would cost the user more than a section that says it could not be computed.
+    """
+    try:
+        return call()
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see docstring
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return {**fallback, "error": f"{name} failed: {type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"}
+
+
+def _bottleneck(run: RunData, table: pd.DataFrame) -> dict:
+    fallback = {"layer": None, "evidence": [], "actions": [], "secondary": [], "not_judged": ["bottleneck verdict unavailable"]}
+    try:
+        from analysis.bottleneck import judge
+    except ImportError:
+        return {**fallback, "error": "analysis.bottleneck is not installed"}
+    return _guarded("bottleneck verdict", lambda: judge(run, table), fallback)
+
+
+def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict) -> dict:
+    try:
+        from analysis.capacity import plan_from_run
+    except ImportError:
+        return {"error": "analysis.capacity is not installed"}
+    return _guarded("capacity plan", lambda: plan_from_run(run, table, knee_point), {})
+
+
+def _server_charts(run: RunData, table: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str | None]:
+    try:
+        from analysis.server_charts import charts as draw
+    except ImportError:
+        return [], None
+    result = _guarded("server charts", lambda: list(draw(run, table, out_dir)), {})
+    return (result, None) if isinstance(result, list) else ([], result.get("error"))
+
+
+def _merge_prometheus(run: RunData, files: Iterable[str | Path]) -> None:
+    files = list(files)
+    if not files:
+        return
+    from analysis.prom_ingest import load_query_range
+
+    extra = load_query_range(files)
+    frames = [f for f in (run.server_metrics, extra) if f is not None and len(f)]
+    if frames:
+        run.server_metrics = pd.concat(frames, ignore_index=True)
+
+
+def _draw_charts(run: RunData, table: pd.DataFrame, knee_point: dict, break_point: dict, slo: SLO,
+                 out_dir: Path) -> tuple[list[Path], list[str]]:
+    drawn: list[Path] = []
+    problems: list[str] = []
+    jobs: list[tuple[str, Callable[[], Path]]] = []
+    if run.has_records:
+        curve = knee.load_curve(table)
+        jobs += [
+            ("latency over time", lambda: charts.latency_over_time(run, out_dir / "latency_over_time.png")),
+            ("throughput vs concurrency", lambda: charts.throughput_vs_concurrency(
+                curve, knee_point, break_point, slo, out_dir / "throughput_vs_concurrency.png")),
+            ("latency CDFs", lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png")),
+            ("tokens over time", lambda: charts.tokens_over_time(run, out_dir / "tokens_over_time.png")),
+            ("errors over time", lambda: charts.errors_over_time(run, out_dir / "errors_over_time.png")),
+        ]
+    elif run.locust_history is not None:
+        jobs.append(("locust history", lambda: charts.locust_history_chart(run.locust_history, out_dir / "locust_history.png")))
+    for name, job in jobs:
+        result = _guarded(f"chart '{name}'", job, {})
+        if isinstance(result, Path):
+            drawn.append(result)
+        else:
+            problems.append(result["error"])
+    extra, problem = _server_charts(run, table, out_dir)
+    drawn += [Path(p) for p in extra]
+    problems += [problem] if problem else []
+    return drawn, problems
+
+
+def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
+    """The numbers of a report, without writing anything: (phase table, verdict dict)."""
+    table = phase_table(run, slo)
+    criteria = gate.evaluate(table, slo)
+    passed = gate.gate_passed(criteria)
+    knee_point = knee.find_knee(table) if run.has_records else {"found": False, "reason": "no per-request records"}
+    break_point = knee.find_break_point(table, slo)
+    verdict = {
+        "run": str(run.path), "name": run.manifest.get("name", run.path.name), "manifest": run.manifest, "passed": passed, "exit_code": 0 if passed else 1,
+        "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo)},
+        "knee": knee_point, "break_point": break_point,
+        "max_slo_throughput": knee.max_compliant_throughput(table, slo),
+        "safe_operating_point": knee.safe_operating_point(table, break_point),
+        "phases": table.to_dict(orient="records"),
+        "error_classes": error_classes(run).to_dict(orient="records"),
+        "missing": list(run.missing),
+    }
+    verdict["bottleneck"] = _bottleneck(run, table)
+    verdict["capacity"] = _capacity(run, table, knee_point)
+    verdict["sentence"] = verdict_sentence(verdict, table)
+    return table, verdict
+
+
+def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Path | None = None,
+                 prometheus: Iterable[str | Path] = ()) -> ReportResult:
+    slo = slo or SLO()
+    run = load_run(run_dir)
+    _merge_prometheus(run, prometheus)
+    out = Path(out_dir) if out_dir is not None else run.path / runfolder.REPORT_DIR
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
+    table, verdict = analyse(run, slo)
+    chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], slo, out)
+    verdict["charts"] = [p.name for p in chart_paths]
+    verdict["chart_problems"] = problems
+    verdict = clean(verdict)
+    summary = render_markdown(verdict)
+    criteria = gate.evaluate(table, slo)
+    (out / "summary.md").write_text(summary)
+    (out / "report.html").write_text(render_html(verdict, chart_paths))
+    (out / "junit.xml").write_text(gate.junit_xml(criteria))
+    runfolder.write_json_atomic(out / "verdict.json", verdict)
+    return ReportResult(verdict["exit_code"], summary, verdict, out)
