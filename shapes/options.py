@@ -8,6 +8,7 @@ options were never registered (unit tests, a foreign locustfile).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,9 +97,12 @@ def read(options: Any, dest: str) -> Any:
         except ValueError:
             raise UsageError(f"--{dest.replace('_', '-')}: expected true or false, got {value!r}") from None
     try:
-        return type(default)(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"--{dest.replace('_', '-')}: expected a {type(default).__name__}, got {value!r}") from None
+        converted = type(default)(value)
+    except (TypeError, ValueError, OverflowError):
+        converted = None
+    if converted is None or (isinstance(converted, float) and not math.isfinite(converted)):
+        raise UsageError(f"--{dest.replace('_', '-')}: expected a finite {type(default).__name__}, got {value!r}")
+    return converted
 
 
 def time_scale(options: Any) -> float:
@@ -108,8 +112,8 @@ def time_scale(options: Any) -> float:
         scale = float(value if value is not None else 1.0)
     except (TypeError, ValueError):
         raise UsageError(f"--time-scale: expected a number, got {value!r}") from None
-    if not scale > 0:
-        raise UsageError(f"--time-scale must be > 0, got {value!r}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise UsageError(f"--time-scale must be a finite number > 0, got {value!r}")
     return scale
 
 
