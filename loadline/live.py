@@ -1,0 +1,91 @@
+"""Master-side live view over the records as they arrive: windows for shapes, the web UI and exporter.
+
+Locust's own stats are bucketed and Aggregated-only in history; the stepped stop rule and the
+web UI's LLM tab need exact per-window percentiles, so the master keeps a compact copy of the few
+fields they use (not the ITL gaps) and computes windows on demand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from loadline.records import CANCELLED, COLUMNS, OK
+
+_I = {name: COLUMNS.index(name) for name in ("start_wall", "status", "e2e_ms", "ttft_ms", "output_tokens",
+                                             "error_class", "itl_p50_ms", "itl_p99_ms")}
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    start_wall: float
+    end_wall: float
+    requests: int
+    ok: int
+    errors: int
+    cancelled: int
+    error_rate: float  # errors / (ok + errors); cancelled streams are neither
+    e2e_p50_ms: float | None
+    e2e_p95_ms: float | None
+    e2e_p99_ms: float | None
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None  # median of per-request ITL p50s (the live view; reports pool gaps)
+    output_tokens_per_s: float
+    rps: float
+    errors_by_class: dict[str, int]
+
+
+class LiveStats:
+    def __init__(self) -> None:
+        self._rows: list[tuple] = []
+
+    def ingest(self, rows: list[list]) -> None:
+        i = _I
+        self._rows.extend(
+            (r[i["start_wall"]], r[i["status"]], r[i["e2e_ms"]], r[i["ttft_ms"]], r[i["output_tokens"]],
+             r[i["error_class"]], r[i["itl_p50_ms"]])
+            for r in rows
+        )
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def window(self, start_wall: float, end_wall: float) -> WindowSummary | None:
+        """Records whose start_wall lies in [start_wall, end_wall); None when there are none."""
+        rows = [r for r in self._rows if start_wall <= r[0] < end_wall]
+        if not rows:
+            return None
+        ok = [r for r in rows if r[1] == OK]
+        cancelled = sum(1 for r in rows if r[1] == CANCELLED)
+        errors = len(rows) - len(ok) - cancelled
+        by_class: dict[str, int] = {}
+        for r in rows:
+            if r[1] != OK and r[1] != CANCELLED:
+                by_class[r[5]] = by_class.get(r[5], 0) + 1
+        span = max(end_wall - start_wall, 1e-9)
+        e2e = _pcts([r[2] for r in ok])
+        ttft = _pcts([r[3] for r in ok if r[3] is not None])
+        itl = _pcts([r[6] for r in ok if r[6] is not None])
+        return WindowSummary(
+            start_wall=start_wall, end_wall=end_wall, requests=len(rows), ok=len(ok), errors=errors,
+            cancelled=cancelled, error_rate=errors / max(len(ok) + errors, 1),
+            e2e_p50_ms=e2e[0], e2e_p95_ms=e2e[1], e2e_p99_ms=e2e[2],
+            ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], ttft_p99_ms=ttft[2], itl_p50_ms=itl[0],
+            output_tokens_per_s=sum(r[4] or 0 for r in ok) / span, rps=len(ok) / span, errors_by_class=by_class,
+        )
+
+
+def _pcts(values: list[float]) -> tuple[float | None, float | None, float | None]:
+    if not values:
+        return None, None, None
+    p50, p95, p99 = np.percentile(np.asarray(values, dtype=float), [50, 95, 99])
+    return float(p50), float(p95), float(p99)
+
+
+def window(environment, start_wall: float, end_wall: float) -> WindowSummary | None:
+    """The documented entry point for shapes: None when no live stats exist in this process."""
+    live: LiveStats | None = getattr(environment, "loadline_live", None)
+    return live.window(start_wall, end_wall) if live is not None else None

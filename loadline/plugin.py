@@ -1,0 +1,103 @@
+"""Locust wiring: importing this module (every entry file does) hooks Loadline into Locust's events.
+
+Roles: a worker ships records; the master or a local (single-process) runner owns the run folder.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gevent
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+from loadline import options as loadline_options
+from loadline.collector import RunCollector
+from loadline.errors import UsageError
+from loadline.transport import RECORDS_MSG, FLUSH_MSG, FlushCoordinator, RecordBuffer, WorkerShipper
+
+log = logging.getLogger("loadline")
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser, **_) -> None:
+    loadline_options.add_arguments(parser)
+
+
+@events.init.add_listener
+def _on_init(environment, **_) -> None:
+    environment.loadline_records = RecordBuffer()
+    environment.loadline_settings = None
+    environment.loadline_observers = []
+    runner = environment.runner
+    if runner is None:
+        return
+    if isinstance(runner, WorkerRunner):
+        from loadline.users.base import WORKER_ID
+
+        shipper = WorkerShipper(environment, WORKER_ID)
+        environment.loadline_shipper = shipper
+        runner.register_message(FLUSH_MSG, shipper.on_flush_request, concurrent=True)
+        _start_selfcheck(environment, WORKER_ID)
+        return
+    collector = RunCollector(environment, distributed=isinstance(runner, MasterRunner))
+    environment.loadline_collector = collector
+    if isinstance(runner, MasterRunner):
+        runner.register_message(RECORDS_MSG, collector.on_records)
+        collector.flush = FlushCoordinator(runner)
+    else:
+        from loadline.users.base import WORKER_ID
+
+        _start_selfcheck(environment, WORKER_ID)
+    if environment.web_ui is not None:
+        from loadline.webui import install_tab
+
+        install_tab(environment)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_) -> None:
+    environment.loadline_settings = None
+    if isinstance(environment.runner, WorkerRunner):
+        environment.loadline_shipper.start()
+        return
+    try:
+        loadline_options.UserSettings.from_options(environment.parsed_options)
+    except UsageError as exc:
+        log.error("loadline: %s", exc)
+        environment.process_exit_code = 2
+        gevent.spawn(environment.runner.quit)
+        return
+    collector: RunCollector = environment.loadline_collector
+    run_dir = collector.start()
+    _start_sidecars(environment, collector, run_dir)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_) -> None:
+    if isinstance(environment.runner, WorkerRunner):
+        environment.loadline_shipper.stop()
+        return
+    collector = getattr(environment, "loadline_collector", None)
+    if collector is not None:
+        collector.stop()
+
+
+def _start_sidecars(environment, collector: RunCollector, run_dir) -> None:
+    """Scraper of the target's /metrics (and extra URLs), started per run on the master."""
+    try:
+        from loadline.scraper import scrape_targets, start_scraper
+    except ImportError:
+        return
+    o = environment.parsed_options
+    urls = scrape_targets(getattr(o, "scrape_url", ""), environment.host)
+    if urls:
+        collector.sidecars.append(start_scraper(run_dir, urls, float(getattr(o, "scrape_interval", 5.0))))
+
+
+def _start_selfcheck(environment, worker_id: str) -> None:
+    try:
+        from loadline.selfcheck import install
+    except ImportError:
+        return
+    install(environment, worker_id)

@@ -1,0 +1,129 @@
+"""Load-generator self-check: is this worker fast enough to measure the server honestly?
+
+A gevent worker that is out of CPU, or whose event loop is blocked, stamps token arrivals late:
+its TTFT and ITL grow although the server did nothing different. Each worker samples, once a
+second, its own process CPU % (psutil) and the event-loop lag (how much later than asked a
+`gevent.sleep` returns); the master writes the rows to generator_metrics.csv and the verdict
+flags the run (`is_saturated`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+log = logging.getLogger("loadline.selfcheck")
+
+SAMPLE_INTERVAL_S = 1.0
+MAX_BUFFERED_ROWS = 100_000  # if the master stops collecting, keep the newest rows only
+MAX_RUNTIME_S = 7 * 24 * 3600.0
+
+# Saturation: sustained, not a blip. A gevent process is single-threaded, so 90 % of one core
+# leaves no room for bursts of token events; 20 ms of loop lag is larger than typical ITLs
+# (10-25 ms, REFERENCE-serving.md), so every gap measured while it lasts is the client's, not the
+# server's. "Sustained" = the median over a rolling window of samples, so single GC pauses or a
+# noisy neighbour's spike do not flag a run.
+CPU_SATURATED_PCT = 90.0
+LOOP_LAG_SATURATED_MS = 20.0
+SUSTAIN_SAMPLES = 5
+
+
+@dataclass
+class SelfCheck:
+    """Sample this process every `interval_s` in a greenlet; `sample_rows()` drains the rows."""
+
+    worker_id: str
+    interval_s: float = SAMPLE_INTERVAL_S
+    users_fn: Callable[[], int] | None = None
+    inflight_fn: Callable[[], int] | None = None
+
+    def __post_init__(self) -> None:
+        self._rows: list[tuple] = []
+        self._greenlet = None
+        self._stopping = None
+        self.last_cpu_percent: float | None = None
+
+    def start(self) -> "SelfCheck":
+        import gevent
+        import psutil
+        from gevent.event import Event
+
+        self._process = psutil.Process()
+        self._process.cpu_percent(None)  # the first call only sets the reference point
+        self._stopping = Event()
+        self._greenlet = gevent.spawn(self._loop)
+        return self
+
+    def _call(self, fn: Callable[[], int] | None) -> int | None:
+        if fn is None:
+            return None
+        try:
+            return int(fn())
+        except Exception:  # noqa: BLE001 - a broken probe must not kill the self-check
+            return None
+
+    def _loop(self) -> None:
+        import gevent
+
+        deadline = time.monotonic() + MAX_RUNTIME_S
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            asked = time.perf_counter()
+            gevent.sleep(self.interval_s)
+            lag_ms = max(0.0, (time.perf_counter() - asked - self.interval_s) * 1000.0)
+            cpu = float(self._process.cpu_percent(None))
+            self.last_cpu_percent = cpu
+            row = (round(time.time(), 3), self.worker_id, round(cpu, 1), round(lag_ms, 2),
+                   self._call(self.users_fn), self._call(self.inflight_fn))
+            self._rows.append(row)
+            if len(self._rows) > MAX_BUFFERED_ROWS:
+                del self._rows[: len(self._rows) - MAX_BUFFERED_ROWS]
+
+    def sample_rows(self) -> list[tuple]:
+        """Rows in GENERATOR_COLUMNS order collected since the last call."""
+        rows, self._rows = self._rows, []
+        return rows
+
+    def stop(self) -> None:
+        if self._greenlet is not None:
+            self._stopping.set()
+            self._greenlet.kill(block=True, timeout=self.interval_s + 1.0)
+            self._greenlet = None
+
+
+def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_PCT,
+                 lag_ms: float = LOOP_LAG_SATURATED_MS, sustain: int = SUSTAIN_SAMPLES) -> tuple[bool, list[str]]:
+    """Was any worker saturated for a sustained stretch? Returns (saturated, evidence lines).
+
+    A worker is saturated when the rolling median (over `sustain` consecutive samples) of its CPU %
+    reaches `cpu_pct`, or that of its loop lag reaches `lag_ms`.
+    """
+    if generator is None or len(generator) == 0:
+        return False, []
+    evidence: list[str] = []
+    df = generator.copy()
+    for col in ("ts", "cpu_percent", "loop_lag_ms"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    for worker, rows in df.sort_values("ts").groupby("worker_id"):
+        if len(rows) < sustain:
+            continue
+        cpu = rows["cpu_percent"].rolling(sustain).median()
+        lag = rows["loop_lag_ms"].rolling(sustain).median()
+        hot_cpu, hot_lag = cpu >= cpu_pct, lag >= lag_ms
+        if hot_cpu.any() or hot_lag.any():
+            hot = hot_cpu | hot_lag
+            first = float(rows.loc[hot, "ts"].iloc[0])
+            seconds = float(hot.sum()) * _median_step(rows["ts"])
+            evidence.append(
+                f"worker {worker}: CPU median {cpu.max():.0f} % (threshold {cpu_pct:g} %), "
+                f"event-loop lag median {lag.max():.0f} ms (threshold {lag_ms:g} ms) over {sustain} samples; "
+                f"saturated for ~{seconds:.0f} s from t={first - float(df['ts'].min()):.0f} s")
+    return bool(evidence), evidence
+
+
+def _median_step(ts: pd.Series) -> float:
+    steps = ts.diff().dropna()
+    return float(steps.median()) if len(steps) else SAMPLE_INTERVAL_S

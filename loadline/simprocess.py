@@ -1,0 +1,65 @@
+"""Start and stop the embedded simulator as a child process (used by `loadline run` and tests)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadline.errors import UsageError
+
+READY_PREFIX = "loadline-sim listening on "
+
+
+@dataclass
+class SimProcess:
+    proc: subprocess.Popen
+    url: str
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+        return self.proc.returncode
+
+
+def start_simulator(args: list[str], log_path: Path | None = None, startup_timeout: float = 30.0) -> SimProcess:
+    """Run `python -m simulator --port 0 ARGS` and wait (bounded) for its ready line."""
+    cmd = [sys.executable, "-m", "simulator", "--port", "0", *args]
+    stderr = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=os.getcwd())
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:  # keeps reading so the child never blocks on a full stdout pipe
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        first = lines.get(timeout=startup_timeout)
+    except queue.Empty:
+        proc.kill()
+        raise UsageError(f"the simulator did not start within {startup_timeout:.0f} s") from None
+    if not first.startswith(READY_PREFIX):
+        proc.wait(5)
+        detail = _last_line(log_path) or first.strip() or f"exit code {proc.returncode}"
+        raise UsageError(f"the simulator did not start: {detail}")
+    return SimProcess(proc, first[len(READY_PREFIX):].strip())
+
+
+def _last_line(path: Path | None) -> str:
+    if not path or not path.exists():
+        return ""
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""

@@ -1,0 +1,227 @@
+"""The shared base of every Loadline user: one HTTP attempt -> one exact RequestRecord.
+
+Users own a plain `requests.Session` (keep-alive, one connection per user like a browser tab) instead
+of Locust's HttpSession, because we fire the Locust request event ourselves: exactly one E2E event
+per finished attempt (so the Aggregated row counts one per request), none for a cancelled stream.
+TTFT, TPOT and ITL are logged straight into their own stats rows (`StatsEntry.log`), which Locust's
+web UI, CSV and HTML show but which never enter the Aggregated row (see README, "Locust stats").
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import random
+import time
+import uuid
+from time import perf_counter
+
+import gevent
+import requests
+from gevent import GreenletExit
+from locust import User, constant
+
+from loadline.options import UserSettings
+from loadline.records import CANCELLED, ERROR, OK, RequestRecord
+from loadline.streaming import StreamFailure, StreamResult, chat_content, read_stream
+
+log = logging.getLogger("loadline")
+
+WORKER_TAG = uuid.uuid4().hex[:6]  # unique per process: request ids never collide across workers
+WORKER_ID = f"{os.uname().nodename}-{os.getpid()}"
+_request_numbers = itertools.count(1)
+_user_numbers = itertools.count(1)
+
+
+class TotalTimeout(Exception):
+    """The whole attempt took longer than --request-timeout."""
+
+
+class LLMError(Exception):
+    """What Locust's failure table shows for a failed attempt: '<error class>: <message>'."""
+
+
+def settings_for(environment) -> UserSettings:
+    """Settings built once per test start (plugin resets the cache at test_start)."""
+    settings = getattr(environment, "loadline_settings", None)
+    if settings is None:
+        settings = UserSettings.from_options(environment.parsed_options)
+        environment.loadline_settings = settings
+    return settings
+
+
+def discover_model(session: requests.Session, host: str, timeout: float) -> str:
+    """The first model of GET /v1/models, cached per process; 'default' when the server won't say."""
+    cached = _discovered.get(host)
+    if cached:
+        return cached
+    try:
+        data = session.get(f"{host}/v1/models", timeout=timeout).json()
+        name = data["data"][0]["id"]
+    except Exception:  # any failure here shows up, more usefully, in the first real request
+        name = "default"
+    _discovered[host] = name
+    return name
+
+
+_discovered: dict[str, str] = {}
+
+
+class LLMUser(User):
+    """Abstract: subclasses define the request body and which endpoint they call."""
+
+    abstract = True
+    wait_time = constant(0)  # pacing (think time, event intervals) is done inside the tasks
+    endpoint = "/v1/chat/completions"
+    kind = "chat"
+    content_of = staticmethod(chat_content)
+
+    def on_start(self) -> None:
+        self.settings = settings_for(self.environment)
+        number = next(_user_numbers)
+        self.user_id = f"{WORKER_TAG}-u{number}"
+        seed = self.settings.seed
+        self.rng = random.Random(f"{seed}-{number}" if seed else None)
+        self.http = requests.Session()
+        self.http.headers["Accept-Encoding"] = "identity"  # never decode gzip on the token path
+        if self.settings.api_key:
+            self.http.headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        self.base_url = (self.host or "").rstrip("/")
+        self.model = self.settings.model or discover_model(self.http, self.base_url, self.settings.connect_timeout)
+        self.stats_name = f"{self.endpoint} [{self.kind}]"
+
+    def on_stop(self) -> None:
+        self.http.close()
+
+    # -- request bodies -------------------------------------------------------------------------
+    def body(self, prompt: str | list[dict]) -> dict:
+        """Chat body from a message list; subclasses override for other endpoints."""
+        body: dict = {"model": self.model, "messages": prompt, "stream": self.settings.stream}
+        return self._common(body)
+
+    def _common(self, body: dict) -> dict:
+        if self.settings.max_tokens > 0:
+            body["max_tokens"] = self.settings.max_tokens
+        if self.settings.stream:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    # -- sending --------------------------------------------------------------------------------
+    def send(self, body: dict, session_id: str = "", turn: int = 0) -> StreamResult | None:
+        """One logical request: attempts with capped, Retry-After-honouring retries on 429/503."""
+        payload = json.dumps(body).encode()
+        for attempt in range(self.settings.max_retries + 1):
+            result, retry_after = self._attempt(payload, session_id, turn, attempt)
+            if retry_after is None or attempt == self.settings.max_retries:
+                return result
+            gevent.sleep(min(retry_after, self.settings.retry_cap))
+        return None
+
+    def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int):
+        s = self.settings
+        rec = RequestRecord(
+            request_id=f"{WORKER_TAG}-{next(_request_numbers)}", worker_id=WORKER_ID, user_id=self.user_id,
+            user_class=type(self).__name__, session_id=session_id, turn=turn, endpoint=self.endpoint,
+            model=self.model, start_wall=0.0, attempt=attempt,
+        )
+        result = StreamResult()
+        retry_after: float | None = None
+        response = None
+        headers = {"Content-Type": "application/json", "X-Request-Id": rec.request_id}
+        rec.start_wall = time.time()
+        t0 = perf_counter()
+        try:
+            with gevent.Timeout(s.request_timeout, TotalTimeout):
+                response = self.http.post(self.base_url + self.endpoint, data=payload, headers=headers,
+                                          stream=True, timeout=(s.connect_timeout, s.first_token_timeout))
+                rec.ttfb_ms = (perf_counter() - t0) * 1000
+                rec.http_status = response.status_code
+                if response.status_code != 200:
+                    retry_after = self._http_failure(rec, response)
+                elif s.stream:
+                    read_stream(response.raw, self.content_of, result)
+                    response._content_consumed = True  # lets requests keep the connection alive
+                else:
+                    self._read_whole(response, result)
+        except GreenletExit:
+            self._fail(rec, "cancelled", "test stopped while the request was in flight", CANCELLED)
+            self._finish(rec, result, t0)
+            raise
+        except TotalTimeout:
+            self._fail(rec, "timeout", f"request took longer than {s.request_timeout} s")
+        except StreamFailure as exc:
+            self._fail(rec, exc.error_class, str(exc))
+        except requests.exceptions.ConnectTimeout:
+            self._fail(rec, "timeout", f"no connection within {s.connect_timeout} s")
+        except requests.exceptions.ReadTimeout:
+            self._fail(rec, "timeout", f"no response within {s.first_token_timeout} s")
+        except requests.exceptions.ConnectionError as exc:
+            connect = "NewConnection" in repr(exc) or "Failed to establish" in str(exc)
+            self._fail(rec, "connect" if connect else "reset", _one_line(exc))
+        except Exception as exc:  # a client bug must not kill the user nor lose the record
+            log.exception("loadline client error")
+            self._fail(rec, "client", f"{type(exc).__name__}: {_one_line(exc)}")
+        finally:
+            if response is not None:
+                response.close()
+        self._finish(rec, result, t0)
+        return (result if rec.status == OK else None), retry_after
+
+    def _http_failure(self, rec: RequestRecord, response: requests.Response) -> float | None:
+        try:
+            body = response.content[:2000].decode("utf-8", "replace")
+            message = json.loads(body).get("error", {}).get("message", "") or body
+        except (ValueError, AttributeError):
+            message = body if "body" in locals() else ""
+        self._fail(rec, "http", f"HTTP {response.status_code}: {_one_line(message)}")
+        if response.status_code in (429, 503):
+            try:
+                return max(0.0, float(response.headers.get("Retry-After", "1")))
+            except ValueError:
+                return 1.0
+        return None
+
+    def _read_whole(self, response: requests.Response, result: StreamResult) -> None:
+        data = response.json()
+        choice = data["choices"][0]
+        text = choice.get("message", {}).get("content") if "message" in choice else choice.get("text")
+        result.pieces.append(text or "")
+        result.usage = data.get("usage")
+        result.finish_reason = choice.get("finish_reason") or ""
+        result.done = True
+        result.ended_at = perf_counter()
+
+    @staticmethod
+    def _fail(rec: RequestRecord, error_class: str, message: str, status: str = ERROR) -> None:
+        rec.status, rec.error_class, rec.error_message = status, error_class, message[:300]
+
+    def _finish(self, rec: RequestRecord, result: StreamResult, t0: float) -> None:
+        from loadline.measure import fill_timings
+
+        fill_timings(rec, result, t0, result.ended_at or perf_counter())
+        self.environment.loadline_records.add(rec)
+        if rec.status != CANCELLED:
+            self._report_to_locust(rec)
+
+    def _report_to_locust(self, rec: RequestRecord) -> None:
+        exception = None if rec.status == OK else LLMError(f"{rec.error_class}: {rec.error_message}")
+        self.environment.events.request.fire(
+            request_type="E2E", name=self.stats_name, response_time=rec.e2e_ms,
+            response_length=rec.output_tokens, exception=exception, context={"request_id": rec.request_id},
+            start_time=rec.start_wall, url=self.endpoint, response=None,
+        )
+        stats = self.environment.stats
+        if rec.ttft_ms is not None:
+            stats.get(self.stats_name, "TTFT").log(rec.ttft_ms, rec.output_tokens)
+        if rec.tpot_ms is not None:
+            stats.get(self.stats_name, "TPOT").log(rec.tpot_ms, rec.output_tokens)
+        if rec.itl_us:
+            itl = stats.get(self.stats_name, "ITL")
+            for gap in rec.itl_us.split():
+                itl.log(int(gap) / 1000, 0)
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())[:300]

@@ -1,0 +1,128 @@
+"""The web UI's "LLM" tab: live TTFT / ITL / tokens/s, the current phase and the run folder.
+
+Built on Locust's extension points (template_args extended_tabs/tables/csv_files and an
+`extended_stats` field added to /stats/requests), so the stock React UI renders it. Two routes
+serve the run folder's requests table and build-and-serve the report of the last run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from flask import Response, request, send_file
+
+from loadline import runfolder
+
+TAB = "llm"
+WINDOW_S = 30.0
+
+
+def _fmt(value, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.1f}{unit}"
+    return f"{value}{unit}"
+
+
+def _current_phase() -> str:
+    try:
+        from shapes.timeline import current_phase
+    except ImportError:
+        return "-"
+    phase = current_phase()
+    return phase.get("label", "-") if phase else "-"
+
+
+def table_rows(environment) -> list[dict]:
+    live = getattr(environment, "loadline_live", None)
+    collector = getattr(environment, "loadline_collector", None)
+    run_dir = getattr(collector, "run_dir", None) or getattr(collector, "last_run_dir", None)
+    now = time.time()
+    recent = live.window(now - WINDOW_S, now) if live is not None else None
+    whole = live.window(0, now + 1) if live is not None else None
+    if whole is not None and live is not None:
+        active = runfolder.active()
+        start = active.started_wall if active else whole.start_wall
+        whole = live.window(start, now)
+
+    def both(attr: str, unit: str = "") -> dict:
+        return {"last": _fmt(getattr(recent, attr, None), unit), "run": _fmt(getattr(whole, attr, None), unit)}
+
+    rows = [
+        {"metric": "Phase", "last": _current_phase(), "run": ""},
+        {"metric": "Users running", "last": _fmt(environment.runner.user_count), "run": ""},
+        {"metric": "Requests (finished)", **both("requests")},
+        {"metric": "Requests/s (ok)", **both("rps")},
+        {"metric": "Output tokens/s", **both("output_tokens_per_s")},
+        {"metric": "TTFT p50", **both("ttft_p50_ms", " ms")},
+        {"metric": "TTFT p95", **both("ttft_p95_ms", " ms")},
+        {"metric": "TTFT p99", **both("ttft_p99_ms", " ms")},
+        {"metric": "ITL p50 (median of requests)", **both("itl_p50_ms", " ms")},
+        {"metric": "E2E p50", **both("e2e_p50_ms", " ms")},
+        {"metric": "E2E p95", **both("e2e_p95_ms", " ms")},
+        {"metric": "E2E p99", **both("e2e_p99_ms", " ms")},
+        {"metric": "Error rate", "last": _pct(recent), "run": _pct(whole)},
+        {"metric": "Errors by class", "last": _classes(recent), "run": _classes(whole)},
+        {"metric": "Run folder", "last": str(run_dir or "-"), "run": ""},
+    ]
+    return rows
+
+
+def _pct(window) -> str:
+    return "-" if window is None else f"{window.error_rate * 100:.2f} %"
+
+
+def _classes(window) -> str:
+    if window is None or not window.errors_by_class:
+        return "-"
+    return ", ".join(f"{k}: {v}" for k, v in sorted(window.errors_by_class.items()))
+
+
+def install_tab(environment) -> None:
+    web_ui = environment.web_ui
+    app = web_ui.app
+    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
+    web_ui.template_args["extended_tables"] = [{
+        "key": TAB,
+        "structure": [{"key": "metric", "title": "Metric"}, {"key": "last", "title": f"Last {WINDOW_S:.0f} s"},
+                      {"key": "run", "title": "Whole run"}],
+    }]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "/loadline/requests.csv", "title": "Download the request records (requests.csv) of the run"},
+        {"href": "/loadline/report", "title": "Build and open the Loadline report of the run"},
+    ]
+
+    @app.after_request
+    def _add_llm_table(response):
+        if request.path != "/stats/requests" or not response.is_json:
+            return response
+        data = response.get_json()
+        data["extended_stats"] = [{"key": TAB, "data": table_rows(environment)}]
+        response.set_data(json.dumps(data))
+        return response
+
+    def _run_dir() -> Path | None:
+        collector = environment.loadline_collector
+        return collector.run_dir or getattr(collector, "last_run_dir", None)
+
+    @app.route("/loadline/requests.csv")
+    def _requests_csv():
+        run_dir = _run_dir()
+        if run_dir is None or not (run_dir / runfolder.REQUESTS).exists():
+            return Response("no run yet\n", status=404, mimetype="text/plain")
+        return send_file(run_dir / runfolder.REQUESTS, mimetype="text/csv", as_attachment=True)
+
+    @app.route("/loadline/report")
+    def _report():
+        run_dir = _run_dir()
+        if run_dir is None:
+            return Response("no run yet\n", status=404, mimetype="text/plain")
+        from analysis.report import build_report
+        from loadline.slo import SLO
+
+        slo_file = getattr(environment.parsed_options, "slo_file", "") or None
+        build_report(run_dir, SLO.from_file(slo_file))
+        return send_file(run_dir / runfolder.REPORT_DIR / "report.html", mimetype="text/html")
