@@ -24,6 +24,10 @@ class Phase:
     judged: bool = False  # the stepped stop rule evaluates this phase when it ends
 
 
+def users_text(n: int) -> str:
+    return "1 user" if n == 1 else f"{n} users"
+
+
 def scaled(phase: Phase, time_scale: float) -> Phase:
     """The same phase run `time_scale` times faster: durations shrink, explicit rates grow."""
     rate = None if phase.spawn_rate is None else phase.spawn_rate * time_scale

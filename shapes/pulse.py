@@ -12,7 +12,7 @@ from typing import Any
 
 from shapes.base import PhasedShape
 from shapes.options import read, require
-from shapes.phase import Phase
+from shapes.phase import Phase, users_text
 
 MAX_REPEATS = 100
 
@@ -54,8 +54,8 @@ def pulse_phases(s: PulseSettings) -> list[Phase]:
     if s.baseline_hold_s > 0:
         phases.append(Phase("baseline", "baseline", s.baseline_hold_s, s.base_users))
     for n in range(1, s.repeats + 1):
-        phases.append(Phase(f"burst-{n} ({s.peak_users} users)", "burst", s.hold_s, s.peak_users))
-        phases.append(Phase(f"recover-{n} ({s.base_users} users)", "recover", s.gap_s, s.base_users))
+        phases.append(Phase(f"burst-{n} ({users_text(s.peak_users)})", "burst", s.hold_s, s.peak_users))
+        phases.append(Phase(f"recover-{n} ({users_text(s.base_users)})", "recover", s.gap_s, s.base_users))
     return phases
 
 

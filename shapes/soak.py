@@ -12,7 +12,7 @@ from typing import Any
 
 from shapes.base import PhasedShape
 from shapes.options import read, require
-from shapes.phase import Phase
+from shapes.phase import Phase, users_text
 
 MAX_WINDOWS = 2000
 
@@ -46,7 +46,7 @@ class SoakSettings:
 def soak_phases(s: SoakSettings) -> list[Phase]:
     phases = []
     if s.ramp_s > 0:
-        phases.append(Phase(f"ramp (to {s.users} users)", "ramp", s.ramp_s, s.users, ramp_s=s.ramp_s))
+        phases.append(Phase(f"ramp (to {users_text(s.users)})", "ramp", s.ramp_s, s.users, ramp_s=s.ramp_s))
     count = math.ceil(s.hold_s / s.window_s - 1e-9)
     for n in range(1, count + 1):
         length = min(s.window_s, s.hold_s - (n - 1) * s.window_s)  # the last window takes the remainder

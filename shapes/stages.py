@@ -24,7 +24,7 @@ from locust.util.timespan import parse_timespan
 from loadline.errors import UsageError
 from shapes.base import PhasedShape
 from shapes.options import read, require
-from shapes.phase import KINDS, Phase
+from shapes.phase import KINDS, Phase, users_text
 
 MAX_STAGES = 1000
 STAGE_KEYS = {"label", "kind", "duration", "users", "spawn_rate"}
@@ -60,7 +60,7 @@ def stage_phase(n: int, entry: Any, where: str) -> Phase:
         rate = float(rate)
     kind = entry.get("kind", "stage")
     require(kind in KINDS, f"{where}: kind must be one of {', '.join(KINDS)}")
-    label = str(entry.get("label") or f"stage-{n} ({users} users)")
+    label = str(entry.get("label") or f"stage-{n} ({users_text(users)})")
     return Phase(label, kind, parse_duration(entry["duration"], where), users, spawn_rate=rate)
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from loadline.slo import SLO
 from shapes.base import PhasedShape
 from shapes.options import read, require
-from shapes.phase import Phase
+from shapes.phase import Phase, users_text
 from shapes.stop_rule import judge_window
 
 logger = logging.getLogger(__name__)
@@ -81,8 +81,8 @@ def stepped_phases(s: StepSettings) -> list[Phase]:
         phases.append(Phase("baseline", "baseline", s.baseline_hold_s, 1))
     for n, users in enumerate(step_users(s.start_users, s.factor, s.add, s.max_users), start=1):
         if s.ramp_s > 0:
-            phases.append(Phase(f"ramp-{n} (to {users} users)", "ramp", s.ramp_s, users, ramp_s=s.ramp_s))
-        phases.append(Phase(f"step-{n} ({users} users)", "step", s.hold_s, users, judged=s.stop_on_slo))
+            phases.append(Phase(f"ramp-{n} (to {users_text(users)})", "ramp", s.ramp_s, users, ramp_s=s.ramp_s))
+        phases.append(Phase(f"step-{n} ({users_text(users)})", "step", s.hold_s, users, judged=s.stop_on_slo))
     return phases
 
 
