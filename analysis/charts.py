@@ -52,6 +52,14 @@ def _shade_phases(ax, run: RunData, t0: float) -> None:
                     fontsize=7, va="top", rotation=90, color="#555555")
 
 
+def _legend(ax, **kwargs) -> None:
+    """A legend when something was drawn, else a note that there was nothing to draw."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, **kwargs)
+    else:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="grey")
+
+
 def _ok(run: RunData) -> pd.DataFrame:
     return run.requests[(run.requests["status"] == "ok").to_numpy()]
 
@@ -68,7 +76,7 @@ def latency_over_time(run: RunData, path: Path) -> Path:
         for column, q, style in (("e2e_ms", 0.5, "-"), ("e2e_ms", 0.95, "-"), ("e2e_ms", 0.99, "-"), ("ttft_ms", 0.95, "--")):
             series = grouped[column].quantile(q)
             ax.plot(series.index, series.to_numpy(), style, label=f"{column[:-3].upper()} P{round(q * 100)}")
-        ax.legend(loc="upper left", fontsize=8)
+    _legend(ax, loc="upper left")
     ax.set(title=f"Latency percentiles over time ({width:g} s buckets, ok requests)", xlabel="time since start (s)",
            ylabel="latency (ms)")
     return _save(fig, path)
@@ -92,8 +100,8 @@ def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict
             bottom.axhline(limit, color="grey", lw=0.8, ls="--", label=f"{name} {limit:g} ms")
     top.set(title="Throughput vs concurrency", ylabel="requests/s")
     bottom.set(title="Latency vs concurrency", xlabel="concurrent users", ylabel="latency (ms)")
-    top.legend(fontsize=8, loc="upper left")
-    bottom.legend(fontsize=8, loc="upper left")
+    _legend(top, loc="upper left")
+    _legend(bottom, loc="upper left")
     return _save(fig, path)
 
 
@@ -118,7 +126,7 @@ def latency_cdfs(run: RunData, path: Path) -> Path:
     for ax in (left, right):
         ax.set_xscale("log")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
+        _legend(ax, loc="lower right")
     return _save(fig, path)
 
 
@@ -131,7 +139,7 @@ def tokens_over_time(run: RunData, path: Path) -> Path:
     bucket = ((ok["end_wall"].to_numpy() - t0) // width) * width
     tokens = ok.groupby(bucket)["output_tokens"].sum() / width
     ax.step(tokens.index + width / 2, tokens.to_numpy(), where="mid", label="output tokens/s (ok requests)")
-    ax.legend(fontsize=8, loc="upper left")
+    _legend(ax, loc="upper left")
     ax.set(title=f"Output tokens/s over time ({width:g} s buckets, by completion time)",
            xlabel="time since start (s)", ylabel="tokens/s")
     return _save(fig, path)
@@ -171,6 +179,6 @@ def locust_history_chart(history: pd.DataFrame, path: Path) -> Path:
     top.set(title="Locust history: users and requests/s", ylabel="users, requests/s")
     bottom.set(title="Locust history: response time percentiles (Locust-bucketed)", xlabel="time since start (s)",
                ylabel="ms")
-    top.legend(fontsize=8)
-    bottom.legend(fontsize=8)
+    _legend(top)
+    _legend(bottom)
     return _save(fig, path)

@@ -167,9 +167,8 @@ def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str]) -> pd.D
     # Missing ends elsewhere: a phase ends where the next begins.
     next_start = phases["start_wall"].shift(-1)
     phases["end_wall"] = phases["end_wall"].fillna(next_start)
-    phases["label"] = phases["label"].fillna("").astype(str)
-    phases["kind"] = phases["kind"].fillna("").astype(str)
-    phases["note"] = phases["note"].fillna("").astype(str)
+    for name in ("label", "kind", "note"):
+        phases[name] = phases[name].astype(object).fillna("").astype(str)
     return phases
 
 

@@ -1,0 +1,107 @@
+"""build_report and the report/compare commands on constructed run folders."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import escape
+import xml.etree.ElementTree as ET
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from analysis.report import build_report
+from analysis.synthetic import Server, make_requests, stepped_run, write_run
+from loadline.cli import main as cli_main
+from loadline.slo import SLO
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def stepped(tmp_path_factory):
+    path = stepped_run(tmp_path_factory.mktemp("stepped") / "run", (2, 4, 8, 16, 32), step_s=20)
+    return path, build_report(path, SLO())
+
+
+def test_outputs_exist_and_verdict_has_the_contract_keys(stepped):
+    path, result = stepped
+    out = path / "report"
+    for name in ("report.html", "summary.md", "verdict.json", "junit.xml"):
+        assert (out / name).stat().st_size > 0
+    verdict = json.loads((out / "verdict.json").read_text())
+    for key in ("slo", "knee", "break_point", "safe_operating_point", "phases", "bottleneck", "capacity", "sentence"):
+        assert key in verdict
+    assert verdict["slo"]["passed"] is False and result.exit_code == 1  # 32 users break the default SLO
+    assert verdict["knee"]["users"] == 8
+    assert verdict["break_point"]["users"] == 32
+    assert {c["name"] for c in verdict["slo"]["criteria"]} >= {"E2E P95", "E2E P99", "TTFT P95", "error rate"}
+    assert len(verdict["phases"]) == 5
+    ET.fromstring((out / "junit.xml").read_text())
+
+
+def test_charts_are_non_empty_pngs(stepped):
+    path, result = stepped
+    names = result.verdict["charts"]
+    assert {"latency_over_time.png", "throughput_vs_concurrency.png", "latency_cdf.png", "tokens_over_time.png",
+            "errors_over_time.png"} <= set(names)
+    for name in names:
+        data = (path / "report" / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE)
+        image = matplotlib.image.imread(path / "report" / name)
+        assert image.shape[0] > 200 and image.shape[1] > 400
+        assert image[..., :3].std() > 0.01  # not a blank canvas
+
+
+def test_report_html_is_self_contained(stepped):
+    path, result = stepped
+    html = (path / "report" / "report.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I)
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", html, re.I)
+    assert html.count("data:image/png;base64,") == len(result.verdict["charts"])
+    assert escape(result.verdict["sentence"]) in html
+
+
+def test_summary_states_the_one_sentence_verdict(stepped):
+    _, result = stepped
+    assert result.summary.splitlines()[2].startswith("> FAIL: in a ")
+    assert "E2E P95 reached" in result.summary and "step-5 (32 users)" in result.summary
+
+
+def test_cli_exit_codes_follow_the_slo(tmp_path, capsys):
+    e2e = np.full(50, 400.0)
+    path = write_run(tmp_path / "run", make_requests(1000.0 + np.arange(50) * 0.2, e2e, ttft_ms=100.0, output_tokens=5))
+    relaxed = tmp_path / "relaxed.toml"
+    relaxed.write_text("[slo]\ne2e_p95_ms = 401\ne2e_p99_ms = 'none'\nttft_p95_ms = 'none'\n")
+    strict = tmp_path / "strict.toml"
+    strict.write_text("[slo]\ne2e_p95_ms = 400\n")
+    assert cli_main(["report", str(path), "--slo", str(relaxed), "--out", str(tmp_path / "r1")]) == 0
+    assert cli_main(["report", str(path), "--slo", str(strict), "--out", str(tmp_path / "r2")]) == 1
+    assert "PASS" in (tmp_path / "r1" / "summary.md").read_text()
+    assert cli_main(["report", str(path), "--slo", str(tmp_path / "absent.toml")]) == 2
+    assert "SLO file not found" in capsys.readouterr().err
+
+
+def test_errors_fail_the_default_gate_and_are_charted(tmp_path):
+    n = 40
+    status = ["ok"] * 38 + ["error"] * 2
+    requests = make_requests(1000.0 + np.arange(n) * 0.25, np.full(n, 300.0), ttft_ms=80.0, output_tokens=5,
+                             status=status, error_class=[""] * 38 + ["http", "reset"])
+    result = build_report(write_run(tmp_path / "run", requests), SLO(), out_dir=tmp_path / "out")
+    assert result.exit_code == 1
+    rate = next(c for c in result.verdict["slo"]["criteria"] if c["name"] == "error rate")
+    assert rate["measured"] == pytest.approx(2 / 40) and rate["passed"] is False
+    classes = result.verdict["error_classes"][0]
+    assert classes["http"] == 1 and classes["reset"] == 1
+
+
+def test_compare_flags_a_real_regression_and_not_noise(tmp_path, capsys):
+    base = stepped_run(tmp_path / "base", (2, 4, 8, 16), step_s=20, seed=1)
+    same = stepped_run(tmp_path / "same", (2, 4, 8, 16), step_s=20, seed=2)
+    slower = stepped_run(tmp_path / "slower", (2, 4, 8, 16), Server(capacity_rps=14), step_s=20, seed=3)
+    assert cli_main(["compare", str(base), str(same)]) == 0
+    assert cli_main(["compare", str(base), str(slower)]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out and "step-4 (16 users)" in out
+    assert cli_main(["compare", str(base), str(tmp_path / "nope")]) == 2
