@@ -1,0 +1,1 @@
+"""The embedded simulated OpenAI-compatible inference server (`loadline sim`); see docs/simulator.md."""

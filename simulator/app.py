@@ -1,0 +1,156 @@
+"""The OpenAI-compatible front end: routes, auth, the gateway's connection cap, admission to a replica.
+
+Every generation request gets a truth record, including the ones turned away (rejected) here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import itertools
+import json
+import time
+from collections import Counter
+from typing import Callable
+
+from simulator.config import SimConfig
+from simulator.engine import Engine
+from simulator.faults import FaultState
+from simulator.http import BadRequest, Connection, Request, response
+from simulator.lb import LoadBalancer
+from simulator.openai_api import ApiError, parse_generation
+from simulator.sequence import Sequence
+from simulator.stream import ResponseSink
+from simulator.truth import TruthLog, new_record
+from simulator.wire import error_body
+
+GENERATE = {"/v1/chat/completions": True, "/v1/completions": False}
+
+
+class SimApp:
+    def __init__(self, config: SimConfig, faults: FaultState, engines: list[Engine], truth: TruthLog,
+                 api_key: str | None, metrics_text: Callable[[], bytes]) -> None:
+        self.config = config
+        self.faults = faults
+        self.engines = engines
+        self.lb = LoadBalancer(engines, config.lb)
+        self.truth = truth
+        self._api_key = f"Bearer {api_key}".encode() if api_key else None
+        self.metrics_text = metrics_text
+        self.connections: set[Connection] = set()
+        self.http_requests: Counter = Counter()  # (handler, method, status) -> count
+        self.gateway_rejected = 0
+        self._ids = itertools.count(1)
+
+    # ---- connection lifecycle (gateway faults) -------------------------------------------
+    def on_connect(self, conn: Connection) -> None:
+        cap = self.faults.max_connections
+        if cap and len(self.connections) >= cap:
+            conn.rejected = True  # read the request (for its id), answer 503, close
+        self.connections.add(conn)
+        if self.faults.accept_delay_ms > 0 and conn.transport is not None:
+            conn.transport.pause_reading()
+            delay = self.faults.accept_delay_ms * 1e-3 / self.config.time_scale
+            asyncio.get_running_loop().call_later(delay, self._resume, conn)
+
+    @staticmethod
+    def _resume(conn: Connection) -> None:
+        if not conn.closed and conn.transport is not None:
+            conn.transport.resume_reading()
+
+    def on_close(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+
+    def on_bad_request(self, conn: Connection, error: BadRequest) -> None:
+        self._reply(conn, "other", "?", error.status, error_body(str(error), error.status))
+
+    def close_all(self) -> None:
+        for conn in list(self.connections):
+            conn.close()
+
+    # ---- routing -------------------------------------------------------------------------
+    def _reply(self, conn: Connection, handler: str, method: str, status: int, body: bytes,
+               content_type: str = "application/json", extra: dict[str, str] | None = None) -> None:
+        self.http_requests[(handler, method, str(status))] += 1
+        conn.write(response(status, body, content_type, extra, conn.keep_alive))
+        conn.finish_response()
+
+    def handle(self, conn: Connection, req: Request) -> None:
+        path, method = req.path, req.method
+        if path in GENERATE:
+            if method != "POST":
+                return self._reply(conn, path, method, 405, error_body("use POST", 405))
+            return self._generate(conn, req, GENERATE[path])
+        if conn.rejected:
+            conn.keep_alive = False
+            return self._reply(conn, path, method, 503, error_body("gateway: too many connections", 503),
+                               extra={"Retry-After": str(self.config.retry_after_s)})
+        if method != "GET":
+            return self._reply(conn, "other", method, 404 if path not in ROUTES else 405,
+                               error_body(f"{method} {path} is not served", 404))
+        if path == "/metrics":
+            return self._reply(conn, path, method, 200, self.metrics_text(),
+                               "text/plain; version=0.0.4; charset=utf-8")
+        if path == "/health":
+            up = any(e.up for e in self.engines)
+            return self._reply(conn, path, method, 200 if up else 503, b"" if up else error_body("no replica up", 503))
+        if path == "/v1/models":
+            if not self._authorized(req):
+                return self._reply(conn, path, method, 401, error_body("Unauthorized", 401))
+            body = {"object": "list", "data": [{"id": self.config.model_name, "object": "model", "created": 0,
+                                                "owned_by": "loadline-sim", "root": self.config.model_name,
+                                                "max_model_len": self.config.max_model_len}]}
+            return self._reply(conn, path, method, 200, json.dumps(body).encode())
+        return self._reply(conn, "other", method, 404, error_body(f"{path} not found", 404))
+
+    def _authorized(self, req: Request) -> bool:
+        if self._api_key is None:
+            return True
+        return hmac.compare_digest(req.headers.get("authorization", "").encode(), self._api_key)
+
+    # ---- generation ----------------------------------------------------------------------
+    def _generate(self, conn: Connection, req: Request, chat: bool) -> None:
+        request_id = req.headers.get("x-request-id") or f"sim-{next(self._ids)}"
+        record = new_record(request_id, time.time(), req.path, self.faults.active())
+
+        def reject(status: int, message: str, extra: dict[str, str] | None = None, param: str | None = None) -> None:
+            record.update(status=status, outcome="rejected")
+            self.truth.add(record)
+            if status == 503 and conn.rejected:
+                conn.keep_alive = False
+                self.gateway_rejected += 1
+            self._reply(conn, req.path, "POST", status, error_body(message, status, param), extra=extra)
+
+        retry = {"Retry-After": str(self.config.retry_after_s)}
+        if conn.rejected:
+            return reject(503, "gateway: too many connections", retry)
+        if not self._authorized(req):
+            return reject(401, "Unauthorized: missing or wrong API key")
+        engine = self.lb.pick()
+        if engine is None:
+            return reject(503, "no replica is up", retry)
+        record["replica"] = engine.index
+        cfg = self.config
+        try:
+            gen = parse_generation(chat, req.body, cfg.model_name, cfg.max_model_len, cfg.block_size,
+                                   cfg.enable_prefix_caching, engine.draw_output_len)
+        except ApiError as exc:
+            return reject(exc.status, str(exc), param=exc.param)
+        record.update(prompt_tokens=gen.prompt_len, stream=gen.stream)
+        if cfg.max_num_queued_reqs and engine.num_waiting >= cfg.max_num_queued_reqs:
+            return reject(cfg.queue_full_status, "the server's waiting queue is full; retry later", retry)
+        response_id = f"{'chatcmpl' if chat else 'cmpl'}-{request_id}"
+        sink = ResponseSink(conn, gen, response_id, int(record["arrival"]), record, self._finished)
+        seq = Sequence(request_id, gen.prompt_len, gen.output_target, gen.finish_reason, sink, gen.hashes,
+                       engine.draw_fault(gen.output_target))
+        engine.in_flight += 1
+        conn.on_lost = lambda: sink.client_gone(seq, engine.abort)
+        engine.submit(seq)
+
+    def _finished(self, sink: ResponseSink, record: dict) -> None:
+        self.engines[record["replica"]].in_flight -= 1
+        self.http_requests[(record["endpoint"], "POST", str(record["status"]))] += 1
+        self.truth.add(record)
+
+
+ROUTES = ("/metrics", "/health", "/v1/models", *GENERATE)

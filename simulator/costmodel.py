@@ -1,0 +1,53 @@
+"""How long one engine step takes: the roofline model of REFERENCE-serving.md, as pure functions.
+
+A step runs every scheduled token at once (decode tokens of the running batch plus prefill chunks):
+
+    memory_s  = (W + kv_tokens_read * KV_B) / (memory_efficiency * HBM_BW * TP)
+    compute_s = 2 * P * step_tokens / (compute_efficiency * PEAK * TP)
+    step_s    = (max(memory_s, compute_s) + layers * (per_layer_overhead + tp_comm) + step_overhead)
+                * latency_spike / time_scale
+
+W = weight bytes, KV_B = KV bytes per token, P = parameters, TP = tensor_parallel_size. Decode of a
+small batch is memory-bound (weights are read once per step, however many sequences share it), so
+ITL grows slowly with batch size and with the context each sequence reads; prefill is
+compute-bound, so TTFT grows with prompt length. Attention FLOPs (quadratic in context) are left
+out: below ~8k context they are small next to the 2 * P linear-layer FLOPs.
+"""
+
+from __future__ import annotations
+
+from simulator.config import GIB, SimConfig
+
+
+def memory_seconds(config: SimConfig, kv_tokens_read: int) -> float:
+    bytes_read = config.weights_gib * GIB + kv_tokens_read * config.kv_bytes_per_token
+    bandwidth = config.memory_efficiency * config.hbm_bandwidth_gbs * 1e9 * config.tensor_parallel_size
+    return bytes_read / bandwidth
+
+
+def compute_seconds(config: SimConfig, step_tokens: int) -> float:
+    flops = 2.0 * config.params_b * 1e9 * step_tokens
+    return flops / (config.compute_efficiency * config.peak_tflops * 1e12 * config.tensor_parallel_size)
+
+
+def fixed_seconds(config: SimConfig) -> float:
+    per_layer = config.num_layers * (config.per_layer_overhead_us + config.tp_comm_us_per_layer) * 1e-6
+    return per_layer + config.step_overhead_ms * 1e-3
+
+
+def step_seconds(config: SimConfig, step_tokens: int, kv_tokens_read: int) -> float:
+    """Unscaled model time of one step (seconds on the simulated GPU)."""
+    return max(memory_seconds(config, kv_tokens_read), compute_seconds(config, step_tokens)) + fixed_seconds(config)
+
+
+def single_stream_estimate(config: SimConfig, prompt_tokens: int, context: int) -> tuple[float, float]:
+    """(TTFT, ITL) in model seconds for one request alone on the engine: used by docs and tests."""
+    chunk = config.max_num_batched_tokens
+    ttft = config.request_overhead_ms * 1e-3
+    done = 0
+    while done < prompt_tokens:
+        n = min(chunk, prompt_tokens - done)
+        done += n
+        ttft += step_seconds(config, n, done)
+    itl = step_seconds(config, 1, context)
+    return ttft, itl

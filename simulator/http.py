@@ -1,0 +1,160 @@
+"""A minimal HTTP/1.1 server connection on a raw asyncio Protocol (keep-alive, chunked responses).
+
+Why not a web framework: the hot path is one socket write per connection per engine step, and the
+frameworks we measured add per-chunk overhead that kept the simulator under its 20,000 chunks/s
+goal (docs/benchmarks.md). Requests are small JSON bodies with Content-Length; one request is
+served at a time per connection (bytes of a pipelined next request wait in the buffer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Callable, Protocol
+
+MAX_HEAD = 64 * 1024
+MAX_BODY = 16 * 1024 * 1024
+STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+               b"Transfer-Encoding: chunked\r\nServer: loadline-sim\r\n\r\n")
+LAST_CHUNK = b"0\r\n\r\n"
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+    keep_alive: bool
+    peer: str
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Handler(Protocol):
+    def on_connect(self, conn: "Connection") -> None: ...
+    def handle(self, conn: "Connection", request: Request) -> None: ...
+    def on_bad_request(self, conn: "Connection", error: BadRequest) -> None: ...
+    def on_close(self, conn: "Connection") -> None: ...
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def response(status: int, body: bytes, content_type: str = "application/json",
+             extra: dict[str, str] | None = None, keep_alive: bool = True) -> bytes:
+    reason = HTTPStatus(status).phrase
+    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {content_type}", f"Content-Length: {len(body)}",
+             "Server: loadline-sim"]
+    if not keep_alive:
+        lines.append("Connection: close")
+    lines.extend(f"{k}: {v}" for k, v in (extra or {}).items())
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def parse_head(head: bytes, peer: str) -> tuple[Request, int]:
+    """Request line + headers -> (request without body, content length)."""
+    try:
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, version = lines[0].split(" ")
+    except ValueError:
+        raise BadRequest(400, "malformed request line") from None
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise BadRequest(400, "malformed header line")
+        headers[name.strip().lower()] = value.strip()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        raise BadRequest(411, "chunked request bodies are not supported; send Content-Length")
+    try:
+        length = int(headers.get("content-length", "0"))
+    except ValueError:
+        raise BadRequest(400, "invalid Content-Length") from None
+    if length < 0 or length > MAX_BODY:
+        raise BadRequest(413, f"body larger than {MAX_BODY} bytes")
+    connection = headers.get("connection", "").lower()
+    keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
+    return Request(method, path.split("?", 1)[0], headers, b"", keep_alive, peer), length
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.busy = False  # a response is in progress
+        self.closed = False
+        self.keep_alive = True
+        self.peer = ""
+        self.on_lost: Callable[[], None] | None = None  # set while a stream is in flight
+        self.rejected = False  # gateway cap: answer the first request with 503, then close
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = peer[0] if peer else ""
+        self.handler.on_connect(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) > MAX_HEAD + MAX_BODY:
+            self.close()
+            return
+        self._serve_buffered()
+
+    def _serve_buffered(self) -> None:
+        while not self.busy and not self.closed:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buffer) > MAX_HEAD:
+                    self._bad(BadRequest(431, "request head too large"))
+                return
+            try:
+                request, length = parse_head(bytes(self.buffer[:end]), self.peer)
+            except BadRequest as exc:
+                self._bad(exc)
+                return
+            if len(self.buffer) < end + 4 + length:
+                return
+            request.body = bytes(self.buffer[end + 4 : end + 4 + length])
+            del self.buffer[: end + 4 + length]
+            self.busy = True
+            self.keep_alive = request.keep_alive
+            self.handler.handle(self, request)
+
+    def _bad(self, error: BadRequest) -> None:
+        self.busy, self.keep_alive = True, False
+        self.buffer.clear()
+        self.handler.on_bad_request(self, error)
+
+    def write(self, data: bytes) -> None:
+        if not self.closed:
+            self.transport.write(data)
+
+    def finish_response(self) -> None:
+        """The current response is complete: close or serve the next buffered request."""
+        self.busy = False
+        self.on_lost = None
+        if not self.keep_alive:
+            self.close()
+        elif self.buffer:
+            self._serve_buffered()
+
+    def close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.on_lost is not None:
+            callback, self.on_lost = self.on_lost, None
+            callback()
+        self.handler.on_close(self)

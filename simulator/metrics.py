@@ -1,0 +1,141 @@
+"""/metrics: the engines' state in vLLM's names and labels, simulated DCGM GPU metrics, fault state.
+
+A prometheus_client Collector reads the engines at scrape time, so the hot path only bumps plain
+integers (simulator/stats.py). DCGM memory: weights + activations + KV blocks in use (leaked ones
+included), per GPU of the replica; real vLLM preallocates its KV pool, so a real FB_USED is flat:
+the simulator shows what the pool holds, which is what a leak drill needs to see.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING, Iterator
+
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from simulator.config import GIB
+from simulator.stats import HISTOGRAMS
+
+if TYPE_CHECKING:
+    from simulator.app import SimApp
+
+MIB = 1 << 20
+
+
+def _gauge(name: str, doc: str, labels: list[str], rows: list[tuple[list[str], float]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=labels)
+    for values, value in rows:
+        family.add_metric(values, value)
+    return family
+
+
+def _counter(name: str, doc: str, labels: list[str], rows: list[tuple[list[str], float]]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for values, value in rows:
+        family.add_metric(values, value)
+    return family
+
+
+class SimCollector:
+    def __init__(self, app: "SimApp") -> None:
+        self.app = app
+        self.hostname = socket.gethostname()
+
+    def collect(self) -> Iterator[Metric]:
+        app, cfg = self.app, self.app.config
+        engines = app.engines
+        labels = ["model_name", "engine"]
+        ids = [[cfg.model_name, str(e.index)] for e in engines]
+        yield _gauge("vllm:num_requests_running", "Requests in the running batch", labels,
+                     [(i, len(e.running)) for i, e in zip(ids, engines)])
+        yield _gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled", labels,
+                     [(i, e.num_waiting) for i, e in zip(ids, engines)])
+        usage = [(i, e.pool.usage()) for i, e in zip(ids, engines)]
+        yield _gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 0-1", labels, usage)
+        yield _gauge("vllm:gpu_cache_usage_perc", "KV-cache usage, 0-1 (pre-2025 name)", labels, usage)
+        yield _counter("vllm:num_preemptions", "Preemptions (recompute)", labels,
+                       [(i, e.stats.preemptions) for i, e in zip(ids, engines)])
+        yield _counter("vllm:prompt_tokens", "Prefilled prompt tokens", labels,
+                       [(i, e.stats.prompt_tokens) for i, e in zip(ids, engines)])
+        yield _counter("vllm:generation_tokens", "Generated tokens", labels,
+                       [(i, e.stats.generation_tokens) for i, e in zip(ids, engines)])
+        yield _counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache", labels,
+                       [(i, e.prefix_queries) for i, e in zip(ids, engines)])
+        yield _counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels,
+                       [(i, e.prefix_hits) for i, e in zip(ids, engines)])
+        yield _counter("vllm:request_success", "Finished requests", labels + ["finished_reason"],
+                       [(i + [reason], e.stats.success[reason]) for i, e in zip(ids, engines)
+                        for reason in ("stop", "length", "abort", "error")])
+        yield _gauge("vllm:cache_config_info", "KV cache configuration", ["block_size", "num_gpu_blocks",
+                     "gpu_memory_utilization", "enable_prefix_caching"],
+                     [([str(cfg.block_size), str(cfg.num_kv_blocks()), str(cfg.gpu_memory_utilization),
+                        str(cfg.enable_prefix_caching)], 1)])
+        yield from self._histograms(ids)
+        yield from self._gpus()
+        yield from self._sim_state(ids)
+
+    def _histograms(self, ids: list[list[str]]) -> Iterator[Metric]:
+        for name, doc, _ in HISTOGRAMS:
+            family = HistogramMetricFamily(f"vllm:{name}", doc, labels=["model_name", "engine"])
+            for values, engine in zip(ids, self.app.engines):
+                h = engine.stats.histograms[name]
+                family.add_metric(values, h.cumulative(), h.total)
+            yield family
+
+    def _gpus(self) -> Iterator[Metric]:
+        cfg = self.app.config
+        tp = cfg.tensor_parallel_size
+        labels = ["gpu", "modelName", "Hostname", "engine"]
+        util, used, free = [], [], []
+        kv_block_bytes = cfg.block_size * cfg.kv_bytes_per_token
+        for engine in self.app.engines:
+            if engine.up:
+                kv_bytes = (engine.pool.in_use + engine.pool.leaked) * kv_block_bytes
+                per_gpu = (cfg.weights_gib * GIB + cfg.activation_gib * GIB * tp + kv_bytes) / tp / MIB
+            else:
+                per_gpu = 0.0  # process gone: memory released until the model reloads
+            total = cfg.gpu_memory_gib * GIB / MIB
+            for k in range(tp):
+                values = [str(engine.index * tp + k), cfg.gpu_name, self.hostname, str(engine.index)]
+                util.append((values, round(100 * engine.gpu_util)))
+                used.append((values, round(per_gpu)))
+                free.append((values, round(total - per_gpu)))
+        yield _gauge("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (%), simulated from engine busy time", labels, util)
+        yield _gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (MiB), simulated", labels, used)
+        yield _gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (MiB), simulated", labels, free)
+
+    def _sim_state(self, ids: list[list[str]]) -> Iterator[Metric]:
+        app = self.app
+        active = set(app.faults.active())
+        settings = app.faults.as_dict()
+        yield _gauge("loadline_sim_fault_active", "1 while the fault is switched on", ["fault"],
+                     [([name], int(name in active)) for name in settings])
+        yield _gauge("loadline_sim_fault_setting", "The fault's current value (its 'off' value when inactive)",
+                     ["fault"], [([name], value) for name, value in settings.items()])
+        yield _gauge("loadline_sim_replica_up", "1 when the replica serves, 0 while down or reloading",
+                     ["model_name", "engine"], [(i, int(e.up)) for i, e in zip(ids, app.engines)])
+        yield _counter("loadline_sim_replica_restarts", "Replica restarts by reason (kill, restart, oom)",
+                       ["model_name", "engine", "reason"],
+                       [(i + [reason], e.restarts[reason]) for i, e in zip(ids, app.engines)
+                        for reason in ("kill", "restart", "oom")])
+        yield _gauge("loadline_sim_kv_blocks_leaked", "KV blocks lost to the memory-leak fault",
+                     ["model_name", "engine"], [(i, e.pool.leaked) for i, e in zip(ids, app.engines)])
+        yield _gauge("loadline_sim_gateway_connections", "Open client connections", [], [([], len(app.connections))])
+        yield _counter("loadline_sim_gateway_rejected", "Requests refused by the gateway connection cap", [],
+                       [([], app.gateway_rejected)])
+        yield _gauge("loadline_sim_time_scale", "Engine time constants are divided by this", [],
+                     [([], app.config.time_scale)])
+        yield _counter("http_requests", "HTTP requests by handler, method and status", ["handler", "method", "status"],
+                       [(list(key), n) for key, n in sorted(app.http_requests.items())])
+
+
+def make_registry(app: "SimApp") -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SimCollector(app))
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total: the host-CPU signal
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)

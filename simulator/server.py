@@ -1,0 +1,113 @@
+"""Start the simulator: replicas, front end, optional admin endpoint, housekeeping, clean shutdown.
+
+Startup contract (used by `loadline run` and the tests): once the socket is bound, the FIRST line
+on stdout is exactly `loadline-sim listening on http://HOST:PORT` (flushed); with --admin a second
+line `loadline-sim admin on http://127.0.0.1:PORT` follows. SIGTERM or SIGINT stop the server,
+closing connections and flushing the truth log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from dataclasses import dataclass
+
+from simulator.app import SimApp
+from simulator.config import SimConfig
+from simulator.engine import Engine
+from simulator.faults import FaultState
+from simulator.http import Connection
+from simulator.metrics import make_registry, render
+from simulator.truth import TruthLog
+
+TICK_S = 0.25  # housekeeping period (wall time): GPU utilization window, leak, truth flush
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    truth_path: str | None = None
+    api_key: str | None = None
+    admin: bool = False
+    admin_port: int = 0
+
+
+def initial_faults(config: SimConfig) -> FaultState:
+    return FaultState(error_rate=config.error_rate, latency_spike=config.latency_spike,
+                      leak_blocks_per_s=config.leak_blocks_per_s, max_connections=config.max_connections,
+                      accept_delay_ms=config.accept_delay_ms)
+
+
+class Housekeeping:
+    """Every tick: GPU utilization from busy time, memory leak (and its OOM restart), truth flush."""
+
+    def __init__(self, app: SimApp) -> None:
+        self.app = app
+        self._busy = {e.index: 0.0 for e in app.engines}
+        self._leak_debt = {e.index: 0.0 for e in app.engines}
+
+    def tick(self, dt: float) -> None:
+        app = self.app
+        for engine in app.engines:
+            busy = engine.stats.busy_seconds
+            engine.gpu_util = min(1.0, (busy - self._busy[engine.index]) / dt) if engine.up else 0.0
+            self._busy[engine.index] = busy
+            self._leak(engine, dt)
+        app.truth.flush()
+
+    def _leak(self, engine: Engine, dt: float) -> None:
+        rate = self.app.faults.leak_blocks_per_s
+        if not rate or not engine.up:
+            return
+        debt = self._leak_debt[engine.index] + rate * dt * self.app.config.time_scale
+        whole = int(debt)
+        self._leak_debt[engine.index] = debt - whole
+        if whole and not engine.pool.leak(whole):
+            engine.kill("oom", self.app.config.restart_delay_s)
+
+
+async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> None:
+    loop = asyncio.get_running_loop()
+    faults = initial_faults(config)
+    engines = [Engine(i, config, faults) for i in range(config.replicas)]
+    truth = TruthLog(options.truth_path)
+    app = SimApp(config, faults, engines, truth, options.api_key, lambda: render(registry))
+    registry = make_registry(app)
+    tasks = [loop.create_task(e.run()) for e in engines]
+    server = await loop.create_server(lambda: Connection(app), options.host, options.port, backlog=4096)
+    port = server.sockets[0].getsockname()[1]
+    print(f"loadline-sim listening on http://{options.host}:{port}", file=out, flush=True)
+    admin_server = None
+    if options.admin:
+        from simulator.admin import AdminApp
+
+        admin = AdminApp(app)
+        admin_server = await loop.create_server(lambda: Connection(admin), "127.0.0.1", options.admin_port)
+        admin_port = admin_server.sockets[0].getsockname()[1]
+        print(f"loadline-sim admin on http://127.0.0.1:{admin_port}", file=out, flush=True)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    housekeeping = Housekeeping(app)
+    last = loop.time()
+    try:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), TICK_S)
+            except asyncio.TimeoutError:
+                pass
+            now = loop.time()
+            housekeeping.tick(max(now - last, 1e-3))
+            last = now
+    finally:
+        server.close()
+        if admin_server is not None:
+            admin_server.close()
+        app.close_all()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0)  # let connection_lost callbacks record disconnects
+        truth.close()

@@ -1,0 +1,103 @@
+"""The bridge from a sequence to its HTTP connection: writes the response and the truth record.
+
+`deliver` is called by the engine once per step in which the sequence produced tokens, finished
+or failed; everything due in that step goes out in one socket write. Wall-clock stamps for the
+truth log are taken right before those writes. Headers go out with the first token, as in vLLM
+(whose streaming response starts when the engine yields its first output), so a request that
+fails before its first token still gets a plain HTTP error status.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from simulator.http import LAST_CHUNK, STREAM_HEAD, Connection, chunk, response
+from simulator.openai_api import Generation
+from simulator.sequence import Sequence
+from simulator.wire import DONE, ChunkTemplates, error_body, full_response, stream_error
+
+
+class ResponseSink:
+    __slots__ = ("conn", "gen", "templates", "response_id", "created", "sent", "headers_sent", "truth",
+                 "on_done", "finished")
+
+    def __init__(self, conn: Connection, gen: Generation, response_id: str, created: int, truth: dict,
+                 on_done: Callable[["ResponseSink", dict], None]) -> None:
+        self.conn = conn
+        self.gen = gen
+        self.response_id = response_id
+        self.created = created
+        self.templates = ChunkTemplates.build(gen.chat, response_id, created, gen.model) if gen.stream else None
+        self.sent = 0
+        self.headers_sent = False
+        self.truth = truth  # the request's truth record, completed here
+        self.on_done = on_done
+        self.finished = False
+
+    def deliver(self, seq: Sequence) -> None:
+        if self.finished or self.conn.closed:
+            return
+        if seq.error is not None:
+            self._fail(seq)
+        elif self.gen.stream:
+            self._stream(seq)
+        elif seq.done:
+            body = full_response(self.gen.chat, self.response_id, self.created, self.gen.model,
+                                 seq.prompt_len, seq.generated, seq.finish_reason or "stop")
+            now = time.time()
+            self.conn.write(response(200, body, keep_alive=self.conn.keep_alive))
+            self.truth["first_token"] = self.truth["last_token"] = now
+            self._done(seq, 200, "ok")
+
+    def _stream(self, seq: Sequence) -> None:
+        t = self.templates
+        parts = [] if self.headers_sent else ([t.role()] if t.chat else [])
+        parts.extend(t.token(i) for i in range(self.sent, seq.generated))
+        if seq.done:
+            parts.append(t.finish(seq.finish_reason or "stop"))
+            if self.gen.include_usage:
+                parts.append(t.usage(seq.prompt_len, seq.generated))
+            parts.append(DONE)
+        data = chunk(b"".join(parts))
+        if not self.headers_sent:
+            data = STREAM_HEAD + data
+        if seq.done:
+            data += LAST_CHUNK
+        now = time.time()
+        self.conn.write(data)
+        if not self.headers_sent:
+            self.headers_sent = True
+            self.truth["first_token"] = now
+        self.truth["last_token"] = now
+        self.sent = seq.generated
+        if seq.done:
+            self._done(seq, 200, "ok")
+
+    def _fail(self, seq: Sequence) -> None:
+        message = seq.error or "error"
+        if self.headers_sent:
+            self.conn.write(chunk(stream_error(message) + DONE) + LAST_CHUNK)
+            status = 200
+        else:
+            self.conn.keep_alive = False
+            self.conn.write(response(500, error_body(message, 500), keep_alive=False))
+            status = 500
+        self._done(seq, status, "fault")
+
+    def client_gone(self, seq: Sequence, abort: Callable[[Sequence], None]) -> None:
+        """The connection closed under the stream: free the engine's blocks, log the disconnect."""
+        if self.finished:
+            return
+        abort(seq)
+        self._done(seq, 200 if self.headers_sent else 499, "client_disconnected")
+
+    def _done(self, seq: Sequence, status: int, outcome: str) -> None:
+        self.finished = True
+        self.truth.update(status=status, outcome=outcome, output_tokens=seq.generated,
+                          finish_reason=seq.finish_reason if outcome == "ok" else (seq.finish_reason or "abort"),
+                          queue_start=seq.queue_start_wall, queue_end=seq.queue_end_wall,
+                          preemptions=seq.preempted)
+        self.on_done(self, self.truth)
+        if outcome != "client_disconnected":
+            self.conn.finish_response()
