@@ -71,3 +71,11 @@ PHASE_COLUMNS = [  # (title, key, formatter) of the compact phase table both ren
     ("E2E P99", "e2e_p99_ms", num), ("TTFT P95", "ttft_p95_ms", num), ("TPOT P95", "tpot_p95_ms", num),
     ("ITL P99", "itl_p99_ms", num),
 ]
+
+
+def measured(criterion: dict) -> str:
+    """A criterion's measured value in its own unit (rates as percentages)."""
+    value = criterion.get("measured")
+    if value is None:
+        return "-"
+    return pct(value) if criterion["name"] == "error rate" else num(value)

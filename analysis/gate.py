@@ -39,7 +39,7 @@ class Criterion:
     where: str = ""  # the phase that decided it
 
     def as_dict(self) -> dict:
-        measured = None if self.measured is None or math.isnan(self.measured) else round(self.measured, 3)
+        measured = None if self.measured is None or math.isnan(self.measured) else round(self.measured, 6)
         return {"name": self.name, "threshold": self.threshold, "limit": self.limit, "measured": measured,
                 "passed": self.passed, "where": self.where}
 

@@ -30,7 +30,7 @@ def _criteria(verdict: dict) -> str:
     rows = []
     for c in verdict["slo"]["criteria"]:
         result = {True: "pass", False: '<span class="bad">FAIL</span>', None: "not measured"}[c["passed"]]
-        rows.append([escape(c["name"]), escape(c["threshold"]), "-" if c["measured"] is None else f.num(c["measured"]),
+        rows.append([escape(c["name"]), escape(c["threshold"]), escape(f.measured(c)),
                      escape(c.get("where") or "-"), result])
     return _table(["criterion", "threshold", "measured", "worst phase", "result"], rows)
 

@@ -46,7 +46,7 @@ def render_markdown(verdict: dict) -> str:
     slo = verdict["slo"]
     lines = [f"## Loadline report: {'PASS' if slo['passed'] else 'FAIL'} - {verdict.get('name', '')}", "",
              f"> {verdict['sentence']}", ""]
-    rows = [[c["name"], c["threshold"], "-" if c["measured"] is None else f.num(c["measured"]), c.get("where") or "-",
+    rows = [[c["name"], c["threshold"], f.measured(c), c.get("where") or "-",
              {True: "pass", False: "**FAIL**", None: "not measured"}[c["passed"]]] for c in slo["criteria"]]
     lines += _table(rows, ["criterion", "threshold", "measured", "worst phase", "result"]) + [""]
     lines += [f"- {f.point(verdict['knee'], 'Knee')}",
