@@ -40,7 +40,8 @@ def _point(row: pd.Series) -> dict:
 
 def load_curve(table: pd.DataFrame) -> pd.DataFrame:
     """One row per concurrency level (the latest phase at that level), ordered by users."""
-    usable = table[table["users"].notna() & (table["users"] > 0) & (table["ok"] > 0) & table["e2e_p50_ms"].notna()]
+    usable = table[table["users"].notna() & (table["users"] > 0) & (table["ok"] > 0) & table["e2e_p50_ms"].notna()
+                   & table["rps"].notna()]
     usable = usable[~usable["kind"].isin(["recover", "burst"])]  # transients, not steady load levels
     return usable.drop_duplicates("users", keep="last").sort_values("users").reset_index(drop=True)
 

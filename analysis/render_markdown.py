@@ -66,7 +66,8 @@ def render_markdown(verdict: dict) -> str:
     rows = [[fmt(p.get(key)) for _, key, fmt in f.PHASE_COLUMNS] for p in verdict.get("phases", [])]
     lines += _table(rows, [title for title, _, _ in f.PHASE_COLUMNS])
     lines.append("")
-    lines.append("Latencies in ms; percentiles from raw samples of ok requests (linear interpolation).")
+    source = verdict.get("percentile_source", "raw samples")
+    lines.append(f"Latencies in ms; percentiles from {source}" + (" of ok requests (linear interpolation)." if source == "raw samples" else "."))
     if verdict.get("missing"):
         lines += ["", "Missing inputs: " + "; ".join(verdict["missing"])]
     return "\n".join(lines) + "\n"

@@ -139,7 +139,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     knee_point = knee.find_knee(table) if run.has_records else {"found": False, "reason": "no per-request records"}
     break_point = knee.find_break_point(table, slo)
     verdict = {
-        "run": str(run.path), "name": run.manifest.get("name", run.path.name), "manifest": run.manifest, "passed": passed, "exit_code": 0 if passed else 1,
+        "run": str(run.path), "name": run.manifest.get("name", run.path.resolve().name), "manifest": run.manifest, "passed": passed, "exit_code": 0 if passed else 1,
         "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo)},
         "knee": knee_point, "break_point": break_point,
         "max_slo_throughput": knee.max_compliant_throughput(table, slo),
@@ -147,6 +147,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
         "missing": list(run.missing),
+        "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
     verdict["bottleneck"] = _bottleneck(run, table)
     verdict["capacity"] = _capacity(run, table, knee_point)

@@ -151,26 +151,36 @@ def phase_table_skeleton(run: RunData) -> pd.DataFrame:
 
 
 def locust_phase_table(run: RunData) -> pd.DataFrame:
-    """Degraded table from a plain `locust --csv` stats file: one whole-run row, E2E from Locust's
-    bucketed percentiles (rounded), TTFT from a row whose name mentions TTFT when present."""
+    """Degraded table from a plain `locust --csv` stats file: one whole-run row with Locust's bucketed,
+    integer-rounded percentiles. Rows named after TTFT/TPOT/ITL (extra events some plugins fire) are
+    kept out of the request counts; TTFT percentiles come from such a row when present."""
     stats = run.locust_stats
     row = {c: float("nan") for c in PHASE_TABLE_COLUMNS}
     row.update(phase_index=0, label="whole-run (locust csv)", kind="whole-run")
     if stats is None or "Name" not in stats.columns:
         return pd.DataFrame([row], columns=PHASE_TABLE_COLUMNS)
     names = stats["Name"].astype(str)
+    extra_metric = names.str.contains("TTFT|TPOT|ITL", case=False) | stats.get("Type", names).astype(str).str.contains(
+        "TTFT|TPOT|ITL", case=False)
+    requests_rows = stats[~extra_metric & (names != "Aggregated")]
     total = stats[names == "Aggregated"]
-    total = total if len(total) else stats.tail(1)
-    latency = stats[~names.str.contains("TTFT|TPOT|ITL", case=False) & (names != "Aggregated")]
-    latency = latency if len(latency) else total
-    agg = total.iloc[0]
-    requests, failures = float(agg.get("Request Count", np.nan)), float(agg.get("Failure Count", np.nan))
+    counted = requests_rows if len(requests_rows) else total
+    def number(column: str) -> float:
+        return float(pd.to_numeric(counted[column], errors="coerce").sum()) if column in counted else 0.0
+
+    requests, failures = number("Request Count"), number("Failure Count")
     row.update(requests=requests, errors=failures, ok=requests - failures, cancelled=0,
-               error_rate=failures / requests if requests else np.nan, rps=float(agg.get("Requests/s", np.nan)))
-    _fill_locust_percentiles(row, "e2e", latency.iloc[0] if len(latency) == 1 else agg)
+               error_rate=failures / requests if requests else np.nan, rps=number("Requests/s") - number("Failures/s"))
+    # percentiles cannot be merged across rows: one request row, else Locust's Aggregated row
+    source = requests_rows.iloc[0] if len(requests_rows) == 1 else (total.iloc[0] if len(total) else None)
+    if source is not None:
+        _fill_locust_percentiles(row, "e2e", source)
     ttft = stats[names.str.contains("TTFT", case=False)]
     if len(ttft):
         _fill_locust_percentiles(row, "ttft", ttft.iloc[0])
+    history = run.locust_history
+    if history is not None and "User Count" in history:
+        row["users"] = float(pd.to_numeric(history["User Count"], errors="coerce").max())
     return pd.DataFrame([row], columns=PHASE_TABLE_COLUMNS)
 
 
