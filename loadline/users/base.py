@@ -23,6 +23,7 @@ import requests
 from gevent import GreenletExit
 from locust import User, constant
 
+from loadline.http import sent_at, stamped_session
 from loadline.options import UserSettings
 from loadline.records import CANCELLED, ERROR, OK, RequestRecord
 from loadline.streaming import StreamFailure, StreamResult, chat_content, read_stream
@@ -84,13 +85,17 @@ class LLMUser(User):
         self.user_id = f"{WORKER_TAG}-u{number}"
         seed = self.settings.seed
         self.rng = random.Random(f"{seed}-{number}" if seed else None)
-        self.http = requests.Session()
+        self.http = stamped_session()
         self.http.headers["Accept-Encoding"] = "identity"  # never decode gzip on the token path
         if self.settings.api_key:
             self.http.headers["Authorization"] = f"Bearer {self.settings.api_key}"
         self.base_url = (self.host or "").rstrip("/")
         self.model = self.settings.model or discover_model(self.http, self.base_url, self.settings.connect_timeout)
         self.stats_name = f"{self.endpoint} [{self.kind}]"
+        self.url = self.base_url + self.endpoint
+        # what Session.request would merge in on every call (proxies, TLS settings from the environment)
+        settings = self.http.merge_environment_settings(self.url, {}, None, None, None)
+        self.send_settings = {k: settings[k] for k in ("proxies", "verify", "cert")}
 
     def on_stop(self) -> None:
         self.http.close()
@@ -130,13 +135,19 @@ class LLMUser(User):
         retry_after: float | None = None
         response = None
         headers = {"Content-Type": "application/json", "X-Request-Id": rec.request_id}
+        # Preparing the request is client CPU, not service latency: keep it out of the timed span.
+        prepared = self.http.prepare_request(requests.Request("POST", self.url, data=payload, headers=headers))
         rec.start_wall = time.time()
         t0 = perf_counter()
         try:
             with gevent.Timeout(s.request_timeout, TotalTimeout):
-                response = self.http.post(self.base_url + self.endpoint, data=payload, headers=headers,
-                                          stream=True, timeout=(s.connect_timeout, s.first_token_timeout))
-                rec.ttfb_ms = (perf_counter() - t0) * 1000
+                response = self.http.send(prepared, stream=True, timeout=(s.connect_timeout, s.first_token_timeout),
+                                          **self.send_settings)
+                headers_at = perf_counter()
+                stamp = sent_at(response)
+                if stamp is not None and stamp[0] >= t0:
+                    t0, rec.start_wall = stamp
+                rec.ttfb_ms = (headers_at - t0) * 1000
                 rec.http_status = response.status_code
                 if response.status_code != 200:
                     retry_after = self._http_failure(rec, response)
@@ -206,7 +217,8 @@ class LLMUser(User):
             self._report_to_locust(rec)
 
     def _report_to_locust(self, rec: RequestRecord) -> None:
-        exception = None if rec.status == OK else LLMError(f"{rec.error_class}: {rec.error_message}")
+        # The failure table groups by message: keep it to the class (details live in the record).
+        exception = None if rec.status == OK else LLMError(rec.error_class + (f" {rec.http_status}" if rec.error_class == "http" else ""))
         self.environment.events.request.fire(
             request_type="E2E", name=self.stats_name, response_time=rec.e2e_ms,
             response_length=rec.output_tokens, exception=exception, context={"request_id": rec.request_id},

@@ -1,0 +1,65 @@
+"""A requests.Session whose connections remember when a request's last byte left the client.
+
+TTFT and E2E start at "request sent". Stamping before `Session.send()` would add requests' and
+urllib3's own ~0.5 ms of Python (more under gevent contention) to every measured latency, so the
+connection stamps the clock right after urllib3 wrote the request, and the user reads it back from
+`response.raw.connection`.
+"""
+
+from __future__ import annotations
+
+import time
+from time import perf_counter
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+
+class _Stamped:
+    sent_perf = 0.0
+    sent_wall = 0.0
+
+    def request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().request(*args, **kwargs)  # type: ignore[misc]
+        self.sent_perf = perf_counter()
+        self.sent_wall = time.time()
+
+
+class StampedHTTPConnection(_Stamped, HTTPConnection):
+    pass
+
+
+class StampedHTTPSConnection(_Stamped, HTTPSConnection):
+    pass
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = StampedHTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = StampedHTTPSConnection
+
+
+class StampedAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+
+def stamped_session() -> requests.Session:
+    """One keep-alive connection per session (a user is one browser tab), no automatic retries."""
+    session = requests.Session()
+    adapter = StampedAdapter(pool_connections=1, pool_maxsize=1, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def sent_at(response: requests.Response) -> tuple[float, float] | None:
+    """(perf_counter, time.time) when the request was fully written, if the connection knows."""
+    connection = getattr(response.raw, "connection", None)
+    perf = getattr(connection, "sent_perf", 0.0)
+    return (perf, connection.sent_wall) if perf else None
