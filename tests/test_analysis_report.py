@@ -105,3 +105,26 @@ def test_compare_flags_a_real_regression_and_not_noise(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "step-4 (16 users)" in out
     assert cli_main(["compare", str(base), str(tmp_path / "nope")]) == 2
+
+
+def test_plain_locust_export_gives_a_report_that_says_what_is_missing(tmp_path):
+    import pandas as pd
+
+    folder = tmp_path / "export"
+    folder.mkdir()
+    pd.DataFrame([
+        {"Type": "POST", "Name": "/v1/chat", "Request Count": 100, "Failure Count": 0, "Requests/s": 5.0,
+         "50%": 400, "90%": 700, "95%": 900, "99%": 1600, "Max Response Time": 2000},
+        {"Type": "", "Name": "Aggregated", "Request Count": 100, "Failure Count": 0, "Requests/s": 5.0,
+         "50%": 400, "90%": 700, "95%": 900, "99%": 1600, "Max Response Time": 2000},
+    ]).to_csv(folder / "test_stats.csv", index=False)
+    pd.DataFrame([{"Timestamp": 1000 + 2 * i, "User Count": i, "Type": "", "Name": "Aggregated",
+                   "Requests/s": 0.5 * i, "50%": 400, "95%": 900} for i in range(20)]).to_csv(
+        folder / "test_stats_history.csv", index=False)
+    result = build_report(folder, SLO(ttft_p95_ms=None))
+    assert result.exit_code == 0
+    assert "requests.csv (absent" in result.summary
+    assert "Locust's bucketed" in result.summary
+    assert result.verdict["phases"][0]["e2e_p95_ms"] == 900
+    assert result.verdict["charts"] == ["locust_history.png"]
+    assert (folder / "report" / "locust_history.png").read_bytes().startswith(PNG_SIGNATURE)
