@@ -16,8 +16,11 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
-from analysis import charts, gate, knee
+from analysis import charts, gate, knee, server_charts
+from analysis.bottleneck import judge
+from analysis.capacity import plan_from_run
 from analysis.load import RunData, load_run
+from analysis.prom_ingest import load_query_range
 from analysis.render_html import render_html
 from analysis.render_markdown import render_markdown, verdict_sentence
 from analysis.stats import error_classes, phase_table
@@ -66,27 +69,15 @@ def _guarded(name: str, call: Callable[[], Any], fallback: dict) -> Any:
 
 def _bottleneck(run: RunData, table: pd.DataFrame) -> dict:
     fallback = {"layer": None, "evidence": [], "actions": [], "secondary": [], "not_judged": ["bottleneck verdict unavailable"]}
-    try:
-        from analysis.bottleneck import judge
-    except ImportError:
-        return {**fallback, "error": "analysis.bottleneck is not installed"}
     return _guarded("bottleneck verdict", lambda: judge(run, table), fallback)
 
 
-def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict) -> dict:
-    try:
-        from analysis.capacity import plan_from_run
-    except ImportError:
-        return {"error": "analysis.capacity is not installed"}
-    return _guarded("capacity plan", lambda: plan_from_run(run, table, knee_point), {})
+def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> dict:
+    return _guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps), {})
 
 
 def _server_charts(run: RunData, table: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str | None]:
-    try:
-        from analysis.server_charts import charts as draw
-    except ImportError:
-        return [], None
-    result = _guarded("server charts", lambda: list(draw(run, table, out_dir)), {})
+    result = _guarded("server charts", lambda: list(server_charts.charts(run, table, out_dir)), {})
     return (result, None) if isinstance(result, list) else ([], result.get("error"))
 
 
@@ -94,8 +85,6 @@ def _merge_prometheus(run: RunData, files: Iterable[str | Path]) -> None:
     files = list(files)
     if not files:
         return
-    from analysis.prom_ingest import load_query_range
-
     extra = load_query_range(files)
     frames = [f for f in (run.server_metrics, extra) if f is not None and len(f)]
     if frames:
@@ -150,7 +139,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
     verdict["bottleneck"] = _bottleneck(run, table)
-    verdict["capacity"] = _capacity(run, table, knee_point)
+    verdict["capacity"] = _capacity(run, table, knee_point, slo)
     verdict["sentence"] = verdict_sentence(verdict, table)
     return table, verdict
 
