@@ -44,19 +44,14 @@ class SimApp:
 
     # ---- connection lifecycle (gateway faults) -------------------------------------------
     def on_connect(self, conn: Connection) -> None:
+        # The cap models a gateway in front of the API; /metrics and /health are exempt because
+        # scrapers and probes reach the pod directly, and a drill must not blind its own scraper.
         cap = self.faults.max_connections
         if cap and len(self.connections) >= cap:
             conn.rejected = True  # read the request (for its id), answer 503, close
         self.connections.add(conn)
-        if self.faults.accept_delay_ms > 0 and conn.transport is not None:
-            conn.transport.pause_reading()
-            delay = self.faults.accept_delay_ms * 1e-3 / self.config.time_scale
-            asyncio.get_running_loop().call_later(delay, self._resume, conn)
-
-    @staticmethod
-    def _resume(conn: Connection) -> None:
-        if not conn.closed and conn.transport is not None:
-            conn.transport.resume_reading()
+        if self.faults.accept_delay_ms > 0:
+            conn.hold(self.faults.accept_delay_ms * 1e-3 / self.config.time_scale)
 
     def on_close(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -81,7 +76,7 @@ class SimApp:
             if method != "POST":
                 return self._reply(conn, path, method, 405, error_body("use POST", 405))
             return self._generate(conn, req, GENERATE[path])
-        if conn.rejected:
+        if conn.rejected and path.startswith("/v1/"):
             conn.keep_alive = False
             return self._reply(conn, path, method, 503, error_body("gateway: too many connections", 503),
                                extra={"Retry-After": str(self.config.retry_after_s)})

@@ -95,6 +95,7 @@ class Connection(asyncio.Protocol):
         self.peer = ""
         self.on_lost: Callable[[], None] | None = None  # set while a stream is in flight
         self.rejected = False  # gateway cap: answer the first request with 503, then close
+        self.held = False  # slow accept: bytes are buffered but not served until released
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -109,8 +110,17 @@ class Connection(asyncio.Protocol):
             return
         self._serve_buffered()
 
+    def hold(self, seconds: float) -> None:
+        """Serve nothing on this connection for `seconds` (a slow accept, as seen by the client)."""
+        self.held = True
+        asyncio.get_running_loop().call_later(seconds, self._release)
+
+    def _release(self) -> None:
+        self.held = False
+        self._serve_buffered()
+
     def _serve_buffered(self) -> None:
-        while not self.busy and not self.closed:
+        while not self.busy and not self.closed and not self.held:
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 if len(self.buffer) > MAX_HEAD:

@@ -50,7 +50,7 @@ class SimCollector:
         yield _gauge("vllm:num_requests_running", "Requests in the running batch", labels,
                      [(i, len(e.running)) for i, e in zip(ids, engines)])
         yield _gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled", labels,
-                     [(i, e.num_waiting) for i, e in zip(ids, engines)])
+                     [(i, len(e.waiting)) for i, e in zip(ids, engines)])
         usage = [(i, e.pool.usage()) for i, e in zip(ids, engines)]
         yield _gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 0-1", labels, usage)
         yield _gauge("vllm:gpu_cache_usage_perc", "KV-cache usage, 0-1 (pre-2025 name)", labels, usage)

@@ -104,3 +104,22 @@ def post_json(url: str, body: dict | None = None, timeout: float = 10.0) -> dict
 
 def read_truth(path) -> list[dict]:
     return [json.loads(line) for line in open(path)] if path.exists() else []
+
+
+async def run_streams(url: str, bodies: list[dict], prefix: str, poll_metrics: bool = True,
+                      timeout: float = 60.0) -> tuple[list[StreamResult], list[dict]]:
+    """Run every body as one concurrent stream; meanwhile scrape /metrics every 50 ms."""
+    scrapes: list[dict] = []
+    tasks = [asyncio.ensure_future(stream_chat(url + "/v1/chat/completions", body, f"{prefix}-{i}", timeout))
+             for i, body in enumerate(bodies)]
+    deadline = time.monotonic() + timeout
+    while poll_metrics and not all(t.done() for t in tasks) and time.monotonic() < deadline:
+        scrapes.append(await asyncio.to_thread(scrape, url))
+        await asyncio.sleep(0.05)
+    results = await asyncio.gather(*tasks)
+    return list(results), scrapes
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
