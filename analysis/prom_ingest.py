@@ -8,6 +8,7 @@ difference.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -61,16 +62,17 @@ def _query_range_rows(doc: object, source: str) -> list[tuple]:
 
 
 def load_query_range(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """Prometheus HTTP API query_range (or query) JSON files -> one server-metrics table."""
+    """Prometheus HTTP API query_range (or query) JSON files (`.json` or `.json.gz`) -> one table."""
     rows: list[tuple] = []
     for path in paths:
         p = Path(path)
         try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
+            raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+            doc = json.loads(raw.decode("utf-8"))
             rows.extend(_query_range_rows(doc, p.stem))
         except FileNotFoundError:
             raise UsageError(f"Prometheus export not found: {p}") from None
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, OSError, EOFError) as exc:
             raise UsageError(f"{p}: not a Prometheus query_range export: {exc}") from None
     return frame(rows).sort_values("ts", kind="stable").reset_index(drop=True)
 

@@ -1,0 +1,147 @@
+"""The generator's side: scraper into server_metrics.csv, the exporter's /metrics, the self-check."""
+
+from __future__ import annotations
+
+import csv
+import json
+import socket
+import time
+import urllib.request
+
+import gevent
+import pandas as pd
+import pytest
+
+from loadline.exporter import Exporter
+from loadline.records import COLUMNS, RequestRecord
+from loadline.runfolder import GENERATOR_COLUMNS, SERVER_METRIC_COLUMNS, SERVER_METRICS
+from loadline.scraper import SCRAPE_ERROR, Scraper, parse_url_option, start_scraper
+from loadline.selfcheck import SelfCheck, is_saturated
+
+
+def _record(i: int, **kw) -> RequestRecord:
+    base = dict(request_id=f"r{i}", worker_id="w1", user_id="u", user_class="Chat", session_id="s", turn=0,
+                endpoint="/v1/chat/completions", model="m", start_wall=time.time(), ttft_ms=120.0, e2e_ms=900.0,
+                output_tokens=10, itl_us="20000 30000 25000")
+    base.update(kw)
+    return RequestRecord(**base)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def exporter():
+    exp = Exporter(0, addr="127.0.0.1")
+    yield exp
+    exp.close()
+
+
+def test_exporter_counts_records_of_every_shape(exporter):
+    rec = _record(1)
+    as_dict = dict(zip(COLUMNS, _record(2).to_row()))
+    row = _record(3, status="error", error_class="timeout", ttft_ms=None, output_tokens=0, itl_us="").to_row()
+    assert exporter.observe_records([rec, row, as_dict], now=1000.0) == 3
+    text = exporter.text()
+    assert 'loadline_requests_total{status="ok"} 2.0' in text
+    assert 'loadline_errors_total{error_class="timeout"} 1.0' in text
+    assert "loadline_ttft_seconds_count 2.0" in text  # the failed one had no TTFT
+    assert "loadline_itl_seconds_count 6.0" in text  # every gap of the ok records
+    assert "loadline_output_tokens_total 20.0" in text
+    assert "loadline_requests_per_second 0.3" in text  # 3 records in the 10 s window
+    exporter.tick(now=1000.0 + 11)  # the 10 s window empties
+    assert "loadline_requests_per_second 0.0" in exporter.text()
+
+
+def test_exporter_phase_users_cpu_and_http(exporter):
+    exporter.set_users(40)
+    exporter.set_phase("step-1 (10 users)", 0)
+    exporter.set_phase("step-2 (20 users)", 1)
+    exporter.set_worker_cpu("w1", 55.5)
+    with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    assert "loadline_users 40.0" in text
+    assert 'loadline_phase_info{phase="step-2 (20 users)"} 1.0' in text
+    assert "step-1" not in text  # only the current phase is exposed
+    assert 'loadline_worker_cpu_percent{worker_id="w1"} 55.5' in text
+
+
+def test_two_exporters_do_not_share_a_registry():
+    a, b = Exporter(), Exporter()
+    a.set_users(3)
+    assert "loadline_users 3.0" in a.text() and "loadline_users 0.0" in b.text()
+
+
+def test_scraper_writes_long_rows_and_records_failures(tmp_path, exporter):
+    exporter.set_users(7)
+    dead = f"http://127.0.0.1:{_closed_port()}/metrics"
+    scraper = Scraper(tmp_path, {"generator": f"http://127.0.0.1:{exporter.port}/metrics", "gateway": dead},
+                      timeout_s=1.0)
+    rows = scraper.scrape_once()
+    assert scraper.errors == 1
+    by_metric = {(r[1], r[2]): r for r in rows}
+    assert by_metric[("generator", "loadline_users")][4] == 7.0
+    error = by_metric[("gateway", SCRAPE_ERROR)]
+    assert error[4] == 1.0 and "reason" in json.loads(error[3])
+
+
+def test_scraper_greenlet_runs_and_stops_bounded(tmp_path, exporter):
+    dead = f"http://127.0.0.1:{_closed_port()}/metrics"
+    handle = start_scraper(tmp_path, {"target": f"http://127.0.0.1:{exporter.port}/metrics", "down": dead},
+                           interval_s=0.2, timeout_s=0.5)
+    gevent.sleep(0.7)
+    started = time.monotonic()
+    handle.stop()
+    assert time.monotonic() - started < 5
+    with open(tmp_path / SERVER_METRICS) as f:
+        table = list(csv.reader(f))
+    assert tuple(table[0]) == SERVER_METRIC_COLUMNS
+    df = pd.DataFrame(table[1:], columns=table[0])
+    assert df[df["metric"] == "loadline_users"]["ts"].nunique() >= 2  # several scrapes, plus the final one
+    assert (df[df["source"] == "down"]["metric"] == SCRAPE_ERROR).all()
+    assert all(lab == json.dumps(json.loads(lab), sort_keys=True, separators=(",", ":")) for lab in df["labels"])
+
+
+def test_scrape_url_option():
+    assert parse_url_option(["http://a/metrics", "dcgm=http://b:9400/metrics"]) == {
+        "target": "http://a/metrics", "dcgm": "http://b:9400/metrics"}
+    with pytest.raises(ValueError):
+        parse_url_option(["gw=ftp://x"])
+
+
+def test_self_check_samples_cpu_and_loop_lag():
+    check = SelfCheck("w7", interval_s=0.05, users_fn=lambda: 12, inflight_fn=lambda: 1 / 0).start()
+    gevent.sleep(0.3)
+    check.stop()
+    rows = check.sample_rows()
+    assert len(rows) >= 2 and check.sample_rows() == []
+    row = dict(zip(GENERATOR_COLUMNS, rows[-1]))
+    assert row["worker_id"] == "w7" and row["users"] == 12 and row["inflight"] is None
+    assert row["cpu_percent"] >= 0 and row["loop_lag_ms"] >= 0
+
+
+def test_self_check_sees_a_blocked_event_loop():
+    check = SelfCheck("w1", interval_s=0.02).start()
+    gevent.sleep(0.05)
+    time.sleep(0.1)  # blocks the hub: the sampler wakes up late
+    gevent.sleep(0.05)
+    check.stop()
+    assert max(r[3] for r in check.sample_rows()) >= 50
+
+
+def _gen(cpu: list[float], lag: list[float] | None = None) -> pd.DataFrame:
+    lag = lag or [1.0] * len(cpu)
+    return pd.DataFrame([(1000.0 + i, "w0", c, l, 10, 10) for i, (c, l) in enumerate(zip(cpu, lag))],
+                        columns=list(GENERATOR_COLUMNS))
+
+
+def test_is_saturated_needs_a_sustained_stretch():
+    assert is_saturated(_gen([30] * 20)) == (False, [])
+    assert not is_saturated(_gen([30] * 8 + [100, 100] + [30] * 10))[0]  # a blip
+    hot, evidence = is_saturated(_gen([30] * 8 + [97] * 8 + [30] * 4))
+    assert hot and "worker w0" in evidence[0]
+    assert is_saturated(_gen([30] * 20, [2] * 10 + [60] * 10))[0]  # loop lag alone
+    assert is_saturated(None) == (False, [])
