@@ -145,3 +145,18 @@ def test_is_saturated_needs_a_sustained_stretch():
     assert hot and "worker w0" in evidence[0]
     assert is_saturated(_gen([30] * 20, [2] * 10 + [60] * 10))[0]  # loop lag alone
     assert is_saturated(None) == (False, [])
+
+
+def test_grafana_dashboard_uses_only_exported_metric_names():
+    import re
+    from pathlib import Path
+
+    dashboard = json.loads((Path(__file__).parent.parent / "deploy/grafana/loadline-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"\bloadline_[a-z_]+", e)}
+    exp = Exporter()
+    exp.observe_records([_record(1), _record(2, status="error", error_class="http")])
+    exp.set_phase("p", 0)
+    exp.set_worker_cpu("w", 1)
+    exposed = {line.split("{")[0].split(" ")[0] for line in exp.text().splitlines() if line and not line.startswith("#")}
+    assert used and used <= exposed, used - exposed
