@@ -153,7 +153,7 @@ def test_grafana_dashboard_uses_only_exported_metric_names():
 
     dashboard = json.loads((Path(__file__).parent.parent / "deploy/grafana/loadline-dashboard.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
-    used = {name for e in exprs for name in re.findall(r"\bloadline_[a-z_]+", e)}
+    used = {name for e in exprs for name in re.findall(r"\bloadline_[a-z0-9_]+", e)}
     exp = Exporter()
     exp.observe_records([_record(1), _record(2, status="error", error_class="http")])
     exp.set_phase("p", 0)
