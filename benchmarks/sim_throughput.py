@@ -5,7 +5,7 @@ Starts `python -m simulator` (one process: one core) with an engine that is neve
 streaming connections, and reports content chunks/s in wall time and per server CPU-second
 (from /proc/PID/stat). The client only counts `data: {` markers, so it stays cheap.
 
-    .venv/bin/python benchmarks/sim_throughput.py [--connections 256] [--seconds 10] [--loop uvloop|asyncio]
+    .venv/bin/python benchmarks/sim_throughput.py [--connections 64 256] [--seconds 8] [--loops uvloop asyncio]
 """
 
 from __future__ import annotations
@@ -81,11 +81,12 @@ async def drive(host: str, port: int, connections: int, seconds: float, pid: int
             "chunks_per_server_cpu_s": (c1 - c0) / max(cpu1 - cpu0, 1e-9)}
 
 
-def start_server(extra: list[str]) -> tuple[subprocess.Popen, str, int]:
+def start_server(extra: list[str], loop_name: str) -> tuple[subprocess.Popen, str, int]:
     cmd = [sys.executable, "-m", "simulator", "--profile", "tiny", "--port", "0", "--time-scale", "1000",
            "--set", "max_num_seqs=1024", "--set", "max_num_batched_tokens=65536", "--set", "num_gpu_blocks=100000",
            "--set", "max_model_len=8192", *extra]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "LOADLINE_SIM_EVENT_LOOP": loop_name}
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     line = proc.stdout.readline().decode().strip()
     address = line.rsplit("//", 1)[1]
     host, port = address.rsplit(":", 1)
@@ -98,6 +99,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--server-arg", action="append", default=[], help="extra simulator option")
+    parser.add_argument("--loops", nargs="+", default=["uvloop", "asyncio"], choices=["uvloop", "asyncio"],
+                        help="server event loops to compare (LOADLINE_SIM_EVENT_LOOP)")
     args = parser.parse_args()
     try:
         import uvloop
@@ -106,17 +109,20 @@ def main() -> int:
     except ImportError:
         run = asyncio.run
     rows = []
-    for n in args.connections:
-        proc, host, port = start_server(args.server_arg)
-        try:
-            rows.append(run(drive(host, port, n, args.seconds, proc.pid, args.max_tokens)))
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
-    print(f"{'connections':>11} {'chunks/s (wall)':>16} {'chunks/server-CPU-s':>20} {'server CPU %':>12} {'req/s':>8}")
+    for loop_name in args.loops:
+        for n in args.connections:
+            proc, host, port = start_server(args.server_arg, loop_name)
+            try:
+                rows.append({"loop": loop_name, **run(drive(host, port, n, args.seconds, proc.pid, args.max_tokens))})
+            finally:
+                proc.terminate()
+                proc.wait(timeout=10)
+    print(f"{'server loop':>11} {'connections':>11} {'chunks/s (wall)':>16} {'chunks/server-CPU-s':>20} "
+          f"{'server CPU %':>12} {'req/s':>8}")
     for r in rows:
-        print(f"{r['connections']:>11} {r['chunks_per_s']:>16,.0f} {r['chunks_per_server_cpu_s']:>20,.0f} "
-              f"{100 * r['server_cpu_s'] / r['wall_s']:>11.0f}% {r['requests'] / r['wall_s']:>8.1f}")
+        print(f"{r['loop']:>11} {r['connections']:>11} {r['chunks_per_s']:>16,.0f} "
+              f"{r['chunks_per_server_cpu_s']:>20,.0f} {100 * r['server_cpu_s'] / r['wall_s']:>11.0f}% "
+              f"{r['requests'] / r['wall_s']:>8.1f}")
     return 0
 
 

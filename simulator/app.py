@@ -5,7 +5,6 @@ Every generation request gets a truth record, including the ones turned away (re
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import itertools
 import json

@@ -77,12 +77,14 @@ def main(args: argparse.Namespace) -> int:
     options = ServeOptions(host=args.host, port=args.port, truth_path=args.truth,
                            api_key=args.api_key or os.environ.get("LOADLINE_SIM_API_KEY") or None,
                            admin=args.admin, admin_port=args.admin_port)
-    try:
-        import uvloop
+    runner = asyncio.run
+    if os.environ.get("LOADLINE_SIM_EVENT_LOOP", "uvloop") == "uvloop":  # "asyncio": the stdlib loop
+        try:
+            import uvloop
 
-        runner = uvloop.run
-    except ImportError:  # uvloop is the fast path, not a requirement
-        runner = asyncio.run
+            runner = uvloop.run
+        except ImportError:  # uvloop is the fast path (docs/benchmarks.md), not a requirement
+            pass
     try:
         runner(serve(config, options))
     except OSError as exc:

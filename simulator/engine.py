@@ -36,7 +36,7 @@ class Engine:
         self.pool = BlockPool(config.num_kv_blocks(), config.enable_prefix_caching)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        self.pending = 0  # in the API server's request overhead, not yet queued
+        self.pending: set[Sequence] = set()  # in the API server's request overhead, not yet queued
         self.in_flight = 0  # requests routed here and not finished (least_conn's measure)
         self.stats = EngineStats()
         self.prefix_queries = 0
@@ -61,18 +61,18 @@ class Engine:
 
     @property
     def num_waiting(self) -> int:
-        return len(self.waiting) + self.pending
+        return len(self.waiting) + len(self.pending)
 
     def submit(self, seq: Sequence) -> None:
         """Accept a request: it reaches the queue after the API server's own overhead."""
         seq.replica = self.index
         seq.arrival_m = asyncio.get_running_loop().time()
-        self.pending += 1
+        self.pending.add(seq)
         delay = self.config.request_overhead_ms * 1e-3 / self._scale
         asyncio.get_running_loop().call_later(delay, self._enqueue, seq)
 
     def _enqueue(self, seq: Sequence) -> None:
-        self.pending -= 1
+        self.pending.discard(seq)
         if seq.done:
             return
         if not self.up:
@@ -120,6 +120,13 @@ class Engine:
     def _start_if(self, epoch: int) -> None:
         if epoch == self._epoch:
             self.start()
+
+    def shutdown(self) -> None:
+        """Server stopping: every request still here ends with an error event (truth outcome error)."""
+        victims = self.running + list(self.waiting) + list(self.pending)
+        self.running, self.waiting, self.pending = [], deque(), set()
+        for seq in victims:
+            self._fail(seq, "server shutting down", outcome="error")
 
     def start(self) -> None:
         self.up = True
@@ -273,8 +280,8 @@ class Engine:
         h["request_prompt_tokens"].observe(seq.prompt_len)
         h["request_generation_tokens"].observe(seq.generated)
 
-    def _fail(self, seq: Sequence, message: str) -> None:
+    def _fail(self, seq: Sequence, message: str, outcome: str = "fault") -> None:
         self._release(seq)
-        seq.done, seq.finish_reason, seq.error = True, "error", message
+        seq.done, seq.finish_reason, seq.error, seq.error_outcome = True, "error", message, outcome
         self.stats.success["error"] += 1
         seq.sink.deliver(seq)

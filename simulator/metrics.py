@@ -42,45 +42,47 @@ class SimCollector:
         self.app = app
         self.hostname = socket.gethostname()
 
+    def _ids(self, engine) -> list[str]:
+        return [self.app.config.model_name, str(engine.index)]
+
+    def _per_engine(self, value) -> list[tuple[list[str], float]]:
+        return [(self._ids(e), value(e)) for e in self.app.engines]
+
     def collect(self) -> Iterator[Metric]:
-        app, cfg = self.app, self.app.config
-        engines = app.engines
+        cfg = self.app.config
         labels = ["model_name", "engine"]
-        ids = [[cfg.model_name, str(e.index)] for e in engines]
+        each = self._per_engine
         yield _gauge("vllm:num_requests_running", "Requests in the running batch", labels,
-                     [(i, len(e.running)) for i, e in zip(ids, engines)])
+                     each(lambda e: len(e.running)))
         yield _gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled", labels,
-                     [(i, len(e.waiting)) for i, e in zip(ids, engines)])
-        usage = [(i, e.pool.usage()) for i, e in zip(ids, engines)]
+                     each(lambda e: len(e.waiting)))
+        usage = each(lambda e: e.pool.usage())
         yield _gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 0-1", labels, usage)
         yield _gauge("vllm:gpu_cache_usage_perc", "KV-cache usage, 0-1 (pre-2025 name)", labels, usage)
-        yield _counter("vllm:num_preemptions", "Preemptions (recompute)", labels,
-                       [(i, e.stats.preemptions) for i, e in zip(ids, engines)])
-        yield _counter("vllm:prompt_tokens", "Prefilled prompt tokens", labels,
-                       [(i, e.stats.prompt_tokens) for i, e in zip(ids, engines)])
-        yield _counter("vllm:generation_tokens", "Generated tokens", labels,
-                       [(i, e.stats.generation_tokens) for i, e in zip(ids, engines)])
+        yield _counter("vllm:num_preemptions", "Preemptions (recompute)", labels, each(lambda e: e.stats.preemptions))
+        yield _counter("vllm:prompt_tokens", "Prefilled prompt tokens", labels, each(lambda e: e.stats.prompt_tokens))
+        yield _counter("vllm:generation_tokens", "Generated tokens", labels, each(lambda e: e.stats.generation_tokens))
         yield _counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache", labels,
-                       [(i, e.prefix_queries) for i, e in zip(ids, engines)])
+                       each(lambda e: e.prefix_queries))
         yield _counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels,
-                       [(i, e.prefix_hits) for i, e in zip(ids, engines)])
+                       each(lambda e: e.prefix_hits))
         yield _counter("vllm:request_success", "Finished requests", labels + ["finished_reason"],
-                       [(i + [reason], e.stats.success[reason]) for i, e in zip(ids, engines)
+                       [(self._ids(e) + [reason], e.stats.success[reason]) for e in self.app.engines
                         for reason in ("stop", "length", "abort", "error")])
         yield _gauge("vllm:cache_config_info", "KV cache configuration", ["block_size", "num_gpu_blocks",
                      "gpu_memory_utilization", "enable_prefix_caching"],
                      [([str(cfg.block_size), str(cfg.num_kv_blocks()), str(cfg.gpu_memory_utilization),
                         str(cfg.enable_prefix_caching)], 1)])
-        yield from self._histograms(ids)
+        yield from self._histograms()
         yield from self._gpus()
-        yield from self._sim_state(ids)
+        yield from self._sim_state()
 
-    def _histograms(self, ids: list[list[str]]) -> Iterator[Metric]:
+    def _histograms(self) -> Iterator[Metric]:
         for name, doc, _ in HISTOGRAMS:
             family = HistogramMetricFamily(f"vllm:{name}", doc, labels=["model_name", "engine"])
-            for values, engine in zip(ids, self.app.engines):
+            for engine in self.app.engines:
                 h = engine.stats.histograms[name]
-                family.add_metric(values, h.cumulative(), h.total)
+                family.add_metric(self._ids(engine), h.cumulative(), h.total)
             yield family
 
     def _gpus(self) -> Iterator[Metric]:
@@ -105,7 +107,7 @@ class SimCollector:
         yield _gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (MiB), simulated", labels, used)
         yield _gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (MiB), simulated", labels, free)
 
-    def _sim_state(self, ids: list[list[str]]) -> Iterator[Metric]:
+    def _sim_state(self) -> Iterator[Metric]:
         app = self.app
         active = set(app.faults.active())
         settings = app.faults.as_dict()
@@ -114,13 +116,13 @@ class SimCollector:
         yield _gauge("loadline_sim_fault_setting", "The fault's current value (its 'off' value when inactive)",
                      ["fault"], [([name], value) for name, value in settings.items()])
         yield _gauge("loadline_sim_replica_up", "1 when the replica serves, 0 while down or reloading",
-                     ["model_name", "engine"], [(i, int(e.up)) for i, e in zip(ids, app.engines)])
+                     ["model_name", "engine"], self._per_engine(lambda e: int(e.up)))
         yield _counter("loadline_sim_replica_restarts", "Replica restarts by reason (kill, restart, oom)",
                        ["model_name", "engine", "reason"],
-                       [(i + [reason], e.restarts[reason]) for i, e in zip(ids, app.engines)
+                       [(self._ids(e) + [reason], e.restarts[reason]) for e in app.engines
                         for reason in ("kill", "restart", "oom")])
         yield _gauge("loadline_sim_kv_blocks_leaked", "KV blocks lost to the memory-leak fault",
-                     ["model_name", "engine"], [(i, e.pool.leaked) for i, e in zip(ids, app.engines)])
+                     ["model_name", "engine"], self._per_engine(lambda e: e.pool.leaked))
         yield _gauge("loadline_sim_gateway_connections", "Open client connections", [], [([], len(app.connections))])
         yield _counter("loadline_sim_gateway_rejected", "Requests refused by the gateway connection cap", [],
                        [([], app.gateway_rejected)])

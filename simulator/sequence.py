@@ -40,6 +40,7 @@ class Sequence:
     queue_end_wall: float | None = None
     finish_reason: str | None = None  # set when done: stop | length | abort | error
     error: str | None = None  # set when failed by a fault
+    error_outcome: str = "fault"  # the truth log's outcome when failed: fault, or error (shutdown)
     done: bool = False
 
     def __post_init__(self) -> None:

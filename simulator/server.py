@@ -105,6 +105,8 @@ async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> Non
         server.close()
         if admin_server is not None:
             admin_server.close()
+        for engine in engines:
+            engine.shutdown()
         app.close_all()
         for task in tasks:
             task.cancel()

@@ -37,7 +37,7 @@ class FastHistogram:
     def cumulative(self) -> list[tuple[str, int]]:
         """[(le, cumulative count)] including +Inf, as Prometheus wants it."""
         out, running = [], 0
-        for bound, n in zip(self.bounds, self.counts):
+        for bound, n in zip(self.bounds, self.counts[:-1], strict=True):
             running += n
             out.append((repr(float(bound)), running))
         out.append(("+Inf", running + self.counts[-1]))

@@ -83,7 +83,7 @@ class ResponseSink:
             self.conn.keep_alive = False
             self.conn.write(response(500, error_body(message, 500), keep_alive=False))
             status = 500
-        self._done(seq, status, "fault")
+        self._done(seq, status, seq.error_outcome)
 
     def client_gone(self, seq: Sequence, abort: Callable[[Sequence], None]) -> None:
         """The connection closed under the stream: free the engine's blocks, log the disconnect."""

@@ -44,7 +44,8 @@ class ChunkTemplates:
     @classmethod
     def build(cls, chat: bool, response_id: str, created: int, model: str) -> "ChunkTemplates":
         obj = "chat.completion.chunk" if chat else "text_completion"
-        head = f'data: {{"id":{json.dumps(response_id)},"object":"{obj}","created":{created},"model":{json.dumps(model)},"choices":['
+        head = (f'data: {{"id":{json.dumps(response_id)},"object":"{obj}","created":{created},'
+                f'"model":{json.dumps(model)},"choices":[')
         if chat:
             prefix = '{"index":0,"delta":{"content":"'
             suffix = '"},"logprobs":null,"finish_reason":null}]}\n\n'
@@ -54,7 +55,8 @@ class ChunkTemplates:
         return cls(head.encode(), head.encode() + prefix.encode(), suffix.encode(), chat)
 
     def role(self) -> bytes:
-        return self.head + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+        return self.head + (b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
+                            b'"finish_reason":null}]}\n\n')
 
     def token(self, index: int) -> bytes:
         return self.token_prefix + WORD_BYTES[index % len(WORD_BYTES)] + self.token_suffix
@@ -64,7 +66,8 @@ class ChunkTemplates:
         return self.head + f'{body}"logprobs":null,"finish_reason":"{reason}"}}]}}\n\n'.encode()
 
     def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
-        return self.head + b"]," + json.dumps({"usage": usage(prompt_tokens, completion_tokens)}, separators=(",", ":"))[1:].encode() + b"\n\n"
+        body = json.dumps({"usage": usage(prompt_tokens, completion_tokens)}, separators=(",", ":"))
+        return self.head + b"]," + body[1:].encode() + b"\n\n"
 
 
 def stream_error(message: str, status: int = 500) -> bytes:

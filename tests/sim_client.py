@@ -28,7 +28,7 @@ class StreamResult:
 
     @property
     def itls(self) -> list[float]:
-        return [b - a for a, b in zip(self.chunk_times, self.chunk_times[1:])]
+        return [b - a for a, b in zip(self.chunk_times[:-1], self.chunk_times[1:], strict=True)]
 
 
 async def stream_chat(url: str, body: dict, request_id: str = "", timeout: float = 30.0,

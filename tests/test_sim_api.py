@@ -164,7 +164,6 @@ def test_queue_cap_answers_503_with_retry_after(sim_server):
     assert statuses.count(200) >= 1 and statuses.count(503) >= 1, statuses
     assert all(r.headers.get("retry-after") == "1" for r in results if r.status == 503)
     assert all(r.done and r.tokens == 30 for r in results if r.status == 200)
-    status, headers, error = 0, {}, {}
     sim.stop()
     rejected = [r for r in read_truth(sim.truth_path) if r["outcome"] == "rejected"]
     assert rejected and all(r["status"] == 503 for r in rejected)

@@ -9,7 +9,7 @@ import time
 import urllib.request
 from urllib.parse import urlparse
 
-from sim_client import metric, post_json, read_truth, run_streams, scrape, stream_chat
+from sim_client import metric, post_json, read_truth, scrape, stream_chat
 
 BODY = {"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 6, "ignore_eos": True}
 
