@@ -51,6 +51,7 @@ OPTIONS: tuple[ShapeOption, ...] = (
     ShapeOption("--step-max-users", 640, "Stepped: never go above this many users (the last step)"),
     ShapeOption("--step-stop-on-slo", True, "Stepped: end the test at the first step that breaks the SLO"),
     ShapeOption("--step-max-error-rate", 0.05, "Stepped: a step with more failed requests than this breaks"),
+    ShapeOption("--step-min-requests", 10, "Stepped: a step with fewer completed requests is not judged"),
     ShapeOption(
         "--step-settle", 5.0, "Stepped: wall seconds at the end of a step left out of its verdict (not scaled)"
     ),

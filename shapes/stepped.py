@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from loadline.slo import SLO
@@ -34,6 +35,7 @@ class StepSettings:
     max_users: int
     stop_on_slo: bool
     max_error_rate: float
+    min_requests: int
     settle_s: float
 
     @classmethod
@@ -48,6 +50,7 @@ class StepSettings:
             max_users=read(options, "step_max_users"),
             stop_on_slo=read(options, "step_stop_on_slo"),
             max_error_rate=read(options, "step_max_error_rate"),
+            min_requests=read(options, "step_min_requests"),
             settle_s=read(options, "step_settle"),
         )
         settings.validate()
@@ -63,6 +66,7 @@ class StepSettings:
         require(self.ramp_s >= 0, "--step-ramp must be >= 0")
         require(self.max_users >= self.start_users, "--step-max-users must be >= --step-start-users")
         require(0 <= self.max_error_rate <= 1, "--step-max-error-rate must be between 0 and 1")
+        require(self.min_requests >= 1, "--step-min-requests must be >= 1")
         require(self.settle_s >= 0, "--step-settle must be >= 0")
 
 
@@ -87,6 +91,7 @@ def stepped_phases(s: StepSettings) -> list[Phase]:
 
 
 WindowFunction = Callable[[Any, float, float], Any]
+NO_REQUESTS = SimpleNamespace(requests=0, errors=0, error_rate=None)  # loadline.live gives None for "none"
 
 
 class StepShape(PhasedShape):
@@ -112,10 +117,16 @@ class StepShape(PhasedShape):
         settle = min(self.settings.settle_s, (end_wall - start_wall) / 2)
         window_end = end_wall - settle
         summary = self._window(start_wall, window_end)
+        if summary is None and self._window(0.0, start_wall) is not None:
+            summary = NO_REQUESTS  # records flow, yet none in this step: everything is stuck
         if summary is None:
             logger.warning("stop rule: no live stats for %s, step not judged", phase.label)
             return None
-        return judge_window(summary, self.slo, self.settings.max_error_rate, window_end - start_wall)
+        if 0 < summary.requests < self.settings.min_requests:
+            logger.warning("stop rule: %s had only %d requests (< --step-min-requests %d), not judged",
+                           phase.label, summary.requests, self.settings.min_requests)
+        return judge_window(summary, self.slo, self.settings.max_error_rate, window_end - start_wall,
+                            self.settings.min_requests)
 
     def _window(self, start_wall: float, end_wall: float) -> Any:
         window = self.window_function

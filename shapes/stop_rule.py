@@ -29,11 +29,12 @@ def slowest_allowed_ms(slo: SLO) -> float | None:
     return max(limits) if limits else None
 
 
-def judge_window(summary: Any, slo: SLO, max_error_rate: float, window_s: float) -> str | None:
+def judge_window(summary: Any, slo: SLO, max_error_rate: float, window_s: float, min_requests: int = 1) -> str | None:
     """The reason the window breaks the SLO, or None when it does not (or cannot be judged).
 
     A window in which no request completed at all while it was longer than the slowest latency
-    the SLO allows is a break too: every request in it was slower than the SLO.
+    the SLO allows is a break too: every request in it was slower than the SLO. A window with fewer
+    than `min_requests` requests is not judged: one error in five requests is not a break point.
     """
     if summary is None:
         return None
@@ -41,6 +42,8 @@ def judge_window(summary: Any, slo: SLO, max_error_rate: float, window_s: float)
         limit_ms = slowest_allowed_ms(slo)
         if limit_ms is not None and window_s * 1000 > limit_ms:
             return f"no request completed within {window_s:.1f} s (SLO allows {limit_ms:,.0f} ms)"
+        return None
+    if summary.requests < min_requests:
         return None
     reasons = []
     if summary.error_rate is not None and summary.error_rate > max_error_rate:

@@ -39,6 +39,11 @@ def test_unset_slo_fields_are_not_checked():
     assert judge_window(summary(e2e_p95=99_999.0, e2e_p99=99_999.0, ttft_p95=99_999.0), slo, 0.05, 10.0) is None
 
 
+def test_too_few_requests_are_not_judged():
+    assert judge_window(summary(requests=5, errors=1), SLO(), 0.05, 10.0, min_requests=10) is None
+    assert judge_window(summary(requests=10, errors=1), SLO(), 0.05, 10.0, min_requests=10) is not None
+
+
 def test_no_completed_request_breaks_only_when_the_window_outlasts_the_slo():
     assert judge_window(summary(requests=0), SLO(), 0.05, 2.0) is None  # too short to know
     assert "no request completed within 4.0 s" in judge_window(summary(requests=0), SLO(), 0.05, 4.0)
@@ -105,3 +110,26 @@ def test_slo_file_option_is_used(tmp_path):
 def test_missing_slo_file_fails_the_start(tmp_path):
     shape = make_shape(StepShape, slo_file=str(tmp_path / "nope.toml"))
     assert shape.tick() is None and shape.runner.environment.process_exit_code == 2
+
+
+def test_a_step_in_which_nothing_completes_is_the_break_point():
+    """loadline.live.window returns None for an empty window; earlier records prove stats flow."""
+    shape = make_shape(StepShape, time_scale=10.0, step_settle=0.0)
+    first_step_start = shape.clock.wall() + 6.0
+
+    def live(environment, start_wall, end_wall):
+        if start_wall < first_step_start:  # the baseline and everything before the steps
+            return summary()
+        return None if shape.runner.user_count >= 20 else summary()
+
+    shape.window_function = live
+    drive(shape)
+    assert shape.state.timeline.rows[-1].label == "step-2 (20 users)"
+    assert shape.state.timeline.rows[-1].note == "no request completed within 18.0 s (SLO allows 3,000 ms)"
+
+
+def test_without_any_live_stats_steps_are_not_judged():
+    shape = make_shape(StepShape, time_scale=10.0, step_max_users=40)
+    shape.window_function = lambda environment, start_wall, end_wall: None
+    drive(shape)
+    assert [r.note for r in shape.state.timeline.rows] == ["", "", "", ""]
