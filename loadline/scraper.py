@@ -20,6 +20,7 @@ from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadline.errors import UsageError
 from loadline.runfolder import SERVER_METRICS, SERVER_METRIC_COLUMNS, CsvAppender
 
 log = logging.getLogger("loadline.scraper")
@@ -58,17 +59,34 @@ def error_row(ts: float, source: str, reason: str) -> tuple:
     return (round(ts, 3), source, SCRAPE_ERROR, labels_json({"reason": reason[:200]}), 1.0)
 
 
-def parse_url_option(values: Iterable[str]) -> dict[str, str]:
-    """`NAME=URL` strings (or bare URLs, named target, target2, ...) -> {name: url}."""
+def parse_url_option(values: Iterable[str], bare_name: str = "target") -> dict[str, str]:
+    """`NAME=URL` strings -> {name: url}; bare URLs are named bare_name, bare_name2, ..."""
     urls: dict[str, str] = {}
+    bare = 0
     for raw in values:
         name, sep, url = raw.partition("=")
         if not sep or "://" in name:
-            name, url = ("target" if not urls else f"target{len(urls) + 1}"), raw
+            bare += 1
+            name, url = (bare_name if bare == 1 else f"{bare_name}{bare}"), raw
         name, url = name.strip(), url.strip()
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"scrape URL must start with http:// or https://: {raw!r}")
+            raise UsageError(f"scrape URL must start with http:// or https:// (got {raw!r})")
         urls[name] = url
+    return urls
+
+
+def scrape_targets(option: str | None, host: str | None) -> dict[str, str]:
+    """URLs to scrape: the target's own /metrics (named `target`) plus comma-separated NAME=URL extras.
+
+    `--scrape-url none` turns scraping off; an extra named `target` replaces the default one.
+    """
+    text = (option or "").strip()
+    if text.lower() in ("none", "off"):
+        return {}
+    urls: dict[str, str] = {}
+    if host and host.startswith(("http://", "https://")):
+        urls["target"] = host.rstrip("/") + "/metrics"
+    urls.update(parse_url_option([part for part in text.split(",") if part.strip()], bare_name="extra"))
     return urls
 
 
@@ -86,6 +104,7 @@ class Scraper:
     _greenlet: object = field(default=None, repr=False)
     _stopping: object = field(default=None, repr=False)
     _appender: CsvAppender | None = field(default=None, repr=False)
+    _failing: set = field(default_factory=set, repr=False)  # log a failing URL once, not every interval
 
     def scrape_once(self) -> list[tuple]:
         """Fetch every URL once; returns (and writes) the rows."""
@@ -102,10 +121,15 @@ class Scraper:
                     raise RuntimeError(f"body over {MAX_BODY_BYTES} bytes")
                 got = text_to_rows(response.text, ts, name)
                 got.append((round(ts, 3), name, SCRAPE_DURATION, "{}", round(time.time() - ts, 4)))
+                if name in self._failing:
+                    self._failing.discard(name)
+                    log.info("scrape of %s (%s) works again", name, url)
             except Exception as exc:  # noqa: BLE001 - any failure is data, never a crash of the run
                 self.errors += 1
                 reason = f"{type(exc).__name__}: {exc}"
-                log.warning("scrape of %s (%s) failed: %s", name, url, reason)
+                if name not in self._failing:
+                    self._failing.add(name)
+                    log.warning("scrape of %s (%s) failed: %s (recorded as %s; not repeated)", name, url, reason, SCRAPE_ERROR)
                 got = [error_row(ts, name, reason)]
             rows.extend(got)
         self.scrapes += 1

@@ -12,15 +12,20 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
+
+from loadline import runfolder
 
 log = logging.getLogger("loadline.selfcheck")
 
 SAMPLE_INTERVAL_S = 1.0
 MAX_BUFFERED_ROWS = 100_000  # if the master stops collecting, keep the newest rows only
 MAX_RUNTIME_S = 7 * 24 * 3600.0
+REPORT_KEY = "loadline_generator"  # rows ride on Locust's periodic worker report (every ~3 s)
+LOCAL_DRAIN_S = 2.0
 
 # Saturation: sustained, not a blip. A gevent process is single-threaded, so 90 % of one core
 # leaves no room for bursts of token events; 20 ms of loop lag is larger than typical ITLs
@@ -92,6 +97,78 @@ class SelfCheck:
             self._stopping.set()
             self._greenlet.kill(block=True, timeout=self.interval_s + 1.0)
             self._greenlet = None
+
+
+class GeneratorWriter:
+    """Master/local side: rows from every worker into the active run folder's generator_metrics.csv."""
+
+    def __init__(self, environment: Any = None):
+        self.environment = environment
+        self.latest_cpu: dict[str, float] = {}
+        self._appender: runfolder.CsvAppender | None = None
+        self._path: Path | None = None
+
+    def write(self, rows: list) -> int:
+        if not rows:
+            return 0
+        for row in rows:
+            self.latest_cpu[str(row[1])] = float(row[2])
+        exporter = getattr(self.environment, "loadline_exporter", None)
+        if exporter is not None:
+            for worker, cpu in self.latest_cpu.items():
+                exporter.set_worker_cpu(worker, cpu)
+        active = runfolder.active()
+        if active is None:
+            return 0  # between runs: nothing to attach the samples to
+        path = Path(active.path) / runfolder.GENERATOR_METRICS
+        if path != self._path:
+            if self._appender is not None:
+                self._appender.close()
+            self._appender, self._path = runfolder.CsvAppender(path, runfolder.GENERATOR_COLUMNS), path
+        rows = [r for r in rows if r[0] >= active.started_wall - LOCAL_DRAIN_S]
+        return self._appender.write_rows(rows)
+
+
+def install(environment: Any, worker_id: str) -> SelfCheck:
+    """Start the self-check in a worker (rows go to the master) or a local runner (rows go to disk)."""
+    import gevent
+    from locust.runners import WorkerRunner
+
+    runner = environment.runner
+    check = SelfCheck(worker_id, users_fn=lambda: runner.user_count).start()
+    environment.loadline_selfcheck = check
+    if isinstance(runner, WorkerRunner):
+        def _report(client_id: str, data: dict) -> None:
+            data[REPORT_KEY] = check.sample_rows()
+
+        environment.events.report_to_master.add_listener(_report)
+    else:
+        writer = GeneratorWriter(environment)
+        environment.loadline_generator_writer = writer
+
+        def _drain() -> None:
+            deadline = time.monotonic() + MAX_RUNTIME_S
+            while time.monotonic() < deadline:
+                gevent.sleep(LOCAL_DRAIN_S)
+                writer.write(check.sample_rows())
+
+        gevent.spawn(_drain)
+    return check
+
+
+def install_master(environment: Any) -> GeneratorWriter:
+    """On a distributed master: collect the workers' self-check rows from their periodic reports."""
+    writer = GeneratorWriter(environment)
+    environment.loadline_generator_writer = writer
+
+    def _on_report(client_id: str, data: dict) -> None:
+        try:
+            writer.write(data.get(REPORT_KEY) or [])
+        except Exception as exc:  # noqa: BLE001 - the self-check must never break the master
+            log.warning("loadline: generator self-check rows dropped: %s", exc)
+
+    environment.events.worker_report.add_listener(_on_report)
+    return writer
 
 
 def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_PCT,

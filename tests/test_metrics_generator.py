@@ -15,7 +15,8 @@ import pytest
 from loadline.exporter import Exporter
 from loadline.records import COLUMNS, RequestRecord
 from loadline.runfolder import GENERATOR_COLUMNS, SERVER_METRIC_COLUMNS, SERVER_METRICS
-from loadline.scraper import SCRAPE_ERROR, Scraper, parse_url_option, start_scraper
+from loadline.errors import UsageError
+from loadline.scraper import SCRAPE_ERROR, Scraper, parse_url_option, scrape_targets, start_scraper
 from loadline.selfcheck import SelfCheck, is_saturated
 
 
@@ -108,8 +109,12 @@ def test_scraper_greenlet_runs_and_stops_bounded(tmp_path, exporter):
 def test_scrape_url_option():
     assert parse_url_option(["http://a/metrics", "dcgm=http://b:9400/metrics"]) == {
         "target": "http://a/metrics", "dcgm": "http://b:9400/metrics"}
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         parse_url_option(["gw=ftp://x"])
+    assert scrape_targets("", "http://127.0.0.1:8000/") == {"target": "http://127.0.0.1:8000/metrics"}
+    assert scrape_targets("dcgm=http://h:9400/metrics,http://n:9100/metrics", "http://x") == {
+        "target": "http://x/metrics", "dcgm": "http://h:9400/metrics", "extra": "http://n:9100/metrics"}
+    assert scrape_targets("none", "http://x") == {}
 
 
 def test_self_check_samples_cpu_and_loop_lag():
@@ -160,3 +165,21 @@ def test_grafana_dashboard_uses_only_exported_metric_names():
     exp.set_worker_cpu("w", 1)
     exposed = {line.split("{")[0].split(" ")[0] for line in exp.text().splitlines() if line and not line.startswith("#")}
     assert used and used <= exposed, used - exposed
+
+
+def test_generator_writer_appends_to_the_active_run_and_feeds_the_exporter(tmp_path, exporter):
+    from types import SimpleNamespace
+
+    from loadline import runfolder
+    from loadline.selfcheck import GeneratorWriter
+
+    writer = GeneratorWriter(SimpleNamespace(loadline_exporter=exporter))
+    assert writer.write([(time.time(), "w1", 50.0, 1.0, 3, None)]) == 0  # no run yet: dropped
+    runfolder.set_active(runfolder.ActiveRun(tmp_path, time.time()))
+    try:
+        assert writer.write([(time.time(), "w1", 42.0, 1.5, 3, None), (time.time(), "w2", 97.0, 30.0, 3, None)]) == 2
+    finally:
+        runfolder.set_active(None)
+    df = pd.read_csv(tmp_path / runfolder.GENERATOR_METRICS)
+    assert list(df.columns) == list(GENERATOR_COLUMNS) and df["worker_id"].tolist() == ["w1", "w2"]
+    assert 'loadline_worker_cpu_percent{worker_id="w2"} 97.0' in exporter.text()
