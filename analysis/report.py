@@ -81,7 +81,7 @@ def _server_charts(run: RunData, table: pd.DataFrame, out_dir: Path) -> tuple[li
     return (result, None) if isinstance(result, list) else ([], result.get("error"))
 
 
-def _merge_prometheus(run: RunData, files: Iterable[str | Path]) -> None:
+def merge_prometheus(run: RunData, files: Iterable[str | Path]) -> None:
     files = list(files)
     if not files:
         return
@@ -148,7 +148,7 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
                  prometheus: Iterable[str | Path] = ()) -> ReportResult:
     slo = slo or SLO()
     run = load_run(run_dir)
-    _merge_prometheus(run, prometheus)
+    merge_prometheus(run, prometheus)
     out = Path(out_dir) if out_dir is not None else run.path / runfolder.REPORT_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -128,3 +128,23 @@ def test_plain_locust_export_gives_a_report_that_says_what_is_missing(tmp_path):
     assert result.verdict["phases"][0]["e2e_p95_ms"] == 900
     assert result.verdict["charts"] == ["locust_history.png"]
     assert (folder / "report" / "locust_history.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_prometheus_exports_are_merged_and_bad_ones_exit_2(tmp_path, capsys):
+    from analysis.load import load_run
+    from analysis.report import merge_prometheus
+
+    path = stepped_run(tmp_path / "run", (2, 4, 8), step_s=10)
+    export = tmp_path / "waiting.json"
+    export.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "vllm:num_requests_waiting", "instance": "gpu-1:8000"},
+         "values": [[1_700_000_000 + i, str(i % 3)] for i in range(30)]}]}}))
+    run = load_run(path)
+    merge_prometheus(run, [export])
+    waiting = run.server_metrics[run.server_metrics["metric"] == "vllm:num_requests_waiting"]
+    assert len(waiting) == 30 and set(waiting["source"]) == {"gpu-1:8000"}
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert cli_main(["report", str(path), "--prometheus", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "bad.json" in err and "\n" not in err
