@@ -60,3 +60,11 @@ def test_time_scale_must_be_a_positive_number(bad):
 
 def test_time_scale_defaults_to_one():
     assert time_scale(None) == 1.0 and time_scale(SimpleNamespace()) == 1.0
+
+
+def test_every_option_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs/shapes.md").read_text()
+    missing = [o.flag for o in OPTIONS if f"`{o.flag}`" not in doc]
+    assert missing == []
