@@ -55,14 +55,14 @@ class _UpToLastNewline(io.RawIOBase):
     def __init__(self, path: Path):
         self._file = open(path, "rb")
         size = self._file.seek(0, io.SEEK_END)
-        self._limit = _last_newline_end(self._file, size)
+        self.limit = _last_newline_end(self._file, size)  # bytes readable: up to the last complete line
         self._file.seek(0)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
-        left = self._limit - self._file.tell()
+        left = self.limit - self._file.tell()
         if left <= 0:
             return 0
         view = memoryview(buffer)[: min(len(buffer), left)]
@@ -90,7 +90,11 @@ def _last_newline_end(f, size: int) -> int:
 def read_csv_tolerant(path: Path, **kwargs) -> pd.DataFrame:
     """Read a CSV that may be being appended to: ignore a truncated last line, one-line errors."""
     try:
-        with io.BufferedReader(_UpToLastNewline(path), buffer_size=1 << 20) as handle:
+        raw = _UpToLastNewline(path)
+        if raw.limit == 0 and path.stat().st_size > 0:
+            raw.close()
+            raise UsageError(f"{path} has no complete line ({path.stat().st_size} bytes): not a CSV, or still being written")
+        with io.BufferedReader(raw, buffer_size=1 << 20) as handle:
             return pd.read_csv(handle, **kwargs)
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
@@ -101,7 +105,7 @@ def read_csv_tolerant(path: Path, **kwargs) -> pd.DataFrame:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _read_requests(path: Path) -> pd.DataFrame:
+def _read_requests(path: Path, missing: list[str]) -> pd.DataFrame:
     dtypes = {c: "float64" for c in _FLOAT_COLUMNS}
     dtypes.update({c: "category" for c in _CATEGORY_COLUMNS})
     dtypes.update({"request_id": "object", "itl_us": "object"})
@@ -117,6 +121,9 @@ def _read_requests(path: Path) -> pd.DataFrame:
     for name in _INT_COLUMNS:
         frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(0).astype("int64")
     frame["itl_us"] = frame["itl_us"].fillna("").astype("object")
+    broken = int(frame["start_wall"].isna().sum())
+    if broken:
+        missing.append(f"{path.name}: {broken} malformed row(s) without start_wall skipped")
     frame = frame[frame["start_wall"].notna()]
     frame["end_wall"] = frame["start_wall"] + frame["e2e_ms"].fillna(0.0) / 1000.0
     return frame.reset_index(drop=True)
@@ -220,7 +227,7 @@ def load_run(path: str | Path) -> RunData:
     manifest = _read_manifest(root, missing)
     requests_file = root / runfolder.REQUESTS
     if requests_file.exists():
-        requests = _read_requests(requests_file)
+        requests = _read_requests(requests_file, missing)
     else:
         missing.append(f"{runfolder.REQUESTS} (absent: no per-request records, so no TTFT/ITL/TPOT, knee or goodput)")
         requests = _empty_requests()

@@ -120,9 +120,27 @@ def _draw_charts(run: RunData, table: pd.DataFrame, knee_point: dict, break_poin
     return drawn, problems
 
 
+def _require_outcomes(run: RunData, table: pd.DataFrame) -> None:
+    """Nothing to judge is unusable input (exit 2), not a pass."""
+    if (table["ok"].fillna(0) + table["errors"].fillna(0)).sum() > 0:
+        return
+    total = len(run.requests)
+    inside = int(table["requests"].fillna(0).sum())
+    if run.has_records and inside == 0:
+        raise UsageError(f"none of the {total} request records started inside a phase of {runfolder.PHASES} "
+                         "(do the clocks of master and workers agree?)")
+    raise UsageError(f"empty run: no request completed ({total} attempt(s), all cancelled)")
+
+
+def _outside_phases(run: RunData, table: pd.DataFrame) -> list[str]:
+    outside = len(run.requests) - int(table["requests"].fillna(0).sum()) if run.has_records else 0
+    return [f"{outside} request record(s) started outside every phase and are not counted"] if outside > 0 else []
+
+
 def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     """The numbers of a report, without writing anything: (phase table, verdict dict)."""
     table = phase_table(run, slo)
+    _require_outcomes(run, table)
     criteria = gate.evaluate(table, slo)
     passed = gate.gate_passed(criteria)
     knee_point = knee.find_knee(table) if run.has_records else {"found": False, "reason": "no per-request records"}
@@ -135,7 +153,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         "safe_operating_point": knee.safe_operating_point(table, break_point),
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
-        "missing": list(run.missing),
+        "missing": list(run.missing) + _outside_phases(run, table),
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
     verdict["bottleneck"] = _bottleneck(run, table)

@@ -82,3 +82,41 @@ def test_plain_locust_csv_folder_degrades_and_says_what_is_missing(tmp_path):
     assert table["e2e_p95_ms"].iloc[0] == 900
     assert table["errors"].iloc[0] == 2 and table["error_rate"].iloc[0] == pytest.approx(0.01)
     assert np.isnan(table["ttft_p95_ms"].iloc[0])
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("binary", "not a readable CSV"),
+    ("no_newline", "no complete line"),
+    ("bad_number", "could not convert"),
+    ("all_cancelled", "no request completed"),
+    ("outside_phases", "inside a phase"),
+])
+def test_unusable_runs_exit_2_with_one_line(tmp_path, capsys, case, expected):
+    path = tmp_path / case
+    status, phases = "ok", None
+    if case == "all_cancelled":
+        status = "cancelled"
+    if case == "outside_phases":
+        phases = [{"index": 0, "label": "later", "kind": "step", "start_wall": 5000.0, "end_wall": 5010.0,
+                   "target_users": 1, "spawn_rate": 1, "users_start": 1, "users_end": 1, "note": ""}]
+    write_run(path, make_requests(1000.0 + np.arange(5), [1, 2, 3, 4, 5], status=status), phases)
+    if case == "binary":
+        (path / "requests.csv").write_bytes((bytes(range(128, 256)) + b"\n") * 20)
+    if case == "no_newline":
+        (path / "requests.csv").write_bytes(bytes(range(128, 256)) * 20)
+    if case == "bad_number":
+        text = (path / "requests.csv").read_text().splitlines()
+        (path / "requests.csv").write_text("\n".join(text[:2] + [text[2].replace(",1001.0,", ",soon,")] + text[3:]) + "\n")
+    assert cli_main(["report", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err and "\n" not in err and "Traceback" not in err
+
+
+def test_malformed_middle_row_is_skipped_and_reported(tmp_path):
+    path = _run(tmp_path)
+    lines = (path / "requests.csv").read_text().splitlines(True)
+    lines[3] = lines[3][:15] + "\n"
+    (path / "requests.csv").write_text("".join(lines))
+    run = load_run(path)
+    assert len(run.requests) == 9
+    assert any("1 malformed row" in m for m in run.missing)
