@@ -74,6 +74,11 @@ def main(args: argparse.Namespace) -> int:
     config = build_config(args.profile, overrides_from(args))
     if not 0 <= args.port <= 65535 or not 0 <= args.admin_port <= 65535:
         raise UsageError("ports must be within 0..65535")
+    if args.truth:
+        try:
+            open(args.truth, "a").close()  # fail now with a clear line, not later in the event loop
+        except OSError as exc:
+            raise UsageError(f"cannot write the truth log {args.truth}: {exc.strerror}") from None
     options = ServeOptions(host=args.host, port=args.port, truth_path=args.truth,
                            api_key=args.api_key or os.environ.get("LOADLINE_SIM_API_KEY") or None,
                            admin=args.admin, admin_port=args.admin_port)
