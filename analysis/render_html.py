@@ -16,7 +16,7 @@ h1{margin-bottom:.2em}.verdict{padding:.8em 1em;border-radius:6px;font-size:1.05
 table{border-collapse:collapse;margin:.5em 0 1.2em;font-size:.88em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}.bad{color:#d93025;font-weight:bold}
 img{max-width:100%;border:1px solid #eee;margin:.4em 0}dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}
-.muted{color:#666;font-size:.9em}pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.85em}
+table.left td{text-align:left}.muted{color:#666;font-size:.9em}pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.85em}
 """
 
 
@@ -76,11 +76,25 @@ def _errors(verdict: dict) -> str:
     return _table(["phase"] + classes, [[escape(str(r["label"]))] + [f.num(r.get(c, 0)) for c in classes] for r in rows])
 
 
-def _tested(verdict: dict, manifest_keys=("name", "scenario", "shape", "host", "model", "sim_profile", "started", "ended")) -> str:
+_TESTED = (("run", "run_id"), ("target", "target"), ("shape", "shape"), ("users", "user_classes"),
+           ("runner", "runner"), ("workers", "workers"), ("started", "started_at_iso"), ("status", "status"),
+           ("stop reason", "stop_reason"), ("git revision", "git_revision"))
+
+
+def _tested(verdict: dict) -> str:
     manifest = verdict.get("manifest") or {}
-    rows = [[escape(k), escape(str(manifest[k]))] for k in manifest_keys if k in manifest]
+    rows = []
+    for title, key in _TESTED:
+        value = manifest.get(key)
+        if value not in (None, "", [], {}):
+            text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+            rows.append([escape(title), escape(text)])
+    options = manifest.get("options") or {}
+    for key in ("locustfile", "prompt_mix", "time_scale", "seed"):
+        if options.get(key) not in (None, ""):
+            rows.append([escape(key.replace("_", " ")), escape(str(options[key]))])
     rows.append(["run folder", escape(verdict["run"])])
-    return _table(["what", "value"], rows)
+    return _table(["what", "value"], rows).replace("<table>", "<table class='left'>")
 
 
 def _image(path: Path) -> str:

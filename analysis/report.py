@@ -132,9 +132,16 @@ def _require_outcomes(run: RunData, table: pd.DataFrame) -> None:
     raise UsageError(f"empty run: no request completed ({total} attempt(s), all cancelled)")
 
 
-def _outside_phases(run: RunData, table: pd.DataFrame) -> list[str]:
+def _consistency(run: RunData, table: pd.DataFrame) -> list[str]:
+    """Records the run wrote but the report does not count, said out loud."""
+    notes = []
     outside = len(run.requests) - int(table["requests"].fillna(0).sum()) if run.has_records else 0
-    return [f"{outside} request record(s) started outside every phase and are not counted"] if outside > 0 else []
+    if outside > 0:
+        notes.append(f"{outside} request record(s) started outside every phase and are not counted")
+    written = run.manifest.get("requests_written")
+    if isinstance(written, int) and run.has_records and written > len(run.requests):
+        notes.append(f"the manifest says {written} request rows were written, {runfolder.REQUESTS} holds {len(run.requests)}")
+    return notes
 
 
 def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
@@ -153,7 +160,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         "safe_operating_point": knee.safe_operating_point(table, break_point),
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
-        "missing": list(run.missing) + _outside_phases(run, table),
+        "missing": list(run.missing) + _consistency(run, table),
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
     verdict["bottleneck"] = _bottleneck(run, table)
