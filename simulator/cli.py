@@ -91,7 +91,6 @@ def main(args: argparse.Namespace) -> int:
         except ImportError:  # uvloop is the fast path (docs/benchmarks.md), not a requirement
             pass
     try:
-        runner(serve(config, options))
+        return runner(serve(config, options))
     except OSError as exc:
         raise UsageError(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    return 0

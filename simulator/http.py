@@ -9,6 +9,7 @@ served at a time per connection (bytes of a pipelined next request wait in the b
 from __future__ import annotations
 
 import asyncio
+import sys
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Callable, Protocol
@@ -137,7 +138,14 @@ class Connection(asyncio.Protocol):
             del self.buffer[: end + 4 + length]
             self.busy = True
             self.keep_alive = request.keep_alive
-            self.handler.handle(self, request)
+            try:
+                self.handler.handle(self, request)
+            except Exception as exc:  # a simulator bug must cost one request, not the connection loop
+                print(f"loadline-sim: internal error on {request.method} {request.path}: {exc!r}", file=sys.stderr)
+                self.keep_alive = False
+                self.write(response(500, b'{"error":{"message":"internal simulator error","type":'
+                                         b'"InternalServerError","param":null,"code":500}}', keep_alive=False))
+                self.finish_response()
 
     def _bad(self, error: BadRequest) -> None:
         self.busy, self.keep_alive = True, False

@@ -68,7 +68,8 @@ class Housekeeping:
             engine.kill("oom", self.app.config.restart_delay_s)
 
 
-async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> None:
+async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit code (1 if an engine loop crashed)."""
     loop = asyncio.get_running_loop()
     faults = initial_faults(config)
     engines = [Engine(i, config, faults) for i in range(config.replicas)]
@@ -90,6 +91,17 @@ async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> Non
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+
+    crashed: list[BaseException] = []
+
+    def engine_died(task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            crashed.append(task.exception())
+            print(f"loadline-sim: engine loop failed: {task.exception()!r}; stopping", file=sys.stderr)
+            stop.set()
+
+    for task in tasks:
+        task.add_done_callback(engine_died)
     housekeeping = Housekeeping(app)
     last = loop.time()
     try:
@@ -113,3 +125,4 @@ async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> Non
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.sleep(0)  # let connection_lost callbacks record disconnects
         truth.close()
+    return 1 if crashed else 0

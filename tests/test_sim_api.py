@@ -155,7 +155,7 @@ def test_api_key_required_and_never_logged(sim_server, tmp_path):
 def test_queue_cap_answers_503_with_retry_after(sim_server):
     sim = sim_server("tiny", "--max-queue", "1", "--set", "max_num_seqs=1", "--time-scale", "1")
     async def burst():
-        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 30}
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 30, "ignore_eos": True}
         return await asyncio.gather(*(stream_chat(sim.url + "/v1/chat/completions", body, f"q{i}")
                                       for i in range(6)))
 
