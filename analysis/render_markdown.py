@@ -65,9 +65,14 @@ def render_markdown(verdict: dict) -> str:
     lines += ["", "### Phases", ""]
     rows = [[fmt(p.get(key)) for _, key, fmt in f.PHASE_COLUMNS] for p in verdict.get("phases", [])]
     lines += _table(rows, [title for title, _, _ in f.PHASE_COLUMNS])
-    lines.append("")
     source = verdict.get("percentile_source", "raw samples")
-    lines.append(f"Latencies in ms; percentiles from {source}" + (" of ok requests (linear interpolation)." if source == "raw samples" else "."))
+    lines += ["", f"Latencies in ms; percentiles from {source}"
+              + (" of ok requests (linear interpolation)." if source == "raw samples" else ".")]
+    errors = verdict.get("error_classes") or []
+    classes = sorted({k for r in errors for k in r if k not in ("phase_index", "label")})
+    if classes:
+        lines += ["", "### Errors by class", ""]
+        lines += _table([[str(r["label"])] + [f.num(r.get(c, 0)) for c in classes] for r in errors], ["phase"] + classes)
     if verdict.get("missing"):
         lines += ["", "Missing inputs: " + "; ".join(verdict["missing"])]
     return "\n".join(lines) + "\n"

@@ -94,6 +94,7 @@ def test_errors_fail_the_default_gate_and_are_charted(tmp_path):
     assert rate["measured"] == pytest.approx(2 / 40) and rate["passed"] is False
     classes = result.verdict["error_classes"][0]
     assert classes["http"] == 1 and classes["reset"] == 1
+    assert "| phase | http | reset |" in result.summary and "| whole-run | 1 | 1 |" in result.summary
 
 
 def test_compare_flags_a_real_regression_and_not_noise(tmp_path, capsys):
