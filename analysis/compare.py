@@ -4,8 +4,8 @@ A latency percentile regresses when the new value is worse than the base by more
 threshold (default +10 %) AND the two values' 95 % confidence intervals do not overlap. The
 intervals are distribution-free: for quantile q over n samples the true quantile lies, with ~95 %
 confidence, between the order statistics of rank n*q -/+ 1.96*sqrt(n*q*(1-q)) (normal approximation
-of the binomial). So a P99 from 50 samples must move a lot before it counts; a P50 from 50,000
-need only cross the threshold. Throughput (requests/s, tokens/s) regresses when it falls by more
+of the binomial). So a P99 from 50 samples can never count (its interval is open above); a P50
+from 50,000 need only cross the threshold. Throughput (requests/s, tokens/s) regresses when it falls by more
 than the threshold and by more than 3 Poisson standard deviations of the base's count.
 Phases are matched by position when both runs have the same phase labels, else by label.
 """
@@ -37,14 +37,20 @@ class Comparison:
 
 
 def quantile_interval(sorted_samples: np.ndarray, q: float) -> tuple[float, float, float]:
-    """(estimate, low, high) of quantile q with a distribution-free ~95 % interval."""
+    """(estimate, low, high) of quantile q with a distribution-free ~95 % interval.
+
+    The bounds are the order statistics X_(l), X_(u) (1-based) with l, u = n*q -/+ 1.96*sqrt(n*q*(1-q)).
+    When u > n the true quantile may lie above every sample (too few samples for that tail): the
+    upper bound is +inf, so such a tail can never be called a regression; likewise l < 1 -> -inf.
+    """
     n = sorted_samples.size
     if n == 0:
         return (math.nan,) * 3
     half = Z * math.sqrt(n * q * (1 - q))
-    low = int(max(0, math.floor(n * q - half) - 1))
-    high = int(min(n - 1, math.ceil(n * q + half)))
-    return float(np.quantile(sorted_samples, q)), float(sorted_samples[low]), float(sorted_samples[high])
+    lower_rank, upper_rank = math.floor(n * q - half), math.ceil(n * q + half)
+    low = float(sorted_samples[lower_rank - 1]) if lower_rank >= 1 else -math.inf
+    high = float(sorted_samples[upper_rank - 1]) if upper_rank <= n else math.inf
+    return float(np.quantile(sorted_samples, q)), low, high
 
 
 def match_phases(base: pd.DataFrame, new: pd.DataFrame) -> tuple[list[tuple[int, int]], list[str]]:

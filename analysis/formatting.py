@@ -11,7 +11,7 @@ DEFINITIONS = {
     "TPOT": "(E2E - TTFT) / (output tokens - 1), per request",
     "E2E": "request sent -> last byte of the response",
     "requests/s": "ok requests per second of phase duration (cancelled attempts count as neither ok nor error)",
-    "error rate": "errors / (ok + errors)",
+    "error rate": "errors / (ok + errors), per HTTP attempt (a retry is an attempt of its own)",
     "goodput": "ok requests per second whose E2E, TTFT and TPOT each met the SLO's tightest threshold for that metric",
     "percentiles": "from raw per-request samples of ok requests, linear interpolation (numpy default); "
                    "a record belongs to the phase in which it started",
