@@ -80,8 +80,8 @@ class SimApp:
             return self._reply(conn, path, method, 503, error_body("gateway: too many connections", 503),
                                extra={"Retry-After": str(self.config.retry_after_s)})
         if method != "GET":
-            return self._reply(conn, "other", method, 404 if path not in ROUTES else 405,
-                               error_body(f"{method} {path} is not served", 404))
+            status = 405 if path in ROUTES else 404
+            return self._reply(conn, "other", method, status, error_body(f"{method} {path} is not served", status))
         if path == "/metrics":
             return self._reply(conn, path, method, 200, self.metrics_text(),
                                "text/plain; version=0.0.4; charset=utf-8")

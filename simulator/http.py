@@ -97,6 +97,7 @@ class Connection(asyncio.Protocol):
         self.on_lost: Callable[[], None] | None = None  # set while a stream is in flight
         self.rejected = False  # gateway cap: answer the first request with 503, then close
         self.held = False  # slow accept: bytes are buffered but not served until released
+        self.continued = False  # "100 Continue" already sent for the request being received
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -133,7 +134,11 @@ class Connection(asyncio.Protocol):
                 self._bad(exc)
                 return
             if len(self.buffer) < end + 4 + length:
+                if request.headers.get("expect", "").lower() == "100-continue" and not self.continued:
+                    self.continued = True  # curl waits a second for this before sending a large body
+                    self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 return
+            self.continued = False
             request.body = bytes(self.buffer[end + 4 : end + 4 + length])
             del self.buffer[: end + 4 + length]
             self.busy = True
