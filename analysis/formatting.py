@@ -78,4 +78,4 @@ def measured(criterion: dict) -> str:
     value = criterion.get("measured")
     if value is None:
         return "-"
-    return pct(value) if criterion["name"] == "error rate" else num(value)
+    return pct(value) if criterion.get("unit") == "fraction" else num(value)

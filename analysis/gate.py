@@ -36,12 +36,13 @@ class Criterion:
     limit: float
     measured: float | None
     passed: bool | None  # None: not measured
-    where: str = ""  # the phase that decided it
+    where: str = ""  # the phase (or server series) that decided it
+    unit: str = "ms"  # ms | fraction | req/s | restarts
 
     def as_dict(self) -> dict:
         measured = None if self.measured is None or math.isnan(self.measured) else round(self.measured, 6)
         return {"name": self.name, "threshold": self.threshold, "limit": self.limit, "measured": measured,
-                "passed": self.passed, "where": self.where}
+                "passed": self.passed, "where": self.where, "unit": self.unit}
 
 
 def _judged(table: pd.DataFrame) -> pd.DataFrame:
@@ -88,13 +89,14 @@ def evaluate(table: pd.DataFrame, slo: SLO) -> list[Criterion]:
         criteria.append(Criterion(name, f"< {limit:g} ms", float(limit), measured, passed, where))
     measured, where = _worst(judged, "error_rate")
     passed = None if measured is None else measured <= slo.max_error_rate
-    criteria.append(Criterion("error rate", f"<= {slo.max_error_rate:.2%}", slo.max_error_rate, measured, passed, where))
+    criteria.append(Criterion("error rate", f"<= {slo.max_error_rate:.2%}", slo.max_error_rate, measured, passed, where,
+                              unit="fraction"))
     if slo.target_qps is not None:
         need = slo.target_qps * slo.safety_factor
         good = compliant_phases(table, slo)
         best, where = _worst(good, "rps")
         criteria.append(Criterion("throughput within SLO", f">= {need:g} req/s ({slo.target_qps:g} x {slo.safety_factor:g})",
-                                  need, best if best is not None else 0.0, (best or 0.0) >= need, where))
+                                  need, best if best is not None else 0.0, (best or 0.0) >= need, where, unit="req/s"))
     return criteria
 
 
@@ -102,8 +104,9 @@ def gate_passed(criteria: list[Criterion]) -> bool:
     return all(c.passed is not False for c in criteria)
 
 
-def junit_xml(criteria: list[Criterion], suite: str = "loadline.slo") -> str:
+def junit_xml(criteria: list[Criterion | dict], suite: str = "loadline.slo") -> str:
     """One testcase per criterion; failures carry the measured value; unmeasured ones are skipped."""
+    criteria = [Criterion(**{k: v for k, v in c.items()}) if isinstance(c, dict) else c for c in criteria]
     failures = sum(c.passed is False for c in criteria)
     skipped = sum(c.passed is None for c in criteria)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',

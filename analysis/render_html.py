@@ -32,7 +32,7 @@ def _criteria(verdict: dict) -> str:
         result = {True: "pass", False: '<span class="bad">FAIL</span>', None: "not measured"}[c["passed"]]
         rows.append([escape(c["name"]), escape(c["threshold"]), escape(f.measured(c)),
                      escape(c.get("where") or "-"), result])
-    return _table(["criterion", "threshold", "measured", "worst phase", "result"], rows)
+    return _table(["criterion", "threshold", "measured", "where", "result"], rows)
 
 
 def _limits(verdict: dict) -> str:

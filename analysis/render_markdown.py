@@ -12,28 +12,33 @@ def _phases_span(phases: list[dict]) -> float:
 
 
 def _clause(c: dict) -> str:
-    name, threshold, measured = c["name"], c["threshold"], c.get("measured")
-    if c.get("passed") is None:
-        return f"{name} was not measured"
+    name, threshold, measured, where = c["name"], c["threshold"], c.get("measured"), c.get("where") or "the run"
     if name == "error rate":
-        return "no failures" if not measured else (f"error rate {f.pct(measured)} stayed within {threshold[3:]}"
-                                                  if c["passed"] else f"error rate reached {f.pct(measured)} in {c['where']}")
-    unit = "req/s" if name.startswith("throughput") else "ms"
-    value = f"{f.num(measured)} {unit}"
-    if name.startswith("throughput"):
+        if not measured:
+            return "no failures"
+        return f"error rate {f.pct(measured)} stayed within {threshold[3:]}" if c["passed"] else f"error rate reached {f.pct(measured)} in {where}"
+    if name == "OOM restarts":
+        return "no OOM restarts" if not measured else f"{f.num(measured)} OOM restart(s) (limit {threshold})"
+    if c.get("unit") == "fraction":
+        return f"{name} stayed {threshold} (peak {f.pct(measured)})" if c["passed"] else f"{name} reached {f.pct(measured)} on {where} (limit {threshold})"
+    value = f"{f.num(measured)} {c.get('unit', 'ms')}"
+    if c.get("unit") == "req/s":
         return f"throughput within SLO held {threshold} ({value})" if c["passed"] else f"throughput within SLO reached only {value} ({threshold} needed)"
     if c["passed"]:
         return f"{name} stayed under {threshold[2:]} (worst {value})"
-    return f"{name} reached {value} in {c['where']} (limit {threshold})"
+    return f"{name} reached {value} in {where} (limit {threshold})"
 
 
 def verdict_sentence(verdict: dict, table=None) -> str:
     phases = verdict.get("phases") or []
     requests = sum(int(p["requests"]) for p in phases if not f.missing(p.get("requests")))
     head = "PASS" if verdict["slo"]["passed"] else "FAIL"
-    clauses = [_clause(c) for c in verdict["slo"]["criteria"]]
+    criteria = verdict["slo"]["criteria"]
+    clauses = [_clause(c) for c in criteria if c.get("passed") is not None]
+    unmeasured = [c["name"] for c in criteria if c.get("passed") is None]
+    tail = f" (not measured: {', '.join(unmeasured)})" if unmeasured else ""
     return (f"{head}: in a {f.duration(_phases_span(phases))} test ({len(phases)} phase{'s' * (len(phases) != 1)}, "
-            f"{requests:,} requests), " + ", ".join(clauses) + ".")
+            f"{requests:,} requests), " + ", ".join(clauses) + tail + ".")
 
 
 def _table(rows: list[list[str]], header: list[str]) -> list[str]:
@@ -48,7 +53,7 @@ def render_markdown(verdict: dict) -> str:
              f"> {verdict['sentence']}", ""]
     rows = [[c["name"], c["threshold"], f.measured(c), c.get("where") or "-",
              {True: "pass", False: "**FAIL**", None: "not measured"}[c["passed"]]] for c in slo["criteria"]]
-    lines += _table(rows, ["criterion", "threshold", "measured", "worst phase", "result"]) + [""]
+    lines += _table(rows, ["criterion", "threshold", "measured", "where", "result"]) + [""]
     lines += [f"- {f.point(verdict['knee'], 'Knee')}",
               f"- {f.point(verdict['break_point'], 'Break point')}",
               f"- {f.point(verdict['max_slo_throughput'], 'Max SLO-compliant throughput')}"]

@@ -21,6 +21,7 @@ from analysis.bottleneck import judge
 from analysis.capacity import plan_from_run
 from analysis.load import RunData, load_run
 from analysis.prom_ingest import load_query_range
+from analysis.server_gate import server_criteria
 from analysis.render_html import render_html
 from analysis.render_markdown import render_markdown, verdict_sentence
 from analysis.stats import error_classes, phase_table
@@ -148,7 +149,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     """The numbers of a report, without writing anything: (phase table, verdict dict)."""
     table = phase_table(run, slo)
     _require_outcomes(run, table)
-    criteria = gate.evaluate(table, slo)
+    criteria = gate.evaluate(table, slo) + server_criteria(run.server_metrics, slo)
     passed = gate.gate_passed(criteria)
     knee_point = knee.find_knee(table) if run.has_records else {"found": False, "reason": "no per-request records"}
     break_point = knee.find_break_point(table, slo)
@@ -185,9 +186,8 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
     verdict["chart_problems"] = problems
     verdict = clean(verdict)
     summary = render_markdown(verdict)
-    criteria = gate.evaluate(table, slo)
     (out / "summary.md").write_text(summary)
     (out / "report.html").write_text(render_html(verdict, chart_paths))
-    (out / "junit.xml").write_text(gate.junit_xml(criteria))
+    (out / "junit.xml").write_text(gate.junit_xml(verdict["slo"]["criteria"]))
     runfolder.write_json_atomic(out / "verdict.json", verdict)
     return ReportResult(verdict["exit_code"], summary, verdict, out)

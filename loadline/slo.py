@@ -1,7 +1,8 @@
 """Service level objectives: the thresholds a run is judged against.
 
 Defaults are DOMAIN.md's (interactive chat): P95 < 1,500 ms and P99 < 3,000 ms end to end,
-TTFT P95 < 800 ms, no failed requests, throughput >= target x 1.5 when a target is given.
+TTFT P95 < 800 ms, no failed requests, throughput >= target x 1.5 when a target is given,
+GPU memory <= 85 % and no out-of-memory restarts (both only when server metrics were scraped).
 A TOML file (see configs/slo/) overrides any of them.
 """
 
@@ -26,6 +27,8 @@ class SLO:
     max_error_rate: float = 0.0  # fraction of requests; "no failed requests" by default
     target_qps: float | None = None  # peak requests/s the service must carry
     safety_factor: float = 1.5  # required throughput = target_qps x safety_factor
+    gpu_memory_max_fraction: float | None = 0.85  # judged only when GPU memory was scraped (DCGM)
+    max_oom_restarts: int | None = 0  # serving-process OOM restarts; judged only when scraped
 
     @classmethod
     def from_file(cls, path: str | Path | None) -> "SLO":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis.gate import evaluate, gate_passed, junit_xml
@@ -60,3 +61,30 @@ def test_junit_xml_lists_every_criterion_with_failures(table):
     assert int(root.get("tests")) == len(criteria)
     failed = [case.get("name") for case in root.iter("testcase") if case.find("failure") is not None]
     assert failed == ["E2E P95 < 1000 ms"]
+
+
+def _server(used_mib, restarts):
+    import json
+
+    rows = []
+    for i, used in enumerate(used_mib):
+        for gpu, share in (("0", 1.0), ("1", 0.5)):  # GPU 1 always half as full: GPU 0 decides
+            labels = json.dumps({"gpu": gpu}, sort_keys=True)
+            rows += [(100.0 + i, "sim", "DCGM_FI_DEV_FB_USED", labels, used * share),
+                     (100.0 + i, "sim", "DCGM_FI_DEV_FB_FREE", labels, 10_000 - used * share)]
+    for i, count in enumerate(restarts):
+        rows.append((100.0 + i, "sim", "loadline_sim_replica_restarts_total", json.dumps({"reason": "oom"}), count))
+    return pd.DataFrame(rows, columns=["ts", "source", "metric", "labels", "value"])
+
+
+def test_gpu_memory_and_oom_restarts_from_server_metrics():
+    from analysis.server_gate import server_criteria
+
+    ok = {c.name: c for c in server_criteria(_server([5000, 8400, 7000], [0, 0, 0]), SLO())}
+    assert ok["GPU memory"].measured == pytest.approx(0.84) and ok["GPU memory"].passed is True
+    assert ok["OOM restarts"].measured == 0 and ok["OOM restarts"].passed is True
+    bad = {c.name: c for c in server_criteria(_server([5000, 8600, 7000], [0, 1, 1]), SLO())}
+    assert bad["GPU memory"].passed is False and bad["GPU memory"].measured == pytest.approx(0.86)
+    assert bad["OOM restarts"].measured == 1 and bad["OOM restarts"].passed is False
+    unmeasured = server_criteria(pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"]), SLO())
+    assert [c.passed for c in unmeasured] == [None, None]
