@@ -33,6 +33,8 @@ class Thresholds:
     token_noise_floor_ms: float = 5.0  # the same for per-token times (TPOT, ITL)
     throughput_gain: float = 1.10  # users grew >= 1.5x but requests/s grew < 10 %: flat
     users_growth: float = 1.5
+    flat_latency_growth: float = 1.3  # ... and E2E p50 grew 1.3x over the previous step
+    min_requests: int = 50  # a phase with fewer requests is too noisy to call its throughput flat (Poisson ~14 %)
     error_rate: float = 0.01  # >= 1 % failed requests is a limit (the SLO is stricter: 0)
     waiting_share: float = 0.5  # "requests queue": waiting > 0 in at least half the samples
     running_plateau: float = 0.9  # running stays within 10 % of its peak: a cap
@@ -53,7 +55,7 @@ class Context:
     signals: Signals
     th: Thresholds
     baseline: pd.Series
-    peak: pd.Series  # the phase the client-side ratios are taken from
+    peak: pd.Series  # the most loaded phase of the window: client-side ratios are taken there
     limit: Limit
     window: tuple[float, float]  # the loaded window (wall clock)
     base_window: tuple[float, float]
@@ -113,15 +115,37 @@ def _users(row: pd.Series) -> float:
     return 0.0
 
 
-def find_limit(phases: pd.DataFrame, baseline: pd.Series, th: Thresholds, floor_ms: float) -> tuple[Limit, int]:
+def is_invalid_request(rows: pd.DataFrame) -> pd.Series:
+    """Requests the server refused as malformed or unauthorised (HTTP 4xx but 408/429): no capacity signal."""
+    status = pd.to_numeric(rows.get("http_status", pd.Series(0, index=rows.index)), errors="coerce").fillna(0)
+    return (rows["status"].astype(str) == "error") & (status >= 400) & (status < 500) & ~status.isin([408, 429])
+
+
+def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float) -> float | None:
+    """Share of requests started in [start, end) that failed for a reason other than an invalid request."""
+    if requests is None or len(requests) == 0:
+        return None
+    wall = pd.to_numeric(requests["start_wall"], errors="coerce")
+    rows = requests[(wall >= start) & (wall < end)]
+    rows = rows[rows["status"].astype(str) != "cancelled"]
+    if rows.empty:
+        return None
+    failed = (rows["status"].astype(str) == "error") & ~is_invalid_request(rows)
+    return float(failed.sum()) / len(rows)
+
+
+def find_limit(phases: pd.DataFrame, baseline: pd.Series, th: Thresholds, floor_ms: float,
+               requests: pd.DataFrame | None = None) -> tuple[Limit, int]:
     """The first phase where latency, errors or throughput show a limit; (Limit, its position)."""
     prev = None
     for pos in range(len(phases)):
         row = phases.iloc[pos]
         reasons = []
-        err = _num(row.get("error_rate"))
+        err = capacity_error_rate(requests, float(row["start_wall"]), float(row["end_wall"]))
+        if err is None:
+            err = _num(row.get("error_rate"))
         if err is not None and err >= th.error_rate:
-            reasons.append(f"{err:.1%} of requests failed in {row['label']}")
+            reasons.append(f"{err:.1%} of requests failed in {row['label']} (invalid-request 4xx excluded)")
         for metric in ("ttft", "e2e"):
             col = f"{metric}_p50_ms"
             base, now = _num(baseline.get(col)), _num(row.get(col))
@@ -132,7 +156,13 @@ def find_limit(phases: pd.DataFrame, baseline: pd.Series, th: Thresholds, floor_
         if prev is not None:
             u0, u1 = _users(prev), _users(row)
             r0, r1 = _num(prev.get("rps")), _num(row.get("rps"))
-            if u0 > 0 and r0 and r1 is not None and u1 / u0 >= th.users_growth and r1 / r0 < th.throughput_gain:
+            enough = min(_num(prev.get("requests")) or 0, _num(row.get("requests")) or 0) >= th.min_requests
+            # Little's law: in a closed loop, flat throughput under more users must show as longer requests;
+            # without that, the "flat" step is a ramp-up transient or pacing, not a limit.
+            e0, e1 = _num(prev.get("e2e_p50_ms")), _num(row.get("e2e_p50_ms"))
+            slower = bool(e0 and e1 and e1 / e0 >= th.flat_latency_growth)
+            if enough and slower and u0 > 0 and r0 and r1 is not None and u1 / u0 >= th.users_growth \
+                    and r1 / r0 < th.throughput_gain:
                 reasons.append(f"throughput flat: {r1:.2f} req/s at {u1:.0f} users vs {r0:.2f} at {u0:.0f} users")
         if reasons:
             return Limit(True, str(row["label"]), reasons), pos
@@ -150,14 +180,17 @@ def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | N
     floor = th.noise_floor_ms / scale
     users = phases.apply(_users, axis=1) if len(phases) else pd.Series(dtype=float)
     baseline = phases.loc[users.idxmin()] if len(phases) else pd.Series(dtype=object)
-    limit, pos = find_limit(phases, baseline, th, floor) if len(phases) else (Limit(False), -1)
+    requests = getattr(run, "requests", None)
+    limit, pos = find_limit(phases, baseline, th, floor, requests) if len(phases) else (Limit(False), -1)
     if pos < 0:
         pos = int(np.flatnonzero(users.to_numpy() == users.max())[-1]) if len(phases) else -1
     if pos >= 0:
-        peak = phases.iloc[pos]
+        first = phases.iloc[pos]
         later = phases.iloc[pos:]
-        loaded = later[later.apply(_users, axis=1) >= _users(peak)]
-        window = (float(peak["start_wall"]), float(loaded["end_wall"].max()))
+        loaded = later[later.apply(_users, axis=1) >= _users(first)]
+        # symptoms are read where they are strongest: the most loaded phase of the window
+        peak = loaded.iloc[int(np.flatnonzero(loaded.apply(_users, axis=1).to_numpy() == loaded.apply(_users, axis=1).max())[-1])]
+        window = (float(first["start_wall"]), float(loaded["end_wall"].max()))
         base_window = (float(baseline["start_wall"]), float(baseline["end_wall"]))
     else:
         peak = baseline
@@ -168,7 +201,7 @@ def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | N
 
 def _time_scale(manifest: dict) -> float:
     """The simulator's time compression, if this run used one: latency floors shrink with it."""
-    for holder in (manifest, manifest.get("sim") or {}, manifest.get("config") or {}):
+    for holder in (manifest, manifest.get("sim") or {}, manifest.get("config") or {}, manifest.get("options") or {}):
         if isinstance(holder, dict):
             value = _num(holder.get("time_scale"))
             if value and value > 0:

@@ -94,10 +94,10 @@ def gpu_compute(ctx: Context) -> Finding:
         return f
     th = ctx.th
     kv_bound, kv_lines = _kv_bound(ctx)
-    conditions = [gpu.mean >= th.gpu_busy, ctx.limit.reached,
+    conditions = [gpu.p50 >= th.gpu_busy, ctx.limit.reached,
                   ctx.risen("ttft_p50_ms", th.latency_rise), ctx.risen("tpot_p50_ms", th.tpot_rise), not kv_bound]
     f.score, f.fired = _score(conditions), all(conditions)
-    f.evidence = [f"GPU utilisation mean {_pct(gpu.mean)} (p50 {_pct(gpu.p50)}) {_where(ctx)}; rule: >= {_pct(th.gpu_busy)}",
+    f.evidence = [f"GPU utilisation p50 {_pct(gpu.p50)} (mean {_pct(gpu.mean)}) {_where(ctx)}; rule: p50 >= {_pct(th.gpu_busy)}",
                   *_latency_lines(ctx), *kv_lines]
     if kv_bound:
         f.evidence.append("the KV pool is full and evicting: the batch is limited by memory, not compute")
@@ -129,13 +129,17 @@ def memory_leak(ctx: Context) -> Finding:
         lines.append(f"KV-cache usage {_pct(residue)} while no request was running or waiting "
                      f"(should be ~0; threshold {_pct(th.idle_residue)})")
     restarts = _oom_like_restarts(ctx)
+    span = ctx.signals.time_span()
+    oom = ctx.signals.increase("engine_restarts", *span) if span else None
+    if oom:
+        lines.append(f"{oom:.0f} out-of-memory restart(s) of the serving process during the run")
     for ts, level in restarts:
         lines.append(f"engine restarted at t={ts - ctx.window[0]:+.0f} s (counters reset) with memory at {_pct(level)} just before")
     rise = _floor_rise(ctx)
     if rise is not None:
         lines.append(f"memory floor (lowest KV usage per time slice, under steady load) rose {_pct(rise)} of the pool "
                      f"over the run; threshold {_pct(th.leak_rise)}")
-    signals = [residue is not None and residue >= th.idle_residue, bool(restarts),
+    signals = [residue is not None and residue >= th.idle_residue, bool(restarts), bool(oom),
                rise is not None and rise >= th.leak_rise]
     f.fired = any(signals)
     f.score = 1.0 if f.fired else 0.0

@@ -84,6 +84,10 @@ CONCEPTS: dict[str, Concept] = {
             _s("tgi_request_failure_total", "tgi"),
             _s("tgi_request_failure", "tgi"),
         ), "requests the engine itself failed"),
+        Concept("engine_restarts", "counter", "restarts", "sum", (
+            _s("kube_pod_container_status_restarts_total", "kube-state-metrics"),
+            _s("loadline_sim_replica_restarts_total", "loadline sim", match={"reason": "oom"}),
+        ), "serving process restarts (out-of-memory kills show up here)"),
         # --- engine latency histograms (seconds) ---------------------------------------------
         Concept("ttft", "histogram", "s", sources=(
             _s("vllm:time_to_first_token_seconds", "vllm"),
@@ -141,7 +145,8 @@ CONCEPTS: dict[str, Concept] = {
         Concept("gateway_pending_overflow", "counter", "requests", "sum", (
             _s("envoy_cluster_upstream_rq_pending_overflow", "envoy"),
             _s("envoy_cluster_upstream_rq_pending_overflow_total", "envoy"),
-        )),
+            _s("loadline_sim_gateway_rejected_total", "loadline sim (gateway connection cap)"),
+        ), "requests refused because the gateway's connection or pending-request limit was full"),
         Concept("gateway_timeouts", "counter", "requests", "sum", (
             _s("envoy_cluster_upstream_rq_timeout", "envoy"),
             _s("envoy_cluster_upstream_rq_timeout_total", "envoy"),

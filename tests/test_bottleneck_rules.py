@@ -111,9 +111,9 @@ def test_scaled_simulator_runs_shrink_the_noise_floor(tmp_path):
     sc.phases = [dataclasses.replace(p, ttft_ms=p.ttft_ms / 50, queue_ms=p.queue_ms / 50, prefill_ms=p.prefill_ms / 50)
                  for p in sc.phases]
     sc.manifest = {"time_scale": 50}
-    assert verdict_of(sc, tmp_path)["confidence"] == "high"
+    assert verdict_of(sc, tmp_path)["layer"] == "scheduler"
     sc.manifest = {}
-    assert verdict_of(sc, tmp_path)["confidence"] == "low"  # unscaled, a 30 ms rise is below the noise floor
+    assert verdict_of(sc, tmp_path)["layer"] == "headroom"  # unscaled, a 30 ms rise is below the noise floor
 
 
 def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):
