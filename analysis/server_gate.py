@@ -4,6 +4,11 @@ Both need scraped server metrics (DCGM framebuffer gauges; kube-state-metrics or
 restart counter); without them the criterion is reported as not measured and does not decide.
 GPU memory is judged per GPU (used / (used + free) of the same series at the same scrape), worst
 GPU and moment; restarts are the reset-aware increase of the restart counter over the whole run.
+
+Caveat: vLLM and SGLang reserve a fixed share of GPU memory at start (vLLM: gpu_memory_utilization,
+default 0.9) for the KV cache, so DCGM shows ~90 % used whatever the load. Against such an engine
+set `gpu_memory_max_fraction` above that share (or "none") and watch KV-cache usage, which the
+bottleneck verdict judges. The simulator reports memory actually in use, so the default applies.
 """
 
 from __future__ import annotations
