@@ -71,27 +71,14 @@ class Housekeeping:
 async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code (1 if an engine loop crashed)."""
     loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before the startup line: a prompt stop is still clean
+        loop.add_signal_handler(sig, stop.set)
     faults = initial_faults(config)
     engines = [Engine(i, config, faults) for i in range(config.replicas)]
     truth = TruthLog(options.truth_path)
     app = SimApp(config, faults, engines, truth, options.api_key, lambda: render(registry))
     registry = make_registry(app)
-    tasks = [loop.create_task(e.run()) for e in engines]
-    server = await loop.create_server(lambda: Connection(app), options.host, options.port, backlog=4096)
-    port = server.sockets[0].getsockname()[1]
-    print(f"loadline-sim listening on http://{options.host}:{port}", file=out, flush=True)
-    admin_server = None
-    if options.admin:
-        from simulator.admin import AdminApp
-
-        admin = AdminApp(app)
-        admin_server = await loop.create_server(lambda: Connection(admin), "127.0.0.1", options.admin_port)
-        admin_port = admin_server.sockets[0].getsockname()[1]
-        print(f"loadline-sim admin on http://127.0.0.1:{admin_port}", file=out, flush=True)
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-
     crashed: list[BaseException] = []
 
     def engine_died(task: asyncio.Task) -> None:
@@ -100,23 +87,25 @@ async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> int
             print(f"loadline-sim: engine loop failed: {task.exception()!r}; stopping", file=sys.stderr)
             stop.set()
 
+    tasks = [loop.create_task(e.run()) for e in engines]
     for task in tasks:
         task.add_done_callback(engine_died)
-    housekeeping = Housekeeping(app)
-    last = loop.time()
+    servers: list[asyncio.AbstractServer] = []
     try:
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), TICK_S)
-            except asyncio.TimeoutError:
-                pass
-            now = loop.time()
-            housekeeping.tick(max(now - last, 1e-3))
-            last = now
+        servers.append(await loop.create_server(lambda: Connection(app), options.host, options.port, backlog=4096))
+        port = servers[0].sockets[0].getsockname()[1]
+        print(f"loadline-sim listening on http://{options.host}:{port}", file=out, flush=True)
+        if options.admin:
+            from simulator.admin import AdminApp
+
+            admin = AdminApp(app)
+            servers.append(await loop.create_server(lambda: Connection(admin), "127.0.0.1", options.admin_port))
+            admin_port = servers[1].sockets[0].getsockname()[1]
+            print(f"loadline-sim admin on http://127.0.0.1:{admin_port}", file=out, flush=True)
+        await _tick_until(stop, Housekeeping(app))
     finally:
-        server.close()
-        if admin_server is not None:
-            admin_server.close()
+        for server in servers:
+            server.close()
         for engine in engines:
             engine.shutdown()
         app.close_all()
@@ -126,3 +115,16 @@ async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> int
         await asyncio.sleep(0)  # let connection_lost callbacks record disconnects
         truth.close()
     return 1 if crashed else 0
+
+
+async def _tick_until(stop: asyncio.Event, housekeeping: Housekeeping) -> None:
+    loop = asyncio.get_running_loop()
+    last = loop.time()
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), TICK_S)
+        except asyncio.TimeoutError:
+            pass
+        now = loop.time()
+        housekeeping.tick(max(now - last, 1e-3))
+        last = now

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,17 @@ def test_sigterm_mid_stream_stops_cleanly_and_flushes_truth(sim_server):
     assert result.error == "server shutting down" and result.done  # an error event, not a silent cut
     (row,) = read_truth(sim.truth_path)
     assert row["request_id"] == "cut" and row["outcome"] == "error" and row["first_token"] is not None
+
+
+def test_startup_line_is_exactly_the_contract():
+    proc = subprocess.Popen([sys.executable, "-m", "simulator", "--profile", "tiny", "--port", "0"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        first = proc.stdout.readline()
+        assert re.fullmatch(r"loadline-sim listening on http://127\.0\.0\.1:\d+\n", first), first
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=5) == 0
 
 
 def test_help_explains_every_option():

@@ -18,7 +18,7 @@ def _body(max_tokens: int, words: int = 20, tag: str = "") -> dict:
 
 def test_latency_queue_and_kv_rise_with_concurrency(sim_server):
     # tiny, but a batch of up to 128 so that 1 -> 64 -> 256 streams cross the cap once
-    sim = sim_server("tiny", "--time-scale", "2", "--set", "max_num_seqs=128", "--set", "num_gpu_blocks=2048")
+    sim = sim_server("tiny", "--time-scale", "1", "--set", "max_num_seqs=128", "--set", "num_gpu_blocks=2048")
     levels = {}
     for n in (1, 64, 256):
         results, scrapes = asyncio.run(run_streams(sim.url, [_body(24)] * n, f"c{n}"))
