@@ -13,6 +13,7 @@ from pathlib import Path
 import gevent
 
 from loadline import runfolder
+from loadline.identity import worker_id
 from loadline.live import LiveStats
 from loadline.manifest import start_manifest
 from loadline.runfolder import ActiveRun, CsvAppender
@@ -98,9 +99,7 @@ class RunCollector:
             observer(rows)
 
     def _write_local(self) -> None:
-        from loadline.users.base import WORKER_ID
-
-        self.write(self.environment.loadline_records.drain(), WORKER_ID)
+        self.write(self.environment.loadline_records.drain(), worker_id())
 
     def _drain_local_forever(self) -> None:
         while True:

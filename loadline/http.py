@@ -2,13 +2,14 @@
 
 TTFT and E2E start at "request sent". Stamping before `Session.send()` would add requests' and
 urllib3's own ~0.5 ms of Python (more under gevent contention) to every measured latency, so the
-connection stamps the clock right after urllib3 wrote the request, and the user reads it back from
-`response.raw.connection`.
+connection stamps the clock right after urllib3 wrote the request, and again when the response
+headers were parsed; the user reads both back from `response.raw.connection`.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from time import perf_counter
 
 import requests
@@ -20,11 +21,17 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 class _Stamped:
     sent_perf = 0.0
     sent_wall = 0.0
+    headers_perf = 0.0
 
     def request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         super().request(*args, **kwargs)  # type: ignore[misc]
         self.sent_perf = perf_counter()
         self.sent_wall = time.time()
+
+    def getresponse(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        response = super().getresponse(*args, **kwargs)  # type: ignore[misc]
+        self.headers_perf = perf_counter()
+        return response
 
 
 class StampedHTTPConnection(_Stamped, HTTPConnection):
@@ -58,8 +65,15 @@ def stamped_session() -> requests.Session:
     return session
 
 
-def sent_at(response: requests.Response) -> tuple[float, float] | None:
-    """(perf_counter, time.time) when the request was fully written, if the connection knows."""
+@dataclass(frozen=True)
+class WireTimes:
+    sent_perf: float  # perf_counter() when the request's last byte was written
+    sent_wall: float  # time.time() at the same moment
+    headers_perf: float  # perf_counter() when the response headers were parsed
+
+
+def wire_times(response: requests.Response) -> WireTimes | None:
+    """When the request left and the headers came back, if the connection recorded it."""
     connection = getattr(response.raw, "connection", None)
     perf = getattr(connection, "sent_perf", 0.0)
-    return (perf, connection.sent_wall) if perf else None
+    return WireTimes(perf, connection.sent_wall, connection.headers_perf) if perf else None

@@ -15,6 +15,7 @@ from loadline.prompts import PromptSource, load_dataset, parse_mix, system_promp
 from loadline.workload import LogNormal, SessionLength, ThinkTime
 
 API_KEY_ENV = "LOADLINE_API_KEY"
+INVALID = "invalid"  # marks options that failed validation at test start
 
 
 def add_arguments(parser: Any) -> None:
@@ -26,6 +27,8 @@ def add_arguments(parser: Any) -> None:
         help="model name to request; empty = the first model listed by GET /v1/models")
     add("--max-tokens", type=int, default=256, include_in_web_ui=True,
         help="max_tokens per request (0 = let the server decide)")
+    add("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
+        help="ask for exactly max_tokens tokens (vLLM's ignore_eos): fixed-length outputs for benchmarks")
     add("--prompt-mix", default="short=0.6,medium=0.3,long=0.1", include_in_web_ui=True,
         help="weights of prompt length classes: short (<50 tokens), medium (200-500), long (>1000)")
     add("--system-prompt-tokens", type=int, default=0, include_in_web_ui=True,
@@ -77,6 +80,7 @@ class UserSettings:
     api_key: str
     model: str
     max_tokens: int
+    ignore_eos: bool
     stream: bool
     prompts: PromptSource
     think: ThinkTime
@@ -106,6 +110,7 @@ class UserSettings:
             api_key=o.api_key or os.environ.get("OPENAI_API_KEY", ""),
             model=o.model,
             max_tokens=o.max_tokens,
+            ignore_eos=bool(o.ignore_eos),
             stream=not o.non_streaming,
             prompts=prompts,
             think=ThinkTime(LogNormal(o.think_mean, o.think_p90), o.reading_speed, time_scale),

@@ -14,6 +14,8 @@ from locust.runners import MasterRunner, WorkerRunner
 from loadline import options as loadline_options
 from loadline.collector import RunCollector
 from loadline.errors import UsageError
+from loadline.identity import worker_id
+from loadline.options import INVALID
 from loadline.transport import RECORDS_MSG, FLUSH_MSG, FlushCoordinator, RecordBuffer, WorkerShipper
 
 log = logging.getLogger("loadline")
@@ -33,12 +35,10 @@ def _on_init(environment, **_) -> None:
     if runner is None:
         return
     if isinstance(runner, WorkerRunner):
-        from loadline.users.base import WORKER_ID
-
-        shipper = WorkerShipper(environment, WORKER_ID)
+        shipper = WorkerShipper(environment, worker_id())
         environment.loadline_shipper = shipper
         runner.register_message(FLUSH_MSG, shipper.on_flush_request, concurrent=True)
-        _start_selfcheck(environment, WORKER_ID)
+        _start_selfcheck(environment, worker_id())
         return
     collector = RunCollector(environment, distributed=isinstance(runner, MasterRunner))
     environment.loadline_collector = collector
@@ -46,9 +46,7 @@ def _on_init(environment, **_) -> None:
         runner.register_message(RECORDS_MSG, collector.on_records)
         collector.flush = FlushCoordinator(runner)
     else:
-        from loadline.users.base import WORKER_ID
-
-        _start_selfcheck(environment, WORKER_ID)
+        _start_selfcheck(environment, worker_id())
     if environment.web_ui is not None:
         from loadline.webui import install_tab
 
@@ -58,15 +56,18 @@ def _on_init(environment, **_) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment, **_) -> None:
     environment.loadline_settings = None
+    try:
+        environment.loadline_settings = loadline_options.UserSettings.from_options(environment.parsed_options)
+    except UsageError as exc:
+        # Users see INVALID and stop quietly (StopUser); the master or local runner quits.
+        environment.loadline_settings = INVALID
+        log.error("loadline: %s", exc)
+        if not isinstance(environment.runner, WorkerRunner):
+            environment.process_exit_code = 2
+            gevent.spawn(environment.runner.quit)
+        return
     if isinstance(environment.runner, WorkerRunner):
         environment.loadline_shipper.start()
-        return
-    try:
-        loadline_options.UserSettings.from_options(environment.parsed_options)
-    except UsageError as exc:
-        log.error("loadline: %s", exc)
-        environment.process_exit_code = 2
-        gevent.spawn(environment.runner.quit)
         return
     collector: RunCollector = environment.loadline_collector
     run_dir = collector.start()
@@ -101,3 +102,14 @@ def _start_selfcheck(environment, worker_id: str) -> None:
     except ImportError:
         return
     install(environment, worker_id)
+
+
+@events.quitting.add_listener
+def _let_locust_csv_catch_up(environment, **_) -> None:
+    """Locust rewrites its --csv stats once a second and not again at exit, so the final file can miss
+    the last second of requests. Its writer greenlet is still alive while `quitting` fires: give it
+    one more cycle so locust_stats.csv agrees with requests.csv."""
+    from locust.stats import CSV_STATS_INTERVAL_SEC
+
+    if not isinstance(environment.runner, WorkerRunner) and getattr(environment.parsed_options, "csv_prefix", None):
+        gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.3)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import configparser
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,12 +57,16 @@ def main(args: argparse.Namespace) -> int:
     print(f"loadline: run folder {run_dir}", file=sys.stderr)
     sim: SimProcess | None = None
     try:
-        host = args.host
-        if not host:
-            sim = start_simulator(_sim_args(args, run_dir), log_path=run_dir / "simulator.log")
-            host = sim.url
-            print(f"loadline: embedded simulator at {host}", file=sys.stderr)
-        _preflight(host)
+        try:
+            host = args.host
+            if not host:
+                sim = start_simulator(_sim_args(args, run_dir), log_path=run_dir / "simulator.log")
+                host = sim.url
+                print(f"loadline: embedded simulator at {host}", file=sys.stderr)
+            _preflight(host)
+        except UsageError:
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no empty run folder behind
+            raise
         code = _run_locust(_locust_command(args, host, run_dir, conf_locustfile), args)
     finally:
         if sim is not None:

@@ -24,6 +24,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import ReadTimeoutError
 
 READ_SIZE = 65536
+NO_WAIT_S = 0.0002  # a read returning faster than this found its bytes already buffered
 
 
 class StreamFailure(Exception):
@@ -60,17 +61,33 @@ def completion_content(choice: dict) -> str | None:
 
 
 class _TimedReads:
-    """Iterate over a urllib3 response's body with read1(), remembering when each read returned."""
+    """Iterate over a urllib3 response's body with read1(), remembering when each read returned.
 
-    __slots__ = ("raw", "last_arrival", "clean_eof")
+    Servers (vLLM, the simulator) often send the headers and the first chunks in one write, so the
+    first read may return bytes that arrived with the headers, before the HTTP library finished
+    building its response object. A first read that did not have to wait is stamped with the
+    headers' arrival time instead of the (later) moment we got around to reading it.
+    """
 
-    def __init__(self, raw):
+    __slots__ = ("raw", "last_arrival", "clean_eof", "headers_at")
+
+    def __init__(self, raw, headers_at: float):
         self.raw = raw
         self.last_arrival = 0.0
         self.clean_eof = False
+        self.headers_at = headers_at
 
     def __iter__(self) -> Iterator[bytes]:
         read1 = self.raw.read1
+        if self.headers_at:
+            before = perf_counter()
+            data = read1(READ_SIZE)
+            now = perf_counter()
+            self.last_arrival = self.headers_at if now - before < NO_WAIT_S else now
+            if not data:
+                self.clean_eof = True
+                return
+            yield data
         while True:
             data = read1(READ_SIZE)
             self.last_arrival = perf_counter()
@@ -83,13 +100,14 @@ class _TimedReads:
         self.raw.close()
 
 
-def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamResult) -> None:
+def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamResult, headers_at: float = 0.0) -> None:
     """Consume an SSE body from a urllib3 HTTPResponse into `result`; raise StreamFailure on a bad ending.
 
     `content_of(choice)` extracts the token text from a chunk's first choice (chat vs completions).
     `result` belongs to the caller so that what arrived before a failure or a cancellation is kept.
+    `headers_at` is the perf_counter() of the headers' arrival (0 when unknown).
     """
-    reads = _TimedReads(raw)
+    reads = _TimedReads(raw, headers_at)
     arrivals, pieces = result.arrivals, result.pieces
     loads = json.loads
     try:

@@ -9,31 +9,26 @@ web UI, CSV and HTML show but which never enter the Aggregated row (see README, 
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import os
 import random
 import time
-import uuid
 from time import perf_counter
 
 import gevent
 import requests
 from gevent import GreenletExit
 from locust import User, constant
+from locust.exception import StopUser
 
-from loadline.http import sent_at, stamped_session
-from loadline.options import UserSettings
+from loadline.identity import next_request_id, next_user_id, worker_id
+from loadline.http import stamped_session, wire_times
+from loadline.options import INVALID, UserSettings
 from loadline.records import CANCELLED, ERROR, OK, RequestRecord
 from loadline.streaming import StreamFailure, StreamResult, chat_content, read_stream
 
 log = logging.getLogger("loadline")
 
-WORKER_TAG = uuid.uuid4().hex[:6]  # unique per process: request ids never collide across workers
-WORKER_ID = f"{os.uname().nodename}-{os.getpid()}"
-_request_numbers = itertools.count(1)
-_user_numbers = itertools.count(1)
 
 
 class TotalTimeout(Exception):
@@ -44,9 +39,11 @@ class LLMError(Exception):
     """What Locust's failure table shows for a failed attempt: '<error class>: <message>'."""
 
 
-def settings_for(environment) -> UserSettings:
-    """Settings built once per test start (plugin resets the cache at test_start)."""
+def settings_for(environment) -> UserSettings | None:
+    """Settings built once per test start by the plugin (or here, for users run without it)."""
     settings = getattr(environment, "loadline_settings", None)
+    if settings == INVALID:
+        return None  # the reason was logged once at test start; the user's task stops it quietly
     if settings is None:
         settings = UserSettings.from_options(environment.parsed_options)
         environment.loadline_settings = settings
@@ -80,12 +77,15 @@ class LLMUser(User):
     content_of = staticmethod(chat_content)
 
     def on_start(self) -> None:
-        self.settings = settings_for(self.environment)
-        number = next(_user_numbers)
-        self.user_id = f"{WORKER_TAG}-u{number}"
-        seed = self.settings.seed
-        self.rng = random.Random(f"{seed}-{number}" if seed else None)
         self.http = stamped_session()
+        settings = settings_for(self.environment)
+        if settings is None:
+            self.settings = None
+            return
+        self.settings = settings
+        self.user_id = next_user_id()
+        seed = self.settings.seed
+        self.rng = random.Random(f"{seed}-{self.user_id.split('-u')[-1]}" if seed else None)
         self.http.headers["Accept-Encoding"] = "identity"  # never decode gzip on the token path
         if self.settings.api_key:
             self.http.headers["Authorization"] = f"Bearer {self.settings.api_key}"
@@ -100,6 +100,11 @@ class LLMUser(User):
     def on_stop(self) -> None:
         self.http.close()
 
+    def check_settings(self) -> None:
+        """Tasks call this first: a user whose options failed validation stops without a traceback."""
+        if self.settings is None:
+            raise StopUser()
+
     # -- request bodies -------------------------------------------------------------------------
     def body(self, prompt: str | list[dict]) -> dict:
         """Chat body from a message list; subclasses override for other endpoints."""
@@ -109,6 +114,8 @@ class LLMUser(User):
     def _common(self, body: dict) -> dict:
         if self.settings.max_tokens > 0:
             body["max_tokens"] = self.settings.max_tokens
+        if self.settings.ignore_eos:
+            body["ignore_eos"] = True
         if self.settings.stream:
             body["stream_options"] = {"include_usage": True}
         return body
@@ -127,7 +134,7 @@ class LLMUser(User):
     def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int):
         s = self.settings
         rec = RequestRecord(
-            request_id=f"{WORKER_TAG}-{next(_request_numbers)}", worker_id=WORKER_ID, user_id=self.user_id,
+            request_id=next_request_id(), worker_id=worker_id(), user_id=self.user_id,
             user_class=type(self).__name__, session_id=session_id, turn=turn, endpoint=self.endpoint,
             model=self.model, start_wall=0.0, attempt=attempt,
         )
@@ -144,15 +151,15 @@ class LLMUser(User):
                 response = self.http.send(prepared, stream=True, timeout=(s.connect_timeout, s.first_token_timeout),
                                           **self.send_settings)
                 headers_at = perf_counter()
-                stamp = sent_at(response)
-                if stamp is not None and stamp[0] >= t0:
-                    t0, rec.start_wall = stamp
+                wire = wire_times(response)
+                if wire is not None and wire.sent_perf >= t0:
+                    t0, rec.start_wall, headers_at = wire.sent_perf, wire.sent_wall, wire.headers_perf
                 rec.ttfb_ms = (headers_at - t0) * 1000
                 rec.http_status = response.status_code
                 if response.status_code != 200:
                     retry_after = self._http_failure(rec, response)
                 elif s.stream:
-                    read_stream(response.raw, self.content_of, result)
+                    read_stream(response.raw, self.content_of, result, headers_at)
                     response._content_consumed = True  # lets requests keep the connection alive
                 else:
                     self._read_whole(response, result)

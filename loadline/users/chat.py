@@ -15,6 +15,7 @@ class ChatSessionUser(LLMUser):
 
     @task
     def session(self) -> None:
+        self.check_settings()
         s = self.settings
         session_id = f"{self.user_id}-s{self.rng.getrandbits(32):08x}"
         messages: list[dict] = [{"role": "system", "content": s.prompts.system_prompt}] if s.prompts.system_prompt else []

@@ -17,6 +17,7 @@ class SingleShotUser(LLMUser):
 
     @task
     def event(self) -> None:
+        self.check_settings()
         s = self.settings
         messages = [{"role": "system", "content": s.prompts.system_prompt}] if s.prompts.system_prompt else []
         messages.append({"role": "user", "content": s.prompts.message(self.rng)})
