@@ -16,6 +16,7 @@ from typing import Any
 
 from locust import LoadTestShape
 
+from loadline import runfolder
 from loadline.errors import UsageError
 from shapes.options import time_scale
 from shapes.phase import Phase, scaled, spawn_rate_for
@@ -105,7 +106,11 @@ class PhasedShape(LoadTestShape):
 
         wall = self.clock.wall()
         start_wall = state.timeline.open.start_wall if state.timeline.open else wall
-        reason = self.on_phase_end(phase, start_wall, wall)
+        try:
+            reason = self.on_phase_end(phase, start_wall, wall)
+        except Exception:  # a failing verdict must not kill the shape greenlet (and the test) mid-run
+            logger.exception("judging %s failed; the shape goes on", phase.label)
+            reason = None
         if reason:
             self._stop(reason)
             return None
@@ -130,15 +135,16 @@ class PhasedShape(LoadTestShape):
 
     def _stop(self, reason: str) -> None:
         """End the test because of `reason`: note it on the phase, the console and the manifest."""
-        from loadline import runfolder
-
         assert self.state is not None
         label = self.state.timeline.open.label if self.state.timeline.open else "?"
         logger.warning("Stopping the test after %s: %s", label, reason)
         self.state.timeline.close(self.users_now(), self.clock.wall(), note=reason)
         active = runfolder.active()
         if active is not None:
-            runfolder.update_manifest(active.path, stop_reason=f"{label}: {reason}")
+            try:
+                runfolder.update_manifest(active.path, stop_reason=f"{label}: {reason}")
+            except OSError as exc:
+                logger.warning("could not write the stop reason to the manifest: %s", exc)
 
     def _fail(self, message: str) -> None:
         """Bad options: one line on the console, exit code 2, and the test ends (tick returns None)."""

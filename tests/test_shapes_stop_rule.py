@@ -133,3 +133,15 @@ def test_without_any_live_stats_steps_are_not_judged():
     shape.window_function = lambda environment, start_wall, end_wall: None
     drive(shape)
     assert [r.note for r in shape.state.timeline.rows] == ["", "", "", ""]
+
+
+def test_a_failing_live_window_is_logged_and_the_shape_goes_on(caplog):
+    shape = make_shape(StepShape, time_scale=10.0, step_max_users=20)
+
+    def broken(environment, start_wall, end_wall):
+        raise RuntimeError("live stats exploded")
+
+    shape.window_function = broken
+    drive(shape)
+    assert shape.state.timeline.rows[-1].label == "step-2 (20 users)"
+    assert "judging step-1 (10 users) failed" in caplog.text
