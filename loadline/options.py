@@ -35,6 +35,9 @@ def add_arguments(parser: Any) -> None:
         help="length of a shared system prompt (agent template, same prefix for all users); 0 = none")
     add("--dataset", default="", include_in_web_ui=True,
         help="JSONL conversations (ShareGPT-style) to replay instead of synthetic prompts")
+    add("--max-context-tokens", type=int, default=-1, include_in_web_ui=True,
+        help="chat history budget: drop the oldest turns so prompt + max_tokens fits; "
+             "-1 = the model's max_model_len from /v1/models (when listed), 0 = never trim")
     add("--turns-mean", type=float, default=4.0, include_in_web_ui=True, help="mean turns per chat session")
     add("--turns-max", type=int, default=12, include_in_web_ui=True, help="cap on turns per chat session")
     add("--think-mean", type=float, default=8.0, include_in_web_ui=True,
@@ -80,6 +83,7 @@ class UserSettings:
     api_key: str
     model: str
     max_tokens: int
+    max_context_tokens: int
     ignore_eos: bool
     stream: bool
     prompts: PromptSource
@@ -111,6 +115,7 @@ class UserSettings:
             model=o.model,
             max_tokens=o.max_tokens,
             ignore_eos=bool(o.ignore_eos),
+            max_context_tokens=o.max_context_tokens,
             stream=not o.non_streaming,
             prompts=prompts,
             think=ThinkTime(LogNormal(o.think_mean, o.think_p90), o.reading_speed, time_scale),

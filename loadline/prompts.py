@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +71,30 @@ class PromptSource:
         if self.dataset:
             return list(rng.choice(self.dataset))
         return [self.message(rng) for _ in range(turns)]
+
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+PER_MESSAGE_TOKENS = 4  # chat-template overhead per message, as in common templates
+
+
+def estimate_tokens(messages: list[dict]) -> int:
+    """Word-and-punctuation count: exact for the simulator's tokenizer, ~25 % low for BPE tokenizers."""
+    return sum(len(_TOKEN.findall(m["content"])) + PER_MESSAGE_TOKENS for m in messages)
+
+
+def fit_history(messages: list[dict], budget: int) -> list[dict]:
+    """Drop the oldest turns (never the system prompt nor the newest message) until the estimate fits.
+
+    Chat front ends keep a sliding window of the conversation; without it a long session would
+    end every request in a context-length 400 and measure the client's mistake, not the server.
+    """
+    if budget <= 0 or estimate_tokens(messages) <= budget:
+        return messages
+    head = [m for m in messages[:1] if m["role"] == "system"]
+    turns = messages[len(head):]
+    while len(turns) > 1 and estimate_tokens(head + turns) > budget:
+        turns = turns[2:] if len(turns) > 2 else turns[1:]
+    return head + turns
 
 
 def system_prompt_of(tokens: int) -> str:

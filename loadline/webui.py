@@ -40,13 +40,13 @@ def table_rows(environment) -> list[dict]:
     live = getattr(environment, "loadline_live", None)
     collector = getattr(environment, "loadline_collector", None)
     run_dir = getattr(collector, "run_dir", None) or getattr(collector, "last_run_dir", None)
-    now = time.time()
-    recent = live.window(now - WINDOW_S, now) if live is not None else None
-    whole = live.window(0, now + 1) if live is not None else None
-    if whole is not None and live is not None:
-        active = runfolder.active()
-        start = active.started_wall if active else whole.start_wall
-        whole = live.window(start, now)
+    span = _run_span(run_dir, time.time())
+    recent = whole = None
+    if live is not None and span is not None:
+        # Rates divide by the window's length: never count time before the run started or after it ended.
+        start, end = span
+        recent = live.window(max(start, end - WINDOW_S), end)
+        whole = live.window(start, end)
 
     def both(attr: str, unit: str = "") -> dict:
         return {"last": _fmt(getattr(recent, attr, None), unit), "run": _fmt(getattr(whole, attr, None), unit)}
@@ -69,6 +69,20 @@ def table_rows(environment) -> list[dict]:
         {"metric": "Run folder", "last": str(run_dir or "-"), "run": ""},
     ]
     return rows
+
+
+def _run_span(run_dir: Path | None, now: float) -> tuple[float, float] | None:
+    """(start, end) wall clock of the run in progress, or of the last one (from its manifest) once stopped."""
+    active = runfolder.active()
+    if active is not None:
+        return active.started_wall, now
+    if run_dir is None:
+        return None
+    try:
+        manifest = json.loads((run_dir / runfolder.MANIFEST).read_text())
+        return float(manifest["started_at"]), float(manifest.get("ended_at") or now)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _pct(window) -> str:

@@ -118,3 +118,20 @@ def test_shipped_dataset_loads():
 
     conversations = load_dataset(Path(__file__).parent.parent / "configs" / "prompts" / "synthetic_chat.jsonl")
     assert len(conversations) >= 20 and all(conversations)
+
+
+def test_fit_history_drops_oldest_turns_but_keeps_system_and_newest():
+    from loadline.prompts import estimate_tokens, fit_history
+
+    system = {"role": "system", "content": "be brief"}
+    turns = []
+    for i in range(6):
+        turns += [{"role": "user", "content": f"question {i} " + "w " * 50},
+                  {"role": "assistant", "content": f"answer {i} " + "w " * 50}]
+    turns.append({"role": "user", "content": "newest " + "w " * 50})
+    messages = [system] + turns
+    fitted = fit_history(messages, 300)
+    assert fitted[0] == system and fitted[-1] == turns[-1]
+    assert estimate_tokens(fitted) <= 300 and len(fitted) < len(messages)
+    assert fitted[1]["role"] == "user"  # whole turns are dropped, the window starts on a question
+    assert fit_history(messages, 0) == messages and fit_history(messages, 10**6) == messages

@@ -50,21 +50,22 @@ def settings_for(environment) -> UserSettings | None:
     return settings
 
 
-def discover_model(session: requests.Session, host: str, timeout: float) -> str:
-    """The first model of GET /v1/models, cached per process; 'default' when the server won't say."""
-    cached = _discovered.get(host)
-    if cached:
-        return cached
-    try:
-        data = session.get(f"{host}/v1/models", timeout=timeout).json()
-        name = data["data"][0]["id"]
-    except Exception:  # any failure here shows up, more usefully, in the first real request
-        name = "default"
-    _discovered[host] = name
-    return name
+def discover_model(session: requests.Session, host: str, timeout: float) -> tuple[str, int]:
+    """(name, max_model_len or 0) of the first model of GET /v1/models, cached per process.
+
+    'default' when the server won't say: any failure here shows up, more usefully, in the first
+    real request.
+    """
+    if host not in _discovered:
+        try:
+            model = session.get(f"{host}/v1/models", timeout=timeout).json()["data"][0]
+            _discovered[host] = (str(model["id"]), int(model.get("max_model_len") or 0))
+        except Exception:
+            _discovered[host] = ("default", 0)
+    return _discovered[host]
 
 
-_discovered: dict[str, str] = {}
+_discovered: dict[str, tuple[str, int]] = {}
 
 
 class LLMUser(User):
@@ -90,7 +91,10 @@ class LLMUser(User):
         if self.settings.api_key:
             self.http.headers["Authorization"] = f"Bearer {self.settings.api_key}"
         self.base_url = (self.host or "").rstrip("/")
-        self.model = self.settings.model or discover_model(self.http, self.base_url, self.settings.connect_timeout)
+        name, max_model_len = discover_model(self.http, self.base_url, self.settings.connect_timeout)
+        self.model = self.settings.model or name
+        budget = self.settings.max_context_tokens
+        self.context_budget = max_model_len if budget < 0 else budget
         self.stats_name = f"{self.endpoint} [{self.kind}]"
         self.url = self.base_url + self.endpoint
         # what Session.request would merge in on every call (proxies, TLS settings from the environment)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gevent
 from locust import task
 
+from loadline.prompts import fit_history
 from loadline.users.base import LLMUser
 
 
@@ -25,7 +26,8 @@ class ChatSessionUser(LLMUser):
             if turn:
                 gevent.sleep(s.think.sample(self.rng, reply_tokens))
             messages.append({"role": "user", "content": text})
-            result = self.send(self.body(messages), session_id, turn)
+            budget = self.context_budget - max(self.settings.max_tokens, 0)
+            result = self.send(self.body(fit_history(messages, int(budget * 0.95))), session_id, turn)
             # A failed turn still leaves the user's message in the history, as a real client would
             # after showing an error; a partial reply is not added.
             reply = result.text if result else ""
