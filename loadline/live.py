@@ -7,6 +7,7 @@ fields they use (not the ITL gaps) and computes windows on demand.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,6 +87,23 @@ def _pcts(values: list[float]) -> tuple[float | None, float | None, float | None
 
 
 def window(environment, start_wall: float, end_wall: float) -> WindowSummary | None:
-    """The documented entry point for shapes: None when no live stats exist in this process."""
+    """The documented entry point for shapes: None when no live stats exist in this process.
+
+    In a time-scaled run (`--time-scale X`, simulator and shapes X times faster) the summary is in
+    model time: latencies x X, rates / X, so SLO thresholds keep their real-world meaning.
+    """
     live: LiveStats | None = getattr(environment, "loadline_live", None)
-    return live.window(start_wall, end_wall) if live is not None else None
+    if live is None:
+        return None
+    summary = live.window(start_wall, end_wall)
+    scale = float(getattr(environment.parsed_options, "time_scale", 1.0) or 1.0)
+    return to_model_time(summary, scale) if summary is not None and scale != 1.0 else summary
+
+
+def to_model_time(summary: WindowSummary, scale: float) -> WindowSummary:
+    latencies = {f: getattr(summary, f) * scale for f in _LATENCY_FIELDS if getattr(summary, f) is not None}
+    rates = {f: getattr(summary, f) / scale for f in ("output_tokens_per_s", "rps")}
+    return dataclasses.replace(summary, **latencies, **rates)
+
+
+_LATENCY_FIELDS = ("e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms", "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "itl_p50_ms")

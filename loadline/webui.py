@@ -14,6 +14,7 @@ from pathlib import Path
 from flask import Response, request, send_file
 
 from loadline import runfolder
+from loadline.live import to_model_time
 
 TAB = "llm"
 WINDOW_S = 30.0
@@ -47,6 +48,10 @@ def table_rows(environment) -> list[dict]:
         start, end = span
         recent = live.window(max(start, end - WINDOW_S), end)
         whole = live.window(start, end)
+        scale = float(getattr(environment.parsed_options, "time_scale", 1.0) or 1.0)
+        if scale != 1.0:  # a time-scaled rehearsal shows model time, like the report
+            recent = recent and to_model_time(recent, scale)
+            whole = whole and to_model_time(whole, scale)
 
     def both(attr: str, unit: str = "") -> dict:
         return {"last": _fmt(getattr(recent, attr, None), unit), "run": _fmt(getattr(whole, attr, None), unit)}
