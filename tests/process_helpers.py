@@ -1,0 +1,69 @@
+"""Helpers for tests that run Locust (or any server) as a real background process on loopback."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(cmd: list[str], cwd: Path, log_path: Path, env: dict | None = None) -> subprocess.Popen:
+    """Output goes to a file, not a pipe: a chatty process can never block on a full pipe."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def wait_for_http(url: str, proc: subprocess.Popen, log_path: Path, timeout_s: float = 30.0) -> None:
+    """Until `url` answers (any HTTP status); fails with the process's log when it dies or times out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"process exited ({proc.returncode}): {tail(log_path)}")
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer within {timeout_s} s: {tail(log_path)}")
+
+
+def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.2):
+    """Poll `predicate` until it returns something truthy (returned) or fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def stop(proc: subprocess.Popen, timeout_s: float = 20.0) -> int:
+    """SIGINT first (Locust then stops the test and closes the run folder), kill as a last resort."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    return proc.returncode
+
+
+def tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"

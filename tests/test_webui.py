@@ -1,0 +1,196 @@
+"""The Locust web UI in a real headless Chromium: our options in the start form, the "LLM" tab, the run folder.
+
+Needs Debian's chromium + chromedriver (`make browser`). On failure a screenshot is left in the test's
+tmp folder (its path is in the failure message).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+import process_helpers as ph
+from spine_helpers import REPO, assert_every_request_once, truth_table
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "32"]
+CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--no-first-run", "--window-size=1400,1000"]
+PAGE_TIMEOUT_S = 20.0
+
+pytestmark = pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
+                                reason="chromium/chromedriver missing: run `make browser`")
+
+
+@pytest.fixture
+def web_ui(sim_server, tmp_path):
+    """(base URL, simulator handle, --out folder) of a Locust web UI with every shape in the class picker."""
+    sim = sim_server("tiny")
+    port = ph.free_port()
+    out = tmp_path / "runs"
+    log = tmp_path / "locust.log"
+    cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py,locustfiles/all_shapes.py", "--class-picker",
+           "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--out", str(out), *FAST_USER]
+    proc = ph.start(cmd, REPO, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        ph.wait_for_http(url + "/", proc, log)
+        yield url, sim, out
+    finally:
+        ph.stop(proc)
+    assert "Traceback" not in ph.tail(log, 100_000), ph.tail(log)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    profile = tmp_path / "chromium-profile"
+    options.add_argument(f"--user-data-dir={profile}")
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(PAGE_TIMEOUT_S)
+    driver.set_script_timeout(PAGE_TIMEOUT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def screenshot_on_failure(driver, path: Path):
+    try:
+        yield
+    except (AssertionError, WebDriverException) as exc:
+        with contextlib.suppress(WebDriverException):
+            driver.save_screenshot(str(path))
+        raise AssertionError(f"{exc}\n(screenshot: {path})") from exc
+
+
+def wait_for(driver, find, timeout_s: float, what: str):
+    """`find(driver)` until it returns something truthy; element lookups that fail count as 'not yet'."""
+    def attempt():
+        try:
+            return find(driver)
+        except WebDriverException:
+            return None
+    return ph.wait_until(attempt, timeout_s, what)
+
+
+def button(driver, text: str):
+    matches = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip().upper() == text]
+    return matches[0] if matches and matches[0].is_displayed() else None
+
+
+def type_into(driver, name: str, value: str) -> None:
+    box = driver.find_element(By.NAME, name)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(value)
+
+
+def llm_table(driver) -> dict[str, tuple[str, str]]:
+    """The LLM tab's rows: metric -> (last 30 s, whole run)."""
+    rows = {}
+    for tr in driver.find_elements(By.CSS_SELECTOR, "table tr"):
+        cells = [c.text.strip() for c in tr.find_elements(By.TAG_NAME, "td")]
+        if len(cells) == 3:
+            rows[cells[0]] = (cells[1], cells[2])
+    return rows
+
+
+def as_ms(text: str) -> float | None:
+    try:
+        return float(text.removesuffix(" ms").replace(",", ""))
+    except ValueError:
+        return None
+
+
+def fetch(url: str) -> tuple[int, str, bytes]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.headers.get("Content-Type", ""), response.read()
+
+
+def test_start_form_offers_loadline_options_and_masks_the_api_key(web_ui, browser, tmp_path):
+    url, _, _ = web_ui
+    with screenshot_on_failure(browser, tmp_path / "form.png"):
+        browser.get(url + "/")
+        wait_for(browser, lambda d: button(d, "START"), PAGE_TIMEOUT_S, "the start form")
+        # The picker lists our shapes; "Default" (no shape) is preselected.
+        assert browser.find_element(By.NAME, "shapeClass").get_attribute("value") == "Default"
+        page = browser.page_source
+        for shape in ("StepShape", "PulseShape", "SoakShape", "StagesShape"):
+            assert shape in page
+        button(browser, "CUSTOM PARAMETERS").click()
+        prompt_mix = wait_for(browser, lambda d: d.find_element(By.NAME, "promptMix").is_displayed()
+                              and d.find_element(By.NAME, "promptMix"), 10, "the custom parameters")
+        # Command-line values are the form's defaults; the labels carry our help texts.
+        assert prompt_mix.get_attribute("value") == "short=1"
+        assert browser.find_element(By.NAME, "maxTokens").get_attribute("value") == "32"
+        assert "Prompt Mix (weights of prompt length classes" in browser.page_source
+        assert browser.find_element(By.NAME, "apiKey").get_attribute("type") == "password"
+
+
+def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui, browser, tmp_path):
+    url, sim, out = web_ui
+    with screenshot_on_failure(browser, tmp_path / "run.png"):
+        browser.get(url + "/")
+        wait_for(browser, lambda d: button(d, "START"), PAGE_TIMEOUT_S, "the start form")
+        type_into(browser, "userCount", "4")
+        type_into(browser, "spawnRate", "4")
+        button(browser, "START").click()
+
+        tab = wait_for(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, "[role=tab]")
+                                           if t.text.strip().upper() == "LLM"], 15, "the LLM tab")[0]
+        tab.click()
+        rows = wait_for(browser, lambda d: (r := llm_table(d)) and as_ms(r.get("TTFT p95", ("-",))[0]) and r,
+                        30, "a numeric TTFT p95 in the LLM tab")
+        assert as_ms(rows["TTFT p95"][1]) is not None  # whole-run column too
+        assert float(rows["Output tokens/s"][1].replace(",", "")) > 0
+        assert rows["Users running"][0] == "4"
+        run_dir = Path(rows["Run folder"][0])
+        assert run_dir.parent == out
+
+        wait_for(browser, lambda d: button(d, "STOP"), 10, "the STOP button").click()
+        manifest = ph.wait_until(lambda: _finished_manifest(run_dir), 20, "the run folder to be closed")
+
+    records = pd.read_csv(run_dir / "requests.csv")
+    assert len(records) == manifest["requests_written"] > 0
+    assert (records.status == "ok").sum() > 0
+
+    # After the stop the tab describes the finished run: every row counted, rates over the run's own length.
+    stats = json.loads(fetch(url + "/stats/requests")[2])
+    table = {r["metric"]: r for r in next(t["data"] for t in stats["extended_stats"] if t["key"] == "llm")}
+    assert int(table["Requests (finished)"]["run"].replace(",", "")) == len(records)
+    seconds = manifest["ended_at"] - manifest["started_at"]
+    shown_rps = float(table["Requests/s (ok)"]["run"].replace(",", ""))
+    assert shown_rps == pytest.approx((records.status == "ok").sum() / seconds, abs=0.051)
+
+    status, content_type, body = fetch(url + "/loadline/requests.csv")
+    assert status == 200 and content_type.startswith("text/csv")
+    assert body == (run_dir / "requests.csv").read_bytes()
+
+    sim.stop()
+    assert_every_request_once(records, truth_table(sim.truth_path))
+
+
+def _finished_manifest(run_dir: Path) -> dict | None:
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if manifest.get("status") == "finished" else None
