@@ -1,8 +1,10 @@
 """End to end: a stepped run against the tiny simulator; the report's knee must sit where the
 simulator's own truth log says the engine starts queueing, and the exit code must follow the SLO.
 
-The tiny profile caps the batch at 8 sequences (configs/sim/tiny.toml). Below the knee requests
-barely wait in the engine's queue; one step past it, queueing dominates their latency. ~50 s.
+The tiny profile caps the batch at 8 sequences (configs/sim/tiny.toml): the engine's capacity is
+reached when 8 requests are in flight. With doubling steps the knee must be the last level at or
+just below that point: requests there barely queue, and at the next level more than 8 are in
+flight and queueing is a large share of their latency. ~60 s.
 """
 
 from __future__ import annotations
@@ -61,8 +63,9 @@ def test_knee_is_where_the_simulator_starts_queueing(stepped_run):
     after = truth[truth["users"] > knee["users"]]
     assert len(below) and len(after), "the knee must lie inside the tested range"
     assert (below["queue_share"] < 0.1).all(), truth  # below the knee the engine barely queues
-    assert after.iloc[0]["queue_share"] > 0.5, truth  # one step past it, queueing dominates
-    assert MAX_NUM_SEQS * 0.5 <= at["in_flight"] <= MAX_NUM_SEQS * 3, truth  # the batch is (about) full at the knee
+    assert at["in_flight"] <= MAX_NUM_SEQS * 1.5 and at["queue_share"] < 0.3, truth  # at (or just at) the cap
+    assert after.iloc[0]["in_flight"] > MAX_NUM_SEQS, truth  # one level past it the batch is over-full...
+    assert after.iloc[0]["queue_share"] > 0.25, truth  # ...and requests queue in the engine
     assert exit_code == verdict["exit_code"] == (0 if verdict["slo"]["passed"] else 1)
 
 
