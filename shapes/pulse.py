@@ -28,10 +28,10 @@ class PulseSettings:
 
     @property
     def peak_users(self) -> int:
-        return max(self.base_users + 1, int(round(self.base_users * self.factor)))
+        return max(self.base_users + 1, round(self.base_users * self.factor))
 
     @classmethod
-    def from_options(cls, options: Any) -> "PulseSettings":
+    def from_options(cls, options: Any) -> PulseSettings:
         settings = cls(
             base_users=read(options, "burst_base_users"),
             factor=read(options, "burst_factor"),

@@ -25,7 +25,7 @@ class SoakSettings:
     window_s: float
 
     @classmethod
-    def from_options(cls, options: Any) -> "SoakSettings":
+    def from_options(cls, options: Any) -> SoakSettings:
         settings = cls(
             users=read(options, "soak_users"),
             ramp_s=read(options, "soak_ramp"),

@@ -9,9 +9,10 @@ point, and the reason is written on its phase row and into the manifest.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 from loadline.slo import SLO
 from shapes.base import PhasedShape
@@ -39,7 +40,7 @@ class StepSettings:
     settle_s: float
 
     @classmethod
-    def from_options(cls, options: Any) -> "StepSettings":
+    def from_options(cls, options: Any) -> StepSettings:
         settings = cls(
             baseline_hold_s=read(options, "baseline_hold"),
             start_users=read(options, "step_start_users"),
@@ -74,7 +75,7 @@ def step_users(start: int, factor: float, add: int, cap: int) -> list[int]:
     """User counts of the steps: start, then x factor + add each step, the last one capped at `cap`."""
     users = [start]
     while users[-1] < cap and len(users) < MAX_STEPS:
-        grown = int(round(users[-1] * factor + add))
+        grown = round(users[-1] * factor + add)
         users.append(min(cap, max(grown, users[-1] + 1)))
     return users
 

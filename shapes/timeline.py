@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import astuple, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from loadline import runfolder
 

@@ -1,5 +1,7 @@
 """Each shape's tick() sequence under a controlled clock, and the timeline it leaves."""
 
+from itertools import pairwise
+
 from shape_fakes import changes, drive, make_shape
 
 from shapes import timeline
@@ -24,7 +26,7 @@ def test_stepped_ticks_follow_the_plan_scaled_and_end_with_none():
         ("baseline", 1, 6.0), ("step-1 (10 users)", 10, 18.0), ("step-2 (20 users)", 20, 18.0),
         ("step-3 (40 users)", 40, 18.0),
     ]
-    assert all(a.end_wall == b.start_wall for a, b in zip(rows, rows[1:]))  # contiguous
+    assert all(a.end_wall == b.start_wall for a, b in pairwise(rows))  # contiguous
     assert [r.users_end for r in rows] == [1, 10, 20, 40] and all(r.note == "" for r in rows)
     assert shape.state.timeline.closed and timeline.current_phase() is None
 
