@@ -30,8 +30,8 @@ USER_ARGS = ["--prompt-mix", "short=1", "--turns-max", "3", "--think-mean", "0",
 REACH_SLACK_S = 2.0  # stats history has 1 s resolution; the shape ticks once a second
 
 
-def loadline_run(tmp_path: Path, *args: str, workers: int = 0) -> Path:
-    cmd = [sys.executable, "-m", "loadline.cli", "run", "--sim-profile", "tiny", "--time-scale", str(SCALE),
+def loadline_run(tmp_path: Path, *args: str, workers: int = 0, scale: float = SCALE) -> Path:
+    cmd = [sys.executable, "-m", "loadline.cli", "run", "--sim-profile", "tiny", "--time-scale", str(scale),
            "--out", str(tmp_path / "runs"), "--no-report", "--workers", str(workers), *args]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -152,3 +152,13 @@ def test_stages_follow_the_stage_file(tmp_path):
     assert float(rows[1]["spawn_rate"]) == pytest.approx(0.3 * SCALE)
     assert_contiguous(rows)
     assert_users_reach_targets(run_dir, rows)
+
+
+def test_a_ready_profile_runs_with_loadline_run_config(tmp_path):
+    """configs/profiles/quick-look.conf: its conf-file options reach the shape (x100: 5 min -> 3 s)."""
+    run_dir = loadline_run(tmp_path, "--config", "configs/profiles/quick-look.conf", "--", *USER_ARGS,
+                           "--step-stop-on-slo", "false", scale=100)
+    rows = phases_of(run_dir)
+    assert shape_of(rows) == [("baseline", "baseline", 1), ("step-1 (10 users)", "step", 10),
+                              ("step-2 (20 users)", "step", 20), ("step-3 (40 users)", "step", 40),
+                              ("step-4 (80 users)", "step", 80)]
