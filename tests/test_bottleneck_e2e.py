@@ -4,7 +4,7 @@ report's verdict.json must name that layer, and a healthy run must say `headroom
 Every run uses the tiny profile, time-scaled x10 (x50 for the starved generator), ~12-20 s of
 wall time each. The simulator options create the limit; the rules know nothing of them:
 - scheduler:      max_num_seqs=2            (the batch cap, far below what KV and GPU allow)
-- kv-cache:       num_gpu_blocks=160 + long prompts (KV pool too small for the contexts)
+- kv-cache:       num_gpu_blocks=160 (max_model_len=2048 to fit) + long prompts (KV pool too small for the contexts)
 - gpu-compute:    peak_tflops=1, large batch cap and KV pool (decode step grows with the batch)
 - gateway:        max_connections=4         (the simulator's gateway refuses extra connections)
 - memory-leak:    leak_blocks_per_s=2 in a soak (KV blocks lost until an out-of-memory restart)
@@ -36,7 +36,7 @@ CASES = {
                       "--step-max-users", "4", "--step-stop-on-slo", "false", "--scrape-interval", "0.5",
                       "--seed", "1", "--event-interval", "5", *SHORT_PROMPTS]),
     "scheduler": (["max_num_seqs=2"], STEPPED + SHORT_PROMPTS),
-    "kv-cache": (["num_gpu_blocks=160"], STEPPED + ["--prompt-mix", "long=1", "--max-tokens", "64"]),
+    "kv-cache": (["num_gpu_blocks=160", "max_model_len=2048"], STEPPED + ["--prompt-mix", "long=1", "--max-tokens", "64"]),
     "gpu-compute": (["peak_tflops=1", "max_num_seqs=64", "num_gpu_blocks=4096"],
                     STEPPED + SHORT_PROMPTS + ["--max-tokens", "96", "--ignore-eos"]),
     "gateway": (["max_connections=4"], STEPPED + SHORT_PROMPTS),
