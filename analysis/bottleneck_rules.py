@@ -310,7 +310,10 @@ def gateway(ctx: Context) -> Finding:
     waiting = s.gauge("waiting", *ctx.window)
     kv = s.gauge("kv_usage", *ctx.window)
     engine_calm = (waiting is None or waiting.p90 < 1) and (kv is None or kv.p90 < ctx.th.kv_pinned)
-    client_side = share >= ctx.th.error_rate and engine_calm
+    restarted = bool(s.increase("engine_restarts", start, end)) or any(
+        start <= t <= end for c in ("gen_tokens", "prompt_tokens") for t in s.resets(c))
+    # while the engine restarts, refused requests are the engine's outage, not the gateway's doing
+    client_side = share >= ctx.th.error_rate and engine_calm and not restarted
     f.fired = bool(metric_hits) or client_side
     f.score = 1.0 if f.fired else 0.5 * (share >= ctx.th.error_rate)
     if gateway_errors:
@@ -318,6 +321,8 @@ def gateway(ctx: Context) -> Finding:
         f.evidence.append(f"{gateway_errors} of {total} requests ({share:.1%}) failed before or outside the engine: {detail}")
     for concept, value in metric_hits.items():
         f.evidence.append(f"gateway metric {concept} rose by {value:.0f}")
+    if restarted and gateway_errors:
+        f.evidence.append("the engine restarted during the run: these failures may be its outage, not the gateway")
     if waiting is not None:
         f.evidence.append(f"meanwhile the engine's queue: waiting p90 {waiting.p90:.0f}"
                           + (f", KV usage p90 {_pct(kv.p90)}" if kv is not None else "")
