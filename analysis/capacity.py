@@ -126,13 +126,28 @@ def gpu_memory(shape: ModelShape, context_tokens: int, concurrency: int, runtime
     return out
 
 
-def _replicas_in_run(manifest: dict) -> int:
+def _replicas_in_run(run: Any) -> tuple[int, str]:
+    """Replicas behind the tested endpoint: the manifest's figure, else the engines the scrape saw."""
+    manifest = getattr(run, "manifest", None) or {}
     for holder in (manifest, manifest.get("sim") or {}, manifest.get("config") or {}):
         if isinstance(holder, dict):
             value = holder.get("replicas")
             if isinstance(value, (int, float)) and value >= 1:
-                return int(value)
-    return 1
+                return int(value), "from the manifest"
+    from analysis.server_signals import Signals
+
+    running = Signals(getattr(run, "server_metrics", None)).samples("running")
+    if len(running):
+        engines = int(running.groupby("ts")["series"].nunique().max())
+        if engines >= 1:
+            return engines, "engines seen in the scraped metrics"
+    return 1, "assumed"
+
+
+def _time_scale(run: Any) -> float:
+    options = (getattr(run, "manifest", None) or {}).get("options") or {}
+    value = options.get("time_scale") if isinstance(options, dict) else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else 1.0
 
 
 def _target(manifest: dict) -> float | None:
@@ -142,15 +157,35 @@ def _target(manifest: dict) -> float | None:
     return None
 
 
+def _slo_of(run: Any):
+    from loadline.slo import SLO
+
+    options = (getattr(run, "manifest", None) or {}).get("options") or {}
+    path = options.get("slo_file") if isinstance(options, dict) else None
+    try:
+        return SLO.from_file(path) if path else SLO()
+    except Exception:  # noqa: BLE001 - a moved SLO file must not cost the plan; defaults are stated
+        return SLO()
+
+
 def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None) -> tuple[float | None, str]:
-    """The per-replica throughput a run supports, and where the figure came from."""
-    replicas = _replicas_in_run(getattr(run, "manifest", None) or {})
-    if knee and knee.get("found") and knee.get("rps"):
-        return float(knee["rps"]) / replicas, f"the knee ({knee.get('users')} users, {float(knee['rps']):.2f} req/s) / {replicas} replica(s)"
+    """Per-replica requests/s the run supports (max SLO-compliant, else the knee, else the best tested)."""
+    from analysis.knee import max_compliant_throughput
+
+    replicas, how = _replicas_in_run(run)
+    scale = _time_scale(run)
+    per = f" / {replicas} replica(s) ({how})" + (f" / time-scale {scale:g} (simulated time)" if scale != 1 else "")
+    best = None
     if phase_table is not None and len(phase_table) and phase_table["rps"].notna().any():
-        best = phase_table.loc[phase_table["rps"].idxmax()]
-        return (float(best["rps"]) / replicas,
-                f"the highest tested throughput ({best['label']}, no knee found: a lower bound) / {replicas} replica(s)")
+        best = max_compliant_throughput(phase_table, _slo_of(run))
+    if best and best.get("found") and best.get("rps"):
+        return float(best["rps"]) / replicas / scale, f"the highest SLO-compliant throughput ({best['rps']:.2f} req/s){per}"
+    if knee and knee.get("found") and knee.get("rps"):
+        return float(knee["rps"]) / replicas / scale, f"the knee ({float(knee['rps']):.2f} req/s; no phase met the SLO){per}"
+    if phase_table is not None and len(phase_table) and phase_table["rps"].notna().any():
+        top = phase_table.loc[phase_table["rps"].idxmax()]
+        return (float(top["rps"]) / replicas / scale,
+                f"the highest tested throughput ({top['label']}: no phase met the SLO, no knee; an upper bound){per}")
     return None, "no throughput measured"
 
 

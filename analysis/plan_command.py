@@ -12,7 +12,8 @@ from loadline.errors import UsageError
 HELP = """Capacity plan (DOMAIN.md): replicas = ceil(target / per-replica x 1.2) + 1 spare, the horizontal
 efficiency assumed (2 replicas = 1.6-1.8x one), water levels (green < 70 %, yellow 70-85 %, red > 85 %)
 and, with --params-b, the GPU memory for weights + KV cache + 20 % runtime.
-The per-replica figure is given (--per-replica-qps) or read from a run folder (--run: its knee).
+The per-replica figure is given (--per-replica-qps) or read from a run folder (--run: its best
+SLO-compliant phase, else its knee; divided by the replicas and by the simulator time scale).
 Example: loadline plan --target-qps 500 --per-replica-qps 240   ->  4 replicas."""
 
 
