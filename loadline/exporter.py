@@ -76,6 +76,9 @@ class Exporter:
         return self.port
 
     def close(self) -> None:
+        ticker = getattr(self, "ticker", None)
+        if ticker is not None:
+            ticker.kill(block=False)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -136,3 +139,46 @@ class Exporter:
 
     def text(self) -> str:
         return generate_latest(self.registry).decode()
+
+
+TICK_S = 1.0
+MAX_RUNTIME_S = 7 * 24 * 3600.0
+
+
+def _current_phase() -> dict | None:
+    try:
+        from shapes.timeline import current_phase
+    except ImportError:  # shapes are optional: a plain --users run has no phases
+        return None
+    return current_phase()
+
+
+def install(environment: Any, port: int, addr: str = "0.0.0.0") -> Exporter:
+    """Master/local wiring: serve on `port`, count every record batch, refresh users and phase each second.
+
+    Uses only `environment.runner.user_count` and the `environment.loadline_observers` list (called
+    with each batch of record rows), so it needs no Locust import of its own.
+    """
+    import gevent
+
+    exporter = Exporter(port, addr)
+    environment.loadline_exporter = exporter
+    observers = getattr(environment, "loadline_observers", None)
+    if observers is None:
+        observers = environment.loadline_observers = []
+    observers.append(exporter.observe_records)
+
+    def _tick() -> None:
+        deadline = time.monotonic() + MAX_RUNTIME_S
+        while time.monotonic() < deadline:
+            runner = getattr(environment, "runner", None)
+            if runner is not None:
+                exporter.set_users(int(getattr(runner, "user_count", 0) or 0))
+            phase = _current_phase()
+            if phase:
+                exporter.set_phase(str(phase.get("label")), phase.get("index"))
+            exporter.tick()
+            gevent.sleep(TICK_S)
+
+    exporter.ticker = gevent.spawn(_tick)
+    return exporter

@@ -183,3 +183,20 @@ def test_generator_writer_appends_to_the_active_run_and_feeds_the_exporter(tmp_p
     df = pd.read_csv(tmp_path / runfolder.GENERATOR_METRICS)
     assert list(df.columns) == list(GENERATOR_COLUMNS) and df["worker_id"].tolist() == ["w1", "w2"]
     assert 'loadline_worker_cpu_percent{worker_id="w2"} 97.0' in exporter.text()
+
+
+def test_exporter_install_counts_observed_batches_and_users():
+    from types import SimpleNamespace
+
+    from loadline import exporter as exporter_module
+
+    env = SimpleNamespace(runner=SimpleNamespace(user_count=9), loadline_observers=[])
+    exp = exporter_module.install(env, 0, addr="127.0.0.1")
+    try:
+        assert env.loadline_exporter is exp and len(env.loadline_observers) == 1
+        env.loadline_observers[0]([_record(1).to_row()])
+        gevent.sleep(0.05)  # let the ticker run once
+        text = exp.text()
+        assert "loadline_users 9.0" in text and 'loadline_requests_total{status="ok"} 1.0' in text
+    finally:
+        exp.close()
