@@ -200,3 +200,24 @@ def test_exporter_install_counts_observed_batches_and_users():
         assert "loadline_users 9.0" in text and 'loadline_requests_total{status="ok"} 1.0' in text
     finally:
         exp.close()
+
+
+def test_master_collects_worker_rows_from_their_reports(tmp_path):
+    from types import SimpleNamespace
+
+    from locust.event import Events
+
+    from loadline import runfolder
+    from loadline.selfcheck import REPORT_KEY, install_master
+
+    env = SimpleNamespace(events=Events())
+    install_master(env)
+    runfolder.set_active(runfolder.ActiveRun(tmp_path, time.time()))
+    try:
+        env.events.worker_report.fire(client_id="w9", data={REPORT_KEY: [(time.time(), "w9", 93.0, 4.0, 20, None)]})
+        env.events.worker_report.fire(client_id="w9", data={"other": 1})  # a report without rows
+    finally:
+        runfolder.set_active(None)
+    df = pd.read_csv(tmp_path / runfolder.GENERATOR_METRICS)
+    assert df["worker_id"].tolist() == ["w9"] and df["cpu_percent"].tolist() == [93.0]
+    assert env.loadline_generator_writer.latest_cpu == {"w9": 93.0}
