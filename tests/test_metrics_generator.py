@@ -205,12 +205,21 @@ def test_exporter_install_counts_observed_batches_and_users():
 def test_master_collects_worker_rows_from_their_reports(tmp_path):
     from types import SimpleNamespace
 
-    from locust.event import Events
-
     from loadline import runfolder
     from loadline.selfcheck import REPORT_KEY, install_master
 
-    env = SimpleNamespace(events=Events())
+    class Hook:  # Locust's EventHook, without importing Locust (it monkey-patches the process)
+        def __init__(self):
+            self.listeners = []
+
+        def add_listener(self, fn):
+            self.listeners.append(fn)
+
+        def fire(self, **kwargs):
+            for fn in self.listeners:
+                fn(**kwargs)
+
+    env = SimpleNamespace(events=SimpleNamespace(worker_report=Hook()))
     install_master(env)
     runfolder.set_active(runfolder.ActiveRun(tmp_path, time.time()))
     try:
