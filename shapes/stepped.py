@@ -16,7 +16,7 @@ from typing import Any
 
 from loadline.slo import SLO
 from shapes.base import PhasedShape
-from shapes.options import read, require
+from shapes.options import read, require, time_scale
 from shapes.phase import Phase, users_text
 from shapes.stop_rule import judge_window
 
@@ -103,11 +103,13 @@ class StepShape(PhasedShape):
         self.window_function: WindowFunction | None = None  # tests inject a fake; default loadline.live.window
         self.settings: StepSettings | None = None
         self.slo: SLO | None = None
+        self.time_scale = 1.0
 
     def plan(self, options: Any) -> list[Phase]:
         self.settings = StepSettings.from_options(options)
         slo_file = getattr(options, "slo_file", "") if options is not None else ""
         self.slo = SLO.from_file(slo_file or None)
+        self.time_scale = time_scale(options)
         return stepped_phases(self.settings)
 
     def on_phase_end(self, phase: Phase, start_wall: float, end_wall: float) -> str | None:
@@ -126,7 +128,9 @@ class StepShape(PhasedShape):
         if 0 < summary.requests < self.settings.min_requests:
             logger.warning("stop rule: %s had only %d requests (< --step-min-requests %d), not judged",
                            phase.label, summary.requests, self.settings.min_requests)
-        return judge_window(summary, self.slo, self.settings.max_error_rate, window_end - start_wall,
+        # loadline.live reports a time-scaled run in model time (latencies x scale): so is the window
+        model_window_s = (window_end - start_wall) * self.time_scale
+        return judge_window(summary, self.slo, self.settings.max_error_rate, model_window_s,
                             self.settings.min_requests)
 
     def _window(self, start_wall: float, end_wall: float) -> Any:

@@ -32,6 +32,8 @@ def slowest_allowed_ms(slo: SLO) -> float | None:
 def judge_window(summary: Any, slo: SLO, max_error_rate: float, window_s: float, min_requests: int = 1) -> str | None:
     """The reason the window breaks the SLO, or None when it does not (or cannot be judged).
 
+    `window_s` and the summary's latencies are on the same clock: model time in a time-scaled run.
+
     A window in which no request completed at all while it was longer than the slowest latency
     the SLO allows is a break too: every request in it was slower than the SLO. A window with fewer
     than `min_requests` requests is not judged: one error in five requests is not a break point.
