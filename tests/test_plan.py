@@ -73,6 +73,8 @@ def test_plan_from_a_time_scaled_simulator_run_is_in_simulated_time(tmp_path):
     out = capacity.plan_from_run(run, phase_table(run), None)
     assert out["per_replica_qps"] == pytest.approx(0.8, rel=0.02)  # 8 req/s of wall time = 0.8 simulated
     assert "time-scale 10" in out["basis"] and "engines seen in the scraped metrics" in out["basis"]
+    # E2E ~1 s of wall time is ~10 s of model time: no phase meets the 1.5 s SLO once scaled
+    assert "SLO-compliant" not in out["basis"] and "no phase met the SLO" in out["basis"]
 
 
 def test_plan_command_prints_the_example(capsys):
