@@ -8,6 +8,7 @@ of the binomial). So a P99 from 50 samples can never count (its interval is open
 from 50,000 need only cross the threshold. Throughput (requests/s, tokens/s) regresses when it falls by more
 than the threshold and by more than 3 Poisson standard deviations of the base's count.
 Phases are matched by position when both runs have the same phase labels, else by label.
+Time-scaled runs are compared in model time (analysis.timescale), so runs at different scales compare.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 
 from analysis.load import RunData
 from analysis.stats import assign_phases, phase_samples, phase_table
+from analysis.timescale import time_scale, to_model_time
 
 LATENCY_METRICS = ("e2e", "ttft", "tpot", "itl")
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
@@ -65,11 +67,12 @@ def match_phases(base: pd.DataFrame, new: pd.DataFrame) -> tuple[list[tuple[int,
     return pairs, unmatched
 
 
-def _latency_rows(label: str, base: dict, new: dict, threshold: float) -> list[dict]:
+def _latency_rows(label: str, base: dict, new: dict, threshold: float, scales: tuple[float, float] = (1.0, 1.0)) -> list[dict]:
+    """`scales`: the two runs' time scales; samples are compared in model time."""
     rows = []
     for metric in LATENCY_METRICS:
-        scale = 1000.0 if metric == "itl" else 1.0  # pooled ITL samples are integer microseconds
-        b, n = np.sort(base[metric]) / scale, np.sort(new[metric]) / scale
+        unit = 1000.0 if metric == "itl" else 1.0  # pooled ITL samples are integer microseconds
+        b, n = np.sort(base[metric]) * (scales[0] / unit), np.sort(new[metric]) * (scales[1] / unit)
         for name, q in QUANTILES:
             bv, bl, bh = quantile_interval(b, q)
             nv, nl, nh = quantile_interval(n, q)
@@ -80,9 +83,9 @@ def _latency_rows(label: str, base: dict, new: dict, threshold: float) -> list[d
     return rows
 
 
-def _rate_rows(label: str, base: pd.Series, new: pd.Series, threshold: float) -> list[dict]:
+def _rate_rows(label: str, base: pd.Series, new: pd.Series, threshold: float, base_scale: float = 1.0) -> list[dict]:
     rows = []
-    duration = float(base["end_wall"] - base["start_wall"])
+    duration = float(base["end_wall"] - base["start_wall"]) * base_scale  # model seconds, like the rates
     for metric, count in (("rps", base["ok"]), ("output_tokens_per_s", None)):
         bv, nv = float(base[metric]), float(new[metric])
         change = nv / bv - 1.0 if bv > 0 else math.nan
@@ -107,7 +110,8 @@ def _error_row(label: str, base: pd.Series, new: pd.Series) -> dict:
 
 
 def compare_runs(base: RunData, new: RunData, threshold: float = 0.10) -> Comparison:
-    base_table, new_table = phase_table(base), phase_table(new)
+    scales = (time_scale(base.manifest), time_scale(new.manifest))
+    base_table, new_table = to_model_time(phase_table(base), scales[0]), to_model_time(phase_table(new), scales[1])
     pairs, unmatched = match_phases(base_table, new_table)
     where_base = assign_phases(base) if base.has_records else None
     where_new = assign_phases(new) if new.has_records else None
@@ -116,8 +120,9 @@ def compare_runs(base: RunData, new: RunData, threshold: float = 0.10) -> Compar
         b, n = base_table.iloc[i], new_table.iloc[j]
         label = str(b["label"]) if b["label"] == n["label"] else f"{b['label']} / {n['label']}"
         if where_base is not None and where_new is not None:
-            rows += _latency_rows(label, phase_samples(base, i, where_base), phase_samples(new, j, where_new), threshold)
-        rows += _rate_rows(label, b, n, threshold)
+            rows += _latency_rows(label, phase_samples(base, i, where_base), phase_samples(new, j, where_new), threshold,
+                                  scales)
+        rows += _rate_rows(label, b, n, threshold, scales[0])
         rows.append(_error_row(label, b, n))
     columns = ["phase", "metric", "base", "new", "change", "base_low", "base_high", "new_low", "new_high", "regression"]
     return Comparison(pd.DataFrame(rows, columns=columns), unmatched)

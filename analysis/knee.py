@@ -1,11 +1,14 @@
 """Knee, break point, maximum SLO-compliant throughput and safe operating point.
 
-Knee method (stated in the report): order the load levels by concurrency (users); between two
-consecutive levels compare the relative throughput gain g = rps2/rps1 - 1 with the relative
-latency growth l = p50_2/p50_1 - 1 of E2E. The knee is the last level before the first step where
-l > g, i.e. the concurrency past which more users buy more queueing than throughput (in a closed
-loop, throughput x latency = users, so this is where latency takes the larger share of the added
-load). The median is used rather than P95 because short steps give P95 few samples.
+Knee method (stated in the report): order the load levels by concurrency (users). Between two
+consecutive levels with user ratio r, compare the relative throughput gain g = rps2/rps1 - 1 with
+the relative latency growth l = p50_2/p50_1 - 1 of E2E. The first step where throughput stopped
+growing (g < 0.5 x (r - 1): the added users bought less than half the throughput they would if
+the service scaled linearly) while latency climbed faster than throughput (l > g) is where more
+concurrency only adds queueing; the knee is the level before that step, i.e. the highest level
+that still scaled. The median is used rather than P95 because short steps give P95 few samples.
+Both conditions matter: latency alone also grows below saturation (bigger batches decode slower),
+and throughput alone can stall from noise at low load.
 
 Break point: the first phase, in time order, that breaks the SLO's latency or error criteria.
 Safe operating point: 60-70 % of the break point's throughput (DOMAIN.md); without a break point
@@ -25,6 +28,7 @@ from analysis.gate import compliant_phases, phase_violations
 from loadline.slo import SLO
 
 MIN_LEVELS = 3
+LINEAR_SHARE = 0.5  # below this share of linear scaling, throughput "stopped growing"
 SAFE_LOW, SAFE_HIGH = 0.6, 0.7
 
 
@@ -48,7 +52,8 @@ def load_curve(table: pd.DataFrame) -> pd.DataFrame:
 
 def find_knee(table: pd.DataFrame) -> dict:
     curve = load_curve(table)
-    method = "first step where relative E2E P50 growth exceeds relative throughput gain; knee = the level before it"
+    method = ("first step where throughput gained < half of the added users' share and E2E P50 grew faster than "
+              "throughput; knee = the level before it")
     if len(curve) < MIN_LEVELS:
         return {"found": False, "method": method,
                 "reason": f"needs at least {MIN_LEVELS} load levels with different user counts, got {len(curve)}"}
@@ -58,13 +63,14 @@ def find_knee(table: pd.DataFrame) -> dict:
             continue
         gain = after["rps"] / before["rps"] - 1.0
         growth = after["e2e_p50_ms"] / before["e2e_p50_ms"] - 1.0
-        if growth > max(gain, 0.0):
+        added = after["users"] / before["users"] - 1.0
+        if gain < LINEAR_SHARE * added and growth > max(gain, 0.0):
             return {"found": True, **_point(before), "method": method,
                     "reason": (f"from {before['users']:g} to {after['users']:g} users throughput changed {gain:+.0%} "
                                f"while E2E P50 grew {growth:+.0%}")}
     last = curve.iloc[-1]
     return {"found": False, "method": method, "highest_tested": _point(last),
-            "reason": f"throughput kept growing faster than latency up to {last['users']:g} users: no knee in the tested range"}
+            "reason": f"throughput kept scaling with users up to {last['users']:g} users: no knee in the tested range"}
 
 
 def find_break_point(table: pd.DataFrame, slo: SLO) -> dict:

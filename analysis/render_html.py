@@ -107,6 +107,7 @@ def render_html(verdict: dict, chart_paths: list[Path]) -> str:
     body = [
         f"<h1>Loadline report: {escape(str(verdict.get('name', '')))}</h1>",
         f"<div class='verdict {'pass' if passed else 'fail'}'>{escape(verdict['sentence'])}</div>",
+        "".join(f"<p class='muted'>Note: {escape(n)}.</p>" for n in verdict.get("notes") or []),
         "<h2>What was tested</h2>", _tested(verdict),
         "<h2>Where the limit is</h2>", _limits(verdict),
         "<h2>SLO gate</h2>", _criteria(verdict),

@@ -29,7 +29,7 @@ def _clause(c: dict) -> str:
     return f"{name} reached {value} in {where} (limit {threshold})"
 
 
-def verdict_sentence(verdict: dict, table=None) -> str:
+def verdict_sentence(verdict: dict) -> str:
     phases = verdict.get("phases") or []
     requests = sum(int(p["requests"]) for p in phases if not f.missing(p.get("requests")))
     head = "PASS" if verdict["slo"]["passed"] else "FAIL"
@@ -37,7 +37,8 @@ def verdict_sentence(verdict: dict, table=None) -> str:
     clauses = [_clause(c) for c in criteria if c.get("passed") is not None]
     unmeasured = [c["name"] for c in criteria if c.get("passed") is None]
     tail = f" (not measured: {', '.join(unmeasured)})" if unmeasured else ""
-    return (f"{head}: in a {f.duration(_phases_span(phases))} test ({len(phases)} phase{'s' * (len(phases) != 1)}, "
+    span = _phases_span(phases) * verdict.get("time_scale", 1.0)  # model time, like every other number
+    return (f"{head}: in a {f.duration(span)} test ({len(phases)} phase{'s' * (len(phases) != 1)}, "
             f"{requests:,} requests), " + ", ".join(clauses) + tail + ".")
 
 
@@ -78,6 +79,8 @@ def render_markdown(verdict: dict) -> str:
     if classes:
         lines += ["", "### Errors by class", ""]
         lines += _table([[str(r["label"])] + [f.num(r.get(c, 0)) for c in classes] for r in errors], ["phase"] + classes)
+    for note in verdict.get("notes") or []:
+        lines += ["", f"Note: {note}."]
     if verdict.get("missing"):
         lines += ["", "Missing inputs: " + "; ".join(verdict["missing"])]
     return "\n".join(lines) + "\n"

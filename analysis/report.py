@@ -22,6 +22,8 @@ from analysis.capacity import plan_from_run
 from analysis.load import RunData, load_run
 from analysis.prom_ingest import load_query_range
 from analysis.server_gate import server_criteria
+from analysis.timescale import note as timescale_note
+from analysis.timescale import point_to_model, time_scale, to_model_time
 from analysis.render_html import render_html
 from analysis.render_markdown import render_markdown, verdict_sentence
 from analysis.stats import error_classes, phase_table
@@ -93,19 +95,19 @@ def merge_prometheus(run: RunData, files: Iterable[str | Path]) -> None:
 
 
 def _draw_charts(run: RunData, table: pd.DataFrame, knee_point: dict, break_point: dict, slo: SLO,
-                 out_dir: Path) -> tuple[list[Path], list[str]]:
+                 out_dir: Path, scale: float = 1.0) -> tuple[list[Path], list[str]]:
     drawn: list[Path] = []
     problems: list[str] = []
     jobs: list[tuple[str, Callable[[], Path]]] = []
     if run.has_records:
         curve = knee.load_curve(table)
         jobs += [
-            ("latency over time", lambda: charts.latency_over_time(run, out_dir / "latency_over_time.png")),
+            ("latency over time", lambda: charts.latency_over_time(run, out_dir / "latency_over_time.png", scale)),
             ("throughput vs concurrency", lambda: charts.throughput_vs_concurrency(
                 curve, knee_point, break_point, slo, out_dir / "throughput_vs_concurrency.png")),
-            ("latency CDFs", lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png")),
-            ("tokens over time", lambda: charts.tokens_over_time(run, out_dir / "tokens_over_time.png")),
-            ("errors over time", lambda: charts.errors_over_time(run, out_dir / "errors_over_time.png")),
+            ("latency CDFs", lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png", scale)),
+            ("tokens over time", lambda: charts.tokens_over_time(run, out_dir / "tokens_over_time.png", scale)),
+            ("errors over time", lambda: charts.errors_over_time(run, out_dir / "errors_over_time.png", scale)),
         ]
     elif run.locust_history is not None:
         jobs.append(("locust history", lambda: charts.locust_history_chart(run.locust_history, out_dir / "locust_history.png")))
@@ -146,27 +148,32 @@ def _consistency(run: RunData, table: pd.DataFrame) -> list[str]:
 
 
 def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
-    """The numbers of a report, without writing anything: (phase table, verdict dict)."""
-    table = phase_table(run, slo)
-    _require_outcomes(run, table)
+    """The numbers of a report, without writing anything: (phase table in model time, verdict dict)."""
+    wall = phase_table(run, slo)
+    _require_outcomes(run, wall)
+    scale = time_scale(run.manifest)
+    table = to_model_time(wall, scale)
     criteria = gate.evaluate(table, slo) + server_criteria(run.server_metrics, slo)
     passed = gate.gate_passed(criteria)
-    knee_point = knee.find_knee(table) if run.has_records else {"found": False, "reason": "no per-request records"}
+    knee_wall = knee.find_knee(wall) if run.has_records else {"found": False, "reason": "no per-request records"}
     break_point = knee.find_break_point(table, slo)
     verdict = {
-        "run": str(run.path), "name": run.manifest.get("name", run.path.resolve().name), "manifest": run.manifest, "passed": passed, "exit_code": 0 if passed else 1,
+        "run": str(run.path), "name": run.manifest.get("name", run.path.resolve().name), "manifest": run.manifest,
+        "passed": passed, "exit_code": 0 if passed else 1, "time_scale": scale,
         "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo)},
-        "knee": knee_point, "break_point": break_point,
+        "knee": point_to_model(knee_wall, scale), "break_point": break_point,
         "max_slo_throughput": knee.max_compliant_throughput(table, slo),
         "safe_operating_point": knee.safe_operating_point(table, break_point),
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
-        "missing": list(run.missing) + _consistency(run, table),
+        "missing": list(run.missing) + _consistency(run, wall),
+        "notes": [n for n in [timescale_note(scale)] if n],
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
-    verdict["bottleneck"] = _bottleneck(run, table)
-    verdict["capacity"] = _capacity(run, table, knee_point, slo)
-    verdict["sentence"] = verdict_sentence(verdict, table)
+    # the server-metrics analyses read the wall-time table and scale by themselves
+    verdict["bottleneck"] = _bottleneck(run, wall)
+    verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
+    verdict["sentence"] = verdict_sentence(verdict)
     return table, verdict
 
 
@@ -181,7 +188,7 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
     except OSError as exc:
         raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
     table, verdict = analyse(run, slo)
-    chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], slo, out)
+    chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], slo, out, verdict["time_scale"])
     verdict["charts"] = [p.name for p in chart_paths]
     verdict["chart_problems"] = problems
     verdict = clean(verdict)

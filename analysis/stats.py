@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import RunData
+from analysis.timescale import time_scale
 from loadline.slo import SLO
 
 METRICS = ("e2e", "ttft", "tpot", "itl")
@@ -91,7 +92,7 @@ def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) 
     return samples
 
 
-def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict:
+def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO, scale: float) -> dict:
     phase = run.phases.iloc[position]
     rows = run.requests[where == position]
     status = rows["status"].astype(str)
@@ -102,7 +103,7 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict
     meets = np.ones(len(ok_rows), dtype=bool)
     for column, limit in goodput_thresholds(slo).items():
         values = ok_rows[column].to_numpy(dtype=float)
-        meets &= ~(values > limit)  # a missing value (e.g. no TPOT for 1 token) is not a miss
+        meets &= ~(values > limit / scale)  # limits are model time; a missing value (no TPOT for 1 token) is no miss
     row = {
         "phase_index": int(phase["index"]) if pd.notna(phase["index"]) else position,
         "label": phase["label"], "kind": phase["kind"],
@@ -122,12 +123,17 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict
 
 
 def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
-    """One row per phase with exactly PHASE_TABLE_COLUMNS (docs/architecture.md)."""
+    """One row per phase with exactly PHASE_TABLE_COLUMNS (docs/architecture.md), in wall-clock time.
+
+    For a time-scaled run only goodput looks at the scale: a request meets the SLO when its model
+    time (measured x scale) does. analysis.timescale.to_model_time converts the whole table.
+    """
     slo = slo or SLO()
     if not run.has_records:
         return locust_phase_table(run)
     where = assign_phases(run)
-    rows = [_phase_row(run, position, where, slo) for position in range(len(run.phases))]
+    scale = time_scale(run.manifest)
+    rows = [_phase_row(run, position, where, slo, scale) for position in range(len(run.phases))]
     return pd.DataFrame(rows, columns=PHASE_TABLE_COLUMNS)
 
 

@@ -63,3 +63,20 @@ def test_without_break_point_the_safe_point_is_a_lower_bound(tmp_path):
     assert not bp["found"]
     safe = safe_operating_point(table, bp)
     assert safe["lower_bound"] and safe["rps"] == pytest.approx([0.6 * 16, 0.7 * 16], rel=0.05)
+
+
+def test_latency_growth_alone_is_not_a_knee_while_throughput_still_scales():
+    """A real tiny-simulator curve: 40 -> 80 users doubles the median latency but still adds 80 %
+    throughput (the batch is filling); only 80 -> 160 stops scaling. The knee is 80 users."""
+    import pandas as pd
+
+    users = [1, 10, 20, 40, 80, 160, 320]
+    table = pd.DataFrame({
+        "phase_index": range(7), "label": [f"l{u}" for u in users], "kind": ["baseline"] + ["step"] * 6,
+        "users": users, "ok": [100] * 7, "rps": [5.7, 36.5, 70.1, 144, 259, 273, 260],
+        "output_tokens_per_s": [0.0] * 7, "e2e_p50_ms": [22.1, 24.0, 24.3, 27.7, 56.1, 348, 936],
+        "e2e_p95_ms": [0.0] * 7, "e2e_p99_ms": [0.0] * 7,
+    })
+    knee = find_knee(table)
+    assert knee["found"] and knee["users"] == 80
+    assert "from 80 to 160 users" in knee["reason"]

@@ -2,9 +2,9 @@
 simulator's own truth log says the engine starts queueing, and the exit code must follow the SLO.
 
 The tiny profile caps the batch at 8 sequences (configs/sim/tiny.toml): the engine's capacity is
-reached when 8 requests are in flight. With doubling steps the knee must be the last level at or
-just below that point: requests there barely queue, and at the next level more than 8 are in
-flight and queueing is a large share of their latency. ~60 s.
+reached when 8 requests are in flight. With doubling steps the knee must be the first level that
+(nearly) fills the batch: below it fewer than 8 requests are in flight and none queue; past it
+the engine only adds queueing, which dominates the requests' latency. ~60 s.
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ MAX_NUM_SEQS = 8  # configs/sim/tiny.toml [engine]
 @pytest.fixture(scope="module")
 def stepped_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
+    # a loose SLO, so the stop rule lets the steps run past saturation to where throughput is flat
+    loose = out / "loose.toml"
+    loose.write_text("[slo]\ne2e_p95_ms = 600000\ne2e_p99_ms = 600000\nttft_p95_ms = 600000\nmax_error_rate = 0.5\n")
     command = [sys.executable, "-m", "loadline.cli", "run", "--shape", "stepped", "--time-scale", "20",
-               "--sim-profile", "tiny", "--scenario", "single", "--out", str(out),
-               "--", "--prompt-mix", "short=0.7,medium=0.3", "--seed", "1"]
+               "--sim-profile", "tiny", "--scenario", "single", "--slo", str(loose), "--out", str(out),
+               "--", "--prompt-mix", "short=0.7,medium=0.3", "--seed", "1", "--step-max-users", "320"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     folders = sorted(p for p in out.iterdir() if p.is_dir())
     assert folders, f"no run folder; stderr tail: {done.stderr[-2000:]}"
@@ -52,7 +55,7 @@ def _truth_by_phase(run_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_knee_is_where_the_simulator_starts_queueing(stepped_run):
+def test_knee_is_where_the_simulator_batch_fills(stepped_run):
     run_dir, exit_code = stepped_run
     verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
     knee = verdict["knee"]
@@ -63,10 +66,10 @@ def test_knee_is_where_the_simulator_starts_queueing(stepped_run):
     after = truth[truth["users"] > knee["users"]]
     assert len(below) and len(after), "the knee must lie inside the tested range"
     assert (below["queue_share"] < 0.1).all(), truth  # below the knee the engine barely queues
-    assert at["in_flight"] <= MAX_NUM_SEQS * 1.5 and at["queue_share"] < 0.3, truth  # at (or just at) the cap
-    assert after.iloc[0]["in_flight"] > MAX_NUM_SEQS, truth  # one level past it the batch is over-full...
-    assert after.iloc[0]["queue_share"] > 0.25, truth  # ...and requests queue in the engine
-    assert exit_code == verdict["exit_code"] == (0 if verdict["slo"]["passed"] else 1)
+    assert (below["in_flight"] < MAX_NUM_SEQS).all(), truth  # ...and the batch is not full
+    assert at["in_flight"] >= MAX_NUM_SEQS * 0.75, truth  # the knee (nearly) fills the batch
+    assert after.iloc[0]["queue_share"] > 0.5, truth  # one level past it, queueing dominates
+    assert exit_code == verdict["exit_code"] == 0 and verdict["slo"]["passed"]  # the loose SLO holds
 
 
 def test_exit_code_follows_the_slo(stepped_run, tmp_path):
