@@ -15,6 +15,7 @@ from flask import Response, request, send_file
 
 from loadline import runfolder
 from loadline.live import to_model_time
+from loadline.webui_secrets import hide_secrets
 
 TAB = "llm"
 WINDOW_S = 30.0
@@ -103,6 +104,7 @@ def _classes(window) -> str:
 def install_tab(environment) -> None:
     web_ui = environment.web_ui
     app = web_ui.app
+    hide_secrets(environment)
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
     web_ui.template_args["extended_tables"] = [{
         "key": TAB,

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import sys
 import urllib.request
 from pathlib import Path
 
 import pandas as pd
+import process_helpers as ph
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-
-import process_helpers as ph
 from spine_helpers import REPO, assert_every_request_once, truth_table
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -30,6 +30,7 @@ CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-de
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--no-first-run", "--window-size=1400,1000"]
 PAGE_TIMEOUT_S = 20.0
+SECRET = "sk-loadline-webui-SECRET-7331"
 
 pytestmark = pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
                                 reason="chromium/chromedriver missing: run `make browser`")
@@ -37,14 +38,16 @@ pytestmark = pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIV
 
 @pytest.fixture
 def web_ui(sim_server, tmp_path):
-    """(base URL, simulator handle, --out folder) of a Locust web UI with every shape in the class picker."""
-    sim = sim_server("tiny")
+    """(base URL, simulator handle, --out folder) of a Locust web UI with every shape in the class picker.
+
+    The simulator wants a key, given to Locust the recommended way (environment variable)."""
+    sim = sim_server("tiny", "--api-key", SECRET)
     port = ph.free_port()
     out = tmp_path / "runs"
     log = tmp_path / "locust.log"
     cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py,locustfiles/all_shapes.py", "--class-picker",
            "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--out", str(out), *FAST_USER]
-    proc = ph.start(cmd, REPO, log)
+    proc = ph.start(cmd, REPO, log, env={**os.environ, "LOADLINE_API_KEY": SECRET})
     url = f"http://127.0.0.1:{port}"
     try:
         ph.wait_for_http(url + "/", proc, log)
@@ -142,7 +145,12 @@ def test_start_form_offers_loadline_options_and_masks_the_api_key(web_ui, browse
         assert prompt_mix.get_attribute("value") == "short=1"
         assert browser.find_element(By.NAME, "maxTokens").get_attribute("value") == "32"
         assert "Prompt Mix (weights of prompt length classes" in browser.page_source
-        assert browser.find_element(By.NAME, "apiKey").get_attribute("type") == "password"
+        key_box = browser.find_element(By.NAME, "apiKey")
+        assert key_box.get_attribute("type") == "password"
+        # Not even masked: the key from the environment is nowhere in the page (Locust would embed it).
+        assert key_box.get_attribute("value") == ""
+        assert SECRET not in browser.page_source
+        assert SECRET.encode() not in fetch(url + "/")[2]
 
 
 def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui, browser, tmp_path):
@@ -157,11 +165,19 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
         tab = wait_for(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, "[role=tab]")
                                            if t.text.strip().upper() == "LLM"], 15, "the LLM tab")[0]
         tab.click()
-        rows = wait_for(browser, lambda d: (r := llm_table(d)) and as_ms(r.get("TTFT p95", ("-",))[0]) and r,
-                        30, "a numeric TTFT p95 in the LLM tab")
+        seen: list[dict] = [{}]
+
+        def running_with_numbers(driver):
+            seen[0] = rows = llm_table(driver)
+            running = rows.get("Users running", ("",))[0] == "4"
+            return running and as_ms(rows.get("TTFT p95", ("-",))[0]) is not None and rows
+
+        try:
+            rows = wait_for(browser, running_with_numbers, 30, "4 users and a numeric TTFT p95 in the LLM tab")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last table: {seen[0]}") from None
         assert as_ms(rows["TTFT p95"][1]) is not None  # whole-run column too
         assert float(rows["Output tokens/s"][1].replace(",", "")) > 0
-        assert rows["Users running"][0] == "4"
         run_dir = Path(rows["Run folder"][0])
         assert run_dir.parent == out
 
@@ -170,7 +186,9 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
 
     records = pd.read_csv(run_dir / "requests.csv")
     assert len(records) == manifest["requests_written"] > 0
-    assert (records.status == "ok").sum() > 0
+    assert (records.status == "ok").sum() > 0, records.http_status.value_counts()  # the hidden key was sent
+    for path in run_dir.rglob("*"):
+        assert not path.is_file() or SECRET.encode() not in path.read_bytes(), path
 
     # After the stop the tab describes the finished run: every row counted, rates over the run's own length.
     stats = json.loads(fetch(url + "/stats/requests")[2])
