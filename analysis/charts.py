@@ -89,7 +89,7 @@ def latency_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
 
 
 def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict, slo: SLO, path: Path) -> Path:
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7))
     if len(curve):
         top.plot(curve["users"], curve["rps"], "o-", label="requests/s (ok)")
         top.plot(curve["users"], curve["goodput_rps"], "s--", label="goodput (req/s meeting SLO)")
@@ -104,7 +104,7 @@ def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict
     for limit, name in ((slo.e2e_p95_ms, "SLO E2E P95"), (slo.e2e_p99_ms, "SLO E2E P99")):
         if limit is not None:
             bottom.axhline(limit, color="grey", lw=0.8, ls="--", label=f"{name} {limit:g} ms")
-    top.set(title="Throughput vs concurrency", ylabel="requests/s")
+    top.set(title="Throughput vs concurrency", xlabel="concurrent users", ylabel="requests/s")
     bottom.set(title="Latency vs concurrency", xlabel="concurrent users", ylabel="latency (ms)")
     _legend(top, loc="upper left")
     _legend(bottom, loc="upper left")

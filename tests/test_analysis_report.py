@@ -164,3 +164,38 @@ def test_time_scaled_runs_are_judged_in_model_time(tmp_path):
     assert "test (1 phase" in result.verdict["sentence"] and "100-second" in result.verdict["sentence"]
     unscaled = build_report(write_run(tmp_path / "plain", requests), SLO(e2e_p95_ms=900, e2e_p99_ms=None, ttft_p95_ms=None))
     assert unscaled.exit_code == 0 and unscaled.verdict["phases"][0]["goodput_rps"] == pytest.approx(phase["rps"] * 10)
+
+
+def test_every_chart_has_a_title_units_and_a_legend(tmp_path, monkeypatch):
+    from analysis import charts, knee
+    from analysis.load import load_run
+    from analysis.stats import phase_table
+
+    seen = {}
+
+    def capture(fig, path):
+        seen[path.name] = [(ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), ax.get_legend() is not None)
+                           for ax in fig.axes]
+        charts.plt.close(fig)
+        return path
+
+    monkeypatch.setattr(charts, "_save", capture)
+    errors = ["ok"] * 5 + ["error"]
+    run = load_run(stepped_run(tmp_path / "run", (2, 4, 8, 16), step_s=10))
+    for column in ("status", "error_class"):
+        run.requests[column] = run.requests[column].astype(object)
+    run.requests.loc[run.requests.index[:6], "status"] = errors  # a few errors so that chart has bars
+    run.requests.loc[run.requests.index[5], "error_class"] = "timeout"
+    table = phase_table(run)
+    curve = knee.load_curve(table)
+    charts.latency_over_time(run, tmp_path / "a.png")
+    charts.throughput_vs_concurrency(curve, knee.find_knee(table), {"found": False}, SLO(), tmp_path / "b.png")
+    charts.latency_cdfs(run, tmp_path / "c.png")
+    charts.tokens_over_time(run, tmp_path / "d.png")
+    charts.errors_over_time(run, tmp_path / "e.png")
+    assert set(seen) == {"a.png", "b.png", "c.png", "d.png", "e.png"}
+    for name, axes in seen.items():
+        for title, xlabel, ylabel, legend in axes:
+            assert title and xlabel and ylabel and legend, (name, title, xlabel, ylabel, legend)
+    units = " ".join(x + y for axes in seen.values() for _, x, y, _ in axes)
+    assert "(ms)" in units and "(s)" in units and "requests/s" in units and "tokens/s" in units and "errors/s" in units
