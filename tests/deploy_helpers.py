@@ -6,6 +6,7 @@ container hostnames and ports replaced by loopback and free ports.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +17,14 @@ from spine_helpers import REPO
 
 _VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}")
 # What a container's executable is on this machine (the image installs the project; here it is the venv).
+# Parses a Locust command line the way `locust` does, with our locustfile's options registered.
+_PARSE = """
+import json, sys
+import loadline.plugin  # registers Loadline's options (as every entry file does)
+from locust.argument_parser import parse_options
+options = vars(parse_options(sys.argv[1:]))
+print(json.dumps({k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, type(None)))}))
+"""
 LOCAL_EXECUTABLES = {"locust": [sys.executable, "-m", "locust"], "loadline": [sys.executable, "-m", "loadline.cli"]}
 
 
@@ -77,3 +86,11 @@ def option_names(cmd: list[str]) -> set[str]:
     proc = subprocess.run([*cmd, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", proc.stdout))
+
+
+def parse_locust(args: list[str]) -> dict:
+    """Locust's parsed options (conf file included) for `locust ARGS`; unknown or mistyped options fail."""
+    proc = subprocess.run([sys.executable, "-c", _PARSE, *args], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -124,3 +124,25 @@ def _healthcheck_passes(service: dict, ports: dict[str, int], proc, log) -> None
         return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode == 0
 
     ph.wait_until(healthy, 20, "the simulator's healthcheck", interval_s=0.3)
+
+
+def test_image_holds_what_the_commands_reference(compose):
+    """The image is the source tree at WORKDIR: every relative path the commands use must be in it."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "FROM python:3.11-slim" in dockerfile and "WORKDIR /loadline" in dockerfile
+    assert "COPY . ." in dockerfile and "pip install -e ." in dockerfile
+    ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()}
+    assert {".venv", "runs", ".git"} <= ignored
+    for name in ("sim", "master", "worker"):
+        for arg in dh.container_command(compose["services"][name], {}):
+            top = arg.split("/")[0]
+            if "/" in arg and not arg.startswith(("/", "http")):
+                assert (REPO / arg).exists() and top not in ignored, arg
+
+
+def test_default_conf_parses_and_names_a_real_locustfile(compose):
+    master = dh.container_command(compose["services"]["master"], {})
+    options = dh.parse_locust(master[1:])  # the default CONFIG, as `docker compose up` runs it
+    assert options["master"] and options["host"] == "http://sim:8000" and options["out"] == "/runs"
+    assert (REPO / options["locustfile"]).is_file()
+    assert options["num_users"] > 0 and options["run_time"] > 0

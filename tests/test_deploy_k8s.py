@@ -3,8 +3,6 @@ container command (with the ConfigMap's conf file) is accepted by the real Locus
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 
 import deploy_helpers as dh
@@ -12,14 +10,6 @@ import pytest
 from spine_helpers import REPO
 
 K8S = REPO / "deploy" / "k8s"
-# Parses a Locust command line the way `locust` does, with our locustfile's options registered.
-PARSE = """
-import json, sys
-import loadline.plugin  # registers Loadline's options (as every entry file does)
-from locust.argument_parser import parse_options
-options = vars(parse_options(sys.argv[1:]))
-print(json.dumps({k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, type(None)))}))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +31,6 @@ def container(doc: dict) -> dict:
 
 def conf_text(manifests) -> str:
     return manifests[("ConfigMap", "loadline-conf")]["data"]["loadline.conf"]
-
-
-def parse_locust(args: list[str]) -> dict:
-    proc = subprocess.run([sys.executable, "-c", PARSE, *args], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_expected_objects_and_no_namespace(manifests):
@@ -92,7 +76,7 @@ def test_master_command_and_conf_parse_with_locust(manifests, tmp_path):
     assert "/etc/loadline" in mounts and "/runs" in mounts
     assert args[args.index("--config") + 1] == "/etc/loadline/loadline.conf"
     args = [str(conf) if a == "/etc/loadline/loadline.conf" else a for a in args[1:]]
-    options = parse_locust(args)
+    options = dh.parse_locust(args)
     workers = manifests[("Deployment", "loadline-worker")]["spec"]["replicas"]
     assert options["master"] and options["expect_workers"] == workers
     assert options["out"] == "/runs" and options["metrics_port"] == 9646
@@ -109,7 +93,7 @@ def test_worker_command_reaches_the_master_service(manifests, tmp_path):
     conf = tmp_path / "loadline.conf"
     conf.write_text(conf_text(manifests))
     args = container(manifests[("Deployment", "loadline-worker")])["command"]
-    options = parse_locust([str(conf) if a == "/etc/loadline/loadline.conf" else a for a in args[1:]])
+    options = dh.parse_locust([str(conf) if a == "/etc/loadline/loadline.conf" else a for a in args[1:]])
     assert options["worker"] is True
     assert ("Service", options["master_host"]) in manifests
     assert options["master_port"] in {p["port"] for p in manifests[("Service", options["master_host"])]["spec"]["ports"]}
