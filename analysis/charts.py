@@ -12,13 +12,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from analysis.load import RunData  # noqa: E402
-from analysis.stats import pooled_itl_ms  # noqa: E402
-from loadline.slo import SLO  # noqa: E402
+from analysis.load import RunData
+from analysis.stats import pooled_itl_ms
+from loadline.slo import SLO
 
 MAX_BUCKETS = 150
 CDF_MAX_REQUESTS = 20_000  # ITL CDF pools the gaps of at most this many evenly spaced requests

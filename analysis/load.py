@@ -53,7 +53,7 @@ class _UpToLastNewline(io.RawIOBase):
     """A read-only view of a file that ends at its last newline (drops a half-written last line)."""
 
     def __init__(self, path: Path):
-        self._file = open(path, "rb")
+        self._file = open(path, "rb")  # noqa: SIM115 - owned by this reader, closed in close()
         size = self._file.seek(0, io.SEEK_END)
         self.limit = _last_newline_end(self._file, size)  # bytes readable: up to the last complete line
         self._file.seek(0)

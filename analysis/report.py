@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import traceback
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -21,12 +22,12 @@ from analysis.bottleneck import judge
 from analysis.capacity import plan_from_run
 from analysis.load import RunData, load_run
 from analysis.prom_ingest import load_query_range
-from analysis.server_gate import server_criteria
-from analysis.timescale import note as timescale_note
-from analysis.timescale import point_to_model, time_scale, to_model_time
 from analysis.render_html import render_html
 from analysis.render_markdown import render_markdown, verdict_sentence
+from analysis.server_gate import server_criteria
 from analysis.stats import error_classes, phase_table
+from analysis.timescale import note as timescale_note
+from analysis.timescale import point_to_model, time_scale, to_model_time
 from loadline import runfolder
 from loadline.errors import UsageError
 from loadline.slo import SLO

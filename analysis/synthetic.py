@@ -76,7 +76,7 @@ def stepped_run(run_dir: Path, users_steps=(2, 4, 8, 16, 32), server: Server = S
     for index, users in enumerate(users_steps):
         start = t0 + index * step_s
         rps, e2e = step_operating_point(server, users)
-        n = max(1, int(round(rps * step_s)))
+        n = max(1, round(rps * step_s))
         e2e_ms = e2e * (1.0 + jitter * rng.standard_normal(n)).clip(0.5)
         queue_ms = e2e - server.base_ms  # everything above the unloaded latency is queueing before the first token
         ttft_ms = (server.base_ms * server.ttft_share + queue_ms) * (1.0 + jitter * rng.standard_normal(n)).clip(0.5)

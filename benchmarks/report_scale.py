@@ -66,7 +66,7 @@ def main() -> int:
         generated = time.perf_counter() - started
         size_mb = (run_dir / "requests.csv").stat().st_size / 1e6
         started = time.perf_counter()
-        child = subprocess.run([sys.executable, "-m", "loadline.cli", "report", str(run_dir)],
+        child = subprocess.run([sys.executable, "-m", "loadline.cli", "report", str(run_dir)], check=False,
                                capture_output=True, text=True, timeout=600)
         elapsed = time.perf_counter() - started
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

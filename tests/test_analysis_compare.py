@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from analysis.compare import _latency_rows, match_phases, quantile_interval
 

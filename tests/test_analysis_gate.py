@@ -39,7 +39,7 @@ def test_just_passed_and_just_failed(table):
 
 def test_error_rate_and_throughput_target(table):
     # whole-run phase: first start 1000.0 s, last end 1009.9 s + 1.5 s -> 100 ok / 11.4 s = 8.77 req/s
-    slo = dict(safety_factor=1.5, e2e_p95_ms=2000, ttft_p95_ms=None)
+    slo = {"safety_factor": 1.5, "e2e_p95_ms": 2000, "ttft_p95_ms": None}
     enough = _criterion(evaluate(table, SLO(target_qps=5, **slo)), "throughput within SLO")
     assert enough.limit == 7.5 and enough.passed is True
     assert enough.measured == pytest.approx(100 / 11.4)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.knee import find_break_point, find_knee, max_compliant_throughput, safe_operating_point
+from analysis.knee import (
+    find_break_point,
+    find_knee,
+    max_compliant_throughput,
+    safe_operating_point,
+)
 from analysis.load import load_run
 from analysis.stats import phase_table
 from analysis.synthetic import Server, stepped_run

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from html import escape
 import xml.etree.ElementTree as ET
+from html import escape
 
 import matplotlib.image
 import numpy as np
@@ -57,8 +57,8 @@ def test_charts_are_non_empty_pngs(stepped):
 def test_report_html_is_self_contained(stepped):
     path, result = stepped
     html = (path / "report" / "report.html").read_text()
-    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I)
-    assert not re.search(r"url\(\s*['\"]?(https?:)?//", html, re.I)
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.IGNORECASE)
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", html, re.IGNORECASE)
     assert html.count("data:image/png;base64,") == len(result.verdict["charts"])
     assert escape(result.verdict["sentence"]) in html
 

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from analysis.load import load_run
-from analysis.stats import PHASE_TABLE_COLUMNS, error_classes, phase_table, pooled_itl_us
+from analysis.stats import (
+    PHASE_TABLE_COLUMNS,
+    error_classes,
+    phase_table,
+    pooled_itl_us,
+)
 from analysis.synthetic import make_requests, write_run
 from loadline.slo import SLO
 
