@@ -10,7 +10,7 @@ from analysis.load import load_run
 from loadline.errors import UsageError
 
 HELP = ("Compare two run folders phase by phase. A latency percentile regresses when it is worse by more "
-        "than --threshold and the runs' 95 %% confidence intervals do not overlap; throughput when it falls "
+        "than --threshold and the runs' 95 % confidence intervals do not overlap; throughput when it falls "
         "by more than --threshold and 3 Poisson SDs. Exit 0: no regression, 1: regression, 2: unusable input.")
 
 
