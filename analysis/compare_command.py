@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from analysis import formatting as f
 from analysis.compare import Comparison, compare_runs
@@ -20,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=0.10,
                         help="relative change that counts as a regression (default 0.10 = 10%%)")
     parser.add_argument("--all", action="store_true", help="print every metric, not only p95/p99 and throughput")
+    parser.add_argument("--out", metavar="FILE", help="also write the comparison (Markdown) to FILE, e.g. for a PR comment")
 
 
 def render(comparison: Comparison, show_all: bool = False) -> str:
@@ -45,10 +47,16 @@ def main(args: argparse.Namespace) -> int:
     comparison = compare_runs(base, new, args.threshold)
     if comparison.rows.empty:
         raise UsageError("the two runs have no phase in common: nothing to compare")
-    print(render(comparison, args.all))
     regressions = comparison.regressions
     if len(regressions):
-        print(f"\nREGRESSION: {len(regressions)} metric(s) worse by more than {args.threshold:.0%} beyond noise")
-        return 1
-    print(f"\nno regression beyond {args.threshold:.0%} and run-to-run noise")
-    return 0
+        verdict = f"REGRESSION: {len(regressions)} metric(s) worse by more than {args.threshold:.0%} beyond noise"
+    else:
+        verdict = f"no regression beyond {args.threshold:.0%} and run-to-run noise"
+    text = f"{render(comparison, args.all)}\n\n{verdict}\n"
+    print(text, end="")
+    if args.out:
+        try:
+            Path(args.out).write_text(f"## Loadline compare: {args.base} -> {args.new}\n\n{text}")
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    return 1 if len(regressions) else 0

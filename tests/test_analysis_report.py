@@ -102,9 +102,10 @@ def test_compare_flags_a_real_regression_and_not_noise(tmp_path, capsys):
     same = stepped_run(tmp_path / "same", (2, 4, 8, 16), step_s=20, seed=2)
     slower = stepped_run(tmp_path / "slower", (2, 4, 8, 16), Server(capacity_rps=14), step_s=20, seed=3)
     assert cli_main(["compare", str(base), str(same)]) == 0
-    assert cli_main(["compare", str(base), str(slower)]) == 1
+    assert cli_main(["compare", str(base), str(slower), "--out", str(tmp_path / "cmp.md")]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "step-4 (16 users)" in out
+    assert "REGRESSION" in (tmp_path / "cmp.md").read_text()
     assert cli_main(["compare", str(base), str(tmp_path / "nope")]) == 2
 
 
