@@ -131,6 +131,12 @@ def _preflight(host: str) -> None:
 
 def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_locustfile: str) -> list[str]:
     files = []
+    if conf_locustfile and not (args.scenario or args.shape):
+        # Profiles name their files relative to the repo root (as Locust expects); make them work
+        # from any directory.
+        entries = [entry.strip() for entry in conf_locustfile.split(",") if entry.strip()]
+        if not all(Path(entry).exists() for entry in entries):
+            files = [str(ROOT / entry) if (ROOT / entry).exists() else entry for entry in entries]
     if args.scenario or args.shape or not conf_locustfile:
         files.append(str(ROOT / "locustfiles" / SCENARIOS[args.scenario or "chat"]))
         if args.shape:

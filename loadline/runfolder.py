@@ -53,14 +53,16 @@ PHASE_COLUMNS = (
 SERVER_METRIC_COLUMNS = ("ts", "source", "metric", "labels", "value")  # labels: JSON object, sorted keys
 GENERATOR_COLUMNS = ("ts", "worker_id", "cpu_percent", "loop_lag_ms", "users", "inflight")
 
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.I)
+# Whole words at the end of a key: "api_key", "access_token", "password"; not "max_tokens" or
+# "first_token_timeout", which are config worth seeing.
+_SECRET_KEY = re.compile(r"(^|[_-])(api[_-]?key|apikey|token|secret|password|passwd|authorization|bearer)$", re.I)
 
 
 def redact(config: dict[str, Any]) -> dict[str, Any]:
     """A copy of `config` with every secret-looking value replaced, recursively."""
     clean: dict[str, Any] = {}
     for key, value in config.items():
-        if _SECRET_KEY.search(str(key)) and value not in (None, "", False):
+        if _SECRET_KEY.search(str(key)) and value is not None and value != "":
             clean[key] = "***"
         elif isinstance(value, dict):
             clean[key] = redact(value)
