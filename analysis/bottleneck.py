@@ -33,7 +33,8 @@ def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | N
         primary, confidence = fired[0], "high"
         secondary = [f.as_dict() for f in fired[1:]]
     elif not ctx.limit.reached:
-        primary, confidence, secondary = _headroom(ctx), "high", []
+        # with no phase carrying traffic, "no limit seen" says nothing about the service
+        primary, confidence, secondary = _headroom(ctx), ("high" if len(ctx.phases) else "low"), []
     else:
         primary, confidence = _closest(findings, ctx), "low"
         secondary = []
