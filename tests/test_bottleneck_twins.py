@@ -52,3 +52,18 @@ def test_twin_gives_the_vllm_verdict(path, tmp_path):
                                             load_query_range([DATA / f"metrics_{scenario}_vllm.json.gz"]))),
                  phase_table(run))
     assert (verdict["layer"], verdict["confidence"]) == (vllm["layer"], vllm["confidence"])
+
+
+def test_report_reads_a_prometheus_export_instead_of_a_scrape(tmp_path):
+    """`loadline report RUN --prometheus FILE`: a run without server_metrics.csv, judged from an export."""
+    import json
+
+    from loadline import runfolder
+    from loadline.cli import main as cli
+
+    run_dir = ms.write_scenario(ms.kv_cache(), tmp_path / "run")
+    (run_dir / runfolder.SERVER_METRICS).unlink()
+    code = cli(["report", str(run_dir), "--prometheus", str(DATA / "metrics_kv_cache_sglang.json.gz")])
+    assert code in (0, 1)
+    verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
+    assert verdict["bottleneck"]["layer"] == "kv-cache"
