@@ -23,11 +23,14 @@ def missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def num(value: Any, digits: int = 1) -> str:
+def num(value: Any, digits: int | None = None) -> str:
+    """Thousands separators; decimals shrink as values grow (2 below 10, 1 below 100, else none)."""
     if missing(value):
         return "-"
     value = float(value)
-    return f"{value:,.0f}" if abs(value) >= 100 or value == int(value) else f"{value:,.{digits}f}"
+    if digits is None:
+        digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.{digits}f}"
 
 
 def ms(value: Any) -> str:

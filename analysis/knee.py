@@ -12,7 +12,7 @@ and throughput alone can stall from noise at low load.
 
 Break point: the first phase, in time order, that breaks the SLO's latency or error criteria.
 Safe operating point: 60-70 % of the break point's throughput (DOMAIN.md); without a break point
-60-70 % of the highest throughput tested, flagged as a lower bound. The matching users are read
+60-70 % of the highest SLO-compliant throughput, flagged as a lower bound. The matching users are read
 off the rising part of the throughput-vs-users curve (linear interpolation), not scaled from the
 break point's users: past saturation users only add queueing, so 60 % of them can still be too many.
 """
@@ -91,14 +91,14 @@ def max_compliant_throughput(table: pd.DataFrame, slo: SLO) -> dict:
     return {"found": True, **_point(good.loc[good["rps"].idxmax()])}
 
 
-def safe_operating_point(table: pd.DataFrame, break_point: dict) -> dict:
+def safe_operating_point(table: pd.DataFrame, break_point: dict, best: dict | None = None) -> dict:
+    """`best`: max_compliant_throughput(), the basis when the break point was not reached."""
     if break_point.get("found"):
         basis, lower_bound = break_point, False
+    elif best and best.get("found"):
+        basis, lower_bound = best, True
     else:
-        curve = load_curve(table)
-        if curve.empty:
-            return {"found": False, "reason": "no load level with successful requests"}
-        basis, lower_bound = _point(curve.loc[curve["rps"].idxmax()]), True
+        return {"found": False, "reason": "no phase met the SLO and none broke it"}
 
     if basis["rps"] is None or math.isnan(basis["rps"]):
         return {"found": False, "reason": "the basis phase has no throughput"}
@@ -106,7 +106,8 @@ def safe_operating_point(table: pd.DataFrame, break_point: dict) -> dict:
     return {"found": True, "rps": rps, "users": _users_at(table, rps), "basis_label": basis["label"],
             "lower_bound": lower_bound,
             "reason": ("60-70 % of the break point" if not lower_bound
-                       else "60-70 % of the highest tested load: the break point was not reached, so this is a lower bound")}
+                       else "60-70 % of the highest SLO-compliant throughput: the break point was not reached, "
+                            "so this is a lower bound")}
 
 
 def _users_at(table: pd.DataFrame, rps: list[float]) -> list[float] | None:

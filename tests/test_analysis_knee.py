@@ -66,7 +66,7 @@ def test_without_break_point_the_safe_point_is_a_lower_bound(tmp_path):
     table = phase_table(load_run(stepped_run(tmp_path / "run", (2, 4, 8), step_s=20)))
     bp = find_break_point(table, SLO())
     assert not bp["found"]
-    safe = safe_operating_point(table, bp)
+    safe = safe_operating_point(table, bp, max_compliant_throughput(table, SLO()))
     assert safe["lower_bound"] and safe["rps"] == pytest.approx([0.6 * 16, 0.7 * 16], rel=0.05)
 
 
