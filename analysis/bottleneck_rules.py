@@ -67,7 +67,8 @@ def _kv_bound(ctx: Context) -> tuple[bool, list[str]]:
     if pre is not None:
         lines.append(f"{pre:.0f} preemptions {_where(ctx)}")
     pinned = kv is not None and kv.p90 >= ctx.th.kv_pinned
-    return pinned and bool(pre) or (pinned and pre is None), lines
+    evicting = bool(pre) or pre is None  # without a preemption metric, a pinned pool is taken as evicting
+    return pinned and evicting, lines
 
 
 def load_generator(ctx: Context) -> Finding:
