@@ -353,7 +353,8 @@ def outside_engine(ctx: Context) -> Finding:
         return f
     client_s, server_s = float(client.mean()) / 1000.0, server.mean
     gap_ms = (client_s - server_s) * 1000.0
-    conditions = [client_s >= ctx.th.outside_ratio * server_s, gap_ms >= ctx.floor_ms]
+    # a constant gap (network, TLS) is a latency cost, not a capacity limit: it must come with a limit
+    conditions = [client_s >= ctx.th.outside_ratio * server_s, gap_ms >= ctx.floor_ms, ctx.limit.reached]
     f.score, f.fired = _score(conditions), all(conditions)
     f.evidence = [f"client {concept.upper()} mean {_ms(client_s)} vs the server's own {_ms(server_s)} {_where(ctx)}: "
                   f"{gap_ms:.0f} ms spent outside the engine (network, gateway, auth, client)"]
