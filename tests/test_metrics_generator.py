@@ -96,7 +96,7 @@ def test_scraper_greenlet_runs_and_stops_bounded(tmp_path, exporter):
     gevent.sleep(0.7)
     started = time.monotonic()
     handle.stop()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # bounded (a hang is the failure), not a speed check
     with open(tmp_path / SERVER_METRICS) as f:
         table = list(csv.reader(f))
     assert tuple(table[0]) == SERVER_METRIC_COLUMNS
