@@ -45,8 +45,16 @@ def _on_init(environment, **_) -> None:
     if isinstance(runner, MasterRunner):
         runner.register_message(RECORDS_MSG, collector.on_records)
         collector.flush = FlushCoordinator(runner)
+        from loadline.selfcheck import install_master
+
+        install_master(environment)  # workers' CPU / loop-lag rows arrive with their reports
     else:
         _start_selfcheck(environment, worker_id())
+    port = int(getattr(environment.parsed_options, "metrics_port", 0) or 0)
+    if port:
+        from loadline.exporter import install as install_exporter
+
+        install_exporter(environment, port)
     if environment.web_ui is not None:
         from loadline.webui import install_tab
 
@@ -58,6 +66,7 @@ def _on_test_start(environment, **_) -> None:
     environment.loadline_settings = None
     try:
         environment.loadline_settings = loadline_options.UserSettings.from_options(environment.parsed_options)
+        scrape_urls = _scrape_urls(environment)
     except UsageError as exc:
         # Users see INVALID and stop quietly (StopUser); the master or local runner quits.
         environment.loadline_settings = INVALID
@@ -71,7 +80,11 @@ def _on_test_start(environment, **_) -> None:
         return
     collector: RunCollector = environment.loadline_collector
     run_dir = collector.start()
-    _start_sidecars(environment, collector, run_dir)
+    if scrape_urls:
+        from loadline.scraper import start_scraper
+
+        interval = float(getattr(environment.parsed_options, "scrape_interval", 5.0))
+        collector.sidecars.append(start_scraper(run_dir, scrape_urls, interval))
 
 
 @events.test_stop.add_listener
@@ -84,16 +97,13 @@ def _on_test_stop(environment, **_) -> None:
         collector.stop()
 
 
-def _start_sidecars(environment, collector: RunCollector, run_dir) -> None:
-    """Scraper of the target's /metrics (and extra URLs), started per run on the master."""
-    try:
-        from loadline.scraper import scrape_targets, start_scraper
-    except ImportError:
-        return
-    o = environment.parsed_options
-    urls = scrape_targets(getattr(o, "scrape_url", ""), environment.host)
-    if urls:
-        collector.sidecars.append(start_scraper(run_dir, urls, float(getattr(o, "scrape_interval", 5.0))))
+def _scrape_urls(environment) -> dict[str, str]:
+    """Prometheus endpoints the master scrapes: the target's /metrics plus --scrape-url extras."""
+    if isinstance(environment.runner, WorkerRunner):
+        return {}
+    from loadline.scraper import scrape_targets
+
+    return scrape_targets(getattr(environment.parsed_options, "scrape_url", ""), environment.host)
 
 
 def _start_selfcheck(environment, worker_id: str) -> None:

@@ -155,6 +155,8 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
         cmd += ["--processes", str(args.workers)]
     if args.slo:
         cmd += ["--slo-file", args.slo]
+    # A time-scaled phase lasts seconds: scrape often enough to see it (later --scrape-interval wins).
+    cmd += ["--scrape-interval", f"{max(0.5, 5.0 / args.time_scale):g}"]
     return cmd + list(args.locust_args)
 
 

@@ -89,11 +89,17 @@ class _TimedReads:
                 return
             yield data
         while True:
+            before = perf_counter()
             data = read1(READ_SIZE)
-            self.last_arrival = perf_counter()
             if not data:
+                # The end of the body usually comes in the same packet as the last event: only a
+                # read that had to wait for it moves the end of the response.
+                now = perf_counter()
+                if now - before >= NO_WAIT_S or not self.last_arrival:
+                    self.last_arrival = now
                 self.clean_eof = True
                 return
+            self.last_arrival = perf_counter()
             yield data
 
     def close(self) -> None:  # sseclient's interface

@@ -28,8 +28,11 @@ def run64(tmp_path_factory):
 
 def test_64_streams_timings_match_the_simulators_truth(run64):
     records, truth = requests_table(run64.run_dir), truth_table(run64.run_dir / "truth.jsonl")
-    ttft, e2e = timing_errors(records, truth)
-    assert len(ttft) > 200
+    # 64 concurrent streams: after the ramp (2 s at 32 users/s) and before the stop.
+    start, end = records.start_wall.min() + 3.0, (records.start_wall + records.e2e_ms / 1000).max() - 0.5
+    steady = records[(records.start_wall >= start) & (records.start_wall + records.e2e_ms / 1000 <= end)]
+    ttft, e2e = timing_errors(steady, truth)
+    assert len(ttft) > 150
     assert ttft.quantile(0.5) < 2.0 and ttft.quantile(0.99) < 5.0, ttft.describe()
     assert e2e.quantile(0.5) < 2.0 and e2e.quantile(0.99) < 5.0, e2e.describe()
 
