@@ -7,7 +7,9 @@ Definitions (the report repeats them):
 - rps = ok requests per second of phase duration; output_tokens_per_s = output tokens of ok
   requests per second; goodput_rps = ok requests per second that met every per-request latency
   threshold of the SLO (see `goodput_thresholds`).
-- Latency percentiles are over ok requests only, computed from raw samples with numpy's default
+- Latency percentiles are over ok requests that started before the phase's first cancelled request
+  (see `uncensored`: after it, only fast requests could finish before the stop), computed from raw
+  samples with numpy's default
   linear interpolation (Hyndman-Fan type 7). ITL is pooled per gap: every inter-chunk gap of every
   ok request in the phase is one sample (not a mean of per-request means).
 """
@@ -83,10 +85,23 @@ def _users(phase: pd.Series) -> float:
     return float("nan")
 
 
+def uncensored(rows: pd.DataFrame) -> pd.Series:
+    """Rows that started before the first request a stop or ramp-down cut short (status cancelled).
+
+    Every request that started earlier had finished by then; of those that started later only the
+    fast ones could finish, so their latencies would flatter the phase (survivorship bias).
+    """
+    cancelled = rows.loc[rows["status"] == "cancelled", "start_wall"]
+    if cancelled.empty:
+        return pd.Series(True, index=rows.index)
+    return rows["start_wall"] < cancelled.min()
+
+
 def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Raw latency samples of the ok requests of one phase: e2e/ttft/tpot in ms, itl in int us."""
+    """Raw latency samples of the ok, uncensored requests of one phase: e2e/ttft/tpot in ms, itl in int us."""
     where = assign_phases(run) if where is None else where
-    rows = run.requests[(where == position) & (run.requests["status"] == "ok").to_numpy()]
+    rows = run.requests[where == position]
+    rows = rows[uncensored(rows) & (rows["status"] == "ok")]
     samples = {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
     samples["itl"] = pooled_itl_us(rows["itl_us"])  # int32 us: a quarter of the memory of float64 ms
     return samples

@@ -90,3 +90,14 @@ def test_pooled_itl_parses_across_chunks():
     gaps = pooled_itl_us(values)
     assert gaps.size == 6 * 30_000
     assert gaps.sum() == 21 * 30_000
+
+
+def test_requests_started_after_the_first_cut_stream_are_left_out_of_percentiles():
+    import pandas as pd
+
+    from analysis.stats import uncensored
+
+    rows = pd.DataFrame({"start_wall": [1.0, 2.0, 3.0, 4.0, 5.0],
+                         "status": ["ok", "ok", "cancelled", "ok", "cancelled"]})
+    assert uncensored(rows).tolist() == [True, True, False, False, False]
+    assert uncensored(rows[rows.status == "ok"]).all()
