@@ -5,8 +5,11 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test install browser
 
+# A stepped test (2, 4, 8, 16... users until the SLO breaks) against the small simulated engine,
+# 20x faster than real time (about a minute); the report is in model time.
 demo: install
-	$(BIN)/loadline run --shape stepped --time-scale 20 --sim-profile tiny
+	$(BIN)/loadline run --shape stepped --time-scale 20 --sim-profile tiny --scenario single \
+	  -- --step-start-users 2 --event-interval 1 --max-tokens 64
 
 test: install browser
 	$(BIN)/python -m pytest -q

@@ -62,7 +62,7 @@ def _headroom(ctx: Context) -> Finding:
         rps = peak.get("rps")
         f.evidence.append(
             f"no limit reached up to {peak.get('label')}: latency within {ctx.th.latency_rise:g}x of the baseline, "
-            f"error rate below {ctx.th.error_rate:.0%}" + (f", {float(rps):.2f} req/s" if pd.notna(rps) else ""))
+            f"error rate below {ctx.th.error_rate:.0%}" + (f", {float(rps) / ctx.time_scale:.2f} req/s" if pd.notna(rps) else ""))
     else:
         f.evidence.append("no phase with traffic: nothing was loaded, so no limit was seen")
     f.actions = ["raise the load (more users or a higher step) until a limit shows, to find the real capacity"]

@@ -135,8 +135,12 @@ def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float)
 
 
 def find_limit(phases: pd.DataFrame, baseline: pd.Series, th: Thresholds, floor_ms: float,
-               requests: pd.DataFrame | None = None) -> tuple[Limit, int]:
-    """The first phase where latency, errors or throughput show a limit; (Limit, its position)."""
+               requests: pd.DataFrame | None = None, scale: float = 1.0) -> tuple[Limit, int]:
+    """The first phase where latency, errors or throughput show a limit; (Limit, its position).
+
+    `phases` is in wall time; `scale` (the run's time scale) only converts the numbers quoted in
+    the reasons to model time.
+    """
     prev = None
     for pos in range(len(phases)):
         row = phases.iloc[pos]
@@ -146,12 +150,13 @@ def find_limit(phases: pd.DataFrame, baseline: pd.Series, th: Thresholds, floor_
             err = _num(row.get("error_rate"))
         if err is not None and err >= th.error_rate:
             reasons.append(f"{err:.1%} of requests failed in {row['label']} (invalid-request 4xx excluded)")
-        for metric in ("ttft", "e2e"):
-            col = f"{metric}_p50_ms"
+        # the median first, then the tail: queueing often shows in P95 well before it moves the median
+        for metric, stat in (("ttft", "p50"), ("e2e", "p50"), ("ttft", "p95"), ("e2e", "p95")):
+            col = f"{metric}_{stat}_ms"
             base, now = _num(baseline.get(col)), _num(row.get(col))
             if base and now and now / base >= th.latency_rise and now - base >= floor_ms:
-                reasons.append(f"{metric.upper()} p50 {now:.0f} ms in {row['label']} vs {base:.0f} ms "
-                               f"at baseline ({now / base:.1f}x)")
+                reasons.append(f"{metric.upper()} {stat} {now * scale:.0f} ms in {row['label']} vs "
+                               f"{base * scale:.0f} ms at baseline ({now / base:.1f}x)")
                 break
         if prev is not None:
             u0, u1 = _users(prev), _users(row)
@@ -163,7 +168,8 @@ def find_limit(phases: pd.DataFrame, baseline: pd.Series, th: Thresholds, floor_
             slower = bool(e0 and e1 and e1 / e0 >= th.flat_latency_growth)
             if enough and slower and u0 > 0 and r0 and r1 is not None and u1 / u0 >= th.users_growth \
                     and r1 / r0 < th.throughput_gain:
-                reasons.append(f"throughput flat: {r1:.2f} req/s at {u1:.0f} users vs {r0:.2f} at {u0:.0f} users")
+                reasons.append(f"throughput flat: {r1 / scale:.2f} req/s at {u1:.0f} users vs {r0 / scale:.2f} "
+                               f"at {u0:.0f} users")
         if reasons:
             return Limit(True, str(row["label"]), reasons), pos
         if _users(row) >= (_users(prev) if prev is not None else 0):
@@ -181,7 +187,7 @@ def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | N
     users = phases.apply(_users, axis=1) if len(phases) else pd.Series(dtype=float)
     baseline = phases.loc[users.idxmin()] if len(phases) else pd.Series(dtype=object)
     requests = getattr(run, "requests", None)
-    limit, pos = find_limit(phases, baseline, th, floor, requests) if len(phases) else (Limit(False), -1)
+    limit, pos = find_limit(phases, baseline, th, floor, requests, scale) if len(phases) else (Limit(False), -1)
     if pos < 0:
         pos = int(np.flatnonzero(users.to_numpy() == users.max())[-1]) if len(phases) else -1
     if pos >= 0:
