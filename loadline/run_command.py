@@ -58,16 +58,17 @@ def main(args: argparse.Namespace) -> int:
     sim: SimProcess | None = None
     try:
         try:
-            host = args.host
+            host, admin_url = args.host, ""
             if not host:
                 sim = start_simulator(_sim_args(args, run_dir), log_path=run_dir / "simulator.log")
                 host = sim.url
+                admin_url = sim.admin_url
                 print(f"loadline: embedded simulator at {host}", file=sys.stderr)
             _preflight(host)
         except UsageError:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no empty run folder behind
             raise
-        code = _run_locust(_locust_command(args, host, run_dir, conf_locustfile), args)
+        code = _run_locust(_locust_command(args, host, run_dir, conf_locustfile, admin_url), args)
     finally:
         if sim is not None:
             sim.stop()
@@ -110,7 +111,8 @@ def _conf_value(path: str | None, key: str) -> str:
 
 
 def _sim_args(args: argparse.Namespace, run_dir: Path) -> list[str]:
-    out = ["--truth", str(run_dir / runfolder.TRUTH), "--time-scale", str(args.time_scale)]
+    # --admin: drills' stage fault actions (shapes/drill.py) reach it through --sim-admin-url
+    out = ["--truth", str(run_dir / runfolder.TRUTH), "--time-scale", str(args.time_scale), "--admin"]
     if args.sim_profile:
         out += ["--profile", args.sim_profile]
     for option in args.sim_option:
@@ -129,7 +131,8 @@ def _preflight(host: str) -> None:
         raise UsageError(f"target {host} is unreachable: {reason}") from None
 
 
-def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_locustfile: str) -> list[str]:
+def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_locustfile: str,
+                    admin_url: str = "") -> list[str]:
     files = []
     if conf_locustfile and not (args.scenario or args.shape):
         # Profiles name their files relative to the repo root (as Locust expects); make them work
@@ -155,6 +158,8 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
         cmd += ["--processes", str(args.workers)]
     if args.slo:
         cmd += ["--slo-file", args.slo]
+    if admin_url:
+        cmd += ["--sim-admin-url", admin_url]
     # A time-scaled phase lasts seconds: scrape often enough to see it (later --scrape-interval wins).
     cmd += ["--scrape-interval", f"{max(0.5, 5.0 / args.time_scale):g}"]
     return cmd + list(args.locust_args)

@@ -14,12 +14,14 @@ from pathlib import Path
 from loadline.errors import UsageError
 
 READY_PREFIX = "loadline-sim listening on "
+ADMIN_PREFIX = "loadline-sim admin on "  # second line, with --admin
 
 
 @dataclass
 class SimProcess:
     proc: subprocess.Popen
     url: str
+    admin_url: str = ""  # set when started with --admin
 
     def stop(self, timeout: float = 5.0) -> int | None:
         if self.proc.poll() is None:
@@ -58,7 +60,17 @@ def start_simulator(args: list[str], log_path: Path | None = None, startup_timeo
         proc.wait(5)
         detail = _last_line(log_path) or first.strip() or f"exit code {proc.returncode}"
         raise UsageError(f"the simulator did not start: {detail}")
-    return SimProcess(proc, first[len(READY_PREFIX):].strip())
+    sim = SimProcess(proc, first[len(READY_PREFIX):].strip())
+    if "--admin" in args:
+        try:
+            second = lines.get(timeout=startup_timeout)
+        except queue.Empty:
+            second = ""
+        if not second.startswith(ADMIN_PREFIX):
+            sim.stop()
+            raise UsageError(f"the simulator did not announce its admin API (got {second.strip()!r})")
+        sim.admin_url = second[len(ADMIN_PREFIX):].strip()
+    return sim
 
 
 def _last_line(path: Path | None) -> str:
