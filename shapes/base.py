@@ -18,7 +18,8 @@ from locust import LoadTestShape
 
 from loadline import runfolder
 from loadline.errors import UsageError
-from shapes.options import time_scale
+from shapes.drill import ActionRunner
+from shapes.options import read, time_scale
 from shapes.phase import Phase, scaled, spawn_rate_for
 from shapes.timeline import Timeline, activate
 
@@ -61,6 +62,7 @@ class PhasedShape(LoadTestShape):
         super().__init__()
         self.clock = SystemClock()
         self.state: RunState | None = None  # None until the first tick of a run
+        self.actions = ActionRunner()  # drill fault actions of phases (shapes.drill)
 
     @abstractmethod
     def plan(self, options: Any) -> list[Phase]:
@@ -130,8 +132,12 @@ class PhasedShape(LoadTestShape):
         else:
             rate = spawn_rate_for(previous_users, phase)
         state.index, state.entered_at, state.last_tick = index, self.clock.monotonic(), (phase.target_users, rate)
-        state.timeline.begin(index, phase.label, phase.kind, phase.target_users, rate,
-                           self.users_now(), self.clock.wall(), phase.duration_s)
+        row = state.timeline.begin(index, phase.label, phase.kind, phase.target_users, rate,
+                                   self.users_now(), self.clock.wall(), phase.duration_s)
+        if phase.actions:
+            timeline = state.timeline
+            self.actions.start(read(self.options, "sim_admin_url"), phase.label, phase.actions,
+                               lambda text: timeline.annotate(row, text))
 
     def _stop(self, reason: str) -> None:
         """End the test because of `reason`: note it on the phase, the console and the manifest."""

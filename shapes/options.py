@@ -68,6 +68,8 @@ OPTIONS: tuple[ShapeOption, ...] = (
     ShapeOption("--soak-window", 600.0, "Soak: a phase marker every this many seconds (drift per window)"),
     # stages
     ShapeOption("--stages-file", "", "Stages: TOML file of [[stage]] duration/users/spawn_rate entries"),
+    # drills (shapes/drill.py)
+    ShapeOption("--sim-admin-url", "", "Drills: the simulator's admin API URL for stage fault actions (loadline run sets it)"),
 )
 DEFAULTS: dict[str, Any] = {o.dest: o.default for o in OPTIONS}
 

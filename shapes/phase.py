@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from shapes.drill import FaultAction
+
 # The kinds analysis can group by (loadline.runfolder.PHASE_COLUMNS documents the same list).
 KINDS = ("baseline", "step", "ramp", "burst", "recover", "hold", "soak-window", "stage")
 
@@ -22,6 +24,7 @@ class Phase:
     ramp_s: float = 0.0  # reach the target over this many seconds; 0 = as fast as the runner allows
     spawn_rate: float | None = None  # explicit users/s (stages files); wins over ramp_s
     judged: bool = False  # the stepped stop rule evaluates this phase when it ends
+    actions: tuple[FaultAction, ...] = ()  # drill fault actions run when the phase begins (shapes.drill)
 
 
 def users_text(n: int) -> str:

@@ -11,6 +11,7 @@ Stage file (TOML), e.g. configs/stages/traffic-surprise.toml:
     duration = "5m"        # seconds, or a Locust time span: "90s", "5m", "1h30m"
     users = 4
     spawn_rate = 4         # optional users/s; default: the whole change within about a second
+    kill_replica = 0       # optional drill fault actions when the stage begins (see shapes/drill.py)
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from locust.util.timespan import parse_timespan
 
 from loadline.errors import UsageError
 from shapes.base import PhasedShape
+from shapes.drill import DRILL_KEYS, parse_actions
 from shapes.options import read, require
 from shapes.phase import KINDS, Phase, users_text
 
 MAX_STAGES = 1000
-STAGE_KEYS = {"label", "kind", "duration", "users", "spawn_rate"}
+STAGE_KEYS = {"label", "kind", "duration", "users", "spawn_rate"} | DRILL_KEYS
 
 
 def parse_duration(value: Any, where: str) -> float:
@@ -61,7 +63,8 @@ def stage_phase(n: int, entry: Any, where: str) -> Phase:
     kind = entry.get("kind", "stage")
     require(kind in KINDS, f"{where}: kind must be one of {', '.join(KINDS)}")
     label = str(entry.get("label") or f"stage-{n} ({users_text(users)})")
-    return Phase(label, kind, parse_duration(entry["duration"], where), users, spawn_rate=rate)
+    return Phase(label, kind, parse_duration(entry["duration"], where), users, spawn_rate=rate,
+                 actions=parse_actions(entry, where))
 
 
 def load_stages(path: str | Path) -> list[Phase]:

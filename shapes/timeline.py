@@ -90,10 +90,17 @@ class Timeline:
         row.end_wall, row.users_end = wall, users_now
         if not note and wall - row.start_wall < _CUT_SHORT * self._open_planned_s:
             note = "cut short"
-        row.note = note
+        row.note = "; ".join(text for text in (row.note, note) if text)
         self.rows.append(row)
         self.flush()
         return row
+
+    def annotate(self, row: PhaseRow, text: str) -> None:
+        """Add `text` to a phase's note (drill action outcomes); too late once the row is written."""
+        if any(row is written for written in self.rows[:self._written]):
+            logger.warning("phase %s was already written; its note misses: %s", row.label, text)
+            return
+        row.note = "; ".join(part for part in (row.note, text) if part)
 
     def close(self, users_now: int, wall: float, note: str = "") -> None:
         """End the run's timeline; safe to call more than once."""

@@ -1,0 +1,145 @@
+"""Fault actions for drills: a stage may kill a replica or switch a fault on when it begins.
+
+The actions go to the embedded simulator's admin API (`loadline sim --admin`, docs/simulator.md),
+whose base URL is `--sim-admin-url` (`loadline run` fills it in). Against a real service there is
+no admin API: inject the fault yourself (kill a pod, drain a node) at the stage's start time.
+
+Stage keys (configs/stages/drill-kill-replica.toml):
+
+    kill_replica = 0           # POST /admin/replicas/0/kill
+    restart_after_s = 30       # ...with {"restart_after_s": 30} (model seconds); default: the sim's delay
+    faults = {error_rate = 0.2}  # POST /admin/faults (any subset); faults = "clear" switches all off
+    actions = [{post = "/admin/replicas/1/restart", body = {restart_after_s = 5}}]   # anything else
+
+Actions run once, in order, when the stage begins, on the master in their own greenlet (tick()
+never waits on the network), each with a short timeout. The outcome is logged in one line and
+added to the phase's `note` in phases.csv (`fault: POST /admin/replicas/0/kill ok`); a failing
+action never stops the run. analysis/recovery.py reads these notes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from loadline.errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+DRILL_KEYS = {"kill_replica", "restart_after_s", "faults", "actions"}
+NOTE_PREFIX = "fault: "  # phases.csv note of every action outcome; analysis/recovery.py matches it
+ACTION_TIMEOUT_S = 3.0
+MAX_ACTIONS = 20
+
+
+@dataclass(frozen=True)
+class FaultAction:
+    path: str  # under the admin base URL, e.g. "/admin/replicas/0/kill"
+    body: str = "{}"  # JSON text (a string keeps the frozen Phase hashable)
+
+    def describe(self) -> str:
+        return f"POST {self.path}" + ("" if self.body == "{}" else f" {self.body}")
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise UsageError(message)
+
+
+def _action(path: Any, body: Any, where: str) -> FaultAction:
+    _require(isinstance(path, str) and path.startswith("/admin/") and " " not in path,
+             f"{where}: an action's post must be an admin path like \"/admin/replicas/0/kill\"")
+    _require(isinstance(body, dict), f"{where}: an action's body must be a table, e.g. {{restart_after_s = 30}}")
+    return FaultAction(path, json.dumps(body, sort_keys=True))
+
+
+def parse_actions(entry: dict, where: str) -> tuple[FaultAction, ...]:
+    """The fault actions of one [[stage]] table (empty when it has none); UsageError when malformed."""
+    actions: list[FaultAction] = []
+    if "kill_replica" in entry:
+        replica = entry["kill_replica"]
+        _require(isinstance(replica, int) and not isinstance(replica, bool) and replica >= 0,
+                 f"{where}: kill_replica must be a replica index >= 0")
+        body: dict = {}
+        if "restart_after_s" in entry:
+            delay = entry["restart_after_s"]
+            _require(isinstance(delay, (int, float)) and not isinstance(delay, bool) and delay >= 0,
+                     f"{where}: restart_after_s must be a number of seconds >= 0")
+            body["restart_after_s"] = delay
+        actions.append(FaultAction(f"/admin/replicas/{replica}/kill", json.dumps(body)))
+    else:
+        _require("restart_after_s" not in entry, f"{where}: restart_after_s goes with kill_replica")
+    if "faults" in entry:
+        faults = entry["faults"]
+        if faults == "clear":
+            actions.append(FaultAction("/admin/faults/clear"))
+        else:
+            _require(isinstance(faults, dict) and faults,
+                     f"{where}: faults must be a table like {{error_rate = 0.2}} or \"clear\"")
+            actions.append(_action("/admin/faults", faults, where))
+    extra = entry.get("actions", [])
+    _require(isinstance(extra, list), f"{where}: actions must be a list of {{post = PATH, body = {{...}}}}")
+    for item in extra:
+        _require(isinstance(item, dict) and set(item) <= {"post", "body"} and "post" in item,
+                 f"{where}: each action is {{post = \"/admin/...\", body = {{...}}}}")
+        actions.append(_action(item["post"], item.get("body", {}), where))
+    _require(len(actions) <= MAX_ACTIONS, f"{where}: more than {MAX_ACTIONS} actions")
+    return tuple(actions)
+
+
+def post(admin_url: str, action: FaultAction, timeout: float = ACTION_TIMEOUT_S) -> str:
+    """Send one action; "ok" or "failed: <reason>" (never raises)."""
+    request = urllib.request.Request(admin_url.rstrip("/") + action.path, data=action.body.encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read(65536)
+        return "ok"
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(300).decode("utf-8", "replace").strip().replace("\n", " ")
+        return f"failed: HTTP {exc.code} {detail}".rstrip()
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return f"failed: {getattr(exc, 'reason', exc)}"
+
+
+def _gevent_spawn(function: Callable[[], None]) -> None:
+    import gevent  # only the master running a drill needs it
+
+    gevent.spawn(function)
+
+
+class ActionRunner:
+    """Runs a phase's actions off the shape's tick; `spawn` and `send` are swappable for tests."""
+
+    def __init__(self, spawn: Callable[[Callable[[], None]], Any] = _gevent_spawn,
+                 send: Callable[[str, FaultAction], str] = post):
+        self.spawn = spawn
+        self.send = send
+        self.warned = False
+
+    def start(self, admin_url: str, label: str, actions: tuple[FaultAction, ...],
+              annotate: Callable[[str], None]) -> None:
+        """Begin the actions of the phase `label`; `annotate(text)` adds to that phase's note."""
+        if not actions:
+            return
+        if not admin_url:
+            if not self.warned:
+                logger.warning("the stages carry fault actions but there is no --sim-admin-url: running "
+                               "without them (against a real service, inject the faults yourself)")
+                self.warned = True
+            annotate(NOTE_PREFIX + "skipped (no --sim-admin-url)")
+            return
+        self.spawn(lambda: self._run(admin_url, label, actions, annotate))
+
+    def _run(self, admin_url: str, label: str, actions: tuple[FaultAction, ...],
+             annotate: Callable[[str], None]) -> None:
+        for action in actions:
+            outcome = self.send(admin_url, action)
+            log = logger.info if outcome == "ok" else logger.warning
+            log("Fault action at %s: %s -> %s", label, action.describe(), outcome)
+            annotate(f"{NOTE_PREFIX}{action.describe()} {outcome}")
