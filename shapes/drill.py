@@ -10,16 +10,19 @@ Stage keys (configs/stages/drill-kill-replica.toml):
     restart_after_s = 30       # ...with {"restart_after_s": 30} (model seconds); default: the sim's delay
     faults = {error_rate = 0.2}  # POST /admin/faults (any subset); faults = "clear" switches all off
     actions = [{post = "/admin/replicas/1/restart", body = {restart_after_s = 5}}]   # anything else
+    fault_after_s = 10         # optional: act this many seconds into the stage (time-scaled), not at once
 
-Actions run once, in order, when the stage begins, on the master in their own greenlet (tick()
+Actions run once, in order, when the stage begins (or `fault_after_s` later), on the master in their own greenlet (tick()
 never waits on the network), each with a short timeout. The outcome is logged in one line and
-added to the phase's `note` in phases.csv (`fault: POST /admin/replicas/0/kill ok`); a failing
-action never stops the run. analysis/recovery.py reads these notes.
+added to the phase's `note` in phases.csv with the wall-clock moment it was sent
+(`fault: POST /admin/replicas/0/kill ok (t=1796033913.454)`); a failing action never stops the run. analysis/recovery.py reads these notes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 import logging
 import urllib.error
 import urllib.request
@@ -31,7 +34,7 @@ from loadline.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
-DRILL_KEYS = {"kill_replica", "restart_after_s", "faults", "actions"}
+DRILL_KEYS = {"kill_replica", "restart_after_s", "faults", "actions", "fault_after_s"}
 NOTE_PREFIX = "fault: "  # phases.csv note of every action outcome; analysis/recovery.py matches it
 ACTION_TIMEOUT_S = 3.0
 MAX_ACTIONS = 20
@@ -41,6 +44,7 @@ MAX_ACTIONS = 20
 class FaultAction:
     path: str  # under the admin base URL, e.g. "/admin/replicas/0/kill"
     body: str = "{}"  # JSON text (a string keeps the frozen Phase hashable)
+    after_s: float = 0.0  # seconds after the phase began (already time-scaled once the phase is)
 
     def describe(self) -> str:
         return f"POST {self.path}" + ("" if self.body == "{}" else f" {self.body}")
@@ -58,8 +62,17 @@ def _action(path: Any, body: Any, where: str) -> FaultAction:
     return FaultAction(path, json.dumps(body, sort_keys=True))
 
 
-def parse_actions(entry: dict, where: str) -> tuple[FaultAction, ...]:
+def parse_actions(entry: dict, where: str, duration_s: float) -> tuple[FaultAction, ...]:
     """The fault actions of one [[stage]] table (empty when it has none); UsageError when malformed."""
+    actions = _parse(entry, where)
+    after = entry.get("fault_after_s", 0.0)
+    _require(isinstance(after, (int, float)) and not isinstance(after, bool) and 0 <= after < duration_s,
+             f"{where}: fault_after_s must be >= 0 and shorter than the stage")
+    _require(bool(actions) or "fault_after_s" not in entry, f"{where}: fault_after_s without an action")
+    return tuple(dataclasses.replace(action, after_s=float(after)) for action in actions)
+
+
+def _parse(entry: dict, where: str) -> list[FaultAction]:
     actions: list[FaultAction] = []
     if "kill_replica" in entry:
         replica = entry["kill_replica"]
@@ -89,7 +102,7 @@ def parse_actions(entry: dict, where: str) -> tuple[FaultAction, ...]:
                  f"{where}: each action is {{post = \"/admin/...\", body = {{...}}}}")
         actions.append(_action(item["post"], item.get("body", {}), where))
     _require(len(actions) <= MAX_ACTIONS, f"{where}: more than {MAX_ACTIONS} actions")
-    return tuple(actions)
+    return actions
 
 
 def post(admin_url: str, action: FaultAction, timeout: float = ACTION_TIMEOUT_S) -> str:
@@ -113,13 +126,22 @@ def _gevent_spawn(function: Callable[[], None]) -> None:
     gevent.spawn(function)
 
 
+def _gevent_sleep(seconds: float) -> None:
+    import gevent
+
+    gevent.sleep(seconds)
+
+
 class ActionRunner:
     """Runs a phase's actions off the shape's tick; `spawn` and `send` are swappable for tests."""
 
     def __init__(self, spawn: Callable[[Callable[[], None]], Any] = _gevent_spawn,
-                 send: Callable[[str, FaultAction], str] = post):
+                 send: Callable[[str, FaultAction], str] = post,
+                 sleep: Callable[[float], None] = _gevent_sleep, wall: Callable[[], float] = time.time):
         self.spawn = spawn
         self.send = send
+        self.sleep = sleep
+        self.wall = wall
         self.warned = False
 
     def start(self, admin_url: str, label: str, actions: tuple[FaultAction, ...],
@@ -138,8 +160,13 @@ class ActionRunner:
 
     def _run(self, admin_url: str, label: str, actions: tuple[FaultAction, ...],
              annotate: Callable[[str], None]) -> None:
+        waited = 0.0
         for action in actions:
+            if action.after_s > waited:
+                self.sleep(action.after_s - waited)
+                waited = action.after_s
+            sent_at = self.wall()
             outcome = self.send(admin_url, action)
             log = logger.info if outcome == "ok" else logger.warning
             log("Fault action at %s: %s -> %s", label, action.describe(), outcome)
-            annotate(f"{NOTE_PREFIX}{action.describe()} {outcome}")
+            annotate(f"{NOTE_PREFIX}{action.describe()} {outcome} (t={sent_at:.3f})")

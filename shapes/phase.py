@@ -34,8 +34,10 @@ def users_text(n: int) -> str:
 def scaled(phase: Phase, time_scale: float) -> Phase:
     """The same phase run `time_scale` times faster: durations shrink, explicit rates grow."""
     rate = None if phase.spawn_rate is None else phase.spawn_rate * time_scale
+    actions = tuple(dataclasses.replace(a, after_s=a.after_s / time_scale) for a in phase.actions)
     return dataclasses.replace(
-        phase, duration_s=phase.duration_s / time_scale, ramp_s=phase.ramp_s / time_scale, spawn_rate=rate
+        phase, duration_s=phase.duration_s / time_scale, ramp_s=phase.ramp_s / time_scale, spawn_rate=rate,
+        actions=actions,
     )
 
 

@@ -63,8 +63,8 @@ def stage_phase(n: int, entry: Any, where: str) -> Phase:
     kind = entry.get("kind", "stage")
     require(kind in KINDS, f"{where}: kind must be one of {', '.join(KINDS)}")
     label = str(entry.get("label") or f"stage-{n} ({users_text(users)})")
-    return Phase(label, kind, parse_duration(entry["duration"], where), users, spawn_rate=rate,
-                 actions=parse_actions(entry, where))
+    duration = parse_duration(entry["duration"], where)
+    return Phase(label, kind, duration, users, spawn_rate=rate, actions=parse_actions(entry, where, duration))
 
 
 def load_stages(path: str | Path) -> list[Phase]:
