@@ -18,6 +18,7 @@ PROFILES = {  # profile -> (shape, planned minutes)
     "soak": ("soak", 121.0),
     "burst": ("pulse", 14.0),
     "traffic-surprise": ("stages", 15.0),
+    "drill-kill-replica": ("stages", 11.0),
 }
 
 
