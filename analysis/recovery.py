@@ -1,0 +1,233 @@
+"""Recovery after a surge or a fault: how long until latency and errors were back to normal.
+
+The drill question (DOMAIN.md "traffic surprise"): at low but non-zero traffic, triple it at once,
+kill an instance, and check that the service recovers within seconds. Pure functions: request
+records and the phase timeline in, one dict per event out.
+
+An **event** is a phase whose target users are at least `surge_factor` x the previous phase's
+(a surge; the previous phase must have had users) and/or a phase whose note records a fault action
+sent by shapes/drill.py (`fault: POST /admin/replicas/0/kill ok (t=...)`). For each event:
+
+- baseline: P95 TTFT, P95 E2E and error rate of the preceding phase (ok requests; errors / (ok + errors));
+- the recovery clock starts at the *last* disturbance in the phase: the phase start for a surge, the
+  moment the last successful fault action was sent when there was one;
+- from there, records are cut into windows of `window_s` model seconds by start time; a window is
+  **healthy** when it has ok requests, its own error rate is no higher than the baseline's, and its
+  rolling P95 TTFT and P95 E2E are each within `latency_factor` x baseline or under the SLO's P95
+  limit (whichever is looser: a tripled load may settle above the old latency yet inside the SLO).
+  The rolling P95 of a window is over the ok requests started in it and, when those are fewer than
+  `min_samples`, in as many preceding windows (after the disturbance) as it takes: a P95 of three
+  samples is their maximum, and one slow request would otherwise read as "not recovered";
+- impact_s = start of the first unhealthy window (None: no visible impact, recovery_s = 0);
+  recovery_s = start of the first healthy window after it that begins a run of healthy windows
+  lasting `hold_s` (model seconds), measured from the disturbance; None when that never happens
+  before the phase ends (recovered = False). Resolution: one window. Waiting for the first bad
+  window matters: after a kill the survivors' queues take a while to build up, and healthy windows
+  before that are not a recovery. relapse_s = unhealthy window time after the recovery.
+- peak P95s and error rate over every window of the phase, failed requests by error class.
+
+Times are model time (analysis/timescale.py): wall seconds x scale, latencies x scale.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from shapes.drill import NOTE_PREFIX
+
+_SENT_AT = re.compile(r"\(t=([0-9.]+)\)$")
+MAX_WINDOWS = 100_000  # bounds the window loop on absurd inputs (a 2 s window over ~2 days)
+
+
+@dataclass(frozen=True)
+class RecoveryRule:
+    window_s: float = 2.0  # model seconds per window
+    hold_s: float = 10.0  # model seconds the healthy windows must last to call it recovered
+    latency_factor: float = 1.5  # "back to normal" = within this x the baseline's P95 (or under the SLO)
+    surge_factor: float = 2.0  # a phase whose target is >= this x the previous one's is a surge
+    min_samples: int = 10  # ok requests behind a window's rolling P95 (see the module docstring)
+
+
+@dataclass(frozen=True)
+class Event:
+    position: int  # row of the phases table
+    surge_factor: float | None  # target users / previous phase's; None when not a surge
+    faults: tuple[str, ...]  # the phase's fault-action notes
+    disturbance_wall: float  # where the recovery clock starts
+
+
+def fault_notes(note: object) -> list[str]:
+    """The fault-action parts of a phases.csv note."""
+    if not isinstance(note, str):
+        return []
+    return [part.strip()[len(NOTE_PREFIX):] for part in note.split(";") if part.strip().startswith(NOTE_PREFIX)]
+
+
+def find_events(phases: pd.DataFrame, surge_factor: float = RecoveryRule.surge_factor) -> list[Event]:
+    events = []
+    for position in range(len(phases)):
+        phase = phases.iloc[position]
+        factor = None
+        if position > 0 and phase["kind"] in ("burst", "stage"):
+            before, now = phases.iloc[position - 1]["target_users"], phase["target_users"]
+            if pd.notna(before) and pd.notna(now) and before > 0 and now >= surge_factor * before:
+                factor = float(now) / float(before)
+        faults = fault_notes(phase.get("note"))
+        if factor is None and not faults:
+            continue
+        sent = [float(m.group(1)) for f in faults if " ok (t=" in f and (m := _SENT_AT.search(f))]
+        start = float(phase["start_wall"])
+        events.append(Event(position, factor, tuple(faults), max([start, *sent])))
+    return events
+
+
+def _level(rows: pd.DataFrame, scale: float) -> dict[str, float]:
+    """P95 TTFT/E2E (model ms) of ok rows, error rate, counts; cancelled attempts count as neither."""
+    status = rows["status"].astype(str)
+    ok = rows[(status == "ok").to_numpy()]
+    errors = int((status == "error").sum())
+
+    return {"requests": len(ok) + errors, "ok": len(ok), "errors": errors,
+            "error_rate": errors / (len(ok) + errors) if len(ok) + errors else math.nan,
+            "ttft_p95_ms": _p95(ok["ttft_ms"].to_numpy(dtype=float)) * scale,
+            "e2e_p95_ms": _p95(ok["e2e_ms"].to_numpy(dtype=float)) * scale}
+
+
+def windows(requests: pd.DataFrame, start_wall: float, end_wall: float, scale: float = 1.0,
+            window_s: float = RecoveryRule.window_s, min_samples: int = RecoveryRule.min_samples) -> pd.DataFrame:
+    """Per window of `window_s` model seconds from start_wall: t_s (model s from start), the window's
+    own requests/ok/errors/error_rate, and rolling P95 TTFT/E2E in model ms over `samples` ok requests."""
+    width = window_s / scale
+    count = min(MAX_WINDOWS, max(0, math.ceil((end_wall - start_wall) / width - 1e-9)))
+    rows = requests.sort_values("start_wall", kind="stable")
+    starts = rows["start_wall"].to_numpy(dtype=float)
+    status = rows["status"].astype(str).to_numpy()
+    ok_mask = status == "ok"
+    ok_before = np.concatenate([[0], np.cumsum(ok_mask)])  # ok requests before each position
+    ttft, e2e = (rows[c].to_numpy(dtype=float) * scale for c in ("ttft_ms", "e2e_ms"))
+    edges = np.searchsorted(starts, [min(end_wall, start_wall + n * width) for n in range(count + 1)], side="left")
+    out = []
+    for n in range(count):
+        low, high = edges[n], edges[n + 1]
+        first = n  # widen back over earlier windows until the P95 has min_samples ok requests
+        while first > 0 and ok_before[high] - ok_before[edges[first]] < min_samples:
+            first -= 1
+        span = slice(edges[first], high)
+        ok, errors = int(ok_mask[low:high].sum()), int((status[low:high] == "error").sum())
+        out.append({"t_s": n * window_s, "requests": ok + errors, "ok": ok, "errors": errors,
+                    "error_rate": errors / (ok + errors) if ok + errors else math.nan,
+                    "samples": int(ok_before[high] - ok_before[edges[first]]),
+                    "ttft_p95_ms": _p95(ttft[span][ok_mask[span]]), "e2e_p95_ms": _p95(e2e[span][ok_mask[span]])})
+    return pd.DataFrame(out, columns=["t_s", "requests", "ok", "errors", "error_rate", "samples",
+                                      "ttft_p95_ms", "e2e_p95_ms"])
+
+
+def _p95(values: np.ndarray) -> float:
+    values = values[~np.isnan(values)]
+    return float(np.percentile(values, 95)) if values.size else math.nan
+
+
+def limits(baseline: dict, slo_ttft_p95_ms: float | None, slo_e2e_p95_ms: float | None,
+           factor: float = RecoveryRule.latency_factor) -> dict[str, float]:
+    """What counts as "back to normal" (NaN = that metric is not judged)."""
+    def loosest(base: float, slo: float | None) -> float:
+        options = [v for v in (base * factor, slo) if v is not None and not math.isnan(v)]
+        return max(options) if options else math.nan
+
+    rate = baseline.get("error_rate", math.nan)
+    return {"ttft_p95_ms": loosest(baseline["ttft_p95_ms"], slo_ttft_p95_ms),
+            "e2e_p95_ms": loosest(baseline["e2e_p95_ms"], slo_e2e_p95_ms),
+            "error_rate": 0.0 if math.isnan(rate) else rate}
+
+
+def healthy(table: pd.DataFrame, limit: dict[str, float]) -> np.ndarray:
+    good = (table["ok"] > 0).to_numpy() & (table["error_rate"].fillna(0.0) <= limit["error_rate"] + 1e-12).to_numpy()
+    for column in ("ttft_p95_ms", "e2e_p95_ms"):
+        if not math.isnan(limit[column]):
+            good &= (table[column] <= limit[column]).to_numpy()  # NaN (no ok request) is not healthy
+    return good
+
+
+def first_stable(good: np.ndarray, hold_windows: int, after: int = 0) -> int | None:
+    """Index (>= after) of the first window that starts `hold_windows` healthy windows in a row, else None."""
+    run = 0
+    for n in range(after, len(good)):
+        run = run + 1 if good[n] else 0
+        if run >= hold_windows:
+            return n - hold_windows + 1
+    return None
+
+
+def recovery_window(good: np.ndarray, hold_windows: int) -> tuple[int | None, int | None]:
+    """(first unhealthy window, first window of the stable recovery after it); see the module docstring."""
+    bad = np.flatnonzero(~good)
+    if bad.size == 0:
+        return None, 0
+    return int(bad[0]), first_stable(good, hold_windows, int(bad[0]))
+
+
+def _errors_by_class(rows: pd.DataFrame) -> dict[str, int]:
+    failed = rows[rows["status"].astype(str) == "error"]
+    classes = failed["error_class"].fillna("").astype(str).replace("", "unknown")
+    return {name: int(n) for name, n in classes.value_counts().sort_index().items()}
+
+
+def _rounded(level: dict) -> dict:
+    return {k: (round(v, 4) if isinstance(v, float) and not math.isnan(v) else v) for k, v in level.items()}
+
+
+def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, scale: float = 1.0,
+                   slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
+                   rule: RecoveryRule = RecoveryRule()) -> dict:
+    """The recovery entry of one event (see the module docstring); times in model seconds."""
+    phase = phases.iloc[event.position]
+    start, end = float(phase["start_wall"]), float(phase["end_wall"])
+    starts = requests["start_wall"].to_numpy(dtype=float)
+    in_phase = requests[(starts >= start) & (starts < end)]
+    baseline: dict = {"phase": None, "ttft_p95_ms": math.nan, "e2e_p95_ms": math.nan, "error_rate": math.nan}
+    if event.position > 0:
+        before = phases.iloc[event.position - 1]
+        low, high = float(before["start_wall"]), float(before["end_wall"])
+        baseline = {"phase": str(before["label"]), **_level(requests[(starts >= low) & (starts < high)], scale)}
+    limit = limits(baseline, slo_ttft_p95_ms, slo_e2e_p95_ms, rule.latency_factor)
+    after = windows(requests, event.disturbance_wall, end, scale, rule.window_s, rule.min_samples)
+    good = healthy(after, limit)
+    impact, found = recovery_window(good, max(1, math.ceil(rule.hold_s / rule.window_s - 1e-9)))
+    whole = windows(requests, start, end, scale, rule.window_s, rule.min_samples)
+    peak = {c: float(whole[c].max()) if whole[c].notna().any() else math.nan
+            for c in ("ttft_p95_ms", "e2e_p95_ms", "error_rate")}
+    what = [f"surge x{event.surge_factor:g}"] if event.surge_factor else []
+    what += ["fault"] if event.faults else []
+    return {
+        "event": " + ".join(what), "phase": str(phase["label"]), "phase_index": event.position,
+        "users_from": int(phases.iloc[event.position - 1]["target_users"]) if event.position > 0 else None,
+        "users_to": int(phase["target_users"]), "faults": list(event.faults),
+        "disturbance_at_s": round((event.disturbance_wall - start) * scale, 3),
+        "phase_s": round((end - start) * scale, 3),
+        "baseline": _rounded(baseline), "limits": _rounded(limit), "peak": _rounded(peak),
+        "recovered": found is not None,
+        "impact_s": None if impact is None else impact * rule.window_s,
+        "recovery_s": None if found is None else found * rule.window_s,
+        "relapse_s": None if found is None else int((~good[found:]).sum()) * rule.window_s,
+        "window_s": rule.window_s, "hold_s": rule.hold_s,
+        "requests": int((in_phase["status"].astype(str) != "cancelled").sum()),
+        "failed": int((in_phase["status"].astype(str) == "error").sum()),
+        "errors_by_class": _errors_by_class(in_phase),
+        "windows": [_rounded({**row, "healthy": bool(ok)}) for row, ok in zip(after.to_dict("records"), good)],
+    }
+
+
+def recovery(requests: pd.DataFrame, phases: pd.DataFrame, scale: float = 1.0,
+             slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
+             rule: RecoveryRule = RecoveryRule()) -> list[dict]:
+    """One entry per surge or fault event of the run (see the module docstring); [] when none."""
+    if requests.empty or phases.empty or phases["end_wall"].isna().all():
+        return []
+    phases = phases[phases["end_wall"].notna()].reset_index(drop=True)
+    return [event_recovery(requests, phases, event, scale, slo_ttft_p95_ms, slo_e2e_p95_ms, rule)
+            for event in find_events(phases, rule.surge_factor)]
