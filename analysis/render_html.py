@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 
 from analysis import formatting as f
+from analysis.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -76,6 +77,15 @@ def _errors(verdict: dict) -> str:
     return _table(["phase"] + classes, [[escape(str(r["label"]))] + [f.num(r.get(c, 0)) for c in classes] for r in rows])
 
 
+def _recovery(verdict: dict) -> list[str]:
+    entries = verdict.get("recovery") or []
+    if not entries:
+        return []
+    rows = [[escape(cell) for cell in row] for row in recovery_rows(entries)]
+    note = RECOVERY_NOTE.format(window=f.num(entries[0]["window_s"]), hold=f.num(entries[0]["hold_s"]))
+    return ["<h2>Recovery</h2>", _table(RECOVERY_HEADER, rows), f"<p class='muted'>{escape(note)}</p>"]
+
+
 _TESTED = (("run", "run_id"), ("target", "target"), ("shape", "shape"), ("users", "user_classes"),
            ("runner", "runner"), ("workers", "workers"), ("started", "started_at_iso"), ("status", "status"),
            ("stop reason", "stop_reason"), ("git revision", "git_revision"))
@@ -115,6 +125,7 @@ def render_html(verdict: dict, chart_paths: list[Path]) -> str:
         "<h2>Capacity plan</h2>", _mapping(verdict.get("capacity") or {}),
         "<h2>Phases</h2>", _phases(verdict),
         "<h2>Errors by class</h2>", _errors(verdict),
+        *_recovery(verdict),
         "<h2>Charts</h2>", "".join(_image(p) for p in chart_paths) or "<p>No charts.</p>",
     ]
     if verdict.get("chart_problems"):

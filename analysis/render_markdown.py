@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from analysis import formatting as f
+from analysis.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 
 
 def _phases_span(phases: list[dict]) -> float:
@@ -79,6 +80,10 @@ def render_markdown(verdict: dict) -> str:
     if classes:
         lines += ["", "### Errors by class", ""]
         lines += _table([[str(r["label"])] + [f.num(r.get(c, 0)) for c in classes] for r in errors], ["phase"] + classes)
+    entries = verdict.get("recovery") or []
+    if entries:
+        lines += ["", "### Recovery", ""] + _table(recovery_rows(entries), RECOVERY_HEADER)
+        lines += ["", RECOVERY_NOTE.format(window=f.num(entries[0]["window_s"]), hold=f.num(entries[0]["hold_s"]))]
     for note in verdict.get("notes") or []:
         lines += ["", f"Note: {note}."]
     if verdict.get("missing"):

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import charts, gate, knee, server_charts
+from analysis import charts, gate, knee, recovery, server_charts
 from analysis.bottleneck import judge
 from analysis.capacity import plan_from_run
 from analysis.load import RunData, load_run
@@ -78,6 +78,14 @@ def _bottleneck(run: RunData, table: pd.DataFrame) -> dict:
 
 def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> dict:
     return _guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps), {})
+
+
+def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
+    """Surge / fault recovery entries (analysis.recovery), and why they are missing if they failed."""
+    if not run.has_records:
+        return [], []
+    result = _guarded("recovery", lambda: recovery.from_run(run.requests, run.phases, run.manifest, slo), {})
+    return (result, []) if isinstance(result, list) else ([], [result["error"]])
 
 
 def _server_charts(run: RunData, table: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str | None]:
@@ -154,7 +162,9 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     _require_outcomes(run, wall)
     scale = time_scale(run.manifest)
     table = to_model_time(wall, scale)
-    criteria = gate.evaluate(table, slo) + server_criteria(run.server_metrics, slo)
+    recovered, recovery_problems = _recovery(run, slo)
+    criteria = (gate.evaluate(table, slo) + server_criteria(run.server_metrics, slo)
+                + recovery.criteria(recovered, slo.recovery_s_max))
     passed = gate.gate_passed(criteria)
     knee_wall = knee.find_knee(wall) if run.has_records else {"found": False, "reason": "no per-request records"}
     break_point = knee.find_break_point(table, slo)
@@ -167,7 +177,8 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         "safe_operating_point": knee.safe_operating_point(table, break_point, best),
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
-        "missing": list(run.missing) + _consistency(run, wall),
+        "recovery": recovered,
+        "missing": list(run.missing) + _consistency(run, wall) + recovery_problems,
         "notes": [n for n in [timescale_note(scale)] if n],
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }

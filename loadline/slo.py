@@ -29,6 +29,7 @@ class SLO:
     safety_factor: float = 1.5  # required throughput = target_qps x safety_factor
     gpu_memory_max_fraction: float | None = 0.85  # judged only when GPU memory was scraped (DCGM)
     max_oom_restarts: int | None = 0  # serving-process OOM restarts; judged only when scraped
+    recovery_s_max: float | None = None  # drills: surges/faults must recover within this (model s); None = not judged
 
     @classmethod
     def from_file(cls, path: str | Path | None) -> "SLO":

@@ -134,3 +134,27 @@ def test_no_records_or_no_events_give_an_empty_list():
     flat = phases(("a", "stage", 0, 60, 4), ("b", "stage", 60, 120, 4))
     assert recovery(records(0, 120, 5), flat) == []
     assert RecoveryRule().window_s == 2.0
+
+
+def test_recovery_s_max_fails_a_slow_or_missing_recovery_and_ignores_an_unset_limit():
+    from analysis.recovery import criteria
+
+    [four] = recovery(spike_for(4.0), SURGE)
+    [stuck] = recovery(spike_for(60.0), SURGE)
+    assert criteria([four], None) == []
+    assert criteria([four], 5.0)[0].passed is True and criteria([four], 5.0)[0].measured == 4.0
+    assert criteria([four], 3.0)[0].passed is False
+    [never] = criteria([four, stuck], 300.0)
+    assert never.passed is False and "not recovered" in never.where
+    assert criteria([], 5.0)[0].passed is None  # nothing to judge is not a pass or a fail
+
+
+def test_recovery_rows_say_when_and_what_failed():
+    from analysis.recovery import recovery_rows
+
+    note = f"fault: POST /admin/replicas/0/kill ok (t={T0 + 60:.3f})"
+    table = phases(("baseline", "baseline", 0, 60, 4), ("kill", "burst", 60, 120, 12, note))
+    data = pd.concat([records(0, 60, 10), records(60, 61, 4, status="error", error_class="http"),
+                      records(60, 64, 20, ttft_ms=900, e2e_ms=4000), records(64, 120, 20)], ignore_index=True)
+    [row] = recovery_rows(recovery(data, table))
+    assert row[6] == "4 s" and row[7] == "4 (http 4)" and row[8] == "POST /admin/replicas/0/kill ok"
