@@ -12,7 +12,9 @@ sent by shapes/drill.py (`fault: POST /admin/replicas/0/kill ok (t=...)`). For e
 - the recovery clock starts at the *last* disturbance in the phase: the phase start for a surge, the
   moment the last successful fault action was sent when there was one;
 - from there, records are cut into windows of `window_s` model seconds by start time; a window is
-  **healthy** when it has ok requests, its own error rate is no higher than the baseline's, and its
+  **healthy** when it has ok requests, its own error rate is no higher than the baseline's (failed
+  requests count in the window in which they *ended*, when `end_wall` is known: a kill fails the
+  requests already in flight, and that is when the service failed), and its
   rolling P95 TTFT and P95 E2E are each within `latency_factor` x baseline or under the SLO's P95
   limit (whichever is looser: a tripled load may settle above the old latency yet inside the SLO).
   The rolling P95 of a window is over the ok requests started in it and, when those are fewer than
@@ -114,7 +116,11 @@ def windows(requests: pd.DataFrame, start_wall: float, end_wall: float, scale: f
     ok_mask = status == "ok"
     ok_before = np.concatenate([[0], np.cumsum(ok_mask)])  # ok requests before each position
     ttft, e2e = (rows[c].to_numpy(dtype=float) * scale for c in ("ttft_ms", "e2e_ms"))
-    edges = np.searchsorted(starts, [min(end_wall, start_wall + n * width) for n in range(count + 1)], side="left")
+    bounds = [min(end_wall, start_wall + n * width) for n in range(count + 1)]
+    edges = np.searchsorted(starts, bounds, side="left")
+    failed = rows[status == "error"]
+    failed_at = np.sort(failed["end_wall" if "end_wall" in failed else "start_wall"].to_numpy(dtype=float))
+    error_edges = np.searchsorted(failed_at, bounds, side="left")
     out = []
     for n in range(count):
         low, high = edges[n], edges[n + 1]
@@ -122,7 +128,7 @@ def windows(requests: pd.DataFrame, start_wall: float, end_wall: float, scale: f
         while first > 0 and ok_before[high] - ok_before[edges[first]] < min_samples:
             first -= 1
         span = slice(edges[first], high)
-        ok, errors = int(ok_mask[low:high].sum()), int((status[low:high] == "error").sum())
+        ok, errors = int(ok_mask[low:high].sum()), int(error_edges[n + 1] - error_edges[n])
         out.append({"t_s": n * window_s, "requests": ok + errors, "ok": ok, "errors": errors,
                     "error_rate": errors / (ok + errors) if ok + errors else math.nan,
                     "samples": int(ok_before[high] - ok_before[edges[first]]),
@@ -285,7 +291,7 @@ def recovery_rows(entries: list[dict]) -> list[list[str]]:
     return rows
 
 
-RECOVERY_NOTE = ("Model time. Windows of {window} s by request start; healthy = no more errors than the "
+RECOVERY_NOTE = ("Model time. Windows of {window} s by request start (failures by when they ended); healthy = no more errors than the "
                  "baseline and rolling P95 TTFT/E2E within 1.5x the baseline or under the SLO; recovered = "
                  "healthy for {hold} s in a row after the first unhealthy window, counted from the clock start "
                  "(the surge, or the last fault action sent).")

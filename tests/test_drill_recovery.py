@@ -129,6 +129,17 @@ def test_recovery_waits_for_the_first_bad_window():
     assert recovery_window(np.array([True, True]), 5) == (None, 0)
 
 
+def test_failures_count_when_they_ended():
+    note = f"fault: POST /admin/replicas/0/kill ok (t={T0 + 70:.3f})"
+    table = phases(("baseline", "baseline", 0, 60, 4), ("kill", "burst", 60, 120, 12, note))
+    failed = records(68, 70, 2, status="error", error_class="stream_error")
+    failed["end_wall"] = T0 + 70.5  # in flight when the replica died
+    data = pd.concat([records(0, 60, 10), records(60, 120, 20), failed], ignore_index=True)
+    [entry] = recovery(data, table)
+    assert entry["failed"] == 4 and entry["impact_s"] == 0 and entry["recovery_s"] == pytest.approx(2.0)
+    assert entry["windows"][0]["errors"] == 4
+
+
 def test_no_records_or_no_events_give_an_empty_list():
     assert recovery(records(0, 0, 1), SURGE) == []
     flat = phases(("a", "stage", 0, 60, 4), ("b", "stage", 60, 120, 4))
