@@ -23,7 +23,9 @@ sent by shapes/drill.py (`fault: POST /admin/replicas/0/kill ok (t=...)`). For e
 - impact_s = start of the first unhealthy window (None: no visible impact, recovery_s = 0);
   recovery_s = start of the first healthy window after it that begins a run of healthy windows
   lasting `hold_s` (model seconds), measured from the disturbance; None when that never happens
-  before the phase ends (recovered = False). Resolution: one window. Waiting for the first bad
+  before the phase ends (recovered = False). Resolution: one window. baseline_recovery_s is the
+  same without the SLO's allowance: back within `latency_factor` x the baseline itself (a service
+  that stayed inside the SLO on half its replicas recovers at once by the first, not the second). Waiting for the first bad
   window matters: after a kill the survivors' queues take a while to build up, and healthy windows
   before that are not a recovery. relapse_s = unhealthy window time after the recovery.
 - peak P95s and error rate over every window of the phase, failed requests by error class.
@@ -207,7 +209,9 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
     limit = limits(baseline, slo_ttft_p95_ms, slo_e2e_p95_ms, rule.latency_factor)
     after = windows(requests, event.disturbance_wall, end, scale, rule.window_s, rule.min_samples)
     good = healthy(after, limit)
-    impact, found = recovery_window(good, max(1, math.ceil(rule.hold_s / rule.window_s - 1e-9)))
+    hold = max(1, math.ceil(rule.hold_s / rule.window_s - 1e-9))
+    impact, found = recovery_window(good, hold)
+    _, back_to_baseline = recovery_window(healthy(after, limits(baseline, None, None, rule.latency_factor)), hold)
     whole = windows(requests, start, end, scale, rule.window_s, rule.min_samples)
     peak = {c: float(whole[c].max()) if whole[c].notna().any() else math.nan
             for c in ("ttft_p95_ms", "e2e_p95_ms", "error_rate")}
@@ -224,6 +228,7 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
         "impact_s": None if impact is None else impact * rule.window_s,
         "recovery_s": None if found is None else found * rule.window_s,
         "relapse_s": None if found is None else int((~good[found:]).sum()) * rule.window_s,
+        "baseline_recovery_s": None if back_to_baseline is None else back_to_baseline * rule.window_s,
         "window_s": rule.window_s, "hold_s": rule.hold_s,
         "requests": int((in_phase["status"].astype(str) != "cancelled").sum()),
         "failed": int((in_phase["status"].astype(str) == "error").sum()),
@@ -267,7 +272,7 @@ def criteria(entries: list[dict], recovery_s_max: float | None) -> list[Criterio
 
 
 RECOVERY_HEADER = ["event", "phase", "clock starts", "baseline TTFT/E2E P95", "peak TTFT/E2E P95",
-                   "impact after", "recovered after", "failed (by class)", "faults"]
+                   "impact after", "recovered after", "back to baseline after", "failed (by class)", "faults"]
 
 
 def recovery_rows(entries: list[dict]) -> list[list[str]]:
@@ -286,6 +291,7 @@ def recovery_rows(entries: list[dict]) -> list[list[str]]:
                      pair(e["peak"]), seconds(e["impact_s"], "no impact"),
                      seconds(e["recovery_s"], "not within the phase")
                      + (f" (then {f.num(e['relapse_s'])} s unhealthy)" if e.get("relapse_s") else ""),
+                     seconds(e.get("baseline_recovery_s"), "not within the phase"),
                      f"{e['failed']:,}" + (f" ({classes})" if classes else ""),
                      "; ".join(_SENT_AT.sub("", fault).strip() for fault in e["faults"]) or "-"])
     return rows
@@ -294,4 +300,4 @@ def recovery_rows(entries: list[dict]) -> list[list[str]]:
 RECOVERY_NOTE = ("Model time. Windows of {window} s by request start (failures by when they ended); healthy = no more errors than the "
                  "baseline and rolling P95 TTFT/E2E within 1.5x the baseline or under the SLO; recovered = "
                  "healthy for {hold} s in a row after the first unhealthy window, counted from the clock start "
-                 "(the surge, or the last fault action sent).")
+                 "(the surge, or the last fault action sent); back to baseline = the same without the SLO allowance.")

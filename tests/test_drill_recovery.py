@@ -54,6 +54,7 @@ def test_a_four_second_latency_spike_after_the_surge_recovers_in_four_seconds():
     assert entry["baseline"]["ttft_p95_ms"] == pytest.approx(100) and entry["baseline"]["error_rate"] == 0
     assert entry["impact_s"] == 0 and entry["recovered"] and entry["recovery_s"] == pytest.approx(4.0)
     assert entry["relapse_s"] == 0
+    assert entry["baseline_recovery_s"] == pytest.approx(4.0)
     assert entry["peak"]["ttft_p95_ms"] == pytest.approx(1000) and entry["peak"]["e2e_p95_ms"] == pytest.approx(5000)
     assert entry["failed"] == 0 and entry["errors_by_class"] == {}
 
@@ -89,6 +90,7 @@ def test_the_slo_limit_counts_as_back_to_normal_when_looser_than_the_baseline():
     [with_slo] = recovery(data, SURGE, slo_ttft_p95_ms=800, slo_e2e_p95_ms=1500)
     assert without_slo["recovered"] is False
     assert with_slo["recovery_s"] == pytest.approx(4.0)
+    assert with_slo["baseline_recovery_s"] is None  # latency never came back to the baseline's
 
 
 def test_a_fault_starts_the_clock_when_it_was_sent_and_its_failures_are_counted_by_class():
@@ -168,4 +170,4 @@ def test_recovery_rows_say_when_and_what_failed():
     data = pd.concat([records(0, 60, 10), records(60, 61, 4, status="error", error_class="http"),
                       records(60, 64, 20, ttft_ms=900, e2e_ms=4000), records(64, 120, 20)], ignore_index=True)
     [row] = recovery_rows(recovery(data, table))
-    assert row[6] == "4 s" and row[7] == "4 (http 4)" and row[8] == "POST /admin/replicas/0/kill ok"
+    assert row[6] == "4 s" and row[7] == "4 s" and row[8] == "4 (http 4)" and row[9] == "POST /admin/replicas/0/kill ok"
