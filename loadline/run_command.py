@@ -12,6 +12,7 @@ import configparser
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -155,7 +156,11 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
     if not args.shape and not conf_locustfile:
         cmd += ["--users", str(args.users), "--spawn-rate", str(args.spawn_rate), "--run-time", args.run_time]
     if args.workers:
-        cmd += ["--processes", str(args.workers)]
+        # Locust's default 5557 on all interfaces would collide with any other run on the machine:
+        # master and forked workers meet on a free loopback port instead.
+        port = str(_free_port())
+        cmd += ["--processes", str(args.workers), "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+                "--master-host", "127.0.0.1", "--master-port", port]
     if args.slo:
         cmd += ["--slo-file", args.slo]
     if admin_url:
@@ -163,6 +168,12 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
     # A time-scaled phase lasts seconds: scrape often enough to see it (later --scrape-interval wins).
     cmd += ["--scrape-interval", f"{max(0.5, 5.0 / args.time_scale):g}"]
     return cmd + list(args.locust_args)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _run_locust(cmd: list[str], args: argparse.Namespace) -> int:

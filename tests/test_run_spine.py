@@ -170,3 +170,24 @@ def test_bad_user_option_stops_with_one_line(tmp_path):
                     "--", "--prompt-mix", "huge=1", timeout=60)
     assert done.code == 2
     assert "unknown length class" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_overload_is_retried_after_retry_after_and_every_attempt_is_a_row(tmp_path):
+    # queue capped at 1 waiting request on a 2-sequence engine: most arrivals get 429 + Retry-After: 1
+    done = loadline("run", "--sim-profile", "tiny", "--sim-option", "max_num_seqs=2", "--sim-option",
+                    "max_num_queued_reqs=1", "--sim-option", "queue_full_status=429", "--users", "12",
+                    "--spawn-rate", "12", "--run-time", "8s", "--out", str(tmp_path), "--no-report",
+                    "--", *FAST_USER, "--max-retries", "2", "--retry-cap", "5")
+    assert done.code == 0, done.stderr[-3000:]
+    records, truth = requests_table(done.run_dir), truth_table(done.run_dir / "truth.jsonl")
+    assert_every_request_once(records, truth)
+    rejected = records[records.http_status == 429]
+    assert len(rejected) > 0 and (rejected.error_class == "http").all()
+    retries = records[records.attempt > 0].sort_values("start_wall")
+    assert len(retries) > 0 and retries.attempt.max() <= 2
+    # a retry starts no sooner than Retry-After (1 s) after the rejected attempt of the same user
+    for _, retry in retries.head(20).iterrows():
+        before = records[(records.user_id == retry.user_id) & (records.start_wall < retry.start_wall)]
+        previous = before.sort_values("start_wall").iloc[-1]
+        assert previous.http_status == 429
+        assert retry.start_wall - (previous.start_wall + previous.e2e_ms / 1000) >= 0.95
