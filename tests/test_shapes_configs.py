@@ -7,6 +7,7 @@ import pytest
 from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 
 from loadline.errors import UsageError
+from loadline.options import add_arguments as add_user_arguments
 from shapes import registry
 from shapes.options import add_shape_arguments
 from shapes.stages import load_stages
@@ -26,7 +27,7 @@ def parse_conf(path: Path):
     parser = get_empty_argument_parser(add_help=False, default_config_files=[])
     setup_parser_arguments(parser)
     add_shape_arguments(parser)
-    parser.add_argument("--time-scale", type=float, default=1.0)  # loadline.options' own, here for the parse
+    add_user_arguments(parser)  # --time-scale and the user options a profile may set (think time, prompts)
     return parser.parse_args(["--config", str(path)])
 
 
