@@ -9,7 +9,6 @@ from locust.argument_parser import get_empty_argument_parser, setup_parser_argum
 from loadline.errors import UsageError
 from loadline.options import add_arguments as add_user_arguments
 from shapes import registry
-from shapes.options import add_shape_arguments
 from shapes.stages import load_stages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,8 +25,7 @@ PROFILES = {  # profile -> (shape, planned minutes)
 def parse_conf(path: Path):
     parser = get_empty_argument_parser(add_help=False, default_config_files=[])
     setup_parser_arguments(parser)
-    add_shape_arguments(parser)
-    add_user_arguments(parser)  # --time-scale and the user options a profile may set (think time, prompts)
+    add_user_arguments(parser)  # loadline.plugin's: user options a profile may set, --time-scale, every shape's
     return parser.parse_args(["--config", str(path)])
 
 
