@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 import logging
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable

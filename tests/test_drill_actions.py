@@ -93,8 +93,8 @@ def test_actions_run_once_when_their_stage_begins_and_the_note_says_how_it_went(
     assert recorder.sent == [("http://127.0.0.1:9/", "/admin/replicas/0/kill"), ("http://127.0.0.1:9/", "/admin/faults")]
     assert recorder.slept == [20.0]  # both wait for fault_after_s, counted once
     assert [r.note for r in rows] == [
-        "", 'fault: POST /admin/replicas/0/kill {"restart_after_s": 30} ok (t=123.500); '
-            'fault: POST /admin/faults {"error_rate": 0.2} ok (t=123.500)', ""]
+        "", ('fault: POST /admin/replicas/0/kill {"restart_after_s": 30} ok (t=123.500); '
+             'fault: POST /admin/faults {"error_rate": 0.2} ok (t=123.500)'), ""]
 
 
 def test_a_failing_action_is_noted_and_the_run_goes_on(tmp_path):
