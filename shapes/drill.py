@@ -12,10 +12,11 @@ Stage keys (configs/stages/drill-kill-replica.toml):
     actions = [{post = "/admin/replicas/1/restart", body = {restart_after_s = 5}}]   # anything else
     fault_after_s = 10         # optional: act this many seconds into the stage (time-scaled), not at once
 
-Actions run once, in order, when the stage begins (or `fault_after_s` later), on the master in their own greenlet (tick()
-never waits on the network), each with a short timeout. The outcome is logged in one line and
-added to the phase's `note` in phases.csv with the wall-clock moment it was sent
-(`fault: POST /admin/replicas/0/kill ok (t=1796033913.454)`); a failing action never stops the run. analysis/recovery.py reads these notes.
+Actions run once, in order, when the stage begins (or `fault_after_s` later), on the master in
+their own greenlet (tick() never waits on the network), each with a short timeout. The outcome is
+logged in one line and added to the phase's `note` in phases.csv with the wall-clock moment it was
+sent (`fault: POST /admin/replicas/0/kill ok (t=1796033913.454)`), which analysis/recovery.py
+reads. A failing action never stops the run.
 """
 
 from __future__ import annotations
