@@ -22,6 +22,7 @@ from analysis.bottleneck import judge
 from analysis.capacity import plan_from_run
 from analysis.load import RunData, load_run
 from analysis.prom_ingest import load_query_range
+from analysis.recovery_chart import recovery_chart
 from analysis.render_html import render_html
 from analysis.render_markdown import render_markdown, verdict_sentence
 from analysis.server_gate import server_criteria
@@ -201,6 +202,11 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
         raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
     table, verdict = analyse(run, slo)
     chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], slo, out, verdict["time_scale"])
+    drawn = _guarded("chart 'recovery'", lambda: recovery_chart(verdict["recovery"], out / "recovery.png"), {})
+    if isinstance(drawn, Path):
+        chart_paths.append(drawn)
+    elif isinstance(drawn, dict):
+        problems.append(drawn["error"])
     verdict["charts"] = [p.name for p in chart_paths]
     verdict["chart_problems"] = problems
     verdict = clean(verdict)

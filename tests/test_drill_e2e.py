@@ -65,3 +65,4 @@ def test_the_kill_runs_requests_fail_and_the_report_gives_a_recovery_time(tmp_pa
     summary = (run_dir / "report" / "summary.md").read_text()
     assert "### Recovery" in summary and "POST /admin/replicas/0/kill" in summary
     assert "<h2>Recovery</h2>" in (run_dir / "report" / "report.html").read_text()
+    assert "recovery.png" in verdict["charts"] and (run_dir / "report" / "recovery.png").stat().st_size > 0
