@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -25,7 +26,7 @@ def recovery_chart(entries: list[dict], path: Path) -> Path | None:
         for key, name, color in (("ttft_p95_ms", "TTFT", "tab:blue"), ("e2e_p95_ms", "E2E", "tab:orange")):
             ax.plot(t, [w[key] for w in windows], color=color, label=f"{name} P95 (rolling)")
             limit = entry["limits"].get(key)
-            if limit is not None and limit == limit:  # NaN: that metric is not judged
+            if limit is not None and not math.isnan(limit):  # NaN: that metric is not judged
                 ax.axhline(limit, color=color, linestyle="--", linewidth=1, label=f"{name} back-to-normal limit")
         if entry.get("recovery_s") is not None:
             ax.axvline(entry["recovery_s"], color="tab:green", linewidth=1.5, label=f"recovered ({entry['recovery_s']:g} s)")
