@@ -15,7 +15,7 @@ import numpy as np
 from loadline.records import CANCELLED, COLUMNS, OK
 
 _I = {name: COLUMNS.index(name) for name in ("start_wall", "status", "e2e_ms", "ttft_ms", "output_tokens",
-                                             "error_class", "itl_p50_ms", "itl_p99_ms")}
+                                             "error_class", "itl_p50_ms")}
 
 
 @dataclass(frozen=True)
@@ -40,23 +40,37 @@ class WindowSummary:
 
 
 class LiveStats:
+    """Compact rows bucketed by the second they started in, so a window reads only its own seconds."""
+
     def __init__(self) -> None:
-        self._rows: list[tuple] = []
+        self._by_second: dict[int, list[tuple]] = {}
+        self._count = 0
 
     def ingest(self, rows: list[list]) -> None:
         i = _I
-        self._rows.extend(
-            (r[i["start_wall"]], r[i["status"]], r[i["e2e_ms"]], r[i["ttft_ms"]], r[i["output_tokens"]],
-             r[i["error_class"]], r[i["itl_p50_ms"]])
-            for r in rows
-        )
+        buckets = self._by_second
+        for r in rows:
+            start = r[i["start_wall"]]
+            buckets.setdefault(int(start), []).append(
+                (start, r[i["status"]], r[i["e2e_ms"]], r[i["ttft_ms"]], r[i["output_tokens"]], r[i["error_class"]],
+                 r[i["itl_p50_ms"]]))
+        self._count += len(rows)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._count
+
+    def _rows_in(self, start_wall: float, end_wall: float) -> list[tuple]:
+        first, last = int(start_wall), int(end_wall)
+        buckets = self._by_second
+        if last - first > len(buckets):  # a long window: walk the seconds that exist
+            seconds = [sec for sec in buckets if first <= sec <= last]
+        else:
+            seconds = [sec for sec in range(first, last + 1) if sec in buckets]
+        return [r for sec in seconds for r in buckets[sec] if start_wall <= r[0] < end_wall]
 
     def window(self, start_wall: float, end_wall: float) -> WindowSummary | None:
         """Records whose start_wall lies in [start_wall, end_wall); None when there are none."""
-        rows = [r for r in self._rows if start_wall <= r[0] < end_wall]
+        rows = self._rows_in(start_wall, end_wall)
         if not rows:
             return None
         ok = [r for r in rows if r[1] == OK]

@@ -17,7 +17,8 @@ def nearest_rank(sorted_values: list[int], q: float) -> int:
     return sorted_values[index]
 
 
-def fill_timings(rec: RequestRecord, result: StreamResult, t0: float, end: float) -> None:
+def fill_timings(rec: RequestRecord, result: StreamResult, t0: float, end: float) -> list[int]:
+    """Fill the record's latency fields; returns the inter-token gaps in microseconds."""
     arrivals = result.arrivals
     rec.e2e_ms = (end - t0) * 1000
     rec.content_chunks = len(arrivals)
@@ -31,12 +32,12 @@ def fill_timings(rec: RequestRecord, result: StreamResult, t0: float, end: float
         rec.output_tokens = len(arrivals)
         rec.tokens_source = "chunks"
     if not arrivals:
-        return
+        return []
     rec.ttft_ms = (arrivals[0] - t0) * 1000
     if rec.output_tokens > 1:
         rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (rec.output_tokens - 1)
     if len(arrivals) < 2:
-        return
+        return []
     gaps = [round((b - a) * 1e6) for a, b in zip(arrivals, arrivals[1:])]
     rec.itl_us = " ".join(map(str, gaps))
     ordered = sorted(gaps)
@@ -44,3 +45,4 @@ def fill_timings(rec: RequestRecord, result: StreamResult, t0: float, end: float
     rec.itl_p50_ms = nearest_rank(ordered, 0.50) / 1000
     rec.itl_p99_ms = nearest_rank(ordered, 0.99) / 1000
     rec.itl_max_ms = ordered[-1] / 1000
+    return gaps

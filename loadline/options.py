@@ -110,8 +110,11 @@ class UserSettings:
                 raise UsageError(f"--{name.replace('_', '-')} must be > 0")
         dataset = load_dataset(o.dataset) if o.dataset else ()
         prompts = PromptSource(parse_mix(o.prompt_mix), system_prompt_of(o.system_prompt_tokens), dataset)
+        api_key = (o.api_key or os.environ.get("OPENAI_API_KEY", "")).strip()
+        if any(ord(c) < 32 or ord(c) == 127 for c in api_key):
+            raise UsageError("the API key contains control characters (value not shown)")
         return cls(
-            api_key=o.api_key or os.environ.get("OPENAI_API_KEY", ""),
+            api_key=api_key,
             model=o.model,
             max_tokens=o.max_tokens,
             ignore_eos=bool(o.ignore_eos),

@@ -38,6 +38,10 @@ def _on_init(environment, **_) -> None:
         shipper = WorkerShipper(environment, worker_id())
         environment.loadline_shipper = shipper
         runner.register_message(FLUSH_MSG, shipper.on_flush_request, concurrent=True)
+        # Locust's own worker `quitting` listener tells the master "quit" before the users stop, and
+        # the master then stops listening: stop (and ship) first. Listeners registered later run
+        # first at quitting (fired in reverse).
+        environment.events.quitting.add_listener(lambda environment, **_: environment.runner.stop())
         _start_selfcheck(environment, worker_id())
         return
     collector = RunCollector(environment, distributed=isinstance(runner, MasterRunner))
@@ -71,9 +75,13 @@ def _on_test_start(environment, **_) -> None:
         # Users see INVALID and stop quietly (StopUser); the master or local runner quits.
         environment.loadline_settings = INVALID
         log.error("loadline: %s", exc)
-        if not isinstance(environment.runner, WorkerRunner):
+        if isinstance(environment.runner, WorkerRunner):
+            return
+        if environment.web_ui is None:  # headless: stop with exit code 2
             environment.process_exit_code = 2
             gevent.spawn(environment.runner.quit)
+        else:  # web UI: stop this test, let the user fix the form and start again
+            gevent.spawn(environment.runner.stop)
         return
     if isinstance(environment.runner, WorkerRunner):
         environment.loadline_shipper.start()

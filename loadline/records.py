@@ -1,8 +1,8 @@
 """The request record: one row per HTTP attempt, the only source of truth for analysis.
 
 Definitions (the README repeats them; analysis uses them everywhere):
-- t0 is taken with `time.perf_counter()` just before the request bytes are written; `start_wall`
-  is `time.time()` at the same instant and only serves to align records with phases, server
+- t0 is taken with `time.perf_counter()` right after the request's last byte was written to the
+  socket (loadline/http.py); `start_wall` is `time.time()` at the same instant and only serves to align records with phases, server
   metrics and the simulator's truth log.
 - TTFB: t0 -> response headers received.
 - TTFT: t0 -> arrival of the first chunk whose content is non-empty.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import json
 import os
 import shutil
 import signal
@@ -52,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     _validate(args)
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
     conf_locustfile = _conf_value(args.config, "locustfile")
     name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), args.shape) if x)
     run_dir = runfolder.new_run_dir(args.out, name)
@@ -75,11 +77,22 @@ def main(args: argparse.Namespace) -> int:
             sim.stop()
     if code == 2 or not (run_dir / runfolder.REQUESTS).exists():
         raise UsageError(f"locust stopped before the test ran (exit {code}); see the messages above. Run folder: {run_dir}")
+    status = _manifest_status(run_dir)
+    if code not in (0, 1) or status != "finished":
+        raise UsageError(f"locust ended abnormally (exit {code}, run folder status {status!r}); "
+                         f"what was measured is kept in {run_dir}")
     exit_code = 0
     if not args.no_report:
         exit_code = _report(run_dir, args.slo)
     print(run_dir)
     return exit_code
+
+
+def _manifest_status(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / runfolder.MANIFEST).read_text()).get("status"))
+    except (OSError, ValueError):
+        return "missing"
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -177,17 +190,31 @@ def _free_port() -> int:
 
 
 def _run_locust(cmd: list[str], args: argparse.Namespace) -> int:
-    proc = subprocess.Popen(cmd, stdout=sys.stderr, stderr=sys.stderr, cwd=os.getcwd())
+    """Run Locust in its own session, so a terminal's Ctrl-C reaches only us and we forward exactly one
+    SIGINT: a second one would land inside Locust's graceful shutdown and cut the run folder short."""
+    proc = subprocess.Popen(cmd, stdout=sys.stderr, stderr=sys.stderr, cwd=os.getcwd(), start_new_session=True)
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        # Locust stops gracefully on SIGINT and still writes its stats and our run folder.
-        proc.send_signal(signal.SIGINT)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # further Ctrl-C: we are already stopping
         try:
-            return proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait()
+            print("loadline: stopping the test (in-flight streams end as cancelled)...", file=sys.stderr)
+            proc.send_signal(signal.SIGINT)
+            try:
+                return proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # the master and its forked workers
+                return proc.wait()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    finally:
+        if proc.poll() is None:  # we are dying (SIGTERM, an exception): take the load with us
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _raise_on_sigterm(signum, frame) -> None:
+    """A CI timeout sends SIGTERM: unwind through `finally` so Locust and the simulator are stopped."""
+    raise SystemExit(128 + signum)
 
 
 def _report(run_dir: Path, slo_path: str | None) -> int:

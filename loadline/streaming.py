@@ -44,11 +44,19 @@ class StreamResult:
     usage: dict | None = None
     finish_reason: str = ""
     done: bool = False  # saw data: [DONE]
+    body_complete: bool = False  # the HTTP body ended cleanly: the connection can be reused
     ended_at: float = 0.0  # perf_counter() when the last byte was read
 
     @property
     def text(self) -> str:
         return "".join(self.pieces)
+
+
+def valid_usage(usage: object) -> dict:
+    """The usage object if its token counts are integers; a malformed one is the server's fault."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("completion_tokens", 0), int):
+        raise ValueError("usage without integer token counts")
+    return usage
 
 
 def chat_content(choice: dict) -> str | None:
@@ -121,32 +129,39 @@ def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamRes
             data = event.data
             if data == "[DONE]":
                 result.done = True
+                result.ended_at = reads.last_arrival
                 continue
             try:
                 chunk = loads(data)
                 choices = chunk.get("choices")
-            except (ValueError, AttributeError):
-                raise StreamFailure("malformed", f"not a JSON chunk: {data[:80]!r}") from None
-            if choices:
-                choice = choices[0]
-                text = content_of(choice)
-                if text:
-                    arrivals.append(reads.last_arrival)
-                    pieces.append(text)
-                reason = choice.get("finish_reason")
-                if reason:
-                    result.finish_reason = reason
-            elif "error" in chunk:
-                error = chunk["error"]
-                message = error.get("message", "") if isinstance(error, dict) else str(error)
-                raise StreamFailure("stream_error", f"error in stream: {message[:160]}")
-            usage = chunk.get("usage")
-            if usage:
-                result.usage = usage
-    except ReadTimeoutError:
-        raise StreamFailure("timeout", "no bytes within the read timeout (stalled stream)") from None
-    except (Urllib3Error, HTTPException, ConnectionError, socket.error) as exc:
+                if choices:
+                    choice = choices[0]
+                    text = content_of(choice)
+                    if text:
+                        arrivals.append(reads.last_arrival)
+                        pieces.append(text)
+                    reason = choice.get("finish_reason")
+                    if reason:
+                        result.finish_reason = reason
+                elif "error" in chunk:
+                    error = chunk["error"]
+                    message = error.get("message", "") if isinstance(error, dict) else str(error)
+                    raise StreamFailure("stream_error", f"error in stream: {message[:160]}")
+                usage = chunk.get("usage")
+                if usage:
+                    result.usage = valid_usage(usage)
+            except (ValueError, AttributeError, TypeError, IndexError, KeyError):
+                raise StreamFailure("malformed", f"not an OpenAI chunk: {data[:80]!r}") from None
+    except (ReadTimeoutError, UnicodeDecodeError, Urllib3Error, HTTPException, ConnectionError, socket.error) as exc:
+        if result.done:
+            return  # [DONE] arrived; a server that then holds the body open costs us only the connection
+        if isinstance(exc, ReadTimeoutError):
+            raise StreamFailure("timeout", "no bytes within the read timeout (stalled stream)") from None
+        if isinstance(exc, UnicodeDecodeError):
+            raise StreamFailure("malformed", "the stream is not valid UTF-8") from None
         raise StreamFailure("reset", f"stream cut: {type(exc).__name__}") from None
-    result.ended_at = reads.last_arrival or perf_counter()
+    result.body_complete = reads.clean_eof
+    if not result.done:
+        result.ended_at = reads.last_arrival or perf_counter()
     if not (result.done or (result.finish_reason and reads.clean_eof)):
         raise StreamFailure("reset", "stream ended without [DONE] or finish_reason (truncated)")

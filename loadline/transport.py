@@ -41,6 +41,9 @@ class RecordBuffer:
         rows, self._rows = self._rows, []
         return rows
 
+    def put_back(self, rows: list[list]) -> None:
+        self._rows[:0] = rows
+
 
 class WorkerShipper:
     """Worker side: sends the buffer to the master every second and at test stop."""
@@ -61,10 +64,17 @@ class WorkerShipper:
             self.ship()
 
     def ship(self) -> None:
-        rows = self.environment.loadline_records.drain()
-        if rows:
+        buffer = self.environment.loadline_records
+        rows = buffer.drain()
+        if not rows:
+            return
+        try:
             self.environment.runner.send_message(RECORDS_MSG, {"worker": self.worker_id, "rows": rows})
-            self.sent += len(rows)
+        except Exception as exc:  # e.g. the master is reconnecting: keep the rows for the next try
+            buffer.put_back(rows)
+            log.warning("loadline: could not ship %d records yet: %s", len(rows), exc)
+            return
+        self.sent += len(rows)
 
     def stop(self) -> None:
         """Called from the worker's test_stop, after Locust killed the users (cancelled rows exist)."""
@@ -77,7 +87,6 @@ class WorkerShipper:
         """Master asks (quit path): stop users now, ship everything, acknowledge."""
         runner = environment.runner
         runner.stop()  # fires our test_stop listener, which ships the rows
-        self.ship()
         runner.send_message(FLUSHED_MSG, {"worker": self.worker_id, "sent": self.sent})
 
 
@@ -92,19 +101,27 @@ class FlushCoordinator:
     def _on_ack(self, environment, msg, **_) -> None:
         self._acked.add(msg.node_id)
 
+    def _waiting_for(self, pending: set[str]) -> set[str]:
+        """Workers asked to flush that have neither acknowledged nor left (a worker that quit shipped first)."""
+        connected = {c.id for c in self.runner.clients.all if c.state != "missing"}
+        return (pending - self._acked) & connected
+
     def drain(self) -> list[str]:
         """Returns the ids of workers that did not acknowledge in time (their last second is lost)."""
-        clients = [c for c in self.runner.clients.all if getattr(c, "user_count", 0) > 0 and c.state != "missing"]
+        # Every live worker, even one reporting 0 users: that count lags by a report interval and the
+        # worker may still hold its last second of rows.
+        clients = [c for c in self.runner.clients.all if c.state not in ("missing", "stopped")]
         if not clients:
             return []
         pending = {c.id for c in clients}
         self._acked.clear()
         for client in clients:
             self.runner.send_message(FLUSH_MSG, None, client_id=client.id)
-        deadline = time.monotonic() + FLUSH_WAIT_S
-        while pending - self._acked and time.monotonic() < deadline:
+        # a worker's stop waits up to --stop-timeout for its users before it ships the last rows
+        deadline = time.monotonic() + FLUSH_WAIT_S + float(self.runner.environment.stop_timeout or 0)
+        while self._waiting_for(pending) and time.monotonic() < deadline:
             gevent.sleep(0.05)
-        lost = sorted(pending - self._acked)
+        lost = sorted(self._waiting_for(pending))
         if lost:
             log.warning("loadline: %d worker(s) did not flush their records within %.0f s", len(lost), FLUSH_WAIT_S)
         return lost

@@ -8,6 +8,8 @@ serve the run folder's requests table and build-and-serve the report of the last
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -38,6 +40,24 @@ def _current_phase() -> str:
     return phase.get("label", "-") if phase else "-"
 
 
+_whole_cache: dict = {}
+WHOLE_RUN_REFRESH_S = 5.0
+
+
+def _whole_run(live, start: float, end: float):
+    """The whole-run window, recomputed at most every few seconds: it reads every record so far, and
+    every open browser polls it every second on the master's event loop."""
+    now = time.monotonic()
+    key = (id(live), start)
+    cached = _whole_cache.get(key)
+    if cached and (end == cached[2] or now - cached[0] < WHOLE_RUN_REFRESH_S):
+        return cached[1]
+    _whole_cache.clear()
+    summary = live.window(start, end)
+    _whole_cache[key] = (now, summary, end)
+    return summary
+
+
 def table_rows(environment) -> list[dict]:
     live = getattr(environment, "loadline_live", None)
     collector = getattr(environment, "loadline_collector", None)
@@ -48,7 +68,7 @@ def table_rows(environment) -> list[dict]:
         # Rates divide by the window's length: never count time before the run started or after it ended.
         start, end = span
         recent = live.window(max(start, end - WINDOW_S), end)
-        whole = live.window(start, end)
+        whole = _whole_run(live, start, end)
         scale = float(getattr(environment.parsed_options, "time_scale", 1.0) or 1.0)
         if scale != 1.0:  # a time-scaled rehearsal shows model time, like the report
             recent = recent and to_model_time(recent, scale)
@@ -141,9 +161,13 @@ def install_tab(environment) -> None:
         run_dir = _run_dir()
         if run_dir is None:
             return Response("no run yet\n", status=404, mimetype="text/plain")
-        from analysis.report import build_report
-        from loadline.slo import SLO
-
-        slo_file = getattr(environment.parsed_options, "slo_file", "") or None
-        build_report(run_dir, SLO.from_file(slo_file))
-        return send_file(run_dir / runfolder.REPORT_DIR / "report.html", mimetype="text/html")
+        # In a child process: pandas and matplotlib would otherwise hold the master's event loop
+        # (worker heartbeats, record batches) for seconds.
+        slo_file = getattr(environment.parsed_options, "slo_file", "") or ""
+        cmd = [sys.executable, "-m", "loadline.cli", "report", str(run_dir)] + (["--slo", slo_file] if slo_file else [])
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        page = run_dir / runfolder.REPORT_DIR / "report.html"
+        if done.returncode == 2 or not page.exists():
+            reason = (done.stderr.strip().splitlines() or ["no report"])[-1]
+            return Response(f"could not build the report: {reason}\n", status=500, mimetype="text/plain")
+        return send_file(page, mimetype="text/html")

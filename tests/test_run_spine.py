@@ -86,18 +86,21 @@ def test_two_workers_deliver_every_record_exactly_once(tmp_path):
 def test_interrupt_mid_stream_keeps_every_record(tmp_path):
     cmd = [sys.executable, "-m", "loadline.cli", "run", "--sim-profile", "tiny", "--users", "16", "--spawn-rate", "16",
            "--run-time", "60s", "--out", str(tmp_path), "--no-report", "--", *FAST_USER]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # its own process group, interrupted like a terminal's Ctrl-C does: the whole group gets SIGINT
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not list(tmp_path.glob("*/requests.csv")):
         time.sleep(0.2)
     time.sleep(3)  # streams are in flight now
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     run_dir = next(tmp_path.glob("*/"))
     records, truth = requests_table(run_dir), truth_table(run_dir / "truth.jsonl")
     assert_every_request_once(records, truth)
     assert (records.status == "cancelled").sum() > 0
-    assert "Traceback" not in stderr
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "finished"
+    assert "Traceback" not in stderr and proc.returncode in (0, 1)
 
 
 def test_plain_locust_without_the_wrapper(sim_server, tmp_path):

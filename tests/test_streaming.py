@@ -154,3 +154,28 @@ def test_usage_chunk_is_captured():
     with scripted_server(script) as url:
         result, _, error = stream(url)
     assert error is None and result.usage == usage
+
+
+@pytest.mark.parametrize("bad", [
+    b'data: {"choices": [1]}\n\n',
+    b'data: {"choices": [{"delta": "text"}]}\n\n',
+    b'data: {"choices": [], "usage": [1]}\n\n',
+    b'data: {"choices": [], "usage": {"completion_tokens": "many"}}\n\n',
+    b'data: {"choices": [{"delta": {"content": " \xff\xfe"}}]}\n\n',
+])
+def test_payloads_that_are_not_openai_chunks_are_malformed_not_client_bugs(bad):
+    script = [HEAD_CHUNKED, chunk(token(" a")), chunk(bad), chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        _, _, error = stream(url)
+    assert isinstance(error, StreamFailure) and error.error_class == "malformed"
+
+
+def test_done_ends_the_response_even_if_the_body_stays_open():
+    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), 0.05, chunk(event(b"[DONE]")), 2.0]
+    with scripted_server(script) as url:
+        result = StreamResult()
+        t0 = time.perf_counter()
+        with requests.post(url, json={}, stream=True, timeout=(5, 0.5)) as response:
+            read_stream(response.raw, chat_content, result)
+    assert result.done and not result.body_complete  # complete, but the connection is not reusable
+    assert result.ended_at - t0 == pytest.approx(0.05, abs=0.03)

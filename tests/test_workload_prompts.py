@@ -135,3 +135,22 @@ def test_fit_history_drops_oldest_turns_but_keeps_system_and_newest():
     assert estimate_tokens(fitted) <= 300 and len(fitted) < len(messages)
     assert fitted[1]["role"] == "user"  # whole turns are dropped, the window starts on a question
     assert fit_history(messages, 0) == messages and fit_history(messages, 10**6) == messages
+
+
+def test_api_key_is_stripped_and_control_characters_are_refused_without_echo(monkeypatch):
+    from types import SimpleNamespace
+
+    from loadline.options import UserSettings
+
+    def options(key):
+        return SimpleNamespace(api_key=key, model="", max_tokens=16, max_context_tokens=-1, ignore_eos=False,
+                               prompt_mix="short=1", system_prompt_tokens=0, dataset="", turns_mean=2.0, turns_max=3,
+                               think_mean=1.0, think_p90=2.0, reading_speed=0.0, event_interval=1.0,
+                               connect_timeout=1.0, first_token_timeout=1.0, request_timeout=1.0, max_retries=0,
+                               retry_cap=1.0, non_streaming=False, time_scale=1.0, seed=0)
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert UserSettings.from_options(options("sk-abc\n")).api_key == "sk-abc"
+    with pytest.raises(UsageError) as info:
+        UserSettings.from_options(options("sk-a\x00bc"))
+    assert "sk-a" not in str(info.value)

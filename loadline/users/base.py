@@ -16,16 +16,18 @@ import time
 from time import perf_counter
 
 import gevent
+import gevent.lock
 import requests
 from gevent import GreenletExit
 from locust import User, constant
 from locust.exception import StopUser
+from urllib3.exceptions import NameResolutionError, NewConnectionError, ReadTimeoutError
 
 from loadline.identity import next_request_id, next_user_id, worker_id
 from loadline.http import stamped_session, wire_times
 from loadline.options import INVALID, UserSettings
 from loadline.records import CANCELLED, ERROR, OK, RequestRecord
-from loadline.streaming import StreamFailure, StreamResult, chat_content, read_stream
+from loadline.streaming import StreamFailure, StreamResult, chat_content, read_stream, valid_usage
 
 log = logging.getLogger("loadline")
 
@@ -56,16 +58,18 @@ def discover_model(session: requests.Session, host: str, timeout: float) -> tupl
     'default' when the server won't say: any failure here shows up, more usefully, in the first
     real request.
     """
-    if host not in _discovered:
-        try:
-            model = session.get(f"{host}/v1/models", timeout=timeout).json()["data"][0]
-            _discovered[host] = (str(model["id"]), int(model.get("max_model_len") or 0))
-        except Exception:
-            _discovered[host] = ("default", 0)
-    return _discovered[host]
+    with _discovery_lock:  # users spawn together: one GET for all of them
+        if host not in _discovered:
+            try:
+                model = session.get(f"{host}/v1/models", timeout=timeout).json()["data"][0]
+                _discovered[host] = (str(model["id"]), int(model.get("max_model_len") or 0))
+            except Exception:
+                return "default", 0  # not cached: the next user asks again
+        return _discovered[host]
 
 
 _discovered: dict[str, tuple[str, int]] = {}
+_discovery_lock = gevent.lock.BoundedSemaphore()
 
 
 class LLMUser(User):
@@ -86,7 +90,9 @@ class LLMUser(User):
         self.settings = settings
         self.user_id = next_user_id()
         seed = self.settings.seed
-        self.rng = random.Random(f"{seed}-{self.user_id.split('-u')[-1]}" if seed else None)
+        # with a seed, user k of worker w always says the same things (and differs from other workers)
+        worker = getattr(self.environment.runner, "worker_index", 0)
+        self.rng = random.Random(f"{seed}-{worker}-{self.user_id.split('-u')[-1]}" if seed else None)
         self.http.headers["Accept-Encoding"] = "identity"  # never decode gzip on the token path
         if self.settings.api_key:
             self.http.headers["Authorization"] = f"Bearer {self.settings.api_key}"
@@ -133,7 +139,7 @@ class LLMUser(User):
             if retry_after is None or attempt == self.settings.max_retries:
                 return result
             gevent.sleep(min(retry_after, self.settings.retry_cap))
-        return None
+        raise AssertionError("unreachable: the last attempt returns")
 
     def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int):
         s = self.settings
@@ -146,11 +152,11 @@ class LLMUser(User):
         retry_after: float | None = None
         response = None
         headers = {"Content-Type": "application/json", "X-Request-Id": rec.request_id}
-        # Preparing the request is client CPU, not service latency: keep it out of the timed span.
-        prepared = self.http.prepare_request(requests.Request("POST", self.url, data=payload, headers=headers))
         rec.start_wall = time.time()
         t0 = perf_counter()
         try:
+            # Preparing the request is client CPU, not service latency: the clock restarts at the wire.
+            prepared = self.http.prepare_request(requests.Request("POST", self.url, data=payload, headers=headers))
             with gevent.Timeout(s.request_timeout, TotalTimeout):
                 response = self.http.send(prepared, stream=True, timeout=(s.connect_timeout, s.first_token_timeout),
                                           **self.send_settings)
@@ -164,9 +170,13 @@ class LLMUser(User):
                     retry_after = self._http_failure(rec, response)
                 elif s.stream:
                     read_stream(response.raw, self.content_of, result, headers_at)
-                    response._content_consumed = True  # lets requests keep the connection alive
+                    # lets requests keep the connection alive (only when the body really ended)
+                    response._content_consumed = result.body_complete
                 else:
-                    self._read_whole(response, result)
+                    try:
+                        self._read_whole(response, result)
+                    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                        self._fail(rec, "malformed", "the response is not an OpenAI completion object")
         except GreenletExit:
             self._fail(rec, "cancelled", "test stopped while the request was in flight", CANCELLED)
             self._finish(rec, result, t0)
@@ -180,11 +190,11 @@ class LLMUser(User):
         except requests.exceptions.ReadTimeout:
             self._fail(rec, "timeout", f"no response within {s.first_token_timeout} s")
         except requests.exceptions.ConnectionError as exc:
-            connect = "NewConnection" in repr(exc) or "Failed to establish" in str(exc)
-            self._fail(rec, "connect" if connect else "reset", _one_line(exc))
+            self._fail(rec, _connection_error_class(exc), _one_line(exc))
         except Exception as exc:  # a client bug must not kill the user nor lose the record
-            log.exception("loadline client error")
-            self._fail(rec, "client", f"{type(exc).__name__}: {_one_line(exc)}")
+            # type only: an exception's text can quote request headers, i.e. the API key
+            log.error("loadline client error: %s", type(exc).__name__)
+            self._fail(rec, "client", type(exc).__name__)
         finally:
             if response is not None:
                 response.close()
@@ -210,7 +220,7 @@ class LLMUser(User):
         choice = data["choices"][0]
         text = choice.get("message", {}).get("content") if "message" in choice else choice.get("text")
         result.pieces.append(text or "")
-        result.usage = data.get("usage")
+        result.usage = valid_usage(data["usage"]) if data.get("usage") else None
         result.finish_reason = choice.get("finish_reason") or ""
         result.done = True
         result.ended_at = perf_counter()
@@ -222,12 +232,12 @@ class LLMUser(User):
     def _finish(self, rec: RequestRecord, result: StreamResult, t0: float) -> None:
         from loadline.measure import fill_timings
 
-        fill_timings(rec, result, t0, result.ended_at or perf_counter())
+        gaps = fill_timings(rec, result, t0, result.ended_at or perf_counter())
         self.environment.loadline_records.add(rec)
         if rec.status != CANCELLED:
-            self._report_to_locust(rec)
+            self._report_to_locust(rec, gaps)
 
-    def _report_to_locust(self, rec: RequestRecord) -> None:
+    def _report_to_locust(self, rec: RequestRecord, gaps_us: list[int]) -> None:
         # The failure table groups by message: keep it to the class (details live in the record).
         exception = None if rec.status == OK else LLMError(rec.error_class + (f" {rec.http_status}" if rec.error_class == "http" else ""))
         self.environment.events.request.fire(
@@ -240,10 +250,22 @@ class LLMUser(User):
             stats.get(self.stats_name, "TTFT").log(rec.ttft_ms, rec.output_tokens)
         if rec.tpot_ms is not None:
             stats.get(self.stats_name, "TPOT").log(rec.tpot_ms, rec.output_tokens)
-        if rec.itl_us:
-            itl = stats.get(self.stats_name, "ITL")
-            for gap in rec.itl_us.split():
-                itl.log(int(gap) / 1000, 0)
+        if gaps_us:
+            log_gap = stats.get(self.stats_name, "ITL").log  # one row entry per gap: pooled ITL, live
+            for gap in gaps_us:
+                log_gap(gap / 1000, 0)
+
+
+def _connection_error_class(exc: requests.exceptions.ConnectionError) -> str:
+    """connect: no connection was made (refused, DNS, TLS handshake); timeout; else reset mid-way."""
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "connect"
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, (NewConnectionError, NameResolutionError)):
+        return "connect"
+    if isinstance(reason, ReadTimeoutError) or isinstance(exc.args[0] if exc.args else None, ReadTimeoutError):
+        return "timeout"
+    return "reset"
 
 
 def _one_line(value: object) -> str:

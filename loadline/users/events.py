@@ -10,7 +10,11 @@ from loadline.users.base import LLMUser
 
 
 class SingleShotUser(LLMUser):
-    """One chat completion per event; events arrive at exponential intervals per user."""
+    """One chat completion per event, then an exponential pause (mean --event-interval) before the next.
+
+    A closed loop like every Locust user: when the service slows down, each user sends less. For
+    a fixed arrival rate, give many users a long interval (rate ~ users / interval).
+    """
 
     abstract = False
     kind = "single"
