@@ -52,8 +52,10 @@ def _latency_lines(ctx: Context) -> list[str]:
         col = f"{metric}_p50_ms"
         ratio = ctx.ratio(col)
         if ratio is not None:
-            lines.append(f"client {metric.upper()} p50 {float(ctx.peak[col]):.0f} ms in {ctx.peak['label']} vs "
-                         f"{float(ctx.baseline[col]):.0f} ms at baseline {ctx.baseline['label']} ({ratio:.1f}x)")
+            scale = ctx.time_scale  # the phase table is in wall time; quote model time like the report
+            base_label = "" if ctx.baseline["label"] == "baseline" else f" ({ctx.baseline['label']})"
+            lines.append(f"client {metric.upper()} p50 {float(ctx.peak[col]) * scale:.0f} ms in {ctx.peak['label']} "
+                         f"vs {float(ctx.baseline[col]) * scale:.0f} ms at baseline{base_label} ({ratio:.1f}x)")
     return lines
 
 

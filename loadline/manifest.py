@@ -46,7 +46,7 @@ def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
         "user_classes": sorted(environment.user_classes_by_name) if environment.user_classes_by_name else [],
         "shape": type(shape).__name__ if shape is not None else None,
         "runner": type(runner).__name__,
-        "workers": runner.worker_count if hasattr(runner, "worker_count") else 0,
+        "workers": runner.worker_count if type(runner).__name__ == "MasterRunner" else 0,  # 0: single process
         "options": options_dict(environment.parsed_options),
         "versions": {"loadline": loadline.__version__, "locust": locust.__version__, "python": sys.version.split()[0]},
         "git_revision": git_revision(Path(__file__).resolve().parent.parent),
