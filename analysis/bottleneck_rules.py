@@ -279,7 +279,9 @@ def scheduler(ctx: Context) -> Finding:
     if kv is not None:
         f.evidence.append(f"KV-cache usage p90 {_pct(kv.p90)}: {'room left' if kv.p90 < th.kv_pinned else 'full'}")
     if queue is not None and queue.mean is not None:
-        f.evidence.append(f"server queue time mean {_ms(queue.mean)} vs prefill {_ms(prefill.mean if prefill else None)}")
+        scale = ctx.time_scale  # server histograms are in wall seconds: quote model time like the report
+        f.evidence.append(f"server queue time mean {_ms(queue.mean * scale)} vs prefill "
+                          f"{_ms(prefill.mean * scale if prefill and prefill.mean is not None else None)}")
     f.evidence += _latency_lines(ctx)
     f.actions = ["raise max_num_seqs (and max_num_batched_tokens) while KV usage and GPU have room",
                  "check that continuous batching is on and the batching window is not too wide",
@@ -358,8 +360,9 @@ def outside_engine(ctx: Context) -> Finding:
     # a constant gap (network, TLS) is a latency cost, not a capacity limit: it must come with a limit
     conditions = [client_s >= ctx.th.outside_ratio * server_s, gap_ms >= ctx.floor_ms, ctx.limit.reached]
     f.score, f.fired = _score(conditions), all(conditions)
-    f.evidence = [f"client {concept.upper()} mean {_ms(client_s)} vs the server's own {_ms(server_s)} {_where(ctx)}: "
-                  f"{gap_ms:.0f} ms spent outside the engine (network, gateway, auth, client)"]
+    scale = ctx.time_scale  # quoted in model time, like the report
+    f.evidence = [f"client {concept.upper()} mean {_ms(client_s * scale)} vs the server's own {_ms(server_s * scale)} "
+                  f"{_where(ctx)}: {gap_ms * scale:.0f} ms spent outside the engine (network, gateway, auth, client)"]
     f.actions = ["trace one slow request through the chain (gateway, auth, service mesh) and time each hop",
                  "check connection set-up: TLS handshakes and keep-alive reuse between client, gateway and engine",
                  "test the engine directly (bypass the gateway) to confirm the split"]

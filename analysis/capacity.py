@@ -162,7 +162,8 @@ def _slo_of(run: Any):
         return SLO()
 
 
-def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None) -> tuple[float | None, str]:
+def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None,
+                         slo: Any = None) -> tuple[float | None, str]:
     """Per-replica requests/s the run supports (max SLO-compliant, else the knee, else the best tested)."""
     from analysis.knee import max_compliant_throughput
     from analysis.timescale import time_scale, to_model_time
@@ -174,7 +175,7 @@ def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict 
     best = None
     if phase_table is not None and len(phase_table) and phase_table["rps"].notna().any():
         # the SLO is judged on model-time latencies: a x10 compressed run must not pass it 10x too easily
-        best = max_compliant_throughput(to_model_time(phase_table, scale), _slo_of(run))
+        best = max_compliant_throughput(to_model_time(phase_table, scale), slo if slo is not None else _slo_of(run))
     if best and best.get("found") and best.get("rps"):
         return float(best["rps"]) / replicas, f"the highest SLO-compliant throughput{model} ({best['rps']:.2f} req/s){per}"
     if knee and knee.get("found") and knee.get("rps"):
@@ -186,9 +187,13 @@ def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict 
     return None, "no throughput measured"
 
 
-def plan_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None, target_qps: float | None = None) -> dict:
-    """The plan a report shows: per-replica figure from the run; replicas if a target is known."""
-    per_replica, basis = per_replica_from_run(run, phase_table, knee)
+def plan_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None, target_qps: float | None = None,
+                  slo: Any = None) -> dict:
+    """The plan a report shows: per-replica figure from the run; replicas if a target is known.
+
+    `slo` is the one the report judges by (default: the SLO file named in the run's manifest).
+    """
+    per_replica, basis = per_replica_from_run(run, phase_table, knee, slo)
     if per_replica is None or per_replica <= 0:
         return {"per_replica_qps": None, "basis": basis, "note": "no plan: the run carried no successful requests"}
     target = target_qps or _target(getattr(run, "manifest", None) or {})

@@ -158,7 +158,7 @@ def _whole_run_phase(requests: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([row], columns=list(runfolder.PHASE_COLUMNS))
 
 
-def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str]) -> pd.DataFrame:
+def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str], finished: bool = True) -> pd.DataFrame:
     phases = _read_table(path / runfolder.PHASES, runfolder.PHASE_COLUMNS, missing)
     phases = phases.dropna(subset=["start_wall"]) if len(phases) else phases
     if phases.empty:
@@ -171,6 +171,16 @@ def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str]) -> pd.D
     # An unfinished last phase (run killed) ends at the last record's end.
     if len(requests) and pd.isna(phases["end_wall"].iloc[-1]):
         phases.loc[phases.index[-1], "end_wall"] = float(requests["end_wall"].max())
+    # The timeline writes a phase when it ends: after a master crash the running phase is absent and
+    # its records would fall outside every phase. Give them a phase of their own.
+    last_end = float(phases["end_wall"].iloc[-1]) if pd.notna(phases["end_wall"].iloc[-1]) else None
+    if not finished and len(requests) and last_end is not None and float(requests["start_wall"].max()) >= last_end:
+        tail = {name: None for name in runfolder.PHASE_COLUMNS}
+        tail.update(index=len(phases), label="unfinished (the run ended without closing this phase)",
+                    kind="unfinished", start_wall=last_end, end_wall=float(requests["end_wall"].max()),
+                    note="phase row reconstructed from the records")
+        phases = pd.concat([phases, pd.DataFrame([tail])], ignore_index=True)
+        missing.append(f"{runfolder.PHASES} (the last phase was never closed; its records form an 'unfinished' phase)")
     # Missing ends elsewhere: a phase ends where the next begins.
     next_start = phases["start_wall"].shift(-1)
     phases["end_wall"] = phases["end_wall"].fillna(next_start)
@@ -236,7 +246,7 @@ def load_run(path: str | Path) -> RunData:
         if requests_file.exists():
             raise UsageError(f"empty run: {requests_file} has no request rows")
         raise UsageError(f"{root} holds neither {runfolder.REQUESTS} nor Locust *_stats.csv: nothing to analyse")
-    phases = _read_phases(root, requests, missing)
+    phases = _read_phases(root, requests, missing, finished=manifest.get("status") == "finished")
     server = _read_table(root / runfolder.SERVER_METRICS, runfolder.SERVER_METRIC_COLUMNS, missing)
     generator = _read_table(root / runfolder.GENERATOR_METRICS, runfolder.GENERATOR_COLUMNS, missing)
     return RunData(root, manifest, requests, phases, server, generator, locust_stats, missing, locust_history)

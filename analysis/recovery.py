@@ -193,6 +193,10 @@ def _rounded(level: dict) -> dict:
     return {k: (round(v, 4) if isinstance(v, float) and not math.isnan(v) else v) for k, v in level.items()}
 
 
+def _int_or_none(value) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
+
+
 def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, scale: float = 1.0,
                    slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
                    rule: RecoveryRule = RecoveryRule()) -> dict:
@@ -200,12 +204,18 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
     phase = phases.iloc[event.position]
     start, end = float(phase["start_wall"]), float(phase["end_wall"])
     starts = requests["start_wall"].to_numpy(dtype=float)
-    in_phase = requests[(starts >= start) & (starts < end)]
+    ends = (requests["end_wall"] if "end_wall" in requests else requests["start_wall"]).to_numpy(dtype=float)
+    disturbance = float(event.disturbance_wall)
+    # The event's casualties: what ended from the disturbance to the phase's end, wherever it started
+    # (a kill fails streams that began in the phase before).
+    in_phase = requests[(ends >= disturbance) & (ends < end) & (starts < end)]
     baseline: dict = {"phase": None, "ttft_p95_ms": math.nan, "e2e_p95_ms": math.nan, "error_rate": math.nan}
     if event.position > 0:
         before = phases.iloc[event.position - 1]
         low, high = float(before["start_wall"]), float(before["end_wall"])
-        baseline = {"phase": str(before["label"]), **_level(requests[(starts >= low) & (starts < high)], scale)}
+        # the healthy level: what finished before the disturbance, so its casualties don't raise the bar
+        baseline = {"phase": str(before["label"]),
+                    **_level(requests[(starts >= low) & (starts < high) & (ends < disturbance)], scale)}
     limit = limits(baseline, slo_ttft_p95_ms, slo_e2e_p95_ms, rule.latency_factor)
     after = windows(requests, event.disturbance_wall, end, scale, rule.window_s, rule.min_samples)
     good = healthy(after, limit)
@@ -219,8 +229,8 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
     what += ["fault"] if event.faults else []
     return {
         "event": " + ".join(what), "phase": str(phase["label"]), "phase_index": event.position,
-        "users_from": int(phases.iloc[event.position - 1]["target_users"]) if event.position > 0 else None,
-        "users_to": int(phase["target_users"]), "faults": list(event.faults),
+        "users_from": _int_or_none(phases.iloc[event.position - 1]["target_users"]) if event.position > 0 else None,
+        "users_to": _int_or_none(phase["target_users"]), "faults": list(event.faults),
         "disturbance_at_s": round((event.disturbance_wall - start) * scale, 3),
         "phase_s": round((end - start) * scale, 3),
         "baseline": _rounded(baseline), "limits": _rounded(limit), "peak": _rounded(peak),

@@ -78,7 +78,7 @@ def _bottleneck(run: RunData, table: pd.DataFrame) -> dict:
 
 
 def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> dict:
-    return _guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps), {})
+    return _guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {})
 
 
 def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:

@@ -85,23 +85,28 @@ def _users(phase: pd.Series) -> float:
     return float("nan")
 
 
-def uncensored(rows: pd.DataFrame) -> pd.Series:
-    """Rows that started before the first request a stop or ramp-down cut short (status cancelled).
+def uncensored(rows: pd.DataFrame, phase_end: float) -> pd.Series:
+    """Rows that started before the first request cut short when the phase (or the test) ended.
 
     Every request that started earlier had finished by then; of those that started later only the
-    fast ones could finish, so their latencies would flatter the phase (survivorship bias).
+    fast ones could finish, so their latencies would flatter the phase (survivorship bias). Only
+    cancellations at the phase's end count: a user stopped mid-phase by a ramp-down is a random
+    pick, and the others' requests go on unbiased.
     """
-    cancelled = rows.loc[rows["status"] == "cancelled", "start_wall"]
-    if cancelled.empty:
+    cut = rows[(rows["status"] == "cancelled") & (rows["end_wall"] >= phase_end - CUT_TOLERANCE_S)]
+    if cut.empty:
         return pd.Series(True, index=rows.index)
-    return rows["start_wall"] < cancelled.min()
+    return rows["start_wall"] < cut["start_wall"].min()
+
+
+CUT_TOLERANCE_S = 0.5  # a stop reaches streams within a tick of the phase's recorded end
 
 
 def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Raw latency samples of the ok, uncensored requests of one phase: e2e/ttft/tpot in ms, itl in int us."""
     where = assign_phases(run) if where is None else where
     rows = run.requests[where == position]
-    rows = rows[uncensored(rows) & (rows["status"] == "ok")]
+    rows = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & (rows["status"] == "ok")]
     samples = {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
     samples["itl"] = pooled_itl_us(rows["itl_us"])  # int32 us: a quarter of the memory of float64 ms
     return samples

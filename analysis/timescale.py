@@ -41,6 +41,9 @@ def point_to_model(point: dict, scale: float) -> dict:
         return point
     out = dict(point)
     for key, value in point.items():
+        if isinstance(value, dict):  # e.g. the knee's `highest_tested` point
+            out[key] = point_to_model(value, scale)
+            continue
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
         if key.endswith(LATENCY_SUFFIX):

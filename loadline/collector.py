@@ -69,7 +69,7 @@ class RunCollector:
             except Exception as exc:  # a sidecar must never cost us the run folder
                 log.warning("loadline: %s did not stop cleanly: %s", type(sidecar).__name__, exc)
         self.sidecars = []
-        _close_timeline(self.environment)
+        close_phase_timeline(self.environment)  # normally done at test_stopping already; idempotent
         assert self.appender is not None
         self.appender.close()
         runfolder.update_manifest(
@@ -107,7 +107,7 @@ class RunCollector:
             self._write_local()
 
 
-def _close_timeline(environment) -> None:
+def close_phase_timeline(environment) -> None:
     try:
         from shapes.timeline import close_timeline
     except ImportError:

@@ -95,6 +95,16 @@ def _on_test_start(environment, **_) -> None:
         collector.sidecars.append(start_scraper(run_dir, scrape_urls, interval))
 
 
+@events.test_stopping.add_listener
+def _on_test_stopping(environment, **_) -> None:
+    """Close the phase timeline before Locust stops the users: the last phase then ends when the stop
+    began, with the users that were actually running (test_stop comes after users are gone)."""
+    if not isinstance(environment.runner, WorkerRunner):
+        from loadline.collector import close_phase_timeline
+
+        close_phase_timeline(environment)
+
+
 @events.test_stop.add_listener
 def _on_test_stop(environment, **_) -> None:
     if isinstance(environment.runner, WorkerRunner):

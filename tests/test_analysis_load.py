@@ -120,3 +120,26 @@ def test_malformed_middle_row_is_skipped_and_reported(tmp_path):
     run = load_run(path)
     assert len(run.requests) == 9
     assert any("1 malformed row" in m for m in run.missing)
+
+
+def test_a_phase_the_crashed_master_never_closed_gets_its_records(tmp_path):
+    import json
+
+    from analysis.load import load_run
+    from loadline.records import COLUMNS, RequestRecord
+    from loadline.runfolder import PHASE_COLUMNS
+
+    rows = []
+    for i, start in enumerate([10.0, 11.0, 21.0, 22.0]):
+        rec = RequestRecord(f"r{i}", "w", "u", "C", "s", 0, "/v1/chat/completions", "m", start, e2e_ms=500.0)
+        rows.append(",".join("" if v is None else str(v) for v in rec.to_row()))
+    (tmp_path / "requests.csv").write_text(",".join(COLUMNS) + "\n" + "\n".join(rows) + "\n")
+    phase = dict.fromkeys(PHASE_COLUMNS, "")
+    phase.update(index=0, label="step-1", kind="step", start_wall=10.0, end_wall=20.0, target_users=1)
+    (tmp_path / "phases.csv").write_text(",".join(PHASE_COLUMNS) + "\n" + ",".join(str(phase[c]) for c in PHASE_COLUMNS) + "\n")
+    (tmp_path / "manifest.json").write_text(json.dumps({"status": "running"}))
+    run = load_run(tmp_path)
+    assert list(run.phases["kind"]) == ["step", "unfinished"]
+    assert run.phases["end_wall"].iloc[-1] == 22.5
+    (tmp_path / "manifest.json").write_text(json.dumps({"status": "finished"}))
+    assert list(load_run(tmp_path).phases["kind"]) == ["step"]

@@ -97,7 +97,11 @@ def test_requests_started_after_the_first_cut_stream_are_left_out_of_percentiles
 
     from analysis.stats import uncensored
 
+    # the phase ends at 10: streams cut then censor everything that started after the first of them
     rows = pd.DataFrame({"start_wall": [1.0, 2.0, 3.0, 4.0, 5.0],
+                         "end_wall": [2.0, 3.0, 10.0, 6.0, 10.0],
                          "status": ["ok", "ok", "cancelled", "ok", "cancelled"]})
-    assert uncensored(rows).tolist() == [True, True, False, False, False]
-    assert uncensored(rows[rows.status == "ok"]).all()
+    assert uncensored(rows, 10.0).tolist() == [True, True, False, False, False]
+    # a user stopped mid-phase by a ramp-down (cancelled at 3.5) censors nothing
+    ramp = rows.assign(end_wall=[2.0, 3.0, 3.5, 6.0, 7.0], status=["ok", "ok", "cancelled", "ok", "ok"])
+    assert uncensored(ramp, 10.0).all()
