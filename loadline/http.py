@@ -22,6 +22,12 @@ class _Stamped:
     sent_perf = 0.0
     sent_wall = 0.0
     headers_perf = 0.0
+    connect_ms = 0.0  # TCP (+ TLS) set-up not yet charged to a request (wire_times takes it)
+
+    def connect(self):  # type: ignore[no-untyped-def]
+        start = perf_counter()
+        super().connect()  # type: ignore[misc]
+        self.connect_ms = (perf_counter() - start) * 1000
 
     def request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         super().request(*args, **kwargs)  # type: ignore[misc]
@@ -70,10 +76,16 @@ class WireTimes:
     sent_perf: float  # perf_counter() when the request's last byte was written
     sent_wall: float  # time.time() at the same moment
     headers_perf: float  # perf_counter() when the response headers were parsed
+    connect_ms: float  # connection set-up this request paid before t0 (0 on a kept-alive connection)
 
 
 def wire_times(response: requests.Response) -> WireTimes | None:
     """When the request left and the headers came back, if the connection recorded it."""
     connection = getattr(response.raw, "connection", None)
     perf = getattr(connection, "sent_perf", 0.0)
-    return WireTimes(perf, connection.sent_wall, connection.headers_perf) if perf else None
+    if not perf:
+        return None
+    # urllib3 connects inside request() (plain HTTP) or just before it (TLS): either way the set-up
+    # since the last request belongs to this one
+    connect_ms, connection.connect_ms = connection.connect_ms, 0.0
+    return WireTimes(perf, connection.sent_wall, connection.headers_perf, connect_ms)

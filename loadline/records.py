@@ -4,6 +4,8 @@ Definitions (the README repeats them; analysis uses them everywhere):
 - t0 is taken with `time.perf_counter()` right after the request's last byte was written to the
   socket (loadline/http.py); `start_wall` is `time.time()` at the same instant and only serves to align records with phases, server
   metrics and the simulator's truth log.
+- connect_ms: TCP (and TLS) connection set-up this attempt paid before t0; 0 when it reused a
+  kept-alive connection, empty when unknown (e.g. behind an HTTP proxy). Not part of TTFT/E2E.
 - TTFB: t0 -> response headers received.
 - TTFT: t0 -> arrival of the first chunk whose content is non-empty.
 - ITL: the gaps between consecutive content chunks (arrival times); `itl_us` keeps every gap,
@@ -51,6 +53,7 @@ class RequestRecord:
     error_class: str = ""
     http_status: int = 0
     error_message: str = ""
+    connect_ms: float | None = None
     ttfb_ms: float | None = None
     ttft_ms: float | None = None
     e2e_ms: float = 0.0

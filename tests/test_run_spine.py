@@ -50,6 +50,9 @@ def test_64_streams_every_request_recorded_once(run64):
     assert (ok.tokens_source == "usage").all()
     assert (ok.output_tokens == ok.output_tokens_truth).all()
     assert (ok.content_chunks == ok.output_tokens).all()
+    # keep-alive: each of the 64 users connects once and then reuses its connection
+    connects = int((records.connect_ms > 0).sum())
+    assert 64 <= connects <= 70, connects
 
 
 def test_locust_aggregated_counts_one_request_per_request(run64):

@@ -179,3 +179,17 @@ def test_done_ends_the_response_even_if_the_body_stays_open():
             read_stream(response.raw, chat_content, result)
     assert result.done and not result.body_complete  # complete, but the connection is not reusable
     assert result.ended_at - t0 == pytest.approx(0.05, abs=0.03)
+
+
+def test_connection_setup_is_charged_once_to_the_request_that_paid_it():
+    from loadline.http import stamped_session, wire_times
+
+    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        session = stamped_session()
+        with session.post(url, json={}, stream=True, timeout=(5, 5)) as response:
+            wire = wire_times(response)
+            read_stream(response.raw, chat_content, StreamResult())
+    assert wire is not None and wire.connect_ms > 0 and wire.sent_perf <= wire.headers_perf
+    again = wire_times(response)  # None once the connection went back to the pool
+    assert again is None or again.connect_ms == 0.0

@@ -164,6 +164,7 @@ class LLMUser(User):
                 wire = wire_times(response)
                 if wire is not None and wire.sent_perf >= t0:
                     t0, rec.start_wall, headers_at = wire.sent_perf, wire.sent_wall, wire.headers_perf
+                    rec.connect_ms = wire.connect_ms
                 rec.ttfb_ms = (headers_at - t0) * 1000
                 rec.http_status = response.status_code
                 if response.status_code != 200:
