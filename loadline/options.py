@@ -64,6 +64,12 @@ def add_arguments(parser: Any) -> None:
         help="write the run folder here (default: a new folder under --out at each test start)")
     add("--out", default="runs", include_in_web_ui=True, help="where run folders are created")
     add("--slo-file", default="", include_in_web_ui=True, help="SLO thresholds (TOML); default: DOMAIN.md's")
+    # Read by `loadline run` from a conf file (the embedded simulator a profile was written for);
+    # declared here so that Locust accepts the keys in the same file.
+    add("--sim-profile", default="", include_in_web_ui=False,
+        help="loadline run: simulator profile to start when no --host is given (conf files)")
+    add("--sim-option", default="", include_in_web_ui=False,
+        help="loadline run: comma-separated KEY=VALUE simulator overrides (conf files)")
     add("--scrape-url", default="", include_in_web_ui=True,
         help="comma-separated NAME=URL Prometheus endpoints scraped by the master (default: the target's /metrics)")
     add("--scrape-interval", type=float, default=5.0, include_in_web_ui=True, help="seconds between scrapes")

@@ -127,9 +127,12 @@ def _conf_value(path: str | None, key: str) -> str:
 def _sim_args(args: argparse.Namespace, run_dir: Path) -> list[str]:
     # --admin: drills' stage fault actions (shapes/drill.py) reach it through --sim-admin-url
     out = ["--truth", str(run_dir / runfolder.TRUTH), "--time-scale", str(args.time_scale), "--admin"]
-    if args.sim_profile:
-        out += ["--profile", args.sim_profile]
-    for option in args.sim_option:
+    # A profile (conf file) may name the simulator it was written for; the command line wins.
+    profile = args.sim_profile or _conf_value(args.config, "sim-profile")
+    options = args.sim_option or [o.strip() for o in _conf_value(args.config, "sim-option").split(",") if o.strip()]
+    if profile:
+        out += ["--profile", profile]
+    for option in options:
         out += ["--set", option]
     return out
 
