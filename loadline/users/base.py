@@ -23,8 +23,9 @@ from locust import User, constant
 from locust.exception import StopUser
 from urllib3.exceptions import NameResolutionError, NewConnectionError, ReadTimeoutError
 
-from loadline.identity import next_request_id, next_user_id, worker_id
 from loadline.http import stamped_session, wire_times
+from loadline.identity import next_request_id, next_user_id, worker_id
+from loadline.measure import fill_timings
 from loadline.options import INVALID, UserSettings
 from loadline.records import CANCELLED, ERROR, OK, RequestRecord
 from loadline.streaming import StreamFailure, StreamResult, chat_content, read_stream, valid_usage
@@ -32,13 +33,14 @@ from loadline.streaming import StreamFailure, StreamResult, chat_content, read_s
 log = logging.getLogger("loadline")
 
 
-
 class TotalTimeout(Exception):
     """The whole attempt took longer than --request-timeout."""
 
 
 class LLMError(Exception):
-    """What Locust's failure table shows for a failed attempt: '<error class>: <message>'."""
+    """What Locust's failure table shows for a failed attempt: its error class (and HTTP status).
+
+    Kept short on purpose: Locust groups failures by message; the details are in the record."""
 
 
 def settings_for(environment) -> UserSettings | None:
@@ -104,8 +106,8 @@ class LLMUser(User):
         self.stats_name = f"{self.endpoint} [{self.kind}]"
         self.url = self.base_url + self.endpoint
         # what Session.request would merge in on every call (proxies, TLS settings from the environment)
-        settings = self.http.merge_environment_settings(self.url, {}, None, None, None)
-        self.send_settings = {k: settings[k] for k in ("proxies", "verify", "cert")}
+        merged = self.http.merge_environment_settings(self.url, {}, None, None, None)
+        self.send_settings = {k: merged[k] for k in ("proxies", "verify", "cert")}
 
     def on_stop(self) -> None:
         self.http.close()
@@ -203,11 +205,11 @@ class LLMUser(User):
         return (result if rec.status == OK else None), retry_after
 
     def _http_failure(self, rec: RequestRecord, response: requests.Response) -> float | None:
+        body = response.content[:2000].decode("utf-8", "replace")
         try:
-            body = response.content[:2000].decode("utf-8", "replace")
-            message = json.loads(body).get("error", {}).get("message", "") or body
-        except (ValueError, AttributeError):
-            message = body if "body" in locals() else ""
+            message = json.loads(body)["error"]["message"] or body  # OpenAI-style error object
+        except (ValueError, KeyError, TypeError):
+            message = body
         self._fail(rec, "http", f"HTTP {response.status_code}: {_one_line(message)}")
         if response.status_code in (429, 503):
             try:
@@ -231,16 +233,16 @@ class LLMUser(User):
         rec.status, rec.error_class, rec.error_message = status, error_class, message[:300]
 
     def _finish(self, rec: RequestRecord, result: StreamResult, t0: float) -> None:
-        from loadline.measure import fill_timings
-
         gaps = fill_timings(rec, result, t0, result.ended_at or perf_counter())
         self.environment.loadline_records.add(rec)
         if rec.status != CANCELLED:
             self._report_to_locust(rec, gaps)
 
     def _report_to_locust(self, rec: RequestRecord, gaps_us: list[int]) -> None:
-        # The failure table groups by message: keep it to the class (details live in the record).
-        exception = None if rec.status == OK else LLMError(rec.error_class + (f" {rec.http_status}" if rec.error_class == "http" else ""))
+        exception = None
+        if rec.status != OK:
+            status = f" {rec.http_status}" if rec.error_class == "http" else ""
+            exception = LLMError(rec.error_class + status)
         self.environment.events.request.fire(
             request_type="E2E", name=self.stats_name, response_time=rec.e2e_ms,
             response_length=rec.output_tokens, exception=exception, context={"request_id": rec.request_id},
