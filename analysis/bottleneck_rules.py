@@ -68,9 +68,17 @@ def _kv_bound(ctx: Context) -> tuple[bool, list[str]]:
         lines.append(f"KV-cache usage p90 {_pct(kv.p90)}, max {_pct(kv.max)} {_where(ctx)}")
     if pre is not None:
         lines.append(f"{pre:.0f} preemptions {_where(ctx)}")
-    pinned = kv is not None and kv.p90 >= ctx.th.kv_pinned
     evicting = bool(pre) or pre is None  # without a preemption metric, a pinned pool is taken as evicting
-    return pinned and evicting, lines
+    return _kv_full(kv, pre, ctx.th) and evicting, lines
+
+
+def _kv_full(kv, pre: float | None, th) -> bool:
+    """Pinned near full most of the time, or exhausted: engines preempt only when the pool is, so
+    preemptions with the pool seen at the pinned level count even if usage mostly sat just below it
+    (it drops each time sequences leave)."""
+    if kv is None:
+        return False
+    return kv.p90 >= th.kv_pinned or (bool(pre) and kv.max >= th.kv_pinned)
 
 
 def load_generator(ctx: Context) -> Finding:
@@ -219,7 +227,7 @@ def kv_cache(ctx: Context) -> Finding:
     pre = s.increase("preemptions", *ctx.window)
     waiting = s.gauge("waiting", *ctx.window)
     pressure = bool(pre) or (waiting is not None and waiting.mean >= 1)
-    conditions = [kv is not None and kv.p90 >= th.kv_pinned, pressure, ctx.limit.reached]
+    conditions = [_kv_full(kv, pre, th), pressure, ctx.limit.reached]
     f.score, f.fired = _score(conditions), all(conditions)
     f.evidence = _kv_bound(ctx)[1] + _latency_lines(ctx)
     if waiting is not None:

@@ -130,3 +130,12 @@ def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):
     assert "server_gpu.png" not in {p.name for p in charts(run, phase_table(run), tmp_path / "out2")}
     run = load_run(ms.write_scenario(sc, tmp_path / "run3", server.iloc[0:0]))
     assert charts(run, phase_table(run), tmp_path / "out3") == []
+
+
+def test_a_pool_that_preempts_at_its_peak_is_kv_bound_even_below_the_pinned_p90(tmp_path):
+    # usage climbs from 70 % to 92 % in each loaded phase (p90 just under 90 %), with preemptions
+    sc = ms.kv_cache()
+    sc.phases[-2:] = [dataclasses.replace(p, kv=0.70, kv_end=0.92) for p in sc.phases[-2:]]
+    verdict = verdict_of(sc, tmp_path)
+    assert verdict["layer"] == "kv-cache", verdict
+    assert "max 92 %" in " ".join(verdict["evidence"])
