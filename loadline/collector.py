@@ -89,7 +89,7 @@ class RunCollector:
     def write(self, rows: list[list], worker: str) -> None:
         if not rows:
             return
-        if self.appender is None or self.appender._file.closed:
+        if self.appender is None or self.appender.closed:
             log.warning("loadline: %d records arrived after the run folder closed; dropped", len(rows))
             return
         self.appender.write_rows(rows)

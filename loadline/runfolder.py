@@ -132,6 +132,10 @@ class CsvAppender:
         self.rows_written += n
         return n
 
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
     def close(self) -> None:
         if not self._file.closed:
             self._file.flush()

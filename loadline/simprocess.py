@@ -38,10 +38,14 @@ def start_simulator(args: list[str], log_path: Path | None = None, startup_timeo
     """Run `python -m simulator --port 0 ARGS` and wait (bounded) for its ready line."""
     cmd = [sys.executable, "-m", "simulator", "--port", "0", *args]
     stderr = open(log_path, "ab") if log_path else subprocess.DEVNULL
-    # Own session: a Ctrl-C in the terminal stops Locust gracefully while the target keeps serving
-    # the streams in flight (they end as "cancelled", not as resets); we stop the simulator after.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=os.getcwd(),
-                            start_new_session=True)
+    try:
+        # Own session: a Ctrl-C in the terminal stops Locust gracefully while the target keeps serving
+        # the streams in flight (they end as "cancelled", not as resets); we stop the simulator after.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=os.getcwd(),
+                                start_new_session=True)
+    finally:
+        if log_path:
+            stderr.close()  # the child has its own copy
     lines: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:  # keeps reading so the child never blocks on a full stdout pipe

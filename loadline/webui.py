@@ -16,7 +16,7 @@ from pathlib import Path
 from flask import Response, request, send_file
 
 from loadline import runfolder
-from loadline.live import to_model_time
+from loadline.live import window
 from loadline.webui_secrets import hide_secrets
 
 TAB = "llm"
@@ -44,35 +44,31 @@ _whole_cache: dict = {}
 WHOLE_RUN_REFRESH_S = 5.0
 
 
-def _whole_run(live, start: float, end: float):
+def _whole_run(environment, start: float, end: float):
     """The whole-run window, recomputed at most every few seconds: it reads every record so far, and
     every open browser polls it every second on the master's event loop."""
     now = time.monotonic()
-    key = (id(live), start)
+    key = (id(environment.loadline_live), start)
     cached = _whole_cache.get(key)
     if cached and (end == cached[2] or now - cached[0] < WHOLE_RUN_REFRESH_S):
         return cached[1]
     _whole_cache.clear()
-    summary = live.window(start, end)
+    summary = window(environment, start, end)
     _whole_cache[key] = (now, summary, end)
     return summary
 
 
 def table_rows(environment) -> list[dict]:
-    live = getattr(environment, "loadline_live", None)
     collector = getattr(environment, "loadline_collector", None)
     run_dir = getattr(collector, "run_dir", None) or getattr(collector, "last_run_dir", None)
     span = _run_span(run_dir, time.time())
     recent = whole = None
-    if live is not None and span is not None:
+    if getattr(environment, "loadline_live", None) is not None and span is not None:
         # Rates divide by the window's length: never count time before the run started or after it ended.
+        # live.window speaks model time in a time-scaled rehearsal, like the report.
         start, end = span
-        recent = live.window(max(start, end - WINDOW_S), end)
-        whole = _whole_run(live, start, end)
-        scale = float(getattr(environment.parsed_options, "time_scale", 1.0) or 1.0)
-        if scale != 1.0:  # a time-scaled rehearsal shows model time, like the report
-            recent = recent and to_model_time(recent, scale)
-            whole = whole and to_model_time(whole, scale)
+        recent = window(environment, max(start, end - WINDOW_S), end)
+        whole = _whole_run(environment, start, end)
 
     def both(attr: str, unit: str = "") -> dict:
         return {"last": _fmt(getattr(recent, attr, None), unit), "run": _fmt(getattr(whole, attr, None), unit)}

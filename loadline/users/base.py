@@ -136,12 +136,13 @@ class LLMUser(User):
     def send(self, body: dict, session_id: str = "", turn: int = 0) -> StreamResult | None:
         """One logical request: attempts with capped, Retry-After-honouring retries on 429/503."""
         payload = json.dumps(body).encode()
-        for attempt in range(self.settings.max_retries + 1):
-            result, retry_after = self._attempt(payload, session_id, turn, attempt)
-            if retry_after is None or attempt == self.settings.max_retries:
-                return result
+        attempt = 0
+        result, retry_after = self._attempt(payload, session_id, turn, attempt)
+        while retry_after is not None and attempt < self.settings.max_retries:
             gevent.sleep(min(retry_after, self.settings.retry_cap))
-        raise AssertionError("unreachable: the last attempt returns")
+            attempt += 1
+            result, retry_after = self._attempt(payload, session_id, turn, attempt)
+        return result
 
     def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int):
         s = self.settings
