@@ -3,7 +3,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install browser
+.PHONY: demo test test-fast lint-layers install browser
 
 # A stepped test (2, 4, 8, 16... users until the SLO breaks) against the small simulated engine,
 # 20x faster than real time (about a minute); the report is in model time.
@@ -13,8 +13,17 @@ demo: install
 	  -- --step-start-users 2 --event-interval 1 --max-tokens 64; \
 	  code=$$?; [ $$code -le 1 ] || exit $$code
 
-test: install browser
+test: install browser lint-layers
 	$(BIN)/python -m pytest -q
+
+# The inner loop: unit tests only (in process, under a minute).
+test-fast: install lint-layers
+	$(BIN)/python -m pytest -q tests/unit
+
+# The import contracts of pyproject.toml ([tool.importlinter]): layers point one way, and the
+# load side (workers, the master's runtime) never imports pandas or matplotlib.
+lint-layers: install
+	$(BIN)/lint-imports --no-cache
 
 install: $(VENV)/.installed
 

@@ -25,7 +25,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from loadline.simprocess import start_simulator  # noqa: E402
+from loadline.runtime.simprocess import start_simulator  # noqa: E402
 
 FLAT_10MS = ["weights_gib=0.001", "kv_bytes_per_token=1", "hbm_bandwidth_gbs=100000", "peak_tflops=100000",
              "step_overhead_ms=10", "per_layer_overhead_us=0", "request_overhead_ms=100", "max_num_seqs=1024",

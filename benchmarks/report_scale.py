@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.synthetic import make_requests, write_run
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # synthetic runs are a test helper
+from synthetic import make_requests, write_run  # noqa: E402
 
 PHASES = 10
 
@@ -66,7 +67,7 @@ def main() -> int:
         generated = time.perf_counter() - started
         size_mb = (run_dir / "requests.csv").stat().st_size / 1e6
         started = time.perf_counter()
-        child = subprocess.run([sys.executable, "-m", "loadline.cli", "report", str(run_dir)], check=False,
+        child = subprocess.run([sys.executable, "-m", "loadline", "report", str(run_dir)], check=False,
                                capture_output=True, text=True, timeout=600)
         elapsed = time.perf_counter() - started
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

@@ -1,6 +1,6 @@
 """How many SSE chunks per second can the simulator emit on one core?
 
-Starts `python -m simulator` (one process: one core) with an engine that is never the limit
+Starts `python -m loadline sim` (one process: one core) with an engine that is never the limit
 (huge time scale, wide batch), drives it from a separate client process with N keep-alive
 streaming connections, and reports content chunks/s in wall time and per server CPU-second
 (from /proc/PID/stat). The client only counts `data: {` markers, so it stays cheap.
@@ -82,7 +82,7 @@ async def drive(host: str, port: int, connections: int, seconds: float, pid: int
 
 
 def start_server(extra: list[str], loop_name: str) -> tuple[subprocess.Popen, str, int]:
-    cmd = [sys.executable, "-m", "simulator", "--profile", "tiny", "--port", "0", "--time-scale", "1000",
+    cmd = [sys.executable, "-m", "loadline", "sim", "--profile", "tiny", "--port", "0", "--time-scale", "1000",
            "--set", "max_num_seqs=1024", "--set", "max_num_batched_tokens=65536", "--set", "num_gpu_blocks=100000",
            "--set", "max_model_len=8192", *extra]
     env = {**os.environ, "LOADLINE_SIM_EVENT_LOOP": loop_name}

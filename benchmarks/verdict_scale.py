@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 
 def exporter_rate(records: int = 5000, gaps: int = 63) -> float:
-    from loadline.exporter import Exporter
-    from loadline.records import RequestRecord
+    from loadline.runtime.exporter import Exporter
+    from loadline.core.records import RequestRecord
 
     rows = [RequestRecord(request_id=str(i), worker_id="w", user_id="u", user_class="c", session_id="s", turn=0,
                           endpoint="/", model="m", start_wall=time.time(), ttft_ms=50.0, e2e_ms=900.0,
@@ -30,10 +30,10 @@ def exporter_rate(records: int = 5000, gaps: int = 63) -> float:
 
 def verdict_time(phase_s: int) -> tuple[int, float, float]:
     import metric_scenarios as ms
-    from analysis.bottleneck import judge
-    from analysis.load import load_run
-    from analysis.server_charts import charts
-    from analysis.stats import phase_table
+    from analysis.verdict.bottleneck import judge
+    from analysis.data.load import load_run
+    from analysis.report.server_charts import charts
+    from analysis.stats.phases import phase_table
 
     ms.PHASE_S = phase_s
     folder = Path(tempfile.mkdtemp())

@@ -4,5 +4,5 @@ Add a load shape with `-f locustfiles/chat.py,locustfiles/shape_stepped.py` (or 
 --class-picker to choose in the web UI).
 """
 
-import loadline.plugin  # noqa: F401  (registers options, run folder, record transport)
-from loadline.users import ChatSessionUser  # noqa: F401
+import loadline.runtime.plugin  # noqa: F401  (registers options, run folder, record transport)
+from loadline.client.users import ChatSessionUser  # noqa: F401

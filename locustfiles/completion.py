@@ -1,4 +1,4 @@
 """Single prompts against the legacy /v1/completions API."""
 
-import loadline.plugin  # noqa: F401
-from loadline.users import CompletionUser  # noqa: F401
+import loadline.runtime.plugin  # noqa: F401
+from loadline.client.users import CompletionUser  # noqa: F401

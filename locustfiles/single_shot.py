@@ -1,4 +1,4 @@
 """Event-driven single-shot chat requests (one request per event, no history)."""
 
-import loadline.plugin  # noqa: F401
-from loadline.users import SingleShotUser  # noqa: F401
+import loadline.runtime.plugin  # noqa: F401
+from loadline.client.users import SingleShotUser  # noqa: F401

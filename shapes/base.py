@@ -16,12 +16,12 @@ from typing import Any
 
 from locust import LoadTestShape
 
-from loadline import runfolder
-from loadline.errors import UsageError
+from loadline.core import runfolder
+from loadline.core.errors import UsageError
 from shapes.drill import ActionRunner
 from shapes.options import read, time_scale
 from shapes.phase import Phase, scaled, spawn_rate_for
-from shapes.timeline import Timeline, activate
+from loadline.runtime.timeline import Timeline, activate
 
 logger = logging.getLogger(__name__)
 

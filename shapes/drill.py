@@ -15,7 +15,7 @@ Stage keys (configs/stages/drill-kill-replica.toml):
 Actions run once, in order, when the stage begins (or `fault_after_s` later), on the master in
 their own greenlet (tick() never waits on the network), each with a short timeout. The outcome is
 logged in one line and added to the phase's `note` in phases.csv with the wall-clock moment it was
-sent (`fault: POST /admin/replicas/0/kill ok (t=1796033913.454)`), which analysis/recovery.py
+sent (`fault: POST /admin/replicas/0/kill ok (t=1796033913.454)`), which analysis/stats/recovery.py
 reads. A failing action never stops the run.
 """
 
@@ -31,12 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loadline.errors import UsageError
+from loadline.core.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
 DRILL_KEYS = {"kill_replica", "restart_after_s", "faults", "actions", "fault_after_s"}
-NOTE_PREFIX = "fault: "  # phases.csv note of every action outcome; analysis/recovery.py matches it
+NOTE_PREFIX = "fault: "  # phases.csv note of every action outcome; analysis/stats/recovery.py matches it
 ACTION_TIMEOUT_S = 3.0
 MAX_ACTIONS = 20
 

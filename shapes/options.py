@@ -1,7 +1,7 @@
 """Command-line, config-file and web-UI options of every shape, with their defaults in one table.
 
-`add_shape_arguments(parser)` is called from loadline.plugin's single `init_command_line_parser`
-listener. Every option has a typed default (never None) because Locust's web UI converts form values
+Importing this module (every shape does) registers `add_shape_arguments` as an
+`init_command_line_parser` listener, so the options exist wherever a shape is loaded. Every option has a typed default (never None) because Locust's web UI converts form values
 with the type of the default; `read()` falls back to the same defaults, so shapes also work when the
 options were never registered (unit tests, a foreign locustfile).
 """
@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from loadline.errors import UsageError
+from locust import events
+
+from loadline.core.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def read(options: Any, dest: str) -> Any:
 
 
 def time_scale(options: Any) -> float:
-    """`--time-scale` (registered by loadline.plugin): every shape duration is divided by it."""
+    """`--time-scale` (registered by loadline.runtime.plugin): every shape duration is divided by it."""
     value = getattr(options, "time_scale", 1.0) if options is not None else 1.0
     try:
         scale = float(value if value is not None else 1.0)
@@ -124,3 +126,8 @@ def require(condition: bool, message: str) -> None:
     """Raise the one-line UsageError `message` unless `condition` holds."""
     if not condition:
         raise UsageError(message)
+
+
+@events.init_command_line_parser.add_listener
+def _register(parser: Any, **_: Any) -> None:
+    add_shape_arguments(parser)

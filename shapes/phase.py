@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from shapes.drill import FaultAction
 
-# The kinds analysis can group by (loadline.runfolder.PHASE_COLUMNS documents the same list).
+# The kinds analysis can group by (loadline.core.runfolder.PHASE_COLUMNS documents the same list).
 KINDS = ("baseline", "step", "ramp", "burst", "recover", "hold", "soak-window", "stage")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loadline.errors import UsageError
+from loadline.core.errors import UsageError
 from shapes.base import PhasedShape
 from shapes.pulse import PulseShape
 from shapes.soak import SoakShape

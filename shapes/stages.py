@@ -22,7 +22,7 @@ from typing import Any
 
 from locust.util.timespan import parse_timespan
 
-from loadline.errors import UsageError
+from loadline.core.errors import UsageError
 from shapes.base import PhasedShape
 from shapes.drill import DRILL_KEYS, parse_actions
 from shapes.options import read, require

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from loadline.slo import SLO
+from loadline.core.slo import SLO
 from shapes.base import PhasedShape
 from shapes.options import read, require, time_scale
 from shapes.phase import Phase, users_text
@@ -92,7 +92,7 @@ def stepped_phases(s: StepSettings) -> list[Phase]:
 
 
 WindowFunction = Callable[[Any, float, float], Any]
-NO_REQUESTS = SimpleNamespace(requests=0, errors=0, error_rate=None)  # loadline.live gives None for "none"
+NO_REQUESTS = SimpleNamespace(requests=0, errors=0, error_rate=None)  # loadline.runtime.live gives None for "none"
 
 
 class StepShape(PhasedShape):
@@ -100,7 +100,7 @@ class StepShape(PhasedShape):
 
     def __init__(self) -> None:
         super().__init__()
-        self.window_function: WindowFunction | None = None  # tests inject a fake; default loadline.live.window
+        self.window_function: WindowFunction | None = None  # tests inject a fake; default loadline.runtime.live.window
         self.settings: StepSettings | None = None
         self.slo: SLO | None = None
         self.time_scale = 1.0
@@ -128,7 +128,7 @@ class StepShape(PhasedShape):
         if 0 < summary.requests < self.settings.min_requests:
             logger.warning("stop rule: %s had only %d requests (< --step-min-requests %d), not judged",
                            phase.label, summary.requests, self.settings.min_requests)
-        # loadline.live reports a time-scaled run in model time (latencies x scale): so is the window
+        # loadline.runtime.live reports a time-scaled run in model time (latencies x scale): so is the window
         model_window_s = (window_end - start_wall) * self.time_scale
         return judge_window(summary, self.slo, self.settings.max_error_rate, model_window_s,
                             self.settings.min_requests)
@@ -137,7 +137,7 @@ class StepShape(PhasedShape):
         window = self.window_function
         if window is None:
             try:  # master-only module: imported late so workers never need it
-                from loadline.live import window
+                from loadline.runtime.live import window
             except ImportError:
                 return None
         environment = getattr(self.runner, "environment", None)

@@ -1,6 +1,6 @@
 """The stepped shape's stop rule: does one step's window break the SLO (the break point)?
 
-Pure: it judges a live-stats window summary (loadline.live.WindowSummary or anything with the same
+Pure: it judges a live-stats window summary (loadline.runtime.live.WindowSummary or anything with the same
 fields) against an SLO, so it is tested without Locust.
 
 The error check uses `--step-max-error-rate`, not the SLO's `max_error_rate`: the SLO's default of
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadline.slo import SLO
+from loadline.core.slo import SLO
 
 # (window field, SLO field, human name)
 LATENCY_CHECKS = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import json
 
-from loadline.errors import UsageError
+from loadline.core.errors import UsageError
 from simulator.app import SimApp
 from simulator.http import BadRequest, Connection, Request, response
 from simulator.openai_api import ApiError, parse_body

@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadline.errors import UsageError
+from loadline.core.errors import UsageError
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "configs" / "sim"
 DEFAULT_PROFILE = "h100-llama3-8b"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from loadline.errors import UsageError
+from loadline.core.errors import UsageError
 
 # fault name -> value meaning "off"
 OFF_VALUES: dict[str, float] = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadline.simprocess import SimProcess, start_simulator
+from loadline.runtime.simprocess import SimProcess, start_simulator
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_S = 20.0
@@ -24,7 +24,7 @@ class SimHandle(SimProcess):
 def sim_server(tmp_path):
     """Factory: sim_server(profile="tiny", *extra_args) -> SimHandle; every server is stopped at teardown.
 
-    Uses the same launcher as `loadline run` (loadline.simprocess): bounded startup, stderr to a file.
+    Uses the same launcher as `loadline run` (loadline.runtime.simprocess): bounded startup, stderr to a file.
     """
     handles: list[SimHandle] = []
 
@@ -40,3 +40,16 @@ def sim_server(tmp_path):
     yield start
     for handle in handles:
         handle.stop()
+
+
+TIERS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(items):
+    """Each test is marked by its folder: unit (in process, no sockets to other processes),
+    integration (one real local process: the simulator, a Locust runner), e2e (whole runs)."""
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for tier in TIERS:
+            if tier in parts:
+                item.add_marker(getattr(pytest.mark, tier))

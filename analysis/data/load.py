@@ -1,0 +1,252 @@
+"""Read a run folder (or a folder of plain `locust --csv` exports) into one `RunData`.
+
+Tolerant by design: the requests table is appended live, so a truncated last line is dropped
+silently; every other missing or unreadable file is listed in `RunData.missing` so the report can
+say what it could not judge. Only "nothing usable at all" raises `UsageError` (exit 2).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from loadline.core import runfolder
+from loadline.core.errors import UsageError
+from loadline.core.records import COLUMNS
+
+_FLOAT_COLUMNS = (
+    "start_wall", "ttfb_ms", "ttft_ms", "e2e_ms", "tpot_ms", "itl_mean_ms", "itl_p50_ms",
+    "itl_p99_ms", "itl_max_ms", "prompt_tokens",
+)
+_INT_COLUMNS = ("turn", "attempt", "http_status", "output_tokens", "content_chunks")
+# Few distinct values over millions of rows: categories keep a 1M-row table in memory cheaply.
+_CATEGORY_COLUMNS = (
+    "worker_id", "user_id", "user_class", "session_id", "endpoint", "model", "status",
+    "error_class", "error_message", "tokens_source", "finish_reason",
+)
+WHOLE_RUN = "whole-run"
+
+
+@dataclass
+class RunData:
+    path: Path
+    manifest: dict
+    requests: pd.DataFrame  # COLUMNS + end_wall, one row per HTTP attempt
+    phases: pd.DataFrame  # runfolder.PHASE_COLUMNS; one "whole-run" row when phases.csv is absent
+    server_metrics: pd.DataFrame  # runfolder.SERVER_METRIC_COLUMNS
+    generator: pd.DataFrame  # runfolder.GENERATOR_COLUMNS
+    locust_stats: pd.DataFrame | None
+    missing: list[str] = field(default_factory=list)
+    locust_history: pd.DataFrame | None = None
+
+    @property
+    def has_records(self) -> bool:
+        return not self.requests.empty
+
+
+class _UpToLastNewline(io.RawIOBase):
+    """A read-only view of a file that ends at its last newline (drops a half-written last line)."""
+
+    def __init__(self, path: Path):
+        self._file = open(path, "rb")  # noqa: SIM115 - owned by this reader, closed in close()
+        size = self._file.seek(0, io.SEEK_END)
+        self.limit = _last_newline_end(self._file, size)  # bytes readable: up to the last complete line
+        self._file.seek(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        left = self.limit - self._file.tell()
+        if left <= 0:
+            return 0
+        view = memoryview(buffer)[: min(len(buffer), left)]
+        return self._file.readinto(view)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _last_newline_end(f, size: int) -> int:
+    """Offset just past the last b"\\n" in the file (0 when there is none)."""
+    pos, block = size, 65536
+    while pos > 0:
+        start = max(0, pos - block)
+        f.seek(start)
+        chunk = f.read(pos - start)
+        idx = chunk.rfind(b"\n")
+        if idx >= 0:
+            return start + idx + 1
+        pos = start
+    return 0
+
+
+def read_csv_tolerant(path: Path, **kwargs) -> pd.DataFrame:
+    """Read a CSV that may be being appended to: ignore a truncated last line, one-line errors."""
+    try:
+        raw = _UpToLastNewline(path)
+        if raw.limit == 0 and path.stat().st_size > 0:
+            raw.close()
+            raise UsageError(f"{path} has no complete line ({path.stat().st_size} bytes): not a CSV, or still being written")
+        with io.BufferedReader(raw, buffer_size=1 << 20) as handle:
+            return pd.read_csv(handle, **kwargs)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{path} is not a readable CSV: {reason}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _read_requests(path: Path, missing: list[str]) -> pd.DataFrame:
+    dtypes = {c: "float64" for c in _FLOAT_COLUMNS}
+    dtypes.update({c: "category" for c in _CATEGORY_COLUMNS})
+    dtypes.update({"request_id": "object", "itl_us": "object"})
+    frame = read_csv_tolerant(path, dtype=dtypes, keep_default_na=False, na_values={c: [""] for c in _FLOAT_COLUMNS})
+    if frame.empty:
+        return _empty_requests()
+    absent = [c for c in ("start_wall", "status", "e2e_ms") if c not in frame.columns]
+    if absent:
+        raise UsageError(f"{path} lacks the column(s) {', '.join(absent)}: not a loadline requests table")
+    for name in COLUMNS:
+        if name not in frame.columns:
+            frame[name] = np.nan if name in _FLOAT_COLUMNS else ""
+    for name in _INT_COLUMNS:
+        frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(0).astype("int64")
+    frame["itl_us"] = frame["itl_us"].fillna("").astype("object")
+    broken = int(frame["start_wall"].isna().sum())
+    if broken:
+        missing.append(f"{path.name}: {broken} malformed row(s) without start_wall skipped")
+    frame = frame[frame["start_wall"].notna()]
+    frame["end_wall"] = frame["start_wall"] + frame["e2e_ms"].fillna(0.0) / 1000.0
+    return frame.reset_index(drop=True)
+
+
+def _empty_requests() -> pd.DataFrame:
+    frame = pd.DataFrame({name: pd.Series(dtype="float64" if name in _FLOAT_COLUMNS else "object") for name in COLUMNS})
+    frame["end_wall"] = pd.Series(dtype="float64")
+    return frame
+
+
+def _read_table(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.DataFrame:
+    if not path.exists():
+        missing.append(f"{path.name} (absent)")
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+    try:
+        frame = read_csv_tolerant(path)
+    except UsageError as exc:
+        missing.append(f"{path.name} (unreadable: {exc})")
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+    for name in columns:
+        if name not in frame.columns:
+            frame[name] = np.nan
+    return frame
+
+
+def _whole_run_phase(requests: pd.DataFrame) -> pd.DataFrame:
+    start = float(requests["start_wall"].min()) if len(requests) else np.nan
+    end = float(requests["end_wall"].max()) if len(requests) else np.nan
+    row = {c: np.nan for c in runfolder.PHASE_COLUMNS}
+    row.update(index=0, label=WHOLE_RUN, kind=WHOLE_RUN, start_wall=start, end_wall=end, note="")
+    return pd.DataFrame([row], columns=list(runfolder.PHASE_COLUMNS))
+
+
+def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str], finished: bool = True) -> pd.DataFrame:
+    phases = _read_table(path / runfolder.PHASES, runfolder.PHASE_COLUMNS, missing)
+    phases = phases.dropna(subset=["start_wall"]) if len(phases) else phases
+    if phases.empty:
+        if (path / runfolder.PHASES).exists():
+            missing.append(f"{runfolder.PHASES} (no rows)")
+        return _whole_run_phase(requests)
+    phases = phases.sort_values("start_wall").reset_index(drop=True)
+    for name in ("start_wall", "end_wall", "target_users", "spawn_rate", "users_start", "users_end"):
+        phases[name] = pd.to_numeric(phases[name], errors="coerce")
+    # An unfinished last phase (run killed) ends at the last record's end.
+    if len(requests) and pd.isna(phases["end_wall"].iloc[-1]):
+        phases.loc[phases.index[-1], "end_wall"] = float(requests["end_wall"].max())
+    # The timeline writes a phase when it ends: after a master crash the running phase is absent and
+    # its records would fall outside every phase. Give them a phase of their own.
+    last_end = float(phases["end_wall"].iloc[-1]) if pd.notna(phases["end_wall"].iloc[-1]) else None
+    if not finished and len(requests) and last_end is not None and float(requests["start_wall"].max()) >= last_end:
+        tail = {name: None for name in runfolder.PHASE_COLUMNS}
+        tail.update(index=len(phases), label="unfinished (the run ended without closing this phase)",
+                    kind="unfinished", start_wall=last_end, end_wall=float(requests["end_wall"].max()),
+                    note="phase row reconstructed from the records")
+        phases = pd.concat([phases, pd.DataFrame([tail])], ignore_index=True)
+        missing.append(f"{runfolder.PHASES} (the last phase was never closed; its records form an 'unfinished' phase)")
+    # Missing ends elsewhere: a phase ends where the next begins.
+    next_start = phases["start_wall"].shift(-1)
+    phases["end_wall"] = phases["end_wall"].fillna(next_start)
+    for name in ("label", "kind", "note"):
+        phases[name] = phases[name].astype(object).fillna("").astype(str)
+    return phases
+
+
+def _find_locust_csv(path: Path, suffix: str) -> Path | None:
+    preferred = path / f"{runfolder.LOCUST_CSV_PREFIX}{suffix}"
+    if preferred.exists():
+        return preferred
+    found = sorted(p for p in path.glob(f"*{suffix}") if p.is_file())
+    return found[0] if found else None
+
+
+def _read_locust(path: Path, missing: list[str]) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    tables: list[pd.DataFrame | None] = []
+    for suffix in ("_stats.csv", "_stats_history.csv"):
+        file = _find_locust_csv(path, suffix)
+        table = None
+        if file is not None:
+            try:
+                table = read_csv_tolerant(file)
+            except UsageError as exc:
+                missing.append(f"{file.name} (unreadable: {exc})")
+            if table is not None and table.empty:
+                table = None
+        tables.append(table)
+    return tables[0], tables[1]
+
+
+def _read_manifest(path: Path, missing: list[str]) -> dict:
+    file = path / runfolder.MANIFEST
+    if not file.exists():
+        missing.append(f"{runfolder.MANIFEST} (absent)")
+        return {}
+    try:
+        data = json.loads(file.read_text())
+    except (ValueError, OSError) as exc:
+        missing.append(f"{runfolder.MANIFEST} (unreadable: {exc})")
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_run(path: str | Path) -> RunData:
+    """Load everything analysis needs from a run folder; raise UsageError when nothing is usable."""
+    root = Path(path)
+    if not root.exists():
+        raise UsageError(f"run folder not found: {root}")
+    if not root.is_dir():
+        raise UsageError(f"not a folder: {root}")
+    missing: list[str] = []
+    manifest = _read_manifest(root, missing)
+    requests_file = root / runfolder.REQUESTS
+    if requests_file.exists():
+        requests = _read_requests(requests_file, missing)
+    else:
+        missing.append(f"{runfolder.REQUESTS} (absent: no per-request records, so no TTFT/ITL/TPOT, knee or goodput)")
+        requests = _empty_requests()
+    locust_stats, locust_history = _read_locust(root, missing)
+    if requests.empty and locust_stats is None:
+        if requests_file.exists():
+            raise UsageError(f"empty run: {requests_file} has no request rows")
+        raise UsageError(f"{root} holds neither {runfolder.REQUESTS} nor Locust *_stats.csv: nothing to analyse")
+    phases = _read_phases(root, requests, missing, finished=manifest.get("status") == "finished")
+    server = _read_table(root / runfolder.SERVER_METRICS, runfolder.SERVER_METRIC_COLUMNS, missing)
+    generator = _read_table(root / runfolder.GENERATOR_METRICS, runfolder.GENERATOR_COLUMNS, missing)
+    return RunData(root, manifest, requests, phases, server, generator, locust_stats, missing, locust_history)

@@ -1,0 +1,222 @@
+"""Run folder -> report/: report.html, summary.md, verdict.json, junit.xml and the charts.
+
+`build_report` is what `loadline report` and the end of every `loadline run` call. It is pure in
+the sense that it only reads the run folder and writes the report folder; the exit code is the
+SLO gate's (0 pass, 1 fail); unusable input raises UsageError (exit 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.report import charts, server_charts
+
+from analysis.verdict import gate
+
+from analysis.stats import knee, recovery
+from analysis.verdict.bottleneck import judge
+from analysis.verdict.capacity import plan_from_run
+from analysis.data.load import RunData, load_run
+from analysis.data.prom_ingest import load_query_range
+from analysis.report.recovery_chart import recovery_chart
+from analysis.report.html import render_html
+from analysis.report.markdown import render_markdown, verdict_sentence
+from analysis.verdict.server_gate import server_criteria
+from analysis.stats.phases import error_classes, phase_table
+from analysis.data.timescale import note as timescale_note
+from analysis.data.timescale import point_to_model, time_scale, to_model_time
+from loadline.core import runfolder
+from loadline.core.errors import UsageError
+from loadline.core.slo import SLO
+
+
+@dataclass
+class ReportResult:
+    exit_code: int
+    summary: str
+    verdict: dict
+    out_dir: Path | None = None
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe copy: NaN/inf -> None, numpy scalars -> Python, Paths -> str."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _guarded(name: str, call: Callable[[], Any], fallback: dict) -> Any:
+    """Run another part's analysis; a failure there is reported in the verdict, not fatal to the report.
+
+    The report is written at the end of every run: losing the SLO verdict because a secondary
+    analysis raised would cost the user more than a section that says it could not be computed.
+    """
+    try:
+        return call()
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see docstring
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return {**fallback, "error": f"{name} failed: {type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"}
+
+
+def _bottleneck(run: RunData, table: pd.DataFrame) -> dict:
+    fallback = {"layer": None, "evidence": [], "actions": [], "secondary": [], "not_judged": ["bottleneck verdict unavailable"]}
+    return _guarded("bottleneck verdict", lambda: judge(run, table), fallback)
+
+
+def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> dict:
+    return _guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {})
+
+
+def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
+    """Surge / fault recovery entries (analysis.stats.recovery), and why they are missing if they failed."""
+    if not run.has_records:
+        return [], []
+    result = _guarded("recovery", lambda: recovery.from_run(run.requests, run.phases, run.manifest, slo), {})
+    return (result, []) if isinstance(result, list) else ([], [result["error"]])
+
+
+def _server_charts(run: RunData, table: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str | None]:
+    result = _guarded("server charts", lambda: list(server_charts.charts(run, table, out_dir)), {})
+    return (result, None) if isinstance(result, list) else ([], result.get("error"))
+
+
+def merge_prometheus(run: RunData, files: Iterable[str | Path]) -> None:
+    files = list(files)
+    if not files:
+        return
+    extra = load_query_range(files)
+    frames = [f for f in (run.server_metrics, extra) if f is not None and len(f)]
+    if frames:
+        run.server_metrics = pd.concat(frames, ignore_index=True)
+
+
+def _draw_charts(run: RunData, table: pd.DataFrame, knee_point: dict, break_point: dict, slo: SLO,
+                 out_dir: Path, scale: float = 1.0) -> tuple[list[Path], list[str]]:
+    drawn: list[Path] = []
+    problems: list[str] = []
+    jobs: list[tuple[str, Callable[[], Path]]] = []
+    if run.has_records:
+        curve = knee.load_curve(table)
+        jobs += [
+            ("latency over time", lambda: charts.latency_over_time(run, out_dir / "latency_over_time.png", scale)),
+            ("throughput vs concurrency", lambda: charts.throughput_vs_concurrency(
+                curve, knee_point, break_point, slo, out_dir / "throughput_vs_concurrency.png")),
+            ("latency CDFs", lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png", scale)),
+            ("tokens over time", lambda: charts.tokens_over_time(run, out_dir / "tokens_over_time.png", scale)),
+            ("errors over time", lambda: charts.errors_over_time(run, out_dir / "errors_over_time.png", scale)),
+        ]
+    elif run.locust_history is not None:
+        jobs.append(("locust history", lambda: charts.locust_history_chart(run.locust_history, out_dir / "locust_history.png")))
+    for name, job in jobs:
+        result = _guarded(f"chart '{name}'", job, {})
+        if isinstance(result, Path):
+            drawn.append(result)
+        else:
+            problems.append(result["error"])
+    extra, problem = _server_charts(run, table, out_dir)
+    drawn += [Path(p) for p in extra]
+    problems += [problem] if problem else []
+    return drawn, problems
+
+
+def _require_outcomes(run: RunData, table: pd.DataFrame) -> None:
+    """Nothing to judge is unusable input (exit 2), not a pass."""
+    if (table["ok"].fillna(0) + table["errors"].fillna(0)).sum() > 0:
+        return
+    total = len(run.requests)
+    inside = int(table["requests"].fillna(0).sum())
+    if run.has_records and inside == 0:
+        raise UsageError(f"none of the {total} request records started inside a phase of {runfolder.PHASES} "
+                         "(do the clocks of master and workers agree?)")
+    raise UsageError(f"empty run: no request completed ({total} attempt(s), all cancelled)")
+
+
+def _consistency(run: RunData, table: pd.DataFrame) -> list[str]:
+    """Records the run wrote but the report does not count, said out loud."""
+    notes = []
+    outside = len(run.requests) - int(table["requests"].fillna(0).sum()) if run.has_records else 0
+    if outside > 0:
+        notes.append(f"{outside} request record(s) started outside every phase and are not counted")
+    written = run.manifest.get("requests_written")
+    if isinstance(written, int) and run.has_records and written > len(run.requests):
+        notes.append(f"the manifest says {written} request rows were written, {runfolder.REQUESTS} holds {len(run.requests)}")
+    return notes
+
+
+def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
+    """The numbers of a report, without writing anything: (phase table in model time, verdict dict)."""
+    wall = phase_table(run, slo)
+    _require_outcomes(run, wall)
+    scale = time_scale(run.manifest)
+    table = to_model_time(wall, scale)
+    recovered, recovery_problems = _recovery(run, slo)
+    criteria = (gate.evaluate(table, slo) + server_criteria(run.server_metrics, slo)
+                + recovery.criteria(recovered, slo.recovery_s_max))
+    passed = gate.gate_passed(criteria)
+    knee_wall = knee.find_knee(wall) if run.has_records else {"found": False, "reason": "no per-request records"}
+    break_point = knee.find_break_point(table, slo)
+    verdict = {
+        "run": str(run.path), "name": run.manifest.get("name", run.path.resolve().name), "manifest": run.manifest,
+        "passed": passed, "exit_code": 0 if passed else 1, "time_scale": scale,
+        "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo)},
+        "knee": point_to_model(knee_wall, scale), "break_point": break_point,
+        "max_slo_throughput": (best := knee.max_compliant_throughput(table, slo)),
+        "safe_operating_point": knee.safe_operating_point(table, break_point, best),
+        "phases": table.to_dict(orient="records"),
+        "error_classes": error_classes(run).to_dict(orient="records"),
+        "recovery": recovered,
+        "missing": list(run.missing) + _consistency(run, wall) + recovery_problems,
+        "notes": [n for n in [timescale_note(scale)] if n],
+        "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
+    }
+    # the server-metrics analyses read the wall-time table and scale by themselves
+    verdict["bottleneck"] = _bottleneck(run, wall)
+    verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
+    verdict["sentence"] = verdict_sentence(verdict)
+    return table, verdict
+
+
+def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Path | None = None,
+                 prometheus: Iterable[str | Path] = ()) -> ReportResult:
+    slo = slo or SLO()
+    run = load_run(run_dir)
+    merge_prometheus(run, prometheus)
+    out = Path(out_dir) if out_dir is not None else run.path / runfolder.REPORT_DIR
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
+    table, verdict = analyse(run, slo)
+    chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], slo, out, verdict["time_scale"])
+    drawn = _guarded("chart 'recovery'", lambda: recovery_chart(verdict["recovery"], out / "recovery.png"), {})
+    if isinstance(drawn, Path):
+        chart_paths.append(drawn)
+    elif isinstance(drawn, dict):
+        problems.append(drawn["error"])
+    verdict["charts"] = [p.name for p in chart_paths]
+    verdict["chart_problems"] = problems
+    verdict = clean(verdict)
+    summary = render_markdown(verdict)
+    (out / "summary.md").write_text(summary)
+    (out / "report.html").write_text(render_html(verdict, chart_paths))
+    (out / "junit.xml").write_text(gate.junit_xml(verdict["slo"]["criteria"]))
+    runfolder.write_json_atomic(out / "verdict.json", verdict)
+    return ReportResult(verdict["exit_code"], summary, verdict, out)

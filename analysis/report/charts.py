@@ -1,0 +1,191 @@
+"""The report's charts: PNG files drawn with matplotlib's Agg backend (no display, no network).
+
+Time series bucket records by the second they ended (latency, tokens/s) or started (errors);
+the bucket width adapts so a chart has at most ~150 buckets. Phases are shaded and labelled.
+`scale` is the run's time scale: every axis is drawn in model time (analysis.data.timescale).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from analysis.data.load import RunData
+from analysis.stats.phases import pooled_itl_ms
+from loadline.core.slo import SLO
+
+MAX_BUCKETS = 150
+CDF_MAX_REQUESTS = 20_000  # ITL CDF pools the gaps of at most this many evenly spaced requests
+_SHADES = ("#e8eef7", "#f7f3e8")
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _timeline(run: RunData) -> tuple[float, float]:
+    starts = run.phases["start_wall"].dropna()
+    ends = run.phases["end_wall"].dropna()
+    t0 = float(starts.min()) if len(starts) else float(run.requests["start_wall"].min())
+    t1 = float(ends.max()) if len(ends) else float(run.requests["end_wall"].max())
+    return t0, max(t1, t0 + 1.0)
+
+
+def _bucket_width(t0: float, t1: float) -> float:
+    return max(1.0, float(np.ceil((t1 - t0) / MAX_BUCKETS)))
+
+
+def _shade_phases(ax, run: RunData, t0: float, scale: float) -> None:
+    phases = run.phases.dropna(subset=["start_wall", "end_wall"])
+    for i, (_, phase) in enumerate(phases.iterrows()):
+        start, end = (phase["start_wall"] - t0) * scale, (phase["end_wall"] - t0) * scale
+        ax.axvspan(start, end, color=_SHADES[i % 2], zorder=0)
+        if len(phases) <= 12:
+            ax.text(start, 1.0, f" {phase['label']}", transform=ax.get_xaxis_transform(),
+                    fontsize=7, va="top", rotation=90, color="#555555")
+
+
+def _legend(ax, **kwargs) -> None:
+    """A legend when something was drawn, else a note that there was nothing to draw."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, **kwargs)
+    else:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="grey")
+
+
+def _time_label(scale: float) -> str:
+    return "time since start (s)" if scale == 1.0 else f"model time since start (s; run compressed x{scale:g})"
+
+
+def _ok(run: RunData) -> pd.DataFrame:
+    return run.requests[(run.requests["status"] == "ok").to_numpy()]
+
+
+def latency_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
+    t0, t1 = _timeline(run)
+    width = _bucket_width(t0, t1)
+    ok = _ok(run)
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    _shade_phases(ax, run, t0, scale)
+    if len(ok):
+        bucket = (((ok["end_wall"].to_numpy() - t0) // width) * width + width / 2) * scale
+        grouped = ok.groupby(bucket)
+        for column, q, style in (("e2e_ms", 0.5, "-"), ("e2e_ms", 0.95, "-"), ("e2e_ms", 0.99, "-"), ("ttft_ms", 0.95, "--")):
+            series = grouped[column].quantile(q)
+            ax.plot(series.index, series.to_numpy() * scale, style, label=f"{column[:-3].upper()} P{round(q * 100)}")
+    _legend(ax, loc="upper left")
+    ax.set(title=f"Latency percentiles over time ({width * scale:g} s buckets, ok requests)", xlabel=_time_label(scale),
+           ylabel="latency (ms)")
+    return _save(fig, path)
+
+
+def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict, slo: SLO, path: Path) -> Path:
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7))
+    if len(curve):
+        top.plot(curve["users"], curve["rps"], "o-", label="requests/s (ok)")
+        top.plot(curve["users"], curve["goodput_rps"], "s--", label="goodput (req/s meeting SLO)")
+        bottom.plot(curve["users"], curve["e2e_p95_ms"], "o-", label="E2E P95")
+        bottom.plot(curve["users"], curve["e2e_p99_ms"], "o-", label="E2E P99")
+        bottom.plot(curve["users"], curve["ttft_p95_ms"], "^--", label="TTFT P95")
+    for ax in (top, bottom):
+        if knee.get("found"):
+            ax.axvline(knee["users"], color="tab:green", ls=":", label=f"knee ({knee['users']:g} users)")
+        if break_point.get("found") and break_point.get("users") is not None:
+            ax.axvline(break_point["users"], color="tab:red", ls=":", label=f"break point ({break_point['users']:g} users)")
+    for limit, name in ((slo.e2e_p95_ms, "SLO E2E P95"), (slo.e2e_p99_ms, "SLO E2E P99")):
+        if limit is not None:
+            bottom.axhline(limit, color="grey", lw=0.8, ls="--", label=f"{name} {limit:g} ms")
+    top.set(title="Throughput vs concurrency", xlabel="concurrent users", ylabel="requests/s")
+    bottom.set(title="Latency vs concurrency", xlabel="concurrent users", ylabel="latency (ms)")
+    _legend(top, loc="upper left")
+    _legend(bottom, loc="upper left")
+    return _save(fig, path)
+
+
+def _cdf(ax, samples: np.ndarray, label: str) -> None:
+    samples = np.asarray(samples, dtype=float)
+    samples = samples[np.isfinite(samples) & (samples > 0)]
+    if samples.size == 0:
+        return
+    grid = np.linspace(0.0, 1.0, 501)  # quantiles on a fixed grid: exact at those points, cheap at any size
+    ax.plot(np.quantile(samples, grid), grid, label=f"{label} (n={samples.size:,})")
+
+
+def latency_cdfs(run: RunData, path: Path, scale: float = 1.0) -> Path:
+    ok = _ok(run)
+    step = max(1, len(ok) // CDF_MAX_REQUESTS)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    _cdf(left, ok["ttft_ms"].to_numpy(dtype=float) * scale, "TTFT")
+    _cdf(right, pooled_itl_ms(ok["itl_us"].to_numpy()[::step]) * scale, "ITL per gap")
+    sampled = f", gaps of every {step}th request" if step > 1 else ""
+    left.set(title="TTFT distribution (CDF)", xlabel="TTFT (ms)", ylabel="fraction of requests")
+    right.set(title=f"ITL distribution (CDF{sampled})", xlabel="inter-token gap (ms)", ylabel="fraction of gaps")
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+        _legend(ax, loc="lower right")
+    return _save(fig, path)
+
+
+def tokens_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
+    t0, t1 = _timeline(run)
+    width = _bucket_width(t0, t1)
+    ok = _ok(run)
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    _shade_phases(ax, run, t0, scale)
+    bucket = ((ok["end_wall"].to_numpy() - t0) // width) * width
+    tokens = ok.groupby(bucket)["output_tokens"].sum() / (width * scale)
+    ax.step((tokens.index + width / 2) * scale, tokens.to_numpy(), where="mid", label="output tokens/s (ok requests)")
+    _legend(ax, loc="upper left")
+    ax.set(title=f"Output tokens/s over time ({width * scale:g} s buckets, by completion time)",
+           xlabel=_time_label(scale), ylabel="tokens/s")
+    return _save(fig, path)
+
+
+def errors_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
+    t0, t1 = _timeline(run)
+    width = _bucket_width(t0, t1)
+    errors = run.requests[(run.requests["status"] == "error").to_numpy()]
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    _shade_phases(ax, run, t0, scale)
+    if errors.empty:
+        ax.text(0.5, 0.5, "no errors", transform=ax.transAxes, ha="center", va="center", fontsize=14, color="tab:green")
+        ax.set_xlim(0, (t1 - t0) * scale)
+    else:
+        bucket = ((errors["start_wall"].to_numpy() - t0) // width) * width
+        counts = pd.crosstab(bucket, errors["error_class"].astype(str).replace("", "unknown").to_numpy())
+        bottom = np.zeros(len(counts))
+        per_s = width * scale
+        for name in counts.columns:
+            ax.bar((counts.index + width / 2) * scale, counts[name].to_numpy() / per_s, width=per_s, bottom=bottom, label=name)
+            bottom += counts[name].to_numpy() / per_s
+        ax.legend(fontsize=8, title="error class", loc="upper left")
+    ax.set(title=f"Errors over time by class ({width * scale:g} s buckets, by start time)", xlabel=_time_label(scale),
+           ylabel="errors/s")
+    return _save(fig, path)
+
+
+def locust_history_chart(history: pd.DataFrame, path: Path) -> Path:
+    """The degraded view for plain Locust CSV exports: users, requests/s and P95 over time."""
+    rows = history[history["Name"].astype(str) == "Aggregated"] if "Name" in history else history
+    t = rows["Timestamp"].to_numpy(dtype=float) if "Timestamp" in rows else np.arange(len(rows), dtype=float)
+    t = t - (t[0] if len(t) else 0.0)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5.5), sharex=True)
+    for column, ax in (("User Count", top), ("Requests/s", top), ("95%", bottom), ("50%", bottom)):
+        if column in rows:
+            ax.plot(t, pd.to_numeric(rows[column], errors="coerce").to_numpy(), label=column)
+    top.set(title="Locust history: users and requests/s", ylabel="users, requests/s")
+    bottom.set(title="Locust history: response time percentiles (Locust-bucketed)", xlabel="time since start (s)",
+               ylabel="ms")
+    _legend(top)
+    _legend(bottom)
+    return _save(fig, path)

@@ -1,0 +1,122 @@
+"""Knee, break point, maximum SLO-compliant throughput and safe operating point.
+
+Knee method (stated in the report): order the load levels by concurrency (users). Between two
+consecutive levels with user ratio r, compare the relative throughput gain g = rps2/rps1 - 1 with
+the relative latency growth l = p50_2/p50_1 - 1 of E2E. The first step where throughput stopped
+growing (g < 0.5 x (r - 1): the added users bought less than half the throughput they would if
+the service scaled linearly) while latency climbed faster than throughput (l > g) is where more
+concurrency only adds queueing; the knee is the level before that step, i.e. the highest level
+that still scaled. The median is used rather than P95 because short steps give P95 few samples.
+Both conditions matter: latency alone also grows below saturation (bigger batches decode slower),
+and throughput alone can stall from noise at low load.
+
+Break point: the first phase, in time order, that breaks the SLO's latency or error criteria.
+Safe operating point: 60-70 % of the break point's throughput (DOMAIN.md); without a break point
+60-70 % of the highest SLO-compliant throughput, flagged as a lower bound. The matching users are read
+off the rising part of the throughput-vs-users curve (linear interpolation), not scaled from the
+break point's users: past saturation users only add queueing, so 60 % of them can still be too many.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.verdict.gate import compliant_phases, phase_violations
+from loadline.core.slo import SLO
+
+MIN_LEVELS = 3
+LINEAR_SHARE = 0.5  # below this share of linear scaling, throughput "stopped growing"
+SAFE_LOW, SAFE_HIGH = 0.6, 0.7
+
+
+def _num(value) -> float | None:
+    return None if value is None or pd.isna(value) else round(float(value), 3)
+
+
+def _point(row: pd.Series) -> dict:
+    return {"users": _num(row["users"]), "rps": _num(row["rps"]), "output_tokens_per_s": _num(row["output_tokens_per_s"]),
+            "e2e_p50_ms": _num(row["e2e_p50_ms"]), "e2e_p95_ms": _num(row["e2e_p95_ms"]),
+            "e2e_p99_ms": _num(row["e2e_p99_ms"]), "phase_index": int(row["phase_index"]), "label": str(row["label"])}
+
+
+def load_curve(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per concurrency level (the latest phase at that level), ordered by users."""
+    usable = table[table["users"].notna() & (table["users"] > 0) & (table["ok"] > 0) & table["e2e_p50_ms"].notna()
+                   & table["rps"].notna()]
+    usable = usable[~usable["kind"].isin(["recover", "burst"])]  # transients, not steady load levels
+    return usable.drop_duplicates("users", keep="last").sort_values("users").reset_index(drop=True)
+
+
+def find_knee(table: pd.DataFrame) -> dict:
+    curve = load_curve(table)
+    method = ("first step where throughput gained < half of the added users' share and E2E P50 grew faster than "
+              "throughput; knee = the level before it")
+    if len(curve) < MIN_LEVELS:
+        return {"found": False, "method": method,
+                "reason": f"needs at least {MIN_LEVELS} load levels with different user counts, got {len(curve)}"}
+    for i in range(1, len(curve)):
+        before, after = curve.iloc[i - 1], curve.iloc[i]
+        if before["rps"] <= 0 or before["e2e_p50_ms"] <= 0:
+            continue
+        gain = after["rps"] / before["rps"] - 1.0
+        growth = after["e2e_p50_ms"] / before["e2e_p50_ms"] - 1.0
+        added = after["users"] / before["users"] - 1.0
+        if gain < LINEAR_SHARE * added and growth > max(gain, 0.0):
+            return {"found": True, **_point(before), "method": method,
+                    "reason": (f"from {before['users']:g} to {after['users']:g} users throughput changed {gain:+.0%} "
+                               f"while E2E P50 grew {growth:+.0%}")}
+    last = curve.iloc[-1]
+    return {"found": False, "method": method, "highest_tested": _point(last),
+            "reason": f"throughput kept scaling with users up to {last['users']:g} users: no knee in the tested range"}
+
+
+def find_break_point(table: pd.DataFrame, slo: SLO) -> dict:
+    for _, row in table.sort_values("start_wall").iterrows():
+        if row["ok"] + row["errors"] <= 0:
+            continue
+        reasons = phase_violations(row, slo)
+        if reasons:
+            return {"found": True, **_point(row), "reasons": reasons}
+    return {"found": False, "reasons": [], "reason": "every phase met the SLO: the break point lies beyond the tested load"}
+
+
+def max_compliant_throughput(table: pd.DataFrame, slo: SLO) -> dict:
+    good = compliant_phases(table, slo)
+    good = good[good["rps"].notna()]
+    if good.empty:
+        return {"found": False, "reason": "no phase met the SLO"}
+    return {"found": True, **_point(good.loc[good["rps"].idxmax()])}
+
+
+def safe_operating_point(table: pd.DataFrame, break_point: dict, best: dict | None = None) -> dict:
+    """`best`: max_compliant_throughput(), the basis when the break point was not reached."""
+    if break_point.get("found"):
+        basis, lower_bound = break_point, False
+    elif best and best.get("found"):
+        basis, lower_bound = best, True
+    else:
+        return {"found": False, "reason": "no phase met the SLO and none broke it"}
+
+    if basis["rps"] is None or math.isnan(basis["rps"]):
+        return {"found": False, "reason": "the basis phase has no throughput"}
+    rps = [round(basis["rps"] * SAFE_LOW, 3), round(basis["rps"] * SAFE_HIGH, 3)]
+    return {"found": True, "rps": rps, "users": _users_at(table, rps), "basis_label": basis["label"],
+            "lower_bound": lower_bound,
+            "reason": ("60-70 % of the break point" if not lower_bound
+                       else "60-70 % of the highest SLO-compliant throughput: the break point was not reached, "
+                            "so this is a lower bound")}
+
+
+def _users_at(table: pd.DataFrame, rps: list[float]) -> list[float] | None:
+    """Users that carried the given throughputs on the rising part of the load curve (None if unknown)."""
+    curve = load_curve(table)
+    if len(curve) < 2:
+        return None
+    rising = curve.iloc[: int(curve["rps"].to_numpy().argmax()) + 1]
+    rates, users = rising["rps"].to_numpy(dtype=float), rising["users"].to_numpy(dtype=float)
+    keep = np.concatenate([[True], np.diff(rates) > 0])  # np.interp needs increasing x
+    rates, users = np.concatenate([[0.0], rates[keep]]), np.concatenate([[0.0], users[keep]])
+    return [round(float(np.interp(r, rates, users)), 1) for r in rps]

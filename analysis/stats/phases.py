@@ -1,0 +1,216 @@
+"""Per-phase statistics from the request records: counts, rates and latency percentiles.
+
+Definitions (the report repeats them):
+- A record belongs to the phase during which it *started* (`start_wall` in [start, end)).
+- ok / errors / cancelled follow `status`; cancelled attempts (the test stopped or ramped down
+  mid-stream) count as neither, so error_rate = errors / (ok + errors).
+- rps = ok requests per second of phase duration; output_tokens_per_s = output tokens of ok
+  requests per second; goodput_rps = ok requests per second that met every per-request latency
+  threshold of the SLO (see `goodput_thresholds`).
+- Latency percentiles are over ok requests that started before the phase's first cancelled request
+  (see `uncensored`: after it, only fast requests could finish before the stop), computed from raw
+  samples with numpy's default
+  linear interpolation (Hyndman-Fan type 7). ITL is pooled per gap: every inter-chunk gap of every
+  ok request in the phase is one sample (not a mean of per-request means).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.data.load import RunData
+from analysis.data.timescale import time_scale
+from loadline.core.slo import SLO
+
+METRICS = ("e2e", "ttft", "tpot", "itl")
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("max", 100.0))
+PHASE_TABLE_COLUMNS = [
+    "phase_index", "label", "kind", "start_wall", "end_wall", "target_users", "users", "requests",
+    "ok", "errors", "cancelled", "error_rate", "rps", "output_tokens_per_s", "goodput_rps",
+] + [f"{m}_{p}_ms" for m in METRICS for p, _ in PERCENTILES]
+_ITL_CHUNK_ROWS = 50_000  # bounds the joined string parsed at once (~15 MB at 300 B/row)
+
+
+def pooled_itl_us(itl_us: pd.Series | np.ndarray) -> np.ndarray:
+    """Every gap of every request as one int32 array (microseconds), parsed by numpy in C, chunked."""
+    values = np.asarray(itl_us, dtype=object)
+    parts: list[np.ndarray] = []
+    for start in range(0, len(values), _ITL_CHUNK_ROWS):
+        text = " ".join(v for v in values[start : start + _ITL_CHUNK_ROWS] if isinstance(v, str) and v)
+        if text:
+            parts.append(np.fromstring(text, dtype=np.int64, sep=" ").astype(np.int32))
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+
+
+def pooled_itl_ms(itl_us: pd.Series | np.ndarray) -> np.ndarray:
+    return pooled_itl_us(itl_us) / 1000.0
+
+
+def percentiles(samples: np.ndarray) -> dict[str, float]:
+    samples = np.asarray(samples)
+    samples = samples[~np.isnan(samples)] if samples.dtype.kind == "f" else samples
+    if samples.size == 0:
+        return {name: float("nan") for name, _ in PERCENTILES}
+    values = np.percentile(samples, [q for _, q in PERCENTILES])
+    return {name: float(v) for (name, _), v in zip(PERCENTILES, values)}
+
+
+def goodput_thresholds(slo: SLO) -> dict[str, float]:
+    """Per-request latency limits: the tightest percentile threshold the SLO sets for each metric."""
+    limits = {
+        "e2e_ms": [slo.e2e_p95_ms, slo.e2e_p99_ms],
+        "ttft_ms": [slo.ttft_p95_ms, slo.ttft_p99_ms],
+        "tpot_ms": [slo.tpot_p95_ms],
+    }
+    return {col: min(v for v in values if v is not None) for col, values in limits.items() if any(v is not None for v in values)}
+
+
+def assign_phases(run: RunData) -> np.ndarray:
+    """Position (0..n-1 in run.phases) of the phase each record started in, -1 when in none."""
+    starts = run.phases["start_wall"].to_numpy(dtype=float)
+    ends = run.phases["end_wall"].to_numpy(dtype=float)
+    ends = np.where(np.isnan(ends), np.inf, ends)
+    wall = run.requests["start_wall"].to_numpy(dtype=float)
+    pos = np.searchsorted(starts, wall, side="right") - 1
+    inside = (pos >= 0) & (wall < ends[np.clip(pos, 0, None)])
+    return np.where(inside, pos, -1)
+
+
+def _users(phase: pd.Series) -> float:
+    for name in ("users_end", "users_start", "target_users"):
+        value = phase.get(name)
+        if value is not None and pd.notna(value):
+            return float(value)
+    return float("nan")
+
+
+def uncensored(rows: pd.DataFrame, phase_end: float) -> pd.Series:
+    """Rows that started before the first request cut short when the phase (or the test) ended.
+
+    Every request that started earlier had finished by then; of those that started later only the
+    fast ones could finish, so their latencies would flatter the phase (survivorship bias). Only
+    cancellations at the phase's end count: a user stopped mid-phase by a ramp-down is a random
+    pick, and the others' requests go on unbiased.
+    """
+    cut = rows[(rows["status"] == "cancelled") & (rows["end_wall"] >= phase_end - CUT_TOLERANCE_S)]
+    if cut.empty:
+        return pd.Series(True, index=rows.index)
+    return rows["start_wall"] < cut["start_wall"].min()
+
+
+CUT_TOLERANCE_S = 0.5  # a stop reaches streams within a tick of the phase's recorded end
+
+
+def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Raw latency samples of the ok, uncensored requests of one phase: e2e/ttft/tpot in ms, itl in int us."""
+    where = assign_phases(run) if where is None else where
+    rows = run.requests[where == position]
+    rows = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & (rows["status"] == "ok")]
+    samples = {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
+    samples["itl"] = pooled_itl_us(rows["itl_us"])  # int32 us: a quarter of the memory of float64 ms
+    return samples
+
+
+def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO, scale: float) -> dict:
+    phase = run.phases.iloc[position]
+    rows = run.requests[where == position]
+    status = rows["status"].astype(str)
+    ok_rows = rows[(status == "ok").to_numpy()]
+    ok, errors, cancelled = len(ok_rows), int((status == "error").sum()), int((status == "cancelled").sum())
+    duration = float(phase["end_wall"]) - float(phase["start_wall"])
+    per_s = (lambda n: n / duration) if duration > 0 else (lambda n: float("nan"))
+    meets = np.ones(len(ok_rows), dtype=bool)
+    for column, limit in goodput_thresholds(slo).items():
+        values = ok_rows[column].to_numpy(dtype=float)
+        meets &= ~(values > limit / scale)  # limits are model time; a missing value (no TPOT for 1 token) is no miss
+    row = {
+        "phase_index": int(phase["index"]) if pd.notna(phase["index"]) else position,
+        "label": phase["label"], "kind": phase["kind"],
+        "start_wall": float(phase["start_wall"]), "end_wall": float(phase["end_wall"]),
+        "target_users": float(phase["target_users"]) if pd.notna(phase["target_users"]) else float("nan"),
+        "users": _users(phase), "requests": len(rows), "ok": ok, "errors": errors, "cancelled": cancelled,
+        "error_rate": errors / (ok + errors) if ok + errors else float("nan"),
+        "rps": per_s(ok), "output_tokens_per_s": per_s(float(ok_rows["output_tokens"].sum())),
+        "goodput_rps": per_s(int(meets.sum())),
+    }
+    samples = phase_samples(run, position, where)
+    for metric in METRICS:
+        scale = 1000.0 if metric == "itl" else 1.0
+        for name, value in percentiles(samples[metric]).items():
+            row[f"{metric}_{name}_ms"] = value / scale
+    return row
+
+
+def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
+    """One row per phase with exactly PHASE_TABLE_COLUMNS (docs/architecture.md), in wall-clock time.
+
+    For a time-scaled run only goodput looks at the scale: a request meets the SLO when its model
+    time (measured x scale) does. analysis.data.timescale.to_model_time converts the whole table.
+    """
+    slo = slo or SLO()
+    if not run.has_records:
+        return locust_phase_table(run)
+    where = assign_phases(run)
+    scale = time_scale(run.manifest)
+    rows = [_phase_row(run, position, where, slo, scale) for position in range(len(run.phases))]
+    return pd.DataFrame(rows, columns=PHASE_TABLE_COLUMNS)
+
+
+def error_classes(run: RunData) -> pd.DataFrame:
+    """Errors per phase and class: columns phase_index, label, <class>... (counts)."""
+    table = phase_table_skeleton(run)
+    if not run.has_records:
+        return table
+    where = assign_phases(run)
+    errors = run.requests[(run.requests["status"] == "error").to_numpy() & (where >= 0)]
+    if errors.empty:
+        return table
+    counts = pd.crosstab(where[errors.index.to_numpy()], errors["error_class"].astype(str).replace("", "unknown"))
+    for name in counts.columns:
+        table[name] = [int(counts[name].get(pos, 0)) for pos in range(len(table))]
+    return table
+
+
+def phase_table_skeleton(run: RunData) -> pd.DataFrame:
+    return pd.DataFrame({"phase_index": range(len(run.phases)), "label": run.phases["label"].to_list()})
+
+
+def locust_phase_table(run: RunData) -> pd.DataFrame:
+    """Degraded table from a plain `locust --csv` stats file: one whole-run row with Locust's bucketed,
+    integer-rounded percentiles. Rows named after TTFT/TPOT/ITL (extra events some plugins fire) are
+    kept out of the request counts; TTFT percentiles come from such a row when present."""
+    stats = run.locust_stats
+    row = {c: float("nan") for c in PHASE_TABLE_COLUMNS}
+    row.update(phase_index=0, label="whole-run (locust csv)", kind="whole-run")
+    if stats is None or "Name" not in stats.columns:
+        return pd.DataFrame([row], columns=PHASE_TABLE_COLUMNS)
+    names = stats["Name"].astype(str)
+    extra_metric = names.str.contains("TTFT|TPOT|ITL", case=False) | stats.get("Type", names).astype(str).str.contains(
+        "TTFT|TPOT|ITL", case=False)
+    requests_rows = stats[~extra_metric & (names != "Aggregated")]
+    total = stats[names == "Aggregated"]
+    counted = requests_rows if len(requests_rows) else total
+    def number(column: str) -> float:
+        return float(pd.to_numeric(counted[column], errors="coerce").sum()) if column in counted else 0.0
+
+    requests, failures = number("Request Count"), number("Failure Count")
+    row.update(requests=requests, errors=failures, ok=requests - failures, cancelled=0,
+               error_rate=failures / requests if requests else np.nan, rps=number("Requests/s") - number("Failures/s"))
+    # percentiles cannot be merged across rows: one request row, else Locust's Aggregated row
+    source = requests_rows.iloc[0] if len(requests_rows) == 1 else (total.iloc[0] if len(total) else None)
+    if source is not None:
+        _fill_locust_percentiles(row, "e2e", source)
+    ttft = stats[names.str.contains("TTFT", case=False)]
+    if len(ttft):
+        _fill_locust_percentiles(row, "ttft", ttft.iloc[0])
+    history = run.locust_history
+    if history is not None and "User Count" in history:
+        row["users"] = float(pd.to_numeric(history["User Count"], errors="coerce").max())
+    return pd.DataFrame([row], columns=PHASE_TABLE_COLUMNS)
+
+
+def _fill_locust_percentiles(row: dict, metric: str, source: pd.Series) -> None:
+    for name, column in (("p50", "50%"), ("p90", "90%"), ("p95", "95%"), ("p99", "99%"), ("max", "Max Response Time")):
+        value = source.get(column)
+        row[f"{metric}_{name}_ms"] = float(value) if value is not None and pd.notna(value) else float("nan")

@@ -1,0 +1,48 @@
+"""Arrival times -> the record's latency fields. Pure, so it is tested without a network.
+
+Definitions are in loadline/core/records.py. Per-request ITL percentiles use the nearest-rank method on
+that request's gaps; pooled per-gap percentiles across requests are computed in analysis from
+`itl_us`, which keeps every gap.
+"""
+
+from __future__ import annotations
+
+from loadline.core.records import RequestRecord
+from loadline.client.streaming import StreamResult
+
+
+def nearest_rank(sorted_values: list[int], q: float) -> int:
+    """The q-quantile (0..1) of an ascending, non-empty list by the nearest-rank method."""
+    index = max(0, min(len(sorted_values) - 1, int(q * len(sorted_values) + 0.999999) - 1))
+    return sorted_values[index]
+
+
+def fill_timings(rec: RequestRecord, result: StreamResult, t0: float, end: float) -> list[int]:
+    """Fill the record's latency fields; returns the inter-token gaps in microseconds."""
+    arrivals = result.arrivals
+    rec.e2e_ms = (end - t0) * 1000
+    rec.content_chunks = len(arrivals)
+    rec.finish_reason = result.finish_reason
+    usage = result.usage
+    if usage and usage.get("completion_tokens") is not None:
+        rec.output_tokens = int(usage["completion_tokens"])
+        rec.prompt_tokens = usage.get("prompt_tokens")
+        rec.tokens_source = "usage"
+    else:
+        rec.output_tokens = len(arrivals)
+        rec.tokens_source = "chunks"
+    if not arrivals:
+        return []
+    rec.ttft_ms = (arrivals[0] - t0) * 1000
+    if rec.output_tokens > 1:
+        rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (rec.output_tokens - 1)
+    if len(arrivals) < 2:
+        return []
+    gaps = [round((b - a) * 1e6) for a, b in zip(arrivals, arrivals[1:])]
+    rec.itl_us = " ".join(map(str, gaps))
+    ordered = sorted(gaps)
+    rec.itl_mean_ms = sum(gaps) / len(gaps) / 1000
+    rec.itl_p50_ms = nearest_rank(ordered, 0.50) / 1000
+    rec.itl_p99_ms = nearest_rank(ordered, 0.99) / 1000
+    rec.itl_max_ms = ordered[-1] / 1000
+    return gaps

@@ -1,0 +1,135 @@
+"""Loadline's Locust options: one place, visible in the web UI form, usable from conf files.
+
+Locust traps honoured here (REFERENCE-locust.md): options go on the parser itself (a group never
+reaches the web UI), defaults are typed (form values are converted with the default's type),
+env vars work only with `env_var=`, and workers read option values at test_start, not at init.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loadline.core.errors import UsageError
+from loadline.client.prompts import PromptSource, load_dataset, parse_mix, system_prompt_of
+from loadline.client.workload import LogNormal, SessionLength, ThinkTime
+
+API_KEY_ENV = "LOADLINE_API_KEY"
+INVALID = "invalid"  # marks options that failed validation at test start
+
+
+def add_arguments(parser: Any) -> None:
+    add = parser.add_argument
+    add("--api-key", default="", is_secret=True, include_in_web_ui=True, env_var=API_KEY_ENV,
+        help=f"API key sent as 'Authorization: Bearer'. Prefer the {API_KEY_ENV} (or OPENAI_API_KEY) "
+             "environment variable: a command-line value is visible to anyone who can open the web UI.")
+    add("--model", default="", include_in_web_ui=True,
+        help="model name to request; empty = the first model listed by GET /v1/models")
+    add("--max-tokens", type=int, default=256, include_in_web_ui=True,
+        help="max_tokens per request (0 = let the server decide)")
+    add("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
+        help="ask for exactly max_tokens tokens (vLLM's ignore_eos): fixed-length outputs for benchmarks")
+    add("--prompt-mix", default="short=0.6,medium=0.3,long=0.1", include_in_web_ui=True,
+        help="weights of prompt length classes: short (<50 tokens), medium (200-500), long (>1000)")
+    add("--system-prompt-tokens", type=int, default=0, include_in_web_ui=True,
+        help="length of a shared system prompt (agent template, same prefix for all users); 0 = none")
+    add("--dataset", default="", include_in_web_ui=True,
+        help="JSONL conversations (ShareGPT-style) to replay instead of synthetic prompts")
+    add("--max-context-tokens", type=int, default=-1, include_in_web_ui=True,
+        help="chat history budget: drop the oldest turns so prompt + max_tokens fits; "
+             "-1 = the model's max_model_len from /v1/models (when listed), 0 = never trim")
+    add("--turns-mean", type=float, default=4.0, include_in_web_ui=True, help="mean turns per chat session")
+    add("--turns-max", type=int, default=12, include_in_web_ui=True, help="cap on turns per chat session")
+    add("--think-mean", type=float, default=8.0, include_in_web_ui=True,
+        help="mean think time between turns, seconds (lognormal); 0 = no think time")
+    add("--think-p90", type=float, default=15.0, include_in_web_ui=True, help="90th percentile of think time, seconds")
+    add("--reading-speed", type=float, default=0.0, include_in_web_ui=True,
+        help="add reading time: reply tokens / this many tokens per second (0 = off)")
+    add("--event-interval", type=float, default=5.0, include_in_web_ui=True,
+        help="single-shot and completion users: mean seconds between events (exponential)")
+    add("--connect-timeout", type=float, default=5.0, include_in_web_ui=True, help="seconds to connect")
+    add("--first-token-timeout", type=float, default=60.0, include_in_web_ui=True,
+        help="seconds to wait for the headers and then for each next byte of the stream")
+    add("--request-timeout", type=float, default=600.0, include_in_web_ui=True,
+        help="total seconds one request may take")
+    add("--max-retries", type=int, default=2, include_in_web_ui=True,
+        help="retries on 429/503 (honouring Retry-After); each attempt is its own record")
+    add("--retry-cap", type=float, default=10.0, include_in_web_ui=True, help="longest wait before a retry, seconds")
+    add("--non-streaming", action="store_true", default=False, include_in_web_ui=True,
+        help="send stream=false (TTFT/ITL are then not measurable)")
+    add("--time-scale", type=float, default=1.0, include_in_web_ui=True,
+        help="divide every think time and shape duration by this (match the simulator's --time-scale)")
+    add("--seed", type=int, default=0, include_in_web_ui=True, help="random seed for prompts and pacing (0 = random)")
+    add("--run-dir", default="", include_in_web_ui=False,
+        help="write the run folder here (default: a new folder under --out at each test start)")
+    add("--out", default="runs", include_in_web_ui=True, help="where run folders are created")
+    add("--slo-file", default="", include_in_web_ui=True, help="SLO thresholds (TOML); default: DOMAIN.md's")
+    # Read by `loadline run` from a conf file (the embedded simulator a profile was written for);
+    # declared here so that Locust accepts the keys in the same file.
+    add("--sim-profile", default="", include_in_web_ui=False,
+        help="loadline run: simulator profile to start when no --host is given (conf files)")
+    add("--sim-option", default="", include_in_web_ui=False,
+        help="loadline run: comma-separated KEY=VALUE simulator overrides (conf files)")
+    add("--scrape-url", default="", include_in_web_ui=True,
+        help="comma-separated NAME=URL Prometheus endpoints scraped by the master (default: the target's /metrics)")
+    add("--scrape-interval", type=float, default=5.0, include_in_web_ui=True, help="seconds between scrapes")
+    add("--metrics-port", type=int, default=0, include_in_web_ui=False,
+        help="expose the generator's own metrics for Prometheus on this port (0 = off)")
+
+
+@dataclass(frozen=True)
+class UserSettings:
+    """Everything a user needs, built once per test start from the parsed options."""
+
+    api_key: str
+    model: str
+    max_tokens: int
+    max_context_tokens: int
+    ignore_eos: bool
+    stream: bool
+    prompts: PromptSource
+    think: ThinkTime
+    session: SessionLength
+    event_interval: float
+    connect_timeout: float
+    first_token_timeout: float
+    request_timeout: float
+    max_retries: int
+    retry_cap: float
+    time_scale: float
+    seed: int
+
+    @classmethod
+    def from_options(cls, o: Any) -> "UserSettings":
+        import os
+
+        time_scale = float(getattr(o, "time_scale", 1.0) or 1.0)
+        if time_scale <= 0:
+            raise UsageError(f"--time-scale must be > 0 (got {time_scale})")
+        for name in ("connect_timeout", "first_token_timeout", "request_timeout"):
+            if getattr(o, name) <= 0:
+                raise UsageError(f"--{name.replace('_', '-')} must be > 0")
+        dataset = load_dataset(o.dataset) if o.dataset else ()
+        prompts = PromptSource(parse_mix(o.prompt_mix), system_prompt_of(o.system_prompt_tokens), dataset)
+        api_key = (o.api_key or os.environ.get("OPENAI_API_KEY", "")).strip()
+        if any(ord(c) < 32 or ord(c) == 127 for c in api_key):
+            raise UsageError("the API key contains control characters (value not shown)")
+        return cls(
+            api_key=api_key,
+            model=o.model,
+            max_tokens=o.max_tokens,
+            ignore_eos=bool(o.ignore_eos),
+            max_context_tokens=o.max_context_tokens,
+            stream=not o.non_streaming,
+            prompts=prompts,
+            think=ThinkTime(LogNormal(o.think_mean, o.think_p90), o.reading_speed, time_scale),
+            session=SessionLength(o.turns_mean, o.turns_max),
+            event_interval=o.event_interval / time_scale,
+            connect_timeout=o.connect_timeout,
+            first_token_timeout=o.first_token_timeout,
+            request_timeout=o.request_timeout,
+            max_retries=max(0, o.max_retries),
+            retry_cap=o.retry_cap,
+            time_scale=time_scale,
+            seed=o.seed,
+        )

@@ -1,0 +1,167 @@
+"""The per-token hot path: read one streamed (SSE) response and time every token.
+
+Why not Locust's ready-made paths: `HttpUser` stops the clock at the headers and
+`FastHttpUser.iter_content` waits for ~1 KB before handing bytes over (see REFERENCE-locust.md).
+Here each `read1()` returns as soon as *any* bytes arrived, we stamp `perf_counter()` right after it,
+and every SSE event completed by those bytes gets that arrival time. sseclient-py does the SSE
+framing (events split across reads, several events in one read, comments, multi-line data).
+
+A stream counts as complete only when `data: [DONE]` arrived, or a finish_reason arrived and the
+HTTP body ended cleanly. Anything else is a truncated stream (`reset`), never a success.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass, field
+from http.client import HTTPException
+from time import perf_counter
+from typing import Callable, Iterator
+
+import sseclient
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import ReadTimeoutError
+
+READ_SIZE = 65536
+NO_WAIT_S = 0.0002  # a read returning faster than this found its bytes already buffered
+
+
+class StreamFailure(Exception):
+    """The stream ended badly; `error_class` is one of loadline.core.records.ERROR_CLASSES."""
+
+    def __init__(self, error_class: str, message: str):
+        super().__init__(message)
+        self.error_class = error_class
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """What one stream delivered, with arrival times from perf_counter()."""
+
+    arrivals: list[float] = field(default_factory=list)  # one per content chunk
+    pieces: list[str] = field(default_factory=list)  # the content, to grow chat history
+    usage: dict | None = None
+    finish_reason: str = ""
+    done: bool = False  # saw data: [DONE]
+    body_complete: bool = False  # the HTTP body ended cleanly: the connection can be reused
+    ended_at: float = 0.0  # perf_counter() when the last byte was read
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+
+def valid_usage(usage: object) -> dict:
+    """The usage object if its token counts are integers; a malformed one is the server's fault."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("completion_tokens", 0), int):
+        raise ValueError("usage without integer token counts")
+    return usage
+
+
+def chat_content(choice: dict) -> str | None:
+    delta = choice.get("delta")
+    return delta.get("content") if delta else None
+
+
+def completion_content(choice: dict) -> str | None:
+    return choice.get("text")
+
+
+class _TimedReads:
+    """Iterate over a urllib3 response's body with read1(), remembering when each read returned.
+
+    Servers (vLLM, the simulator) often send the headers and the first chunks in one write, so the
+    first read may return bytes that arrived with the headers, before the HTTP library finished
+    building its response object. A first read that did not have to wait is stamped with the
+    headers' arrival time instead of the (later) moment we got around to reading it.
+    """
+
+    __slots__ = ("raw", "last_arrival", "clean_eof", "headers_at")
+
+    def __init__(self, raw, headers_at: float):
+        self.raw = raw
+        self.last_arrival = 0.0
+        self.clean_eof = False
+        self.headers_at = headers_at
+
+    def __iter__(self) -> Iterator[bytes]:
+        read1 = self.raw.read1
+        if self.headers_at:
+            before = perf_counter()
+            data = read1(READ_SIZE)
+            now = perf_counter()
+            self.last_arrival = self.headers_at if now - before < NO_WAIT_S else now
+            if not data:
+                self.clean_eof = True
+                return
+            yield data
+        while True:
+            before = perf_counter()
+            data = read1(READ_SIZE)
+            if not data:
+                # The end of the body usually comes in the same packet as the last event: only a
+                # read that had to wait for it moves the end of the response.
+                now = perf_counter()
+                if now - before >= NO_WAIT_S or not self.last_arrival:
+                    self.last_arrival = now
+                self.clean_eof = True
+                return
+            self.last_arrival = perf_counter()
+            yield data
+
+    def close(self) -> None:  # sseclient's interface
+        self.raw.close()
+
+
+def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamResult, headers_at: float = 0.0) -> None:
+    """Consume an SSE body from a urllib3 HTTPResponse into `result`; raise StreamFailure on a bad ending.
+
+    `content_of(choice)` extracts the token text from a chunk's first choice (chat vs completions).
+    `result` belongs to the caller so that what arrived before a failure or a cancellation is kept.
+    `headers_at` is the perf_counter() of the headers' arrival (0 when unknown).
+    """
+    reads = _TimedReads(raw, headers_at)
+    arrivals, pieces = result.arrivals, result.pieces
+    loads = json.loads
+    try:
+        for event in sseclient.SSEClient(reads).events():
+            data = event.data
+            if data == "[DONE]":
+                result.done = True
+                result.ended_at = reads.last_arrival
+                continue
+            try:
+                chunk = loads(data)
+                choices = chunk.get("choices")
+                if choices:
+                    choice = choices[0]
+                    text = content_of(choice)
+                    if text:
+                        arrivals.append(reads.last_arrival)
+                        pieces.append(text)
+                    reason = choice.get("finish_reason")
+                    if reason:
+                        result.finish_reason = reason
+                elif "error" in chunk:
+                    error = chunk["error"]
+                    message = error.get("message", "") if isinstance(error, dict) else str(error)
+                    raise StreamFailure("stream_error", f"error in stream: {message[:160]}")
+                usage = chunk.get("usage")
+                if usage:
+                    result.usage = valid_usage(usage)
+            except (ValueError, AttributeError, TypeError, IndexError, KeyError):
+                raise StreamFailure("malformed", f"not an OpenAI chunk: {data[:80]!r}") from None
+    except (ReadTimeoutError, UnicodeDecodeError, Urllib3Error, HTTPException, ConnectionError, socket.error) as exc:
+        if result.done:
+            return  # [DONE] arrived; a server that then holds the body open costs us only the connection
+        if isinstance(exc, ReadTimeoutError):
+            raise StreamFailure("timeout", "no bytes within the read timeout (stalled stream)") from None
+        if isinstance(exc, UnicodeDecodeError):
+            raise StreamFailure("malformed", "the stream is not valid UTF-8") from None
+        raise StreamFailure("reset", f"stream cut: {type(exc).__name__}") from None
+    result.body_complete = reads.clean_eof
+    if not result.done:
+        result.ended_at = reads.last_arrival or perf_counter()
+    if not (result.done or (result.finish_reason and reads.clean_eof)):
+        raise StreamFailure("reset", "stream ended without [DONE] or finish_reason (truncated)")

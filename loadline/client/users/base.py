@@ -1,0 +1,276 @@
+"""The shared base of every Loadline user: one HTTP attempt -> one exact RequestRecord.
+
+Users own a plain `requests.Session` (keep-alive, one connection per user like a browser tab) instead
+of Locust's HttpSession, because we fire the Locust request event ourselves: exactly one E2E event
+per finished attempt (so the Aggregated row counts one per request), none for a cancelled stream.
+TTFT, TPOT and ITL are logged straight into their own stats rows (`StatsEntry.log`), which Locust's
+web UI, CSV and HTML show but which never enter the Aggregated row (see README, "Locust stats").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from time import perf_counter
+
+import gevent
+import gevent.lock
+import requests
+from gevent import GreenletExit
+from locust import User, constant
+from locust.exception import StopUser
+from urllib3.exceptions import NameResolutionError, NewConnectionError, ReadTimeoutError
+
+from loadline.client.http import stamped_session, wire_times
+from loadline.core.identity import next_request_id, next_user_id, worker_id
+from loadline.client.measure import fill_timings
+from loadline.client.options import INVALID, UserSettings
+from loadline.core.records import CANCELLED, ERROR, OK, RequestRecord
+from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream, valid_usage
+
+log = logging.getLogger("loadline")
+
+
+class TotalTimeout(Exception):
+    """The whole attempt took longer than --request-timeout."""
+
+
+class LLMError(Exception):
+    """What Locust's failure table shows for a failed attempt: its error class (and HTTP status).
+
+    Kept short on purpose: Locust groups failures by message; the details are in the record."""
+
+
+def settings_for(environment) -> UserSettings | None:
+    """Settings built once per test start by the plugin (or here, for users run without it)."""
+    settings = getattr(environment, "loadline_settings", None)
+    if settings == INVALID:
+        return None  # the reason was logged once at test start; the user's task stops it quietly
+    if settings is None:
+        settings = UserSettings.from_options(environment.parsed_options)
+        environment.loadline_settings = settings
+    return settings
+
+
+def discover_model(session: requests.Session, host: str, timeout: float) -> tuple[str, int]:
+    """(name, max_model_len or 0) of the first model of GET /v1/models, cached per process.
+
+    'default' when the server won't say: any failure here shows up, more usefully, in the first
+    real request.
+    """
+    with _discovery_lock:  # users spawn together: one GET for all of them
+        if host not in _discovered:
+            try:
+                model = session.get(f"{host}/v1/models", timeout=timeout).json()["data"][0]
+                _discovered[host] = (str(model["id"]), int(model.get("max_model_len") or 0))
+            except Exception:
+                return "default", 0  # not cached: the next user asks again
+        return _discovered[host]
+
+
+_discovered: dict[str, tuple[str, int]] = {}
+_discovery_lock = gevent.lock.BoundedSemaphore()
+
+
+class LLMUser(User):
+    """Abstract: subclasses define the request body and which endpoint they call."""
+
+    abstract = True
+    wait_time = constant(0)  # pacing (think time, event intervals) is done inside the tasks
+    endpoint = "/v1/chat/completions"
+    kind = "chat"
+    content_of = staticmethod(chat_content)
+
+    def on_start(self) -> None:
+        self.http = stamped_session()
+        settings = settings_for(self.environment)
+        if settings is None:
+            self.settings = None
+            return
+        self.settings = settings
+        self.user_id = next_user_id()
+        seed = self.settings.seed
+        # with a seed, user k of worker w always says the same things (and differs from other workers)
+        worker = getattr(self.environment.runner, "worker_index", 0)
+        self.rng = random.Random(f"{seed}-{worker}-{self.user_id.split('-u')[-1]}" if seed else None)
+        self.http.headers["Accept-Encoding"] = "identity"  # never decode gzip on the token path
+        if self.settings.api_key:
+            self.http.headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        self.base_url = (self.host or "").rstrip("/")
+        name, max_model_len = discover_model(self.http, self.base_url, self.settings.connect_timeout)
+        self.model = self.settings.model or name
+        budget = self.settings.max_context_tokens
+        self.context_budget = max_model_len if budget < 0 else budget
+        self.stats_name = f"{self.endpoint} [{self.kind}]"
+        self.url = self.base_url + self.endpoint
+        # what Session.request would merge in on every call (proxies, TLS settings from the environment)
+        merged = self.http.merge_environment_settings(self.url, {}, None, None, None)
+        self.send_settings = {k: merged[k] for k in ("proxies", "verify", "cert")}
+
+    def on_stop(self) -> None:
+        self.http.close()
+
+    def check_settings(self) -> None:
+        """Tasks call this first: a user whose options failed validation stops without a traceback."""
+        if self.settings is None:
+            raise StopUser()
+
+    # -- request bodies -------------------------------------------------------------------------
+    def body(self, prompt: str | list[dict]) -> dict:
+        """Chat body from a message list; subclasses override for other endpoints."""
+        body: dict = {"model": self.model, "messages": prompt, "stream": self.settings.stream}
+        return self._common(body)
+
+    def _common(self, body: dict) -> dict:
+        if self.settings.max_tokens > 0:
+            body["max_tokens"] = self.settings.max_tokens
+        if self.settings.ignore_eos:
+            body["ignore_eos"] = True
+        if self.settings.stream:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    # -- sending --------------------------------------------------------------------------------
+    def send(self, body: dict, session_id: str = "", turn: int = 0) -> StreamResult | None:
+        """One logical request: attempts with capped, Retry-After-honouring retries on 429/503."""
+        payload = json.dumps(body).encode()
+        attempt = 0
+        result, retry_after = self._attempt(payload, session_id, turn, attempt)
+        while retry_after is not None and attempt < self.settings.max_retries:
+            gevent.sleep(min(retry_after, self.settings.retry_cap))
+            attempt += 1
+            result, retry_after = self._attempt(payload, session_id, turn, attempt)
+        return result
+
+    def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int):
+        s = self.settings
+        rec = RequestRecord(
+            request_id=next_request_id(), worker_id=worker_id(), user_id=self.user_id,
+            user_class=type(self).__name__, session_id=session_id, turn=turn, endpoint=self.endpoint,
+            model=self.model, start_wall=0.0, attempt=attempt,
+        )
+        result = StreamResult()
+        retry_after: float | None = None
+        response = None
+        headers = {"Content-Type": "application/json", "X-Request-Id": rec.request_id}
+        rec.start_wall = time.time()
+        t0 = perf_counter()
+        try:
+            # Preparing the request is client CPU, not service latency: the clock restarts at the wire.
+            prepared = self.http.prepare_request(requests.Request("POST", self.url, data=payload, headers=headers))
+            with gevent.Timeout(s.request_timeout, TotalTimeout):
+                response = self.http.send(prepared, stream=True, timeout=(s.connect_timeout, s.first_token_timeout),
+                                          **self.send_settings)
+                headers_at = perf_counter()
+                wire = wire_times(response)
+                if wire is not None and wire.sent_perf >= t0:
+                    t0, rec.start_wall, headers_at = wire.sent_perf, wire.sent_wall, wire.headers_perf
+                    rec.connect_ms = wire.connect_ms
+                rec.ttfb_ms = (headers_at - t0) * 1000
+                rec.http_status = response.status_code
+                if response.status_code != 200:
+                    retry_after = self._http_failure(rec, response)
+                elif s.stream:
+                    read_stream(response.raw, self.content_of, result, headers_at)
+                    # lets requests keep the connection alive (only when the body really ended)
+                    response._content_consumed = result.body_complete
+                else:
+                    try:
+                        self._read_whole(response, result)
+                    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                        self._fail(rec, "malformed", "the response is not an OpenAI completion object")
+        except GreenletExit:
+            self._fail(rec, "cancelled", "test stopped while the request was in flight", CANCELLED)
+            self._finish(rec, result, t0)
+            raise
+        except TotalTimeout:
+            self._fail(rec, "timeout", f"request took longer than {s.request_timeout} s")
+        except StreamFailure as exc:
+            self._fail(rec, exc.error_class, str(exc))
+        except requests.exceptions.ConnectTimeout:
+            self._fail(rec, "timeout", f"no connection within {s.connect_timeout} s")
+        except requests.exceptions.ReadTimeout:
+            self._fail(rec, "timeout", f"no response within {s.first_token_timeout} s")
+        except requests.exceptions.ConnectionError as exc:
+            self._fail(rec, _connection_error_class(exc), _one_line(exc))
+        except Exception as exc:  # a client bug must not kill the user nor lose the record
+            # type only: an exception's text can quote request headers, i.e. the API key
+            log.error("loadline client error: %s", type(exc).__name__)
+            self._fail(rec, "client", type(exc).__name__)
+        finally:
+            if response is not None:
+                response.close()
+        self._finish(rec, result, t0)
+        return (result if rec.status == OK else None), retry_after
+
+    def _http_failure(self, rec: RequestRecord, response: requests.Response) -> float | None:
+        body = response.content[:2000].decode("utf-8", "replace")
+        try:
+            message = json.loads(body)["error"]["message"] or body  # OpenAI-style error object
+        except (ValueError, KeyError, TypeError):
+            message = body
+        self._fail(rec, "http", f"HTTP {response.status_code}: {_one_line(message)}")
+        if response.status_code in (429, 503):
+            try:
+                return max(0.0, float(response.headers.get("Retry-After", "1")))
+            except ValueError:
+                return 1.0
+        return None
+
+    def _read_whole(self, response: requests.Response, result: StreamResult) -> None:
+        data = response.json()
+        choice = data["choices"][0]
+        text = choice.get("message", {}).get("content") if "message" in choice else choice.get("text")
+        result.pieces.append(text or "")
+        result.usage = valid_usage(data["usage"]) if data.get("usage") else None
+        result.finish_reason = choice.get("finish_reason") or ""
+        result.done = True
+        result.ended_at = perf_counter()
+
+    @staticmethod
+    def _fail(rec: RequestRecord, error_class: str, message: str, status: str = ERROR) -> None:
+        rec.status, rec.error_class, rec.error_message = status, error_class, message[:300]
+
+    def _finish(self, rec: RequestRecord, result: StreamResult, t0: float) -> None:
+        gaps = fill_timings(rec, result, t0, result.ended_at or perf_counter())
+        self.environment.loadline_records.add(rec)
+        if rec.status != CANCELLED:
+            self._report_to_locust(rec, gaps)
+
+    def _report_to_locust(self, rec: RequestRecord, gaps_us: list[int]) -> None:
+        exception = None
+        if rec.status != OK:
+            status = f" {rec.http_status}" if rec.error_class == "http" else ""
+            exception = LLMError(rec.error_class + status)
+        self.environment.events.request.fire(
+            request_type="E2E", name=self.stats_name, response_time=rec.e2e_ms,
+            response_length=rec.output_tokens, exception=exception, context={"request_id": rec.request_id},
+            start_time=rec.start_wall, url=self.endpoint, response=None,
+        )
+        stats = self.environment.stats
+        if rec.ttft_ms is not None:
+            stats.get(self.stats_name, "TTFT").log(rec.ttft_ms, rec.output_tokens)
+        if rec.tpot_ms is not None:
+            stats.get(self.stats_name, "TPOT").log(rec.tpot_ms, rec.output_tokens)
+        if gaps_us:
+            log_gap = stats.get(self.stats_name, "ITL").log  # one row entry per gap: pooled ITL, live
+            for gap in gaps_us:
+                log_gap(gap / 1000, 0)
+
+
+def _connection_error_class(exc: requests.exceptions.ConnectionError) -> str:
+    """connect: no connection was made (refused, DNS, TLS handshake); timeout; else reset mid-way."""
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "connect"
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, (NewConnectionError, NameResolutionError)):
+        return "connect"
+    if isinstance(reason, ReadTimeoutError) or isinstance(exc.args[0] if exc.args else None, ReadTimeoutError):
+        return "timeout"
+    return "reset"
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())[:300]

@@ -1,0 +1,36 @@
+"""A person chatting: a session of several turns, history growing, think time between turns."""
+
+from __future__ import annotations
+
+import gevent
+from locust import task
+
+from loadline.client.prompts import fit_history
+from loadline.client.users.base import LLMUser
+
+
+class ChatSessionUser(LLMUser):
+    """Multi-turn chat over SSE. Each turn resends the whole history plus the new user message."""
+
+    kind = "chat"
+
+    @task
+    def session(self) -> None:
+        self.check_settings()
+        s = self.settings
+        session_id = f"{self.user_id}-s{self.rng.getrandbits(32):08x}"
+        messages: list[dict] = [{"role": "system", "content": s.prompts.system_prompt}] if s.prompts.system_prompt else []
+        human_turns = s.prompts.conversation(self.rng, s.session.sample(self.rng))
+        reply_tokens = 0
+        for turn, text in enumerate(human_turns):
+            if turn:
+                gevent.sleep(s.think.sample(self.rng, reply_tokens))
+            messages.append({"role": "user", "content": text})
+            budget = self.context_budget - max(self.settings.max_tokens, 0)
+            result = self.send(self.body(fit_history(messages, int(budget * 0.95))), session_id, turn)
+            # A failed turn still leaves the user's message in the history, as a real client would
+            # after showing an error; a partial reply is not added.
+            reply = result.text if result else ""
+            reply_tokens = len(result.arrivals) if result else 0
+            messages.append({"role": "assistant", "content": reply})
+        gevent.sleep(s.think.sample(self.rng, reply_tokens))  # before the next conversation

@@ -1,0 +1,118 @@
+"""`loadline plan`: replicas for a target rate, water levels, and a GPU memory estimate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from analysis.verdict import capacity
+from loadline.core.errors import UsageError
+
+HELP = """Capacity plan (DOMAIN.md): replicas = ceil(target / per-replica x 1.2) + 1 spare, the horizontal
+efficiency assumed (2 replicas = 1.6-1.8x one), water levels (green < 70 %, yellow 70-85 %, red > 85 %)
+and, with --params-b, the GPU memory for weights + KV cache + 20 % runtime.
+The per-replica figure is given (--per-replica-qps) or read from a run folder (--run: its best
+SLO-compliant phase, else its knee; divided by the replicas and by the simulator time scale).
+Example: loadline plan --target-qps 500 --per-replica-qps 240   ->  4 replicas."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target-qps", type=float, help="peak requests/s the service must carry")
+    parser.add_argument("--per-replica-qps", type=float, help="max SLO-compliant requests/s of one replica")
+    parser.add_argument("--run", metavar="RUN_DIR", help="read the per-replica figure from this run folder's knee")
+    parser.add_argument("--margin", type=float, default=capacity.MARGIN, help="safety multiplier (default 1.2)")
+    parser.add_argument("--spares", type=int, default=capacity.SPARES, help="spare replicas for availability (default 1: N+1)")
+    parser.add_argument("--efficiency", type=float, default=capacity.ADDED_REPLICA_EFFICIENCY,
+                        help="share of one replica each added replica contributes (default 0.7: 2 replicas = 1.7x)")
+    parser.add_argument("--forecast-qps", type=float, help="six-month forecast: adds a mid-term plan at forecast x 1.5")
+    mem = parser.add_argument_group("GPU memory estimate (all optional; needs --params-b)")
+    mem.add_argument("--params-b", type=float, help="parameters, in billions (e.g. 8)")
+    mem.add_argument("--layers", type=int, default=32)
+    mem.add_argument("--kv-heads", type=int, default=8)
+    mem.add_argument("--head-dim", type=int, default=128)
+    mem.add_argument("--dtype", default="bf16", help=f"weights dtype: {', '.join(capacity.DTYPE_BYTES)}")
+    mem.add_argument("--kv-dtype", help="KV cache dtype (default: same as --dtype)")
+    mem.add_argument("--context", type=int, default=4096, help="tokens per sequence (prompt + output)")
+    mem.add_argument("--concurrency", type=int, default=64, help="sequences held in the KV cache at once")
+    mem.add_argument("--gpu-memory-gb", type=float, help="memory of the GPU(s) of one replica, for the water level")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def _per_replica_from_run(run_dir: str) -> tuple[float, str]:
+    from analysis.stats.knee import find_knee
+    from analysis.data.load import load_run
+    from analysis.stats.phases import phase_table
+
+    if not Path(run_dir).is_dir():
+        raise UsageError(f"run folder not found: {run_dir}")
+    run = load_run(run_dir)
+    table = phase_table(run)
+    value, basis = capacity.per_replica_from_run(run, table, find_knee(table) if run.has_records else None)
+    if not value:
+        raise UsageError(f"{run_dir}: {basis}; give --per-replica-qps")
+    return value, basis
+
+
+def build(args: argparse.Namespace) -> dict:
+    if args.per_replica_qps is None and not args.run:
+        raise UsageError("give --per-replica-qps Q or --run RUN_DIR")
+    basis = "given on the command line"
+    per_replica = args.per_replica_qps
+    if per_replica is None:
+        per_replica, basis = _per_replica_from_run(args.run)
+    if per_replica <= 0:
+        raise UsageError("--per-replica-qps must be > 0")
+    out: dict = {"per_replica_qps": round(per_replica, 3), "basis": basis}
+    if args.target_qps is not None:
+        try:
+            out["plan"] = capacity.plan(args.target_qps, per_replica, args.margin, args.spares, args.efficiency,
+                                        args.forecast_qps)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if args.params_b is not None:
+        shape = capacity.ModelShape(args.params_b, args.layers, args.kv_heads, args.head_dim, args.dtype, args.kv_dtype)
+        try:
+            out["gpu_memory"] = capacity.gpu_memory(shape, args.context, args.concurrency, gpu_memory_gb=args.gpu_memory_gb)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return out
+
+
+def render(out: dict) -> str:
+    lines = [f"per-replica throughput: {out['per_replica_qps']:g} req/s ({out['basis']})"]
+    plan = out.get("plan")
+    if plan:
+        eff = plan["horizontal_efficiency"]
+        lines += ["", f"replicas for {plan['target_qps']:g} req/s: {plan['replicas']}", *[f"  {s}" for s in plan["steps"]],
+                  f"horizontal efficiency: {eff['assumption']}",
+                  f"  {plan['replicas']} replicas carry ~{eff['capacity_qps']:g} req/s (linear would be {eff['linear_capacity_qps']:g}); "
+                  f"one down: ~{eff['capacity_one_down_qps']:g}",
+                  f"water level: {_level(plan['water_level'])}; with one replica down: {_level(plan['water_level_one_replica_down'])}",
+                  f"  bands: green {plan['bands']['green']}, yellow {plan['bands']['yellow']}, red {plan['bands']['red']}"]
+        if plan.get("warning"):
+            lines.append(f"note: {plan['warning']}")
+        if plan.get("mid_term"):
+            mid = plan["mid_term"]
+            lines.append(f"mid term: forecast {mid['forecast_qps']:g} x 1.5 = {mid['plan_qps']:g} req/s -> {mid['replicas']} replicas")
+    else:
+        lines.append("(give --target-qps for a replica count)")
+    mem = out.get("gpu_memory")
+    if mem:
+        lines += ["", f"GPU memory per replica: {mem['total_gb']:g} GB = weights {mem['weights_gb']:g} + KV cache {mem['kv_cache_gb']:g} "
+                      f"({mem['kv_bytes_per_token']} B/token x {mem['context_tokens']} tokens x {mem['concurrency']} sequences) "
+                      f"+ runtime {mem['runtime_gb']:g}"]
+        if "water_level" in mem:
+            lines.append(f"  on {mem['gpu_memory_gb']:g} GB: {_level(mem['water_level'])}; GPUs needed to stay <= 85 %: {mem['gpus_needed']}")
+    return "\n".join(lines)
+
+
+def _level(level: dict) -> str:
+    share = level.get("utilisation")
+    return f"{level['level']} ({share:.0%})" if share is not None else level["level"]
+
+
+def main(args: argparse.Namespace) -> int:
+    out = build(args)
+    print(json.dumps(out, indent=2) if args.json else render(out))
+    return 0

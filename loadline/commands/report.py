@@ -1,0 +1,27 @@
+"""`loadline report RUN`: turn a run folder into report/ and exit with the SLO gate's verdict."""
+
+from __future__ import annotations
+
+import argparse
+
+from analysis.report.build import build_report
+from loadline.core.slo import SLO
+
+HELP = ("Analyse a run folder (or a folder of plain `locust --csv` exports): per-phase percentiles, knee, break "
+        "point, SLO gate, bottleneck verdict, charts. Writes RUN/report/ (report.html, summary.md, verdict.json, "
+        "junit.xml). Exit 0: SLO passed, 1: SLO failed, 2: unusable input.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", help="the run folder")
+    parser.add_argument("--slo", metavar="FILE", help="SLO thresholds (TOML, see configs/slo/); default: DOMAIN.md's")
+    parser.add_argument("--out", metavar="DIR", help="where to write the report (default: RUN/report)")
+    parser.add_argument("--prometheus", metavar="FILE", nargs="+", action="extend", default=[],
+                        help="Prometheus query_range JSON exports to merge into the server metrics")
+
+
+def main(args: argparse.Namespace) -> int:
+    result = build_report(args.run, SLO.from_file(args.slo), args.out, prometheus=args.prometheus)
+    print(result.summary)
+    print(f"report: {result.out_dir / 'report.html'}")
+    return result.exit_code

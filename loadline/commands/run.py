@@ -1,0 +1,233 @@
+"""`loadline run`: one headless run -> one run folder with a report. The README's main command.
+
+Without --host it starts the embedded simulator on a free loopback port and keeps its truth log in
+the run folder. Locust runs as a child process (its own gevent world); its output goes to stderr
+so that stdout stays ours: the run folder's path is always the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from loadline.core import runfolder
+from loadline.core.errors import UsageError
+from loadline.runtime.simprocess import SimProcess, start_simulator
+
+HELP = "Run a load test headless (master + optional local workers) and leave a run folder with a report."
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = {"chat": "chat.py", "single": "single_shot.py", "completion": "completion.py"}
+SHAPES = ("stepped", "pulse", "soak", "stages")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", help="target base URL (e.g. http://10.0.0.5:8000); default: start the embedded simulator")
+    p.add_argument("--sim-profile", default="", help="simulator profile (configs/sim/NAME.toml) when no --host")
+    p.add_argument("--sim-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a simulator profile value, e.g. max_num_seqs=4 (repeatable)")
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None, help="user behaviour (default chat)")
+    p.add_argument("--shape", choices=SHAPES, default=None, help="load shape; without it: --users for --run-time")
+    p.add_argument("--users", type=int, default=10, help="concurrent users when no shape (default 10)")
+    p.add_argument("--spawn-rate", type=float, default=10.0, help="users started per second (default 10)")
+    p.add_argument("--run-time", default="60s", help="duration when no shape, e.g. 90s, 5m (default 60s)")
+    p.add_argument("--workers", type=int, default=0, help="local worker processes (0 = single process)")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="compress time: simulator constants, think times and shape durations divided by X")
+    p.add_argument("--config", help="a Locust conf file (configs/profiles/*.conf): shape and user options")
+    p.add_argument("--slo", help="SLO thresholds (TOML) for the stop rule and the report")
+    p.add_argument("--out", default="runs", help="where run folders are created (default runs/)")
+    p.add_argument("--no-report", action="store_true", help="skip `loadline report` at the end")
+    p.add_argument("locust_args", nargs="*", metavar="-- LOCUST_ARGS",
+                   help="extra Locust options after `--`, e.g. -- --think-mean 2 --max-tokens 64")
+
+
+def main(args: argparse.Namespace) -> int:
+    _validate(args)
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    conf_locustfile = _conf_value(args.config, "locustfile")
+    name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), args.shape) if x)
+    run_dir = runfolder.new_run_dir(args.out, name)
+    print(f"loadline: run folder {run_dir}", file=sys.stderr)
+    sim: SimProcess | None = None
+    try:
+        try:
+            host, admin_url = args.host, ""
+            if not host:
+                sim = start_simulator(_sim_args(args, run_dir), log_path=run_dir / "simulator.log")
+                host = sim.url
+                admin_url = sim.admin_url
+                print(f"loadline: embedded simulator at {host}", file=sys.stderr)
+            _preflight(host)
+        except UsageError:
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no empty run folder behind
+            raise
+        code = _run_locust(_locust_command(args, host, run_dir, conf_locustfile), args, admin_url)
+    finally:
+        if sim is not None:
+            sim.stop()
+    if code == 2 or not (run_dir / runfolder.REQUESTS).exists():
+        raise UsageError(f"locust stopped before the test ran (exit {code}); see the messages above. Run folder: {run_dir}")
+    status = _manifest_status(run_dir)
+    if code not in (0, 1) or status != "finished":
+        raise UsageError(f"locust ended abnormally (exit {code}, run folder status {status!r}); "
+                         f"what was measured is kept in {run_dir}")
+    exit_code = 0
+    if not args.no_report:
+        exit_code = _report(run_dir, args.slo)
+    print(run_dir)
+    return exit_code
+
+
+def _manifest_status(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / runfolder.MANIFEST).read_text()).get("status"))
+    except (OSError, ValueError):
+        return "missing"
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if args.time_scale <= 0:
+        raise UsageError(f"--time-scale must be > 0 (got {args.time_scale})")
+    if args.workers < 0 or args.users < 0 or args.spawn_rate <= 0:
+        raise UsageError("--workers and --users must be >= 0 and --spawn-rate > 0")
+    if args.host and (args.sim_profile or args.sim_option):
+        raise UsageError("--sim-profile/--sim-option configure the embedded simulator; they make no sense with --host")
+    if args.host and not args.host.startswith(("http://", "https://")):
+        raise UsageError(f"--host must be a URL like http://127.0.0.1:8000 (got {args.host!r})")
+    for option in args.sim_option:
+        if "=" not in option:
+            raise UsageError(f"--sim-option takes KEY=VALUE (got {option!r})")
+    if args.config and not Path(args.config).is_file():
+        raise UsageError(f"config file not found: {args.config}")
+    if args.slo and not Path(args.slo).is_file():
+        raise UsageError(f"SLO file not found: {args.slo}")
+
+
+def _conf_value(path: str | None, key: str) -> str:
+    if not path:
+        return ""
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read_string("[conf]\n" + Path(path).read_text())
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        raise UsageError(f"config file {path} is not a Locust conf file: {exc}") from None
+    return parser.get("conf", key, fallback="").strip()
+
+
+def _sim_args(args: argparse.Namespace, run_dir: Path) -> list[str]:
+    # --admin: drills' stage fault actions (shapes/drill.py) reach it through --sim-admin-url
+    out = ["--truth", str(run_dir / runfolder.TRUTH), "--time-scale", str(args.time_scale), "--admin"]
+    # A profile (conf file) may name the simulator it was written for; the command line wins.
+    profile = args.sim_profile or _conf_value(args.config, "sim-profile")
+    options = args.sim_option or [o.strip() for o in _conf_value(args.config, "sim-option").split(",") if o.strip()]
+    if profile:
+        out += ["--profile", profile]
+    for option in options:
+        out += ["--set", option]
+    return out
+
+
+def _preflight(host: str) -> None:
+    """Fail in one line, before any load, when the target does not answer at all."""
+    try:
+        urllib.request.urlopen(f"{host.rstrip('/')}/v1/models", timeout=5).close()
+    except urllib.error.HTTPError:
+        return  # it answered (401/404 are the load test's business)
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UsageError(f"target {host} is unreachable: {reason}") from None
+
+
+def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_locustfile: str) -> list[str]:
+    files = []
+    if conf_locustfile and not (args.scenario or args.shape):
+        # Profiles name their files relative to the repo root (as Locust expects); make them work
+        # from any directory.
+        entries = [entry.strip() for entry in conf_locustfile.split(",") if entry.strip()]
+        if not all(Path(entry).exists() for entry in entries):
+            files = [str(ROOT / entry) if (ROOT / entry).exists() else entry for entry in entries]
+    if args.scenario or args.shape or not conf_locustfile:
+        files.append(str(ROOT / "locustfiles" / SCENARIOS[args.scenario or "chat"]))
+        if args.shape:
+            files.append(str(ROOT / "locustfiles" / f"shape_{args.shape}.py"))
+    cmd = [sys.executable, "-m", "locust"]
+    if args.config:
+        cmd += ["--config", args.config]
+    if files:
+        cmd += ["-f", ",".join(files)]
+    cmd += ["--headless", "--host", host, "--run-dir", str(run_dir), "--time-scale", str(args.time_scale),
+            "--csv", str(run_dir / runfolder.LOCUST_CSV_PREFIX), "--csv-full-history",
+            "--html", str(run_dir / runfolder.LOCUST_HTML), "--only-summary"]
+    if not args.shape and not conf_locustfile:
+        cmd += ["--users", str(args.users), "--spawn-rate", str(args.spawn_rate), "--run-time", args.run_time]
+    if args.workers:
+        # Locust's default 5557 on all interfaces would collide with any other run on the machine:
+        # master and forked workers meet on a free loopback port instead.
+        port = str(_free_port())
+        cmd += ["--processes", str(args.workers), "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+                "--master-host", "127.0.0.1", "--master-port", port]
+    if args.slo:
+        cmd += ["--slo-file", args.slo]
+    # A time-scaled phase lasts seconds: scrape often enough to see it (later --scrape-interval wins).
+    cmd += ["--scrape-interval", f"{max(0.5, 5.0 / args.time_scale):g}"]
+    return cmd + list(args.locust_args)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _run_locust(cmd: list[str], args: argparse.Namespace, admin_url: str = "") -> int:
+    """Run Locust in its own session, so a terminal's Ctrl-C reaches only us and we forward exactly one
+    SIGINT: a second one would land inside Locust's graceful shutdown and cut the run folder short."""
+    # Drills reach the simulator's admin API through --sim-admin-url, a shape option: given as its
+    # environment variable, Locust ignores it when no shape (hence no such option) is loaded.
+    env = {**os.environ, "LOCUST_SIM_ADMIN_URL": admin_url} if admin_url else None
+    proc = subprocess.Popen(cmd, stdout=sys.stderr, stderr=sys.stderr, cwd=os.getcwd(), start_new_session=True,
+                            env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # further Ctrl-C: we are already stopping
+        try:
+            print("loadline: stopping the test (in-flight streams end as cancelled)...", file=sys.stderr)
+            proc.send_signal(signal.SIGINT)
+            try:
+                return proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # the master and its forked workers
+                return proc.wait()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    finally:
+        if proc.poll() is None:  # we are dying (SIGTERM, an exception): take the load with us
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _raise_on_sigterm(signum, frame) -> None:
+    """A CI timeout sends SIGTERM: unwind through `finally` so Locust and the simulator are stopped."""
+    raise SystemExit(128 + signum)
+
+
+def _report(run_dir: Path, slo_path: str | None) -> int:
+    try:
+        from analysis.report.build import build_report
+    except ImportError:
+        return 0
+    from loadline.core.slo import SLO
+
+    result = build_report(run_dir, SLO.from_file(slo_path))
+    print(result.summary, file=sys.stderr)
+    return result.exit_code

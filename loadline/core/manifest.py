@@ -1,0 +1,61 @@
+"""What a run folder says about itself: config without secrets, versions, revision, host, shape."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from loadline.core.runfolder import redact
+
+# Options whose values are secrets whatever their name says.
+SECRET_OPTIONS = {"api_key"}
+
+
+def git_revision(directory: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=2)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def options_dict(parsed_options: Any) -> dict[str, Any]:
+    raw = {k: v for k, v in vars(parsed_options).items() if not k.startswith("_")} if parsed_options else {}
+    for key in SECRET_OPTIONS & raw.keys():
+        raw[key] = "***" if raw[key] else ""
+    return redact({k: v if isinstance(v, (str, int, float, bool, type(None), list)) else str(v) for k, v in raw.items()})
+
+
+def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
+    import locust
+
+    import loadline
+
+    runner = environment.runner
+    shape = environment.shape_class
+    return {
+        "run_id": run_dir.name,
+        "started_at": time.time(),
+        "started_at_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "target": environment.host,
+        "user_classes": sorted(environment.user_classes_by_name) if environment.user_classes_by_name else [],
+        "shape": type(shape).__name__ if shape is not None else None,
+        "runner": type(runner).__name__,
+        "workers": runner.worker_count if type(runner).__name__ == "MasterRunner" else 0,  # 0: single process
+        "options": options_dict(environment.parsed_options),
+        "versions": {"loadline": loadline.__version__, "locust": locust.__version__, "python": sys.version.split()[0]},
+        "git_revision": git_revision(Path(__file__).resolve().parents[2]),
+        "host": {"name": socket.gethostname(), "platform": platform.platform(), "cpus": _cpus()},
+        "status": "running",
+    }
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 0

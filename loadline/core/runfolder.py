@@ -1,0 +1,170 @@
+"""The run folder: one directory per test run, self-describing, written while the test runs.
+
+Layout (every writer and reader uses these names):
+    manifest.json            config without secrets, versions, git revision, host, shape, start/end
+    requests.csv             one row per HTTP attempt (loadline.core.records.COLUMNS), appended live
+    phases.csv               the phase timeline written by the shape on the master (PHASE_COLUMNS)
+    server_metrics.csv       scraped Prometheus samples, long format (SERVER_METRIC_COLUMNS)
+    generator_metrics.csv    the load generator's own health per worker (GENERATOR_COLUMNS)
+    truth.jsonl              the embedded simulator's ground truth (loadline run without --host)
+    locust_stats.csv, locust_stats_history.csv, locust_failures.csv, locust_report.html
+    report/                  written by `loadline report`: report.html, summary.md, verdict.json, charts
+
+CSV rather than Parquet for the requests table: rows are appended as batches arrive from workers
+and flushed at once, so a crash loses at most one batch and the file is readable while the test
+runs (`tail -f`); Parquet needs whole row groups and pyarrow. See docs/benchmarks.md for sizes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from loadline.core.records import COLUMNS
+
+MANIFEST = "manifest.json"
+REQUESTS = "requests.csv"
+PHASES = "phases.csv"
+SERVER_METRICS = "server_metrics.csv"
+GENERATOR_METRICS = "generator_metrics.csv"
+TRUTH = "truth.jsonl"
+LOCUST_CSV_PREFIX = "locust"  # -> locust_stats.csv, locust_stats_history.csv, locust_failures.csv
+LOCUST_HTML = "locust_report.html"
+REPORT_DIR = "report"
+
+PHASE_COLUMNS = (
+    "index",  # 0-based order
+    "label",  # e.g. "baseline", "step-3 (40 users)", "burst-2", "soak-window-5"
+    "kind",  # baseline | step | ramp | burst | recover | hold | soak-window | stage
+    "start_wall",  # time.time() on the master
+    "end_wall",
+    "target_users",
+    "spawn_rate",
+    "users_start",  # users actually running when the phase began (Locust runner.user_count)
+    "users_end",  # users actually running when the phase ended
+    "note",  # e.g. the stop rule's reason on the phase that broke the SLO
+)
+SERVER_METRIC_COLUMNS = ("ts", "source", "metric", "labels", "value")  # labels: JSON object, sorted keys
+GENERATOR_COLUMNS = ("ts", "worker_id", "cpu_percent", "loop_lag_ms", "users", "inflight")
+
+# Whole words at the end of a key: "api_key", "access_token", "password"; not "max_tokens" or
+# "first_token_timeout", which are config worth seeing.
+_SECRET_KEY = re.compile(r"(^|[_-])(api[_-]?key|apikey|token|secret|password|passwd|authorization|bearer)$", re.I)
+
+
+def redact(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `config` with every secret-looking value replaced, recursively."""
+    clean: dict[str, Any] = {}
+    for key, value in config.items():
+        if _SECRET_KEY.search(str(key)) and value is not None and value != "":
+            clean[key] = "***"
+        elif isinstance(value, dict):
+            clean[key] = redact(value)
+        else:
+            clean[key] = value
+    return clean
+
+
+def new_run_dir(out_dir: str | os.PathLike, name: str = "run") -> Path:
+    """Create runs/<UTC timestamp>-<name>[-n]/ and return it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "run"
+    base = Path(out_dir) / f"{stamp}-{slug}"
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def update_manifest(run_dir: Path, **fields: Any) -> dict[str, Any]:
+    """Merge `fields` into manifest.json (created if missing) and return the result."""
+    path = Path(run_dir) / MANIFEST
+    manifest: dict[str, Any] = {}
+    if path.exists():
+        try:
+            manifest = json.loads(path.read_text())
+        except ValueError:
+            manifest = {}
+    manifest.update(fields)
+    write_json_atomic(path, manifest)
+    return manifest
+
+
+class CsvAppender:
+    """Append rows to a CSV file, writing the header once and flushing every batch.
+
+    Flushing per batch (not per row) keeps the write cost low while bounding what a crash loses.
+    """
+
+    def __init__(self, path: Path, columns: Iterable[str]):
+        self.path = Path(path)
+        self.columns = tuple(columns)
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        self._file = open(self.path, "a", newline="", encoding="utf-8")
+        self._writer = csv.writer(self._file)
+        self.rows_written = 0
+        if new:
+            self._writer.writerow(self.columns)
+            self._file.flush()
+
+    def write_rows(self, rows: Iterable[Iterable[Any]]) -> int:
+        n = 0
+        for row in rows:
+            self._writer.writerow(row)
+            n += 1
+        self._file.flush()
+        self.rows_written += n
+        return n
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            self._file.close()
+
+
+def requests_appender(run_dir: Path) -> CsvAppender:
+    return CsvAppender(Path(run_dir) / REQUESTS, COLUMNS)
+
+
+@dataclass
+class ActiveRun:
+    """The run folder of the test in progress in this (master or local) process."""
+
+    path: Path
+    started_wall: float
+
+
+_active: ActiveRun | None = None
+
+
+def set_active(run: ActiveRun | None) -> None:
+    global _active
+    _active = run
+
+
+def active() -> ActiveRun | None:
+    """The current run folder on the master/local process, or None (workers, or no test running).
+
+    Shapes (phase timeline) and the metrics scraper write next to the requests table through this.
+    """
+    return _active

@@ -1,0 +1,118 @@
+"""The master's (or local process's) side of a run: the run folder from test start to test stop.
+
+One RunCollector per process; each test start opens a new run folder (the web UI can start and
+stop many tests), each test stop closes it with counts in the manifest.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import gevent
+
+from loadline.core import runfolder
+from loadline.core.identity import worker_id
+from loadline.runtime.live import LiveStats
+from loadline.core.manifest import start_manifest
+from loadline.core.runfolder import ActiveRun, CsvAppender
+
+log = logging.getLogger("loadline")
+
+
+class RunCollector:
+    def __init__(self, environment, distributed: bool) -> None:
+        self.environment = environment
+        self.distributed = distributed
+        self.run_dir: Path | None = None
+        self.appender: CsvAppender | None = None
+        self.rows_by_worker: dict[str, int] = {}
+        self.sidecars: list = []  # things with .stop(), started per run (scraper, ...)
+        self._local_loop: gevent.Greenlet | None = None
+        self.flush = None  # transport.FlushCoordinator on a master
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> Path:
+        options = self.environment.parsed_options
+        explicit = getattr(options, "run_dir", "") if options else ""
+        if explicit:
+            run_dir = Path(explicit)
+            run_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            users = sorted(self.environment.user_classes_by_name or ["run"])
+            run_dir = runfolder.new_run_dir(getattr(options, "out", "runs") or "runs", "-".join(users)[:40])
+        self.run_dir = run_dir
+        self.rows_by_worker = {}
+        self.environment.loadline_live = LiveStats()
+        self.appender = runfolder.requests_appender(run_dir)
+        runfolder.write_json_atomic(run_dir / runfolder.MANIFEST, start_manifest(self.environment, run_dir))
+        runfolder.set_active(ActiveRun(run_dir, time.time()))
+        if not self.distributed:
+            self._local_loop = gevent.spawn(self._drain_local_forever)
+        log.info("loadline: run folder %s", run_dir)
+        return run_dir
+
+    def stop(self) -> None:
+        if self.run_dir is None:
+            return
+        lost: list[str] = []
+        if self.flush is not None:
+            lost = self.flush.drain()
+        if self._local_loop is not None:
+            self._local_loop.kill(block=True)
+            self._local_loop = None
+        self._write_local()
+        for sidecar in self.sidecars:
+            try:
+                sidecar.stop()
+            except Exception as exc:  # a sidecar must never cost us the run folder
+                log.warning("loadline: %s did not stop cleanly: %s", type(sidecar).__name__, exc)
+        self.sidecars = []
+        close_phase_timeline(self.environment)  # normally done at test_stopping already; idempotent
+        assert self.appender is not None
+        self.appender.close()
+        runfolder.update_manifest(
+            self.run_dir, ended_at=time.time(), status="finished", requests_written=self.appender.rows_written,
+            rows_by_worker=self.rows_by_worker, workers_lost=lost,
+        )
+        log.info("loadline: %d request records in %s", self.appender.rows_written, self.run_dir)
+        runfolder.set_active(None)
+        self.last_run_dir, self.run_dir = self.run_dir, None
+
+    # -- rows ----------------------------------------------------------------------------------------
+    def on_records(self, environment, msg, **_) -> None:
+        """Master: a batch from a worker (custom message handler; keep it quick)."""
+        data = msg.data or {}
+        self.write(data.get("rows") or [], str(data.get("worker", msg.node_id)))
+
+    def write(self, rows: list[list], worker: str) -> None:
+        if not rows:
+            return
+        if self.appender is None or self.appender.closed:
+            log.warning("loadline: %d records arrived after the run folder closed; dropped", len(rows))
+            return
+        self.appender.write_rows(rows)
+        self.rows_by_worker[worker] = self.rows_by_worker.get(worker, 0) + len(rows)
+        self.environment.loadline_live.ingest(rows)
+        for observer in getattr(self.environment, "loadline_observers", ()):
+            observer(rows)
+
+    def _write_local(self) -> None:
+        self.write(self.environment.loadline_records.drain(), worker_id())
+
+    def _drain_local_forever(self) -> None:
+        while True:
+            gevent.sleep(1.0)
+            self._write_local()
+
+
+def close_phase_timeline(environment) -> None:
+    try:
+        from loadline.runtime.timeline import close_timeline
+    except ImportError:
+        return
+    try:
+        close_timeline(environment)
+    except Exception as exc:
+        log.warning("loadline: could not close the phase timeline: %s", exc)

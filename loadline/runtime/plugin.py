@@ -1,0 +1,143 @@
+"""Locust wiring: importing this module (every entry file does) hooks Loadline into Locust's events.
+
+Roles: a worker ships records; the master or a local (single-process) runner owns the run folder.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gevent
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+from loadline.client import options as loadline_options
+from loadline.runtime.collector import RunCollector
+from loadline.core.errors import UsageError
+from loadline.core.identity import worker_id
+from loadline.client.options import INVALID
+from loadline.runtime.transport import RECORDS_MSG, FLUSH_MSG, FlushCoordinator, RecordBuffer, WorkerShipper
+
+log = logging.getLogger("loadline")
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser, **_) -> None:
+    loadline_options.add_arguments(parser)
+
+
+@events.init.add_listener
+def _on_init(environment, **_) -> None:
+    environment.loadline_records = RecordBuffer()
+    environment.loadline_settings = None
+    environment.loadline_observers = []
+    runner = environment.runner
+    if runner is None:
+        return
+    if isinstance(runner, WorkerRunner):
+        shipper = WorkerShipper(environment, worker_id())
+        environment.loadline_shipper = shipper
+        runner.register_message(FLUSH_MSG, shipper.on_flush_request, concurrent=True)
+        # Locust's own worker `quitting` listener tells the master "quit" before the users stop, and
+        # the master then stops listening: stop (and ship) first. Listeners registered later run
+        # first at quitting (fired in reverse).
+        environment.events.quitting.add_listener(lambda environment, **_: environment.runner.stop())
+        _start_selfcheck(environment, worker_id())
+        return
+    collector = RunCollector(environment, distributed=isinstance(runner, MasterRunner))
+    environment.loadline_collector = collector
+    if isinstance(runner, MasterRunner):
+        runner.register_message(RECORDS_MSG, collector.on_records)
+        collector.flush = FlushCoordinator(runner)
+        from loadline.runtime.selfcheck import install_master
+
+        install_master(environment)  # workers' CPU / loop-lag rows arrive with their reports
+    else:
+        _start_selfcheck(environment, worker_id())
+    port = int(getattr(environment.parsed_options, "metrics_port", 0) or 0)
+    if port:
+        from loadline.runtime.exporter import install as install_exporter
+
+        install_exporter(environment, port)
+    if environment.web_ui is not None:
+        from loadline.runtime.webui import install_tab
+
+        install_tab(environment)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_) -> None:
+    environment.loadline_settings = None
+    try:
+        environment.loadline_settings = loadline_options.UserSettings.from_options(environment.parsed_options)
+        scrape_urls = _scrape_urls(environment)
+    except UsageError as exc:
+        # Users see INVALID and stop quietly (StopUser); the master or local runner quits.
+        environment.loadline_settings = INVALID
+        log.error("loadline: %s", exc)
+        if isinstance(environment.runner, WorkerRunner):
+            return
+        if environment.web_ui is None:  # headless: stop with exit code 2
+            environment.process_exit_code = 2
+            gevent.spawn(environment.runner.quit)
+        else:  # web UI: stop this test, let the user fix the form and start again
+            gevent.spawn(environment.runner.stop)
+        return
+    if isinstance(environment.runner, WorkerRunner):
+        environment.loadline_shipper.start()
+        return
+    collector: RunCollector = environment.loadline_collector
+    run_dir = collector.start()
+    if scrape_urls:
+        from loadline.runtime.scraper import start_scraper
+
+        interval = float(getattr(environment.parsed_options, "scrape_interval", 5.0))
+        collector.sidecars.append(start_scraper(run_dir, scrape_urls, interval))
+
+
+@events.test_stopping.add_listener
+def _on_test_stopping(environment, **_) -> None:
+    """Close the phase timeline before Locust stops the users: the last phase then ends when the stop
+    began, with the users that were actually running (test_stop comes after users are gone)."""
+    if not isinstance(environment.runner, WorkerRunner):
+        from loadline.runtime.collector import close_phase_timeline
+
+        close_phase_timeline(environment)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_) -> None:
+    if isinstance(environment.runner, WorkerRunner):
+        environment.loadline_shipper.stop()
+        return
+    collector = getattr(environment, "loadline_collector", None)
+    if collector is not None:
+        collector.stop()
+
+
+def _scrape_urls(environment) -> dict[str, str]:
+    """Prometheus endpoints the master scrapes: the target's /metrics plus --scrape-url extras."""
+    if isinstance(environment.runner, WorkerRunner):
+        return {}
+    from loadline.runtime.scraper import scrape_targets
+
+    return scrape_targets(getattr(environment.parsed_options, "scrape_url", ""), environment.host)
+
+
+def _start_selfcheck(environment, worker_id: str) -> None:
+    try:
+        from loadline.runtime.selfcheck import install
+    except ImportError:
+        return
+    install(environment, worker_id)
+
+
+@events.quitting.add_listener
+def _let_locust_csv_catch_up(environment, **_) -> None:
+    """Locust rewrites its --csv stats once a second and not again at exit, so the final file can miss
+    the last second of requests. Its writer greenlet is still alive while `quitting` fires: give it
+    one more cycle so locust_stats.csv agrees with requests.csv."""
+    from locust.stats import CSV_STATS_INTERVAL_SEC
+
+    if not isinstance(environment.runner, WorkerRunner) and getattr(environment.parsed_options, "csv_prefix", None):
+        gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.3)

@@ -1,0 +1,169 @@
+"""Load-generator self-check: is this worker fast enough to measure the server honestly?
+
+A gevent worker that is out of CPU, or whose event loop is blocked, stamps token arrivals late:
+its TTFT and ITL grow although the server did nothing different. Each worker samples, once a
+second, its own process CPU % (psutil) and the event-loop lag (how much later than asked a
+`gevent.sleep` returns); the master writes the rows to generator_metrics.csv and the verdict
+flags the run (analysis/verdict/generator.py). No pandas here: this runs in every worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from loadline.core import runfolder
+
+log = logging.getLogger("loadline.runtime.selfcheck")
+
+SAMPLE_INTERVAL_S = 1.0
+MAX_BUFFERED_ROWS = 100_000  # if the master stops collecting, keep the newest rows only
+MAX_RUNTIME_S = 7 * 24 * 3600.0
+REPORT_KEY = "loadline_generator"  # rows ride on Locust's periodic worker report (every ~3 s)
+LOCAL_DRAIN_S = 2.0
+
+# Saturation: sustained, not a blip. A gevent process is single-threaded, so 90 % of one core
+# leaves no room for bursts of token events; 20 ms of loop lag is larger than typical ITLs
+# (10-25 ms, REFERENCE-serving.md), so every gap measured while it lasts is the client's, not the
+# server's. "Sustained" = the median over a rolling window of samples, so single GC pauses or a
+# noisy neighbour's spike do not flag a run.
+CPU_SATURATED_PCT = 90.0
+LOOP_LAG_SATURATED_MS = 20.0
+SUSTAIN_SAMPLES = 5
+
+
+@dataclass
+class SelfCheck:
+    """Sample this process every `interval_s` in a greenlet; `sample_rows()` drains the rows."""
+
+    worker_id: str
+    interval_s: float = SAMPLE_INTERVAL_S
+    users_fn: Callable[[], int] | None = None
+    inflight_fn: Callable[[], int] | None = None
+
+    def __post_init__(self) -> None:
+        self._rows: list[tuple] = []
+        self._greenlet = None
+        self._stopping = None
+        self.last_cpu_percent: float | None = None
+
+    def start(self) -> "SelfCheck":
+        import gevent
+        import psutil
+        from gevent.event import Event
+
+        self._process = psutil.Process()
+        self._process.cpu_percent(None)  # the first call only sets the reference point
+        self._stopping = Event()
+        self._greenlet = gevent.spawn(self._loop)
+        return self
+
+    def _call(self, fn: Callable[[], int] | None) -> int | None:
+        if fn is None:
+            return None
+        try:
+            return int(fn())
+        except Exception:  # noqa: BLE001 - a broken probe must not kill the self-check
+            return None
+
+    def _loop(self) -> None:
+        import gevent
+
+        deadline = time.monotonic() + MAX_RUNTIME_S
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            asked = time.perf_counter()
+            gevent.sleep(self.interval_s)
+            lag_ms = max(0.0, (time.perf_counter() - asked - self.interval_s) * 1000.0)
+            cpu = float(self._process.cpu_percent(None))
+            self.last_cpu_percent = cpu
+            row = (round(time.time(), 3), self.worker_id, round(cpu, 1), round(lag_ms, 2),
+                   self._call(self.users_fn), self._call(self.inflight_fn))
+            self._rows.append(row)
+            if len(self._rows) > MAX_BUFFERED_ROWS:
+                del self._rows[: len(self._rows) - MAX_BUFFERED_ROWS]
+
+    def sample_rows(self) -> list[tuple]:
+        """Rows in GENERATOR_COLUMNS order collected since the last call."""
+        rows, self._rows = self._rows, []
+        return rows
+
+    def stop(self) -> None:
+        if self._greenlet is not None:
+            self._stopping.set()
+            self._greenlet.kill(block=True, timeout=self.interval_s + 1.0)
+            self._greenlet = None
+
+
+class GeneratorWriter:
+    """Master/local side: rows from every worker into the active run folder's generator_metrics.csv."""
+
+    def __init__(self, environment: Any = None):
+        self.environment = environment
+        self.latest_cpu: dict[str, float] = {}
+        self._appender: runfolder.CsvAppender | None = None
+        self._path: Path | None = None
+
+    def write(self, rows: list) -> int:
+        if not rows:
+            return 0
+        for row in rows:
+            self.latest_cpu[str(row[1])] = float(row[2])
+        exporter = getattr(self.environment, "loadline_exporter", None)
+        if exporter is not None:
+            for worker, cpu in self.latest_cpu.items():
+                exporter.set_worker_cpu(worker, cpu)
+        active = runfolder.active()
+        if active is None:
+            return 0  # between runs: nothing to attach the samples to
+        path = Path(active.path) / runfolder.GENERATOR_METRICS
+        if path != self._path:
+            if self._appender is not None:
+                self._appender.close()
+            self._appender, self._path = runfolder.CsvAppender(path, runfolder.GENERATOR_COLUMNS), path
+        rows = [r for r in rows if r[0] >= active.started_wall - LOCAL_DRAIN_S]
+        return self._appender.write_rows(rows)
+
+
+def install(environment: Any, worker_id: str) -> SelfCheck:
+    """Start the self-check in a worker (rows go to the master) or a local runner (rows go to disk)."""
+    import gevent
+    from locust.runners import WorkerRunner
+
+    runner = environment.runner
+    check = SelfCheck(worker_id, users_fn=lambda: runner.user_count).start()
+    environment.loadline_selfcheck = check
+    if isinstance(runner, WorkerRunner):
+        def _report(client_id: str, data: dict) -> None:
+            data[REPORT_KEY] = check.sample_rows()
+
+        environment.events.report_to_master.add_listener(_report)
+    else:
+        writer = GeneratorWriter(environment)
+        environment.loadline_generator_writer = writer
+
+        def _drain() -> None:
+            deadline = time.monotonic() + MAX_RUNTIME_S
+            while time.monotonic() < deadline:
+                gevent.sleep(LOCAL_DRAIN_S)
+                writer.write(check.sample_rows())
+
+        gevent.spawn(_drain)
+    return check
+
+
+def install_master(environment: Any) -> GeneratorWriter:
+    """On a distributed master: collect the workers' self-check rows from their periodic reports."""
+    writer = GeneratorWriter(environment)
+    environment.loadline_generator_writer = writer
+
+    def _on_report(client_id: str, data: dict) -> None:
+        try:
+            writer.write(data.get(REPORT_KEY) or [])
+        except Exception as exc:  # noqa: BLE001 - the self-check must never break the master
+            log.warning("loadline: generator self-check rows dropped: %s", exc)
+
+    environment.events.worker_report.add_listener(_on_report)
+    return writer

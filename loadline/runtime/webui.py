@@ -1,0 +1,169 @@
+"""The web UI's "LLM" tab: live TTFT / ITL / tokens/s, the current phase and the run folder.
+
+Built on Locust's extension points (template_args extended_tabs/tables/csv_files and an
+`extended_stats` field added to /stats/requests), so the stock React UI renders it. Two routes
+serve the run folder's requests table and build-and-serve the report of the last run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from flask import Response, request, send_file
+
+from loadline.core import runfolder
+from loadline.runtime.live import window
+from loadline.runtime.webui_secrets import hide_secrets
+
+TAB = "llm"
+WINDOW_S = 30.0
+
+
+def _fmt(value, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.1f}{unit}"
+    return f"{value}{unit}"
+
+
+def _current_phase() -> str:
+    try:
+        from loadline.runtime.timeline import current_phase
+    except ImportError:
+        return "-"
+    phase = current_phase()
+    return phase.get("label", "-") if phase else "-"
+
+
+_whole_cache: dict = {}
+WHOLE_RUN_REFRESH_S = 5.0
+
+
+def _whole_run(environment, start: float, end: float):
+    """The whole-run window, recomputed at most every few seconds: it reads every record so far, and
+    every open browser polls it every second on the master's event loop."""
+    now = time.monotonic()
+    key = (id(environment.loadline_live), start)
+    cached = _whole_cache.get(key)
+    if cached and (end == cached[2] or now - cached[0] < WHOLE_RUN_REFRESH_S):
+        return cached[1]
+    _whole_cache.clear()
+    summary = window(environment, start, end)
+    _whole_cache[key] = (now, summary, end)
+    return summary
+
+
+def table_rows(environment) -> list[dict]:
+    collector = getattr(environment, "loadline_collector", None)
+    run_dir = getattr(collector, "run_dir", None) or getattr(collector, "last_run_dir", None)
+    span = _run_span(run_dir, time.time())
+    recent = whole = None
+    if getattr(environment, "loadline_live", None) is not None and span is not None:
+        # Rates divide by the window's length: never count time before the run started or after it ended.
+        # live.window speaks model time in a time-scaled rehearsal, like the report.
+        start, end = span
+        recent = window(environment, max(start, end - WINDOW_S), end)
+        whole = _whole_run(environment, start, end)
+
+    def both(attr: str, unit: str = "") -> dict:
+        return {"last": _fmt(getattr(recent, attr, None), unit), "run": _fmt(getattr(whole, attr, None), unit)}
+
+    rows = [
+        {"metric": "Phase", "last": _current_phase(), "run": ""},
+        {"metric": "Users running", "last": _fmt(environment.runner.user_count), "run": ""},
+        {"metric": "Requests (finished)", **both("requests")},
+        {"metric": "Requests/s (ok)", **both("rps")},
+        {"metric": "Output tokens/s", **both("output_tokens_per_s")},
+        {"metric": "TTFT p50", **both("ttft_p50_ms", " ms")},
+        {"metric": "TTFT p95", **both("ttft_p95_ms", " ms")},
+        {"metric": "TTFT p99", **both("ttft_p99_ms", " ms")},
+        {"metric": "ITL p50 (median of requests)", **both("itl_p50_ms", " ms")},
+        {"metric": "E2E p50", **both("e2e_p50_ms", " ms")},
+        {"metric": "E2E p95", **both("e2e_p95_ms", " ms")},
+        {"metric": "E2E p99", **both("e2e_p99_ms", " ms")},
+        {"metric": "Error rate", "last": _pct(recent), "run": _pct(whole)},
+        {"metric": "Errors by class", "last": _classes(recent), "run": _classes(whole)},
+        {"metric": "Run folder", "last": str(run_dir or "-"), "run": ""},
+    ]
+    return rows
+
+
+def _run_span(run_dir: Path | None, now: float) -> tuple[float, float] | None:
+    """(start, end) wall clock of the run in progress, or of the last one (from its manifest) once stopped."""
+    active = runfolder.active()
+    if active is not None:
+        return active.started_wall, now
+    if run_dir is None:
+        return None
+    try:
+        manifest = json.loads((run_dir / runfolder.MANIFEST).read_text())
+        return float(manifest["started_at"]), float(manifest.get("ended_at") or now)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _pct(window) -> str:
+    return "-" if window is None else f"{window.error_rate * 100:.2f} %"
+
+
+def _classes(window) -> str:
+    if window is None or not window.errors_by_class:
+        return "-"
+    return ", ".join(f"{k}: {v}" for k, v in sorted(window.errors_by_class.items()))
+
+
+def install_tab(environment) -> None:
+    web_ui = environment.web_ui
+    app = web_ui.app
+    hide_secrets(environment)
+    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
+    web_ui.template_args["extended_tables"] = [{
+        "key": TAB,
+        "structure": [{"key": "metric", "title": "Metric"}, {"key": "last", "title": f"Last {WINDOW_S:.0f} s"},
+                      {"key": "run", "title": "Whole run"}],
+    }]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "/loadline/requests.csv", "title": "Download the request records (requests.csv) of the run"},
+        {"href": "/loadline/report", "title": "Build and open the Loadline report of the run"},
+    ]
+
+    @app.after_request
+    def _add_llm_table(response):
+        if request.path != "/stats/requests" or not response.is_json:
+            return response
+        data = response.get_json()
+        data["extended_stats"] = [{"key": TAB, "data": table_rows(environment)}]
+        response.set_data(json.dumps(data))
+        return response
+
+    def _run_dir() -> Path | None:
+        collector = environment.loadline_collector
+        return collector.run_dir or getattr(collector, "last_run_dir", None)
+
+    @app.route("/loadline/requests.csv")
+    def _requests_csv():
+        run_dir = _run_dir()
+        if run_dir is None or not (run_dir / runfolder.REQUESTS).exists():
+            return Response("no run yet\n", status=404, mimetype="text/plain")
+        return send_file(run_dir / runfolder.REQUESTS, mimetype="text/csv", as_attachment=True)
+
+    @app.route("/loadline/report")
+    def _report():
+        run_dir = _run_dir()
+        if run_dir is None:
+            return Response("no run yet\n", status=404, mimetype="text/plain")
+        # In a child process: pandas and matplotlib would otherwise hold the master's event loop
+        # (worker heartbeats, record batches) for seconds.
+        slo_file = getattr(environment.parsed_options, "slo_file", "") or ""
+        cmd = [sys.executable, "-m", "loadline", "report", str(run_dir)] + (["--slo", slo_file] if slo_file else [])
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        page = run_dir / runfolder.REPORT_DIR / "report.html"
+        if done.returncode == 2 or not page.exists():
+            reason = (done.stderr.strip().splitlines() or ["no report"])[-1]
+            return Response(f"could not build the report: {reason}\n", status=500, mimetype="text/plain")
+        return send_file(page, mimetype="text/html")

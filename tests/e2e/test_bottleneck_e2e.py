@@ -1,0 +1,72 @@
+"""End to end: each bottleneck the simulator can produce, run briefly with `loadline run`; the
+report's verdict.json must name that layer, and a healthy run must say `headroom`.
+
+Every run uses the tiny profile, time-scaled x10 (x50 for the starved generator), ~12-20 s of
+wall time each. The simulator options create the limit; the rules know nothing of them:
+- scheduler:      max_num_seqs=2            (the batch cap, far below what KV and GPU allow)
+- kv-cache:       num_gpu_blocks=160 (max_model_len=2048 to fit) + long prompts (KV pool too small for the contexts)
+- gpu-compute:    peak_tflops=1, large batch cap and KV pool (decode step grows with the batch)
+- gateway:        max_connections=4         (the simulator's gateway refuses extra connections)
+- memory-leak:    leak_blocks_per_s=2 in a soak (KV blocks lost until an out-of-memory restart)
+- load-generator: 160 users without think time on one process against a x50 fast engine
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT_S = 120
+
+# 1 user, then 4, then 16, each held 4 s of wall time (40 s / time-scale 10)
+STEPPED = ["--shape", "stepped", "--time-scale", "10", "--scenario", "single", "--",
+           "--baseline-hold", "40", "--step-start-users", "4", "--step-factor", "4", "--step-hold", "40",
+           "--step-max-users", "16", "--step-stop-on-slo", "false", "--scrape-interval", "0.5", "--seed", "1",
+           "--event-interval", "2"]
+SHORT_PROMPTS = ["--prompt-mix", "short=0.7,medium=0.3"]
+
+CASES = {
+    "headroom": ([], ["--shape", "stepped", "--time-scale", "10", "--scenario", "single", "--",
+                      "--baseline-hold", "40", "--step-start-users", "2", "--step-factor", "2", "--step-hold", "40",
+                      "--step-max-users", "4", "--step-stop-on-slo", "false", "--scrape-interval", "0.5",
+                      "--seed", "1", "--event-interval", "5", *SHORT_PROMPTS]),
+    "scheduler": (["max_num_seqs=2"], STEPPED + SHORT_PROMPTS),
+    "kv-cache": (["num_gpu_blocks=160", "max_model_len=2048"], STEPPED + ["--prompt-mix", "long=1", "--max-tokens", "64"]),
+    "gpu-compute": (["peak_tflops=1", "max_num_seqs=64", "num_gpu_blocks=4096"],
+                    STEPPED + SHORT_PROMPTS + ["--max-tokens", "96", "--ignore-eos"]),
+    "gateway": (["max_connections=4"], STEPPED + SHORT_PROMPTS),
+    "memory-leak": (["leak_blocks_per_s=2"], ["--shape", "soak", "--time-scale", "10", "--scenario", "single", "--",
+                                              "--soak-users", "8", "--soak-ramp", "20", "--soak-hold", "120",
+                                              "--soak-window", "40", "--scrape-interval", "0.5", "--seed", "1",
+                                              "--event-interval", "2", *SHORT_PROMPTS]),
+    "load-generator": (["max_num_seqs=256", "num_gpu_blocks=8192", "max_num_batched_tokens=8192"],
+                       ["--users", "160", "--spawn-rate", "160", "--run-time", "12s", "--time-scale", "50",
+                        "--scenario", "single", "--", "--scrape-interval", "0.5", "--seed", "1",
+                        "--event-interval", "0.2", "--prompt-mix", "short=1", "--max-tokens", "64", "--ignore-eos"]),
+}
+
+
+def run_case(sim_options: list[str], run_args: list[str], out: Path) -> dict:
+    sim = [arg for option in sim_options for arg in ("--sim-option", option)]
+    command = [sys.executable, "-m", "loadline", "run", "--sim-profile", "tiny", *sim, "--out", str(out), *run_args]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
+    return verdict["bottleneck"]
+
+
+@pytest.mark.parametrize("layer", list(CASES))
+def test_simulated_bottleneck_is_named(layer, tmp_path):
+    sim_options, run_args = CASES[layer]
+    bottleneck = run_case(sim_options, run_args, tmp_path)
+    assert bottleneck["layer"] == layer, json.dumps(bottleneck, indent=1)
+    assert bottleneck["evidence"], bottleneck
+    if layer != "headroom":
+        assert bottleneck["confidence"] == "high" and bottleneck["actions"]
+        assert bottleneck["limit"]["reached"] or layer in ("memory-leak", "load-generator")

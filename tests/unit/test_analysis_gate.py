@@ -1,0 +1,90 @@
+"""The SLO gate: thresholds just passed and just failed, worst phase named, JUnit XML."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.verdict.gate import evaluate, gate_passed, junit_xml
+from analysis.data.load import load_run
+from analysis.stats.phases import phase_table
+from synthetic import make_requests, write_run
+from loadline.core.slo import SLO
+
+
+@pytest.fixture
+def table(tmp_path):
+    # one phase, E2E = 15, 30, ..., 1500 ms -> P95 = 95.05 x 15 = 1425.75 ms, P99 = 99.01 x 15 = 1485.15 ms
+    e2e = np.arange(1, 101) * 15.0
+    requests = make_requests(1000.0 + np.arange(100) * 0.1, e2e, ttft_ms=e2e / 10, output_tokens=5)
+    return phase_table(load_run(write_run(tmp_path / "run", requests)))
+
+
+def _criterion(criteria, name):
+    return next(c for c in criteria if c.name == name)
+
+
+def test_just_passed_and_just_failed(table):
+    passed = evaluate(table, SLO(e2e_p95_ms=1425.76, e2e_p99_ms=1485.16, ttft_p95_ms=142.58))
+    assert gate_passed(passed)
+    assert _criterion(passed, "E2E P95").measured == pytest.approx(1425.75)
+    failed = evaluate(table, SLO(e2e_p95_ms=1425.75, e2e_p99_ms=1485.16, ttft_p95_ms=142.58))
+    assert not gate_passed(failed)
+    assert _criterion(failed, "E2E P95").passed is False
+    assert _criterion(failed, "E2E P99").passed is True
+
+
+def test_error_rate_and_throughput_target(table):
+    # whole-run phase: first start 1000.0 s, last end 1009.9 s + 1.5 s -> 100 ok / 11.4 s = 8.77 req/s
+    slo = {"safety_factor": 1.5, "e2e_p95_ms": 2000, "ttft_p95_ms": None}
+    enough = _criterion(evaluate(table, SLO(target_qps=5, **slo)), "throughput within SLO")
+    assert enough.limit == 7.5 and enough.passed is True
+    assert enough.measured == pytest.approx(100 / 11.4)
+    short = _criterion(evaluate(table, SLO(target_qps=6, **slo)), "throughput within SLO")
+    assert short.limit == 9.0 and short.passed is False
+    assert _criterion(evaluate(table, SLO(**slo)), "error rate").passed is True
+
+
+def test_unmeasured_criterion_does_not_decide(table):
+    table = table.assign(ttft_p95_ms=np.nan)
+    criteria = evaluate(table, SLO(e2e_p95_ms=2000, ttft_p95_ms=800))
+    assert _criterion(criteria, "TTFT P95").passed is None
+    assert gate_passed(criteria)
+
+
+def test_junit_xml_lists_every_criterion_with_failures(table):
+    criteria = evaluate(table, SLO(e2e_p95_ms=1000))
+    root = ET.fromstring(junit_xml(criteria))
+    assert int(root.get("tests")) == len(criteria)
+    failed = [case.get("name") for case in root.iter("testcase") if case.find("failure") is not None]
+    assert failed == ["E2E P95 < 1000 ms"]
+
+
+def _server(used_mib, restarts):
+    import json
+
+    rows = []
+    for i, used in enumerate(used_mib):
+        for gpu, share in (("0", 1.0), ("1", 0.5)):  # GPU 1 always half as full: GPU 0 decides
+            labels = json.dumps({"gpu": gpu}, sort_keys=True)
+            rows += [(100.0 + i, "sim", "DCGM_FI_DEV_FB_USED", labels, used * share),
+                     (100.0 + i, "sim", "DCGM_FI_DEV_FB_FREE", labels, 10_000 - used * share)]
+    for i, count in enumerate(restarts):
+        rows.append((100.0 + i, "sim", "loadline_sim_replica_restarts_total", json.dumps({"reason": "oom"}), count))
+    return pd.DataFrame(rows, columns=["ts", "source", "metric", "labels", "value"])
+
+
+def test_gpu_memory_and_oom_restarts_from_server_metrics():
+    from analysis.verdict.server_gate import server_criteria
+
+    ok = {c.name: c for c in server_criteria(_server([5000, 8400, 7000], [0, 0, 0]), SLO())}
+    assert ok["GPU memory"].measured == pytest.approx(0.84) and ok["GPU memory"].passed is True
+    assert ok["OOM restarts"].measured == 0 and ok["OOM restarts"].passed is True
+    bad = {c.name: c for c in server_criteria(_server([5000, 8600, 7000], [0, 1, 1]), SLO())}
+    assert bad["GPU memory"].passed is False and bad["GPU memory"].measured == pytest.approx(0.86)
+    assert bad["OOM restarts"].measured == 1 and bad["OOM restarts"].passed is False
+    unmeasured = server_criteria(pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"]), SLO())
+    assert [c.passed for c in unmeasured] == [None, None]

@@ -1,0 +1,141 @@
+"""The verdict rules on constructed runs: each bottleneck names its layer, a healthy run has headroom.
+
+Scenarios (tests/metric_scenarios.py) are written as real run folders and read back with
+analysis.data.load, so the rules see exactly what a report would give them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import pytest
+
+import metric_scenarios as ms
+from analysis.verdict.bottleneck import LAYERS, judge
+from analysis.data.load import load_run
+from analysis.stats.phases import phase_table
+
+CASES = {
+    "healthy": "headroom",
+    "gpu_compute": "gpu-compute",
+    "kv_cache": "kv-cache",
+    "scheduler": "scheduler",
+    "gateway": "gateway",
+    "outside_engine": "outside-engine",
+    "host_cpu": "host-cpu",
+    "load_generator": "load-generator",
+    "memory_leak": "memory-leak",
+}
+
+
+def verdict_of(scenario: ms.Scenario, tmp_path, server: pd.DataFrame | None = None) -> dict:
+    run = load_run(ms.write_scenario(scenario, tmp_path / scenario.name, server))
+    return judge(run, phase_table(run))
+
+
+@pytest.mark.parametrize("name,layer", CASES.items())
+def test_each_constructed_bottleneck_names_its_layer(name, layer, tmp_path):
+    verdict = verdict_of(getattr(ms, name)(), tmp_path)
+    assert verdict["layer"] == layer, verdict
+    assert verdict["confidence"] == "high"
+    assert verdict["evidence"] and verdict["actions"]
+    assert verdict["layer"] in LAYERS
+
+
+@pytest.mark.parametrize("factor", [0.4, 3.0])
+@pytest.mark.parametrize("name,layer", CASES.items())
+def test_other_magnitudes_give_the_same_verdict(name, layer, factor, tmp_path):
+    """Rates and latencies scaled up or down: the rules compare shapes, not the test's numbers."""
+    verdict = verdict_of(ms.vary(getattr(ms, name)(), factor), tmp_path)
+    assert verdict["layer"] == layer, verdict
+
+
+def test_evidence_carries_the_numbers(tmp_path):
+    verdict = verdict_of(ms.kv_cache(), tmp_path)
+    text = " ".join(verdict["evidence"])
+    assert "KV-cache usage p90 99 %" in text
+    assert "preemptions" in text
+    assert verdict["limit"]["reached"] and verdict["limit"]["phase"] == "step-4 (8 users)"
+
+
+def test_missing_signals_are_listed_not_guessed(tmp_path):
+    """Without GPU, node or engine metrics the verdict says which layers it could not judge."""
+    sc = ms.scheduler()
+    server = ms.server_rows(sc)
+    server = server[server["source"] != "dcgm"]
+    verdict = verdict_of(sc, tmp_path, server)
+    assert verdict["layer"] == "scheduler"
+    joined = " ".join(verdict["not_judged"])
+    assert "gpu-compute" in joined and "host-cpu" in joined
+    empty = server.iloc[0:0]
+    verdict = verdict_of(ms.healthy(), tmp_path, empty)
+    assert verdict["layer"] == "headroom"
+    assert {"gpu-compute", "kv-cache", "scheduler"} <= {line.split()[0] for line in verdict["not_judged"]}
+
+
+def test_limit_without_any_server_signal_is_low_confidence(tmp_path):
+    sc = ms.gpu_compute()
+    verdict = verdict_of(sc, tmp_path, ms.server_rows(sc).iloc[0:0])
+    assert verdict["limit"]["reached"]
+    assert verdict["confidence"] == "low"
+    assert verdict["layer"] != "headroom"
+
+
+def test_secondary_findings_are_kept(tmp_path):
+    """A starved generator is named first; the server problem it hides is still listed."""
+    sc = ms.kv_cache()
+    for phase in sc.phases[3:]:
+        phase.gen_cpu = 99.0
+    verdict = verdict_of(sc, tmp_path)
+    assert verdict["layer"] == "load-generator"
+    assert "kv-cache" in [s["layer"] for s in verdict["secondary"]]
+
+
+def test_idle_gpu_under_a_flat_throughput_is_called_out(tmp_path):
+    sc = ms.host_cpu()
+    verdict = verdict_of(sc, tmp_path)
+    assert any("not the GPU" in line for line in verdict["evidence"])
+
+
+def test_kv_pinned_without_pressure_is_not_a_kv_verdict(tmp_path):
+    """A full cache that evicts nothing and queues nothing, with flat latency, is not a bottleneck."""
+    sc = ms.healthy()
+    sc.phases[-1] = dataclasses.replace(sc.phases[-1], kv=0.95)
+    assert verdict_of(sc, tmp_path)["layer"] == "headroom"
+
+
+def test_scaled_simulator_runs_shrink_the_noise_floor(tmp_path):
+    """With --time-scale 50 every latency is 50x smaller; the verdict must not change."""
+    sc = ms.scheduler()
+    sc.phases = [dataclasses.replace(p, ttft_ms=p.ttft_ms / 50, queue_ms=p.queue_ms / 50, prefill_ms=p.prefill_ms / 50)
+                 for p in sc.phases]
+    sc.manifest = {"time_scale": 50}
+    assert verdict_of(sc, tmp_path)["layer"] == "scheduler"
+    sc.manifest = {}
+    assert verdict_of(sc, tmp_path)["layer"] == "headroom"  # unscaled, a 30 ms rise is below the noise floor
+
+
+def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):
+    from analysis.report.server_charts import charts
+
+    sc = ms.kv_cache()
+    run = load_run(ms.write_scenario(sc, tmp_path / "run"))
+    drawn = charts(run, phase_table(run), tmp_path / "out")
+    assert {p.name for p in drawn} == {"server_running_waiting.png", "server_kv_cache.png", "server_gpu.png",
+                                       "server_request_time.png"}
+    assert all(p.stat().st_size > 5000 for p in drawn)
+    server = ms.server_rows(sc)
+    run = load_run(ms.write_scenario(sc, tmp_path / "run2", server[server["source"] != "dcgm"]))
+    assert "server_gpu.png" not in {p.name for p in charts(run, phase_table(run), tmp_path / "out2")}
+    run = load_run(ms.write_scenario(sc, tmp_path / "run3", server.iloc[0:0]))
+    assert charts(run, phase_table(run), tmp_path / "out3") == []
+
+
+def test_a_pool_that_preempts_at_its_peak_is_kv_bound_even_below_the_pinned_p90(tmp_path):
+    # usage climbs from 70 % to 92 % in each loaded phase (p90 just under 90 %), with preemptions
+    sc = ms.kv_cache()
+    sc.phases[-2:] = [dataclasses.replace(p, kv=0.70, kv_end=0.92) for p in sc.phases[-2:]]
+    verdict = verdict_of(sc, tmp_path)
+    assert verdict["layer"] == "kv-cache", verdict
+    assert "max 92 %" in " ".join(verdict["evidence"])

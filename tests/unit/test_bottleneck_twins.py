@@ -1,0 +1,69 @@
+"""Recorded metric files in SGLang, TGI and old-vLLM names give the verdicts of their vLLM twins.
+
+The files in tests/data/ are Prometheus query_range exports (see make_metric_twins.py there); the
+client side of each run is the same constructed table, so only the server's naming differs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import metric_scenarios as ms
+from analysis.verdict.bottleneck import judge
+from analysis.data.load import load_run
+from analysis.data.prom_ingest import load_query_range
+from analysis.stats.phases import phase_table
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EXPECTED = {"scheduler": "scheduler", "gpu_compute": "gpu-compute", "healthy": "headroom",
+            "kv_cache": "kv-cache", "memory_leak": "memory-leak"}
+TWINS = sorted(DATA.glob("metrics_*.json.gz"))
+
+
+def _scenario_and_vendor(path: Path) -> tuple[str, str]:
+    stem = path.name[len("metrics_"):-len(".json.gz")]
+    for scenario in EXPECTED:
+        if stem.startswith(scenario + "_"):
+            return scenario, stem[len(scenario) + 1:]
+    raise AssertionError(f"unexpected fixture {path.name}")
+
+
+def test_every_scenario_has_twins():
+    vendors = {}
+    for path in TWINS:
+        scenario, vendor = _scenario_and_vendor(path)
+        vendors.setdefault(scenario, set()).add(vendor)
+    assert set(vendors) == set(EXPECTED)
+    assert all("vllm" in v and len(v) >= 2 for v in vendors.values())
+    assert {"sglang", "tgi", "vllm_old"} <= set().union(*vendors.values())
+
+
+@pytest.mark.parametrize("path", TWINS, ids=lambda p: p.name)
+def test_twin_gives_the_vllm_verdict(path, tmp_path):
+    scenario, vendor = _scenario_and_vendor(path)
+    server = load_query_range([path])
+    assert len(server) > 100
+    run = load_run(ms.write_scenario(getattr(ms, scenario)(), tmp_path / "run", server))
+    verdict = judge(run, phase_table(run))
+    assert verdict["layer"] == EXPECTED[scenario], (vendor, verdict)
+    vllm = judge(load_run(ms.write_scenario(getattr(ms, scenario)(), tmp_path / "vllm",
+                                            load_query_range([DATA / f"metrics_{scenario}_vllm.json.gz"]))),
+                 phase_table(run))
+    assert (verdict["layer"], verdict["confidence"]) == (vllm["layer"], vllm["confidence"])
+
+
+def test_report_reads_a_prometheus_export_instead_of_a_scrape(tmp_path):
+    """`loadline report RUN --prometheus FILE`: a run without server_metrics.csv, judged from an export."""
+    import json
+
+    from loadline.core import runfolder
+    from loadline.commands.main import main as cli
+
+    run_dir = ms.write_scenario(ms.kv_cache(), tmp_path / "run")
+    (run_dir / runfolder.SERVER_METRICS).unlink()
+    code = cli(["report", str(run_dir), "--prometheus", str(DATA / "metrics_kv_cache_sglang.json.gz")])
+    assert code in (0, 1)
+    verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
+    assert verdict["bottleneck"]["layer"] == "kv-cache"

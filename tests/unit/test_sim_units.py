@@ -1,0 +1,80 @@
+"""Pure pieces of the simulator: output-length rules, KV block pool, tokenizer, config overrides."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loadline.core.errors import UsageError
+from simulator.config import build_config
+from simulator.costmodel import step_seconds
+from simulator.kvcache import BlockPool, prefix_hashes
+from simulator.openai_api import ApiError, parse_generation
+from simulator.tokenizer import chat_prompt_tokens, count_text
+
+
+def _gen(body: dict, natural: int = 50, max_model_len: int = 100):
+    raw = json.dumps({"messages": [{"role": "user", "content": "a b"}], **body}).encode()
+    return parse_generation(True, raw, "m", max_model_len, 16, True, lambda: natural)
+
+
+@pytest.mark.parametrize("body, natural, expected", [
+    ({}, 50, (50, "stop")),                                       # the distribution decides
+    ({"max_tokens": 10}, 50, (10, "length")),                     # the cap cuts it
+    ({"max_completion_tokens": 10}, 50, (10, "length")),
+    ({"max_tokens": 80}, 50, (50, "stop")),
+    ({"max_tokens": 80, "ignore_eos": True}, 5, (80, "length")),  # exactly the cap
+    ({"max_tokens": 80, "min_tokens": 60}, 5, (60, "stop")),      # a floor
+    ({}, 500, (91, "length")),                                    # no cap: max_model_len - prompt (9)
+])
+def test_output_length_rules(body, natural, expected):
+    gen = _gen(body, natural)
+    assert (gen.output_target, gen.finish_reason) == expected
+    assert gen.prompt_len == 9  # "a b" = 2 + 4 per message + 3 primer
+
+
+def test_context_overflow_is_a_400():
+    with pytest.raises(ApiError) as err:
+        _gen({"max_tokens": 95})
+    assert err.value.status == 400 and "maximum context length is 100" in str(err.value)
+
+
+def test_tokenizer_counts_words_and_punctuation():
+    assert count_text("Hello, world! It's 42.") == 9  # Hello , world ! It ' s 42 .
+    assert len(chat_prompt_tokens([{"role": "system", "content": "x"}, {"role": "user", "content": "y z"}])) == 14
+
+
+def test_block_pool_prefix_reuse_and_lru_eviction():
+    pool = BlockPool(4, prefix_caching=True)
+    hashes = prefix_hashes([str(i) for i in range(32)], 16)
+    assert len(hashes) == 2
+    assert pool.allocate(2)
+    assert pool.publish(hashes) == hashes and pool.private_used == 0  # now shared, cached
+    assert pool.acquire_prefix(hashes) == hashes  # a second user of the same prefix
+    pool.release(0, hashes)
+    pool.release(0, hashes)
+    assert pool.in_use == 0 and len(pool.evictable) == 2 and pool.free == 2
+    assert pool.allocate(3)  # needs one evicted block
+    assert len(pool.evictable) == 1 and pool.acquire_prefix(hashes) == []  # the chain starts at the evicted one
+    assert not pool.allocate(2)
+    assert pool.usage() == 0.75
+
+
+def test_leak_shrinks_the_pool_until_nothing_is_left():
+    pool = BlockPool(4, prefix_caching=False)
+    assert pool.allocate(1) and pool.leak(3)
+    assert pool.usage() == 1.0 and not pool.allocate(1) and not pool.leak(1)
+
+
+def test_decode_step_grows_with_batch_and_context():
+    config = build_config("h100-llama3-8b", {})
+    assert step_seconds(config, 1, 100) < step_seconds(config, 64, 64 * 100) < step_seconds(config, 64, 64 * 2000)
+    assert step_seconds(config, 8192, 8192) > 5 * step_seconds(config, 1, 8192)  # prefill is compute-bound
+
+
+def test_overrides_use_profile_keys_and_reject_bad_values():
+    assert build_config("tiny", {"max_num_seqs": "4", "enable_prefix_caching": "off"}).max_num_seqs == 4
+    for bad in ({"max_num_seqs": "four"}, {"no_such_key": 1}, {"max_num_seqs": 0}, {"max_model_len": 10**6}):
+        with pytest.raises(UsageError):
+            build_config("tiny", bad)

@@ -1,0 +1,195 @@
+"""The SSE reader against a scripted server on a real loopback socket: timing and bad endings.
+
+The simulator never sends malformed or split frames, so these edge cases get a tiny raw-socket
+server that writes exactly the bytes (and pauses) each test scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+import requests
+
+from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
+
+HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+HEAD_CLOSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def event(obj) -> bytes:
+    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj, ensure_ascii=False).encode()) + b"\n\n"
+
+
+def token(text: str, finish=None) -> bytes:
+    return event({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]})
+
+
+@contextmanager
+def scripted_server(script: list):
+    """Serve one connection: read the request head, then for each item sleep (float) or send (bytes)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    port = listener.getsockname()[1]
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(10)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(body) < length:  # read the whole request: unread bytes at close turn FIN into RST
+                body += conn.recv(65536)
+            for item in script:
+                if isinstance(item, float):
+                    time.sleep(item)
+                else:
+                    conn.sendall(item)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/v1/chat/completions"
+    finally:
+        thread.join(10)
+        listener.close()
+
+
+def stream(url: str) -> tuple[StreamResult, float, Exception | None]:
+    result = StreamResult()
+    t0 = time.perf_counter()
+    with requests.post(url, json={}, stream=True, timeout=(5, 5)) as response:
+        try:
+            read_stream(response.raw, chat_content, result)
+            return result, t0, None
+        except StreamFailure as exc:
+            return result, t0, exc
+
+
+def test_arrival_times_follow_the_bytes():
+    script = [HEAD_CHUNKED, chunk(token("")), 0.10, chunk(token(" a")), 0.05, chunk(token(" b")),
+              0.05, chunk(token(" c", "stop")), chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        result, t0, error = stream(url)
+    assert error is None and result.done and result.finish_reason == "stop"
+    assert result.text == " a b c"
+    assert len(result.arrivals) == 3
+    assert (result.arrivals[0] - t0) == pytest.approx(0.10, abs=0.03)
+    gaps = [b - a for a, b in zip(result.arrivals, result.arrivals[1:])]
+    assert gaps == pytest.approx([0.05, 0.05], abs=0.02)
+
+
+def test_an_event_split_across_reads_is_stamped_when_it_completes():
+    frame = token(" split")
+    script = [HEAD_CHUNKED, chunk(frame[:9]), 0.15, chunk(frame[9:]), chunk(token("", "stop")),
+              chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        result, t0, error = stream(url)
+    assert error is None and result.text == " split"
+    assert result.arrivals[0] - t0 == pytest.approx(0.15, abs=0.03)
+
+
+def test_multibyte_utf8_split_between_chunks_is_intact():
+    frame = token(" 负载")
+    cut = frame.index("负".encode()) + 1  # in the middle of a 3-byte character
+    script = [HEAD_CHUNKED, chunk(frame[:cut]), 0.02, chunk(frame[cut:]), chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        result, _, error = stream(url)
+    assert error is None and result.text == " 负载"
+
+
+def test_truncated_stream_is_a_reset_and_keeps_what_arrived():
+    script = [HEAD_CHUNKED, chunk(token(" a")), chunk(token(" b"))]  # then the server closes
+    with scripted_server(script) as url:
+        result, _, error = stream(url)
+    assert isinstance(error, StreamFailure) and error.error_class == "reset"
+    assert result.text == " a b" and len(result.arrivals) == 2
+
+
+def test_clean_close_without_done_or_finish_reason_is_not_success():
+    script = [HEAD_CLOSE, token(" a"), token(" b")]  # body delimited by close: looks complete
+    with scripted_server(script) as url:
+        _, _, error = stream(url)
+    assert isinstance(error, StreamFailure) and error.error_class == "reset"
+
+
+def test_finish_reason_and_clean_end_without_done_is_complete():
+    script = [HEAD_CHUNKED, chunk(token(" a", "length")), chunk(b"")]
+    with scripted_server(script) as url:
+        result, _, error = stream(url)
+    assert error is None and result.finish_reason == "length"
+
+
+def test_malformed_json_is_classified():
+    script = [HEAD_CHUNKED, chunk(token(" a")), chunk(b"data: {not json\n\n"), chunk(b"")]
+    with scripted_server(script) as url:
+        _, _, error = stream(url)
+    assert isinstance(error, StreamFailure) and error.error_class == "malformed"
+
+
+def test_error_object_inside_the_stream_is_a_failure():
+    script = [HEAD_CHUNKED, chunk(token(" a")), chunk(event({"error": {"message": "engine died", "code": 500}})),
+              chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        result, _, error = stream(url)
+    assert isinstance(error, StreamFailure) and error.error_class == "stream_error"
+    assert "engine died" in str(error) and result.text == " a"
+
+
+def test_usage_chunk_is_captured():
+    usage = {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}
+    script = [HEAD_CHUNKED, chunk(token(" a")), chunk(token(" b", "stop")),
+              chunk(event({"choices": [], "usage": usage})), chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        result, _, error = stream(url)
+    assert error is None and result.usage == usage
+
+
+@pytest.mark.parametrize("bad", [
+    b'data: {"choices": [1]}\n\n',
+    b'data: {"choices": [{"delta": "text"}]}\n\n',
+    b'data: {"choices": [], "usage": [1]}\n\n',
+    b'data: {"choices": [], "usage": {"completion_tokens": "many"}}\n\n',
+    b'data: {"choices": [{"delta": {"content": " \xff\xfe"}}]}\n\n',
+])
+def test_payloads_that_are_not_openai_chunks_are_malformed_not_client_bugs(bad):
+    script = [HEAD_CHUNKED, chunk(token(" a")), chunk(bad), chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        _, _, error = stream(url)
+    assert isinstance(error, StreamFailure) and error.error_class == "malformed"
+
+
+def test_done_ends_the_response_even_if_the_body_stays_open():
+    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), 0.05, chunk(event(b"[DONE]")), 2.0]
+    with scripted_server(script) as url:
+        result = StreamResult()
+        t0 = time.perf_counter()
+        with requests.post(url, json={}, stream=True, timeout=(5, 0.5)) as response:
+            read_stream(response.raw, chat_content, result)
+    assert result.done and not result.body_complete  # complete, but the connection is not reusable
+    assert result.ended_at - t0 == pytest.approx(0.05, abs=0.03)
+
+
+def test_connection_setup_is_charged_once_to_the_request_that_paid_it():
+    from loadline.client.http import stamped_session, wire_times
+
+    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        session = stamped_session()
+        with session.post(url, json={}, stream=True, timeout=(5, 5)) as response:
+            wire = wire_times(response)
+            read_stream(response.raw, chat_content, StreamResult())
+    assert wire is not None and wire.connect_ms > 0 and wire.sent_perf <= wire.headers_perf
+    again = wire_times(response)  # None once the connection went back to the pool
+    assert again is None or again.connect_ms == 0.0
