@@ -20,12 +20,12 @@ _VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^
 # Parses a Locust command line the way `locust` does, with our locustfile's options registered.
 _PARSE = """
 import json, sys
-import loadline.plugin  # registers Loadline's options (as every entry file does)
+import loadline.runtime.plugin  # registers Loadline's options (as every entry file does)
 from locust.argument_parser import parse_options
 options = vars(parse_options(sys.argv[1:]))
 print(json.dumps({k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, type(None)))}))
 """
-LOCAL_EXECUTABLES = {"locust": [sys.executable, "-m", "locust"], "loadline": [sys.executable, "-m", "loadline.cli"]}
+LOCAL_EXECUTABLES = {"locust": [sys.executable, "-m", "locust"], "loadline": [sys.executable, "-m", "loadline"]}
 
 
 def load_compose() -> dict:

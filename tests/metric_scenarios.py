@@ -4,7 +4,7 @@ A scenario is a list of phases, each with what the client saw (rate, TTFT, TPOT,
 the server exposed (running, waiting, KV usage, GPU utilisation, preemptions, queue time...).
 `server_rows` turns it into a server_metrics table in vLLM's names, scraped every second;
 `rename` maps that table to SGLang or TGI names (the twins of tests/data/). `write_scenario`
-writes a whole run folder that analysis.load.load_run reads like a real one.
+writes a whole run folder that analysis.data.load.load_run reads like a real one.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from loadline import runfolder
-from loadline.records import COLUMNS
+from loadline.core import runfolder
+from loadline.core.records import COLUMNS
 
 T0 = 1_700_000_000.0
 PHASE_S = 10

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from shapes import timeline
+from loadline.runtime import timeline
 
 
 class FakeClock:
