@@ -42,6 +42,9 @@ class RunCollector:
         else:
             users = sorted(self.environment.user_classes_by_name or ["run"])
             run_dir = runfolder.new_run_dir(getattr(options, "out", "runs") or "runs", "-".join(users)[:40])
+        # Absolute: the web UI hands this path to Flask, which resolves a relative one inside the
+        # locust package (the LLM tab's links answered 500 without --out).
+        run_dir = run_dir.absolute()
         self.run_dir = run_dir
         self.rows_by_worker = {}
         self.environment.loadline_live = LiveStats()
