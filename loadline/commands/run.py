@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     _validate(args)
-    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     conf_locustfile = _conf_value(args.config, "locustfile")
     name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), args.shape) if x)
     run_dir = runfolder.new_run_dir(args.out, name)
@@ -71,14 +71,18 @@ def main(args: argparse.Namespace) -> int:
         except UsageError:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no empty run folder behind
             raise
-        code = _run_locust(_locust_command(args, host, run_dir, conf_locustfile), args, admin_url)
+        interrupted: list[str] = []
+        code = _run_locust(_locust_command(args, host, run_dir, conf_locustfile), args, admin_url, interrupted)
     finally:
         if sim is not None:
             sim.stop()
+    if interrupted and (run_dir / runfolder.MANIFEST).exists():
+        # The report reads this and does not PASS a run that did not end on its own.
+        runfolder.update_manifest(run_dir, status="interrupted", interrupted_by=interrupted[0])
     if code == 2 or not (run_dir / runfolder.REQUESTS).exists():
         raise UsageError(f"locust stopped before the test ran (exit {code}); see the messages above. Run folder: {run_dir}")
     status = _manifest_status(run_dir)
-    if code not in (0, 1) or status != "finished":
+    if code not in (0, 1) or status not in ("finished", "interrupted"):
         raise UsageError(f"locust ended abnormally (exit {code}, run folder status {status!r}); "
                          f"what was measured is kept in {run_dir}")
     exit_code = 0
@@ -189,9 +193,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _run_locust(cmd: list[str], args: argparse.Namespace, admin_url: str = "") -> int:
+def _run_locust(cmd: list[str], args: argparse.Namespace, admin_url: str = "",
+                interrupted: list[str] | None = None) -> int:
     """Run Locust in its own session, so a terminal's Ctrl-C reaches only us and we forward exactly one
-    SIGINT: a second one would land inside Locust's graceful shutdown and cut the run folder short."""
+    SIGINT: a second one would land inside Locust's graceful shutdown and cut the run folder short.
+    The name of the signal that stopped the run, if any, is appended to `interrupted`."""
+    interrupted = [] if interrupted is None else interrupted
     # Drills reach the simulator's admin API through --sim-admin-url, a shape option: given as its
     # environment variable, Locust ignores it when no shape (hence no such option) is loaded.
     env = {**os.environ, "LOCUST_SIM_ADMIN_URL": admin_url} if admin_url else None
@@ -199,10 +206,13 @@ def _run_locust(cmd: list[str], args: argparse.Namespace, admin_url: str = "") -
                             env=env)
     try:
         return proc.wait()
-    except KeyboardInterrupt:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # further Ctrl-C: we are already stopping
+    except KeyboardInterrupt as exc:
+        interrupted.append(str(exc) or "SIGINT")
+        # Further Ctrl-C or SIGTERM: we are already stopping.
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            print("loadline: stopping the test (in-flight streams end as cancelled)...", file=sys.stderr)
+            print(f"loadline: {interrupted[-1]}: stopping the test (in-flight streams end as cancelled)...",
+                  file=sys.stderr)
             proc.send_signal(signal.SIGINT)
             try:
                 return proc.wait(60)
@@ -210,15 +220,17 @@ def _run_locust(cmd: list[str], args: argparse.Namespace, admin_url: str = "") -
                 os.killpg(proc.pid, signal.SIGKILL)  # the master and its forked workers
                 return proc.wait()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     finally:
         if proc.poll() is None:  # we are dying (SIGTERM, an exception): take the load with us
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _raise_on_sigterm(signum, frame) -> None:
-    """A CI timeout sends SIGTERM: unwind through `finally` so Locust and the simulator are stopped."""
-    raise SystemExit(128 + signum)
+def _interrupt_on_sigterm(signum, frame) -> None:
+    """A CI timeout or Kubernetes sends SIGTERM: take Ctrl-C's path (streams in flight end as cancelled
+    rows, workers ship what they hold, the manifest says how the run ended)."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _report(run_dir: Path, slo_path: str | None) -> int:

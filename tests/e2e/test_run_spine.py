@@ -86,24 +86,29 @@ def test_two_workers_deliver_every_record_exactly_once(tmp_path):
     assert stats[stats.Name == "Aggregated"]["Request Count"].item() == int((records.status != "cancelled").sum())
 
 
-def test_interrupt_mid_stream_keeps_every_record(tmp_path):
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_interrupt_mid_stream_keeps_every_record(tmp_path, how):
     cmd = [sys.executable, "-m", "loadline", "run", "--sim-profile", "tiny", "--users", "16", "--spawn-rate", "16",
            "--run-time", "60s", "--out", str(tmp_path), "--no-report", "--", *FAST_USER]
-    # its own process group, interrupted like a terminal's Ctrl-C does: the whole group gets SIGINT
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not list(tmp_path.glob("*/requests.csv")):
         time.sleep(0.2)
     time.sleep(3)  # streams are in flight now
-    os.killpg(proc.pid, signal.SIGINT)
+    if how == "ctrl-c":  # a terminal's Ctrl-C: the whole process group gets SIGINT
+        os.killpg(proc.pid, signal.SIGINT)
+    else:  # a CI timeout or Kubernetes: SIGTERM to the command alone
+        proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     run_dir = next(tmp_path.glob("*/"))
     records, truth = requests_table(run_dir), truth_table(run_dir / "truth.jsonl")
     assert_every_request_once(records, truth)
     assert (records.status == "cancelled").sum() > 0
-    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "finished"
-    assert "Traceback" not in stderr and proc.returncode in (0, 1)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["interrupted_by"] == ("SIGINT" if how == "ctrl-c" else "SIGTERM")
+    assert manifest["requests_written"] == len(records)
+    assert "Traceback" not in stderr and proc.returncode in (0, 1), stderr[-2000:]
 
 
 def test_plain_locust_without_the_wrapper(sim_server, tmp_path):
