@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis.verdict.context import Context
 from analysis.verdict.generator import is_saturated
+from loadline.core.records import ErrorClass
 
 
 @dataclass
@@ -303,8 +304,8 @@ def _error_counts(rows: pd.DataFrame) -> dict[str, int]:
     failed = rows[rows["status"].astype(str) == "error"]
     status = pd.to_numeric(failed["http_status"], errors="coerce").fillna(0)
     cls = failed["error_class"].astype(str)
-    return {"connect": int((cls == "connect").sum()), "reset": int((cls == "reset").sum()),
-            "timeout before any response": int(((cls == "timeout") & (status == 0)).sum()),
+    return {"connect": int((cls == ErrorClass.CONNECT).sum()), "reset": int((cls == ErrorClass.RESET).sum()),
+            "timeout before any response": int(((cls == ErrorClass.TIMEOUT) & (status == 0)).sum()),
             "HTTP 502/503/504": int(status.isin([502, 503, 504]).sum())}
 
 

@@ -13,24 +13,23 @@ HTTP body ended cleanly. Anything else is a truncated stream (`reset`), never a 
 from __future__ import annotations
 
 import json
-import socket
 from dataclasses import dataclass, field
-from http.client import HTTPException
 from time import perf_counter
 from typing import Callable, Iterator
 
 import sseclient
-from urllib3.exceptions import HTTPError as Urllib3Error
-from urllib3.exceptions import ReadTimeoutError
+
+from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify
+from loadline.core.records import ErrorClass
 
 READ_SIZE = 65536
 NO_WAIT_S = 0.0002  # a read returning faster than this found its bytes already buffered
 
 
 class StreamFailure(Exception):
-    """The stream ended badly; `error_class` is one of loadline.core.records.ERROR_CLASSES."""
+    """The stream ended badly, for the reason `error_class` names."""
 
-    def __init__(self, error_class: str, message: str):
+    def __init__(self, error_class: ErrorClass, message: str):
         super().__init__(message)
         self.error_class = error_class
 
@@ -50,6 +49,12 @@ class StreamResult:
     @property
     def text(self) -> str:
         return "".join(self.pieces)
+
+
+_CUT_MESSAGES = {
+    ErrorClass.TIMEOUT: "no bytes within the read timeout (stalled stream)",
+    ErrorClass.MALFORMED: "the stream is not valid UTF-8",
+}
 
 
 def valid_usage(usage: object) -> dict:
@@ -146,22 +151,19 @@ def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamRes
                 elif "error" in chunk:
                     error = chunk["error"]
                     message = error.get("message", "") if isinstance(error, dict) else str(error)
-                    raise StreamFailure("stream_error", f"error in stream: {message[:160]}")
+                    raise StreamFailure(ErrorClass.STREAM_ERROR, f"error in stream: {message[:160]}")
                 usage = chunk.get("usage")
                 if usage:
                     result.usage = valid_usage(usage)
             except (ValueError, AttributeError, TypeError, IndexError, KeyError):
-                raise StreamFailure("malformed", f"not an OpenAI chunk: {data[:80]!r}") from None
-    except (ReadTimeoutError, UnicodeDecodeError, Urllib3Error, HTTPException, ConnectionError, socket.error) as exc:
+                raise StreamFailure(ErrorClass.MALFORMED, f"not an OpenAI chunk: {data[:80]!r}") from None
+    except TRANSPORT_EXCEPTIONS as exc:
         if result.done:
             return  # [DONE] arrived; a server that then holds the body open costs us only the connection
-        if isinstance(exc, ReadTimeoutError):
-            raise StreamFailure("timeout", "no bytes within the read timeout (stalled stream)") from None
-        if isinstance(exc, UnicodeDecodeError):
-            raise StreamFailure("malformed", "the stream is not valid UTF-8") from None
-        raise StreamFailure("reset", f"stream cut: {type(exc).__name__}") from None
+        error_class = classify(exc)
+        raise StreamFailure(error_class, _CUT_MESSAGES.get(error_class, "stream cut: {}").format(type(exc).__name__)) from None
     result.body_complete = reads.clean_eof
     if not result.done:
         result.ended_at = reads.last_arrival or perf_counter()
     if not (result.done or (result.finish_reason and reads.clean_eof)):
-        raise StreamFailure("reset", "stream ended without [DONE] or finish_reason (truncated)")
+        raise StreamFailure(ErrorClass.RESET, "stream ended without [DONE] or finish_reason (truncated)")

@@ -11,6 +11,7 @@ import argparse
 import configparser
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,6 +29,9 @@ HELP = "Run a load test headless (master + optional local workers) and leave a r
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = {"chat": "chat.py", "single": "single_shot.py", "completion": "completion.py"}
 SHAPES = ("stepped", "pulse", "soak", "stages")
+# Without a shape: these, unless the command line or the conf file (--config) says otherwise.
+DEFAULT_USERS, DEFAULT_SPAWN_RATE, DEFAULT_RUN_TIME = 10, 10.0, "60s"
+LOAD_OPTIONS = (("users", DEFAULT_USERS), ("spawn-rate", DEFAULT_SPAWN_RATE), ("run-time", DEFAULT_RUN_TIME))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,9 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="override a simulator profile value, e.g. max_num_seqs=4 (repeatable)")
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None, help="user behaviour (default chat)")
     p.add_argument("--shape", choices=SHAPES, default=None, help="load shape; without it: --users for --run-time")
-    p.add_argument("--users", type=int, default=10, help="concurrent users when no shape (default 10)")
-    p.add_argument("--spawn-rate", type=float, default=10.0, help="users started per second (default 10)")
-    p.add_argument("--run-time", default="60s", help="duration when no shape, e.g. 90s, 5m (default 60s)")
+    p.add_argument("--users", type=int, default=None, help=f"concurrent users when no shape (default {DEFAULT_USERS})")
+    p.add_argument("--spawn-rate", type=float, default=None,
+                   help=f"users started per second (default {DEFAULT_SPAWN_RATE:g})")
+    p.add_argument("--run-time", default=None, help=f"duration when no shape, e.g. 90s, 5m (default {DEFAULT_RUN_TIME})")
     p.add_argument("--workers", type=int, default=0, help="local worker processes (0 = single process)")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="compress time: simulator constants, think times and shape durations divided by X")
@@ -102,8 +107,19 @@ def _manifest_status(run_dir: Path) -> str:
 def _validate(args: argparse.Namespace) -> None:
     if args.time_scale <= 0:
         raise UsageError(f"--time-scale must be > 0 (got {args.time_scale})")
-    if args.workers < 0 or args.users < 0 or args.spawn_rate <= 0:
-        raise UsageError("--workers and --users must be >= 0 and --spawn-rate > 0")
+    if args.workers < 0:
+        raise UsageError(f"--workers must be >= 0 (got {args.workers})")
+    if args.users is not None and args.users < 1:
+        raise UsageError(f"--users must be >= 1 (got {args.users})")
+    if args.spawn_rate is not None and not args.spawn_rate > 0:
+        raise UsageError(f"--spawn-rate must be > 0 (got {args.spawn_rate})")
+    if args.run_time is not None:
+        try:
+            seconds = parse_timespan(args.run_time)
+        except ValueError:
+            raise UsageError(f"--run-time: expected a duration like 90s, 5m or 1h30m (got {args.run_time!r})") from None
+        if seconds <= 0:
+            raise UsageError(f"--run-time must be longer than 0 s (got {args.run_time!r})")
     if args.host and (args.sim_profile or args.sim_option):
         raise UsageError("--sim-profile/--sim-option configure the embedded simulator; they make no sense with --host")
     if args.host and not args.host.startswith(("http://", "https://")):
@@ -115,6 +131,23 @@ def _validate(args: argparse.Namespace) -> None:
         raise UsageError(f"config file not found: {args.config}")
     if args.slo and not Path(args.slo).is_file():
         raise UsageError(f"SLO file not found: {args.slo}")
+
+
+# Locust's own timespan grammar (locust.util.timespan), checked here before anything starts. Not
+# imported: importing any part of locust monkey-patches this process with gevent, and this process
+# only supervises. tests/unit/test_run_options.py keeps the two in agreement.
+TIMESPAN = re.compile(r"(?:(?P<hours>\d+)h)?(?:(?P<minutes>\d+)m)?(?:(?P<seconds>\d+)s)?")
+
+
+def parse_timespan(text: str) -> int:
+    """Seconds in `20`, `20s`, `3m`, `1h30m`...; ValueError otherwise."""
+    if text.isdigit():
+        return int(text)
+    match = TIMESPAN.fullmatch(text)
+    if not text or match is None or not any(match.groupdict().values()):
+        raise ValueError(f"invalid time span {text!r}")
+    parts = {k: int(v or 0) for k, v in match.groupdict().items()}
+    return parts["hours"] * 3600 + parts["minutes"] * 60 + parts["seconds"]
 
 
 def _conf_value(path: str | None, key: str) -> str:
@@ -172,8 +205,7 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
     cmd += ["--headless", "--host", host, "--run-dir", str(run_dir), "--time-scale", str(args.time_scale),
             "--csv", str(run_dir / runfolder.LOCUST_CSV_PREFIX), "--csv-full-history",
             "--html", str(run_dir / runfolder.LOCUST_HTML), "--only-summary"]
-    if not args.shape and not conf_locustfile:
-        cmd += ["--users", str(args.users), "--spawn-rate", str(args.spawn_rate), "--run-time", args.run_time]
+    cmd += _load_options(args)
     if args.workers:
         # Locust's default 5557 on all interfaces would collide with any other run on the machine:
         # master and forked workers meet on a free loopback port instead.
@@ -185,6 +217,19 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
     # A time-scaled phase lasts seconds: scrape often enough to see it (later --scrape-interval wins).
     cmd += ["--scrape-interval", f"{max(0.5, 5.0 / args.time_scale):g}"]
     return cmd + list(args.locust_args)
+
+
+def _load_options(args: argparse.Namespace) -> list[str]:
+    """--users, --spawn-rate, --run-time for Locust: the command line over the conf file over our
+    defaults, as Locust itself orders them. A shape drives the load itself: only explicit values go."""
+    out = []
+    for name, default in LOAD_OPTIONS:
+        value = getattr(args, name.replace("-", "_"))
+        if value is None and not args.shape and not _conf_value(args.config, name):
+            value = default
+        if value is not None:
+            out += [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
+    return out
 
 
 def _free_port() -> int:

@@ -20,21 +20,32 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 # status values
 OK, ERROR, CANCELLED = "ok", "error", "cancelled"
 
-# error_class values ("" when status is ok)
-ERROR_CLASSES = (
-    "connect",  # could not connect / connection refused before any response
-    "timeout",  # connect, first-token or total timeout
-    "http",  # non-2xx status; see http_status
-    "reset",  # connection closed or reset mid-stream (truncated stream)
-    "malformed",  # bytes that are not valid SSE / JSON chunks
-    "stream_error",  # an OpenAI error object arrived inside the stream
-    "cancelled",  # the test stopped or ramped down while the stream was in flight
-    "client",  # a bug or unexpected exception in the client itself
-)
+
+class ErrorClass(StrEnum):
+    """Why an attempt failed: the record's `error_class` ("" when status is ok).
+
+    A StrEnum, so the CSV keeps the plain value and `rec.error_class == ErrorClass.RESET` holds for
+    a value read back as a string. Transport exceptions are mapped to these in one table
+    (loadline/client/failures.py); a new class is added here, nowhere else.
+    """
+
+    CONNECT = "connect"  # no connection was made: refused, DNS, TLS handshake
+    TIMEOUT = "timeout"  # connect, first-byte/next-byte or total timeout
+    HTTP = "http"  # a non-2xx status; see http_status
+    RESET = "reset"  # the connection closed or was reset before the response ended
+    TRUNCATED = "truncated"  # the stream ended in order but not as a finished reply ends: [DONE] or EOF
+    #                          without a finish_reason, or fewer tokens than ignore_eos asked for
+    NOT_EVENT_STREAM = "not_event_stream"  # a 2xx whose body is not an event stream (HTML login page...)
+    MALFORMED = "malformed"  # an event stream whose events are not valid OpenAI JSON chunks
+    STREAM_ERROR = "stream_error"  # an OpenAI error object arrived inside the stream
+    CANCELLED = "cancelled"  # the test stopped or ramped down while the request was in flight
+    CLIENT = "client"  # a bug or unexpected exception in the client itself
+
 
 
 @dataclass(slots=True)

@@ -21,13 +21,13 @@ import requests
 from gevent import GreenletExit
 from locust import User, constant
 from locust.exception import StopUser
-from urllib3.exceptions import NameResolutionError, NewConnectionError, ReadTimeoutError
 
+from loadline.client.failures import classify
 from loadline.client.http import stamped_session, wire_times
 from loadline.core.identity import next_request_id, next_user_id, worker_id
 from loadline.client.measure import fill_timings
 from loadline.client.options import INVALID, UserSettings
-from loadline.core.records import CANCELLED, ERROR, OK, RequestRecord
+from loadline.core.records import CANCELLED, ERROR, OK, ErrorClass, RequestRecord
 from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream, valid_usage
 
 log = logging.getLogger("loadline")
@@ -180,25 +180,25 @@ class LLMUser(User):
                     try:
                         self._read_whole(response, result)
                     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                        self._fail(rec, "malformed", "the response is not an OpenAI completion object")
+                        self._fail(rec, ErrorClass.MALFORMED, "the response is not an OpenAI completion object")
         except GreenletExit:
-            self._fail(rec, "cancelled", "test stopped while the request was in flight", CANCELLED)
+            self._fail(rec, ErrorClass.CANCELLED, "test stopped while the request was in flight", CANCELLED)
             self._finish(rec, result, t0)
             raise
         except TotalTimeout:
-            self._fail(rec, "timeout", f"request took longer than {s.request_timeout} s")
+            self._fail(rec, ErrorClass.TIMEOUT, f"request took longer than {s.request_timeout} s")
         except StreamFailure as exc:
             self._fail(rec, exc.error_class, str(exc))
         except requests.exceptions.ConnectTimeout:
-            self._fail(rec, "timeout", f"no connection within {s.connect_timeout} s")
+            self._fail(rec, ErrorClass.TIMEOUT, f"no connection within {s.connect_timeout} s")
         except requests.exceptions.ReadTimeout:
-            self._fail(rec, "timeout", f"no response within {s.first_token_timeout} s")
+            self._fail(rec, ErrorClass.TIMEOUT, f"no response within {s.first_token_timeout} s")
         except requests.exceptions.ConnectionError as exc:
-            self._fail(rec, _connection_error_class(exc), _one_line(exc))
+            self._fail(rec, classify(exc), _one_line(exc))
         except Exception as exc:  # a client bug must not kill the user nor lose the record
             # type only: an exception's text can quote request headers, i.e. the API key
             log.error("loadline client error: %s", type(exc).__name__)
-            self._fail(rec, "client", type(exc).__name__)
+            self._fail(rec, ErrorClass.CLIENT, type(exc).__name__)
         finally:
             if response is not None:
                 response.close()
@@ -211,7 +211,7 @@ class LLMUser(User):
             message = json.loads(body)["error"]["message"] or body  # OpenAI-style error object
         except (ValueError, KeyError, TypeError):
             message = body
-        self._fail(rec, "http", f"HTTP {response.status_code}: {_one_line(message)}")
+        self._fail(rec, ErrorClass.HTTP, f"HTTP {response.status_code}: {_one_line(message)}")
         if response.status_code in (429, 503):
             try:
                 return max(0.0, float(response.headers.get("Retry-After", "1")))
@@ -230,7 +230,7 @@ class LLMUser(User):
         result.ended_at = perf_counter()
 
     @staticmethod
-    def _fail(rec: RequestRecord, error_class: str, message: str, status: str = ERROR) -> None:
+    def _fail(rec: RequestRecord, error_class: ErrorClass, message: str, status: str = ERROR) -> None:
         rec.status, rec.error_class, rec.error_message = status, error_class, message[:300]
 
     def _finish(self, rec: RequestRecord, result: StreamResult, t0: float) -> None:
@@ -242,7 +242,7 @@ class LLMUser(User):
     def _report_to_locust(self, rec: RequestRecord, gaps_us: list[int]) -> None:
         exception = None
         if rec.status != OK:
-            status = f" {rec.http_status}" if rec.error_class == "http" else ""
+            status = f" {rec.http_status}" if rec.error_class == ErrorClass.HTTP else ""
             exception = LLMError(rec.error_class + status)
         self.environment.events.request.fire(
             request_type="E2E", name=self.stats_name, response_time=rec.e2e_ms,
@@ -258,18 +258,6 @@ class LLMUser(User):
             log_gap = stats.get(self.stats_name, "ITL").log  # one row entry per gap: pooled ITL, live
             for gap in gaps_us:
                 log_gap(gap / 1000, 0)
-
-
-def _connection_error_class(exc: requests.exceptions.ConnectionError) -> str:
-    """connect: no connection was made (refused, DNS, TLS handshake); timeout; else reset mid-way."""
-    if isinstance(exc, requests.exceptions.SSLError):
-        return "connect"
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    if isinstance(reason, (NewConnectionError, NameResolutionError)):
-        return "connect"
-    if isinstance(reason, ReadTimeoutError) or isinstance(exc.args[0] if exc.args else None, ReadTimeoutError):
-        return "timeout"
-    return "reset"
 
 
 def _one_line(value: object) -> str:
