@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from loadline.core.runsettings import streaming_of_options
 from loadline.core.slo import SLO
 from shapes.base import PhasedShape
 from shapes.options import read, require, time_scale
@@ -104,12 +105,14 @@ class StepShape(PhasedShape):
         self.settings: StepSettings | None = None
         self.slo: SLO | None = None
         self.time_scale = 1.0
+        self.streaming: bool | None = None
 
     def plan(self, options: Any) -> list[Phase]:
         self.settings = StepSettings.from_options(options)
         slo_file = getattr(options, "slo_file", "") if options is not None else ""
         self.slo = SLO.from_file(slo_file or None)
         self.time_scale = time_scale(options)
+        self.streaming = streaming_of_options(options)
         return stepped_phases(self.settings)
 
     def on_phase_end(self, phase: Phase, start_wall: float, end_wall: float) -> str | None:
@@ -131,7 +134,7 @@ class StepShape(PhasedShape):
         # loadline.runtime.live reports a time-scaled run in model time (latencies x scale): so is the window
         model_window_s = (window_end - start_wall) * self.time_scale
         return judge_window(summary, self.slo, self.settings.max_error_rate, model_window_s,
-                            self.settings.min_requests)
+                            self.settings.min_requests, self.streaming)
 
     def _window(self, start_wall: float, end_wall: float) -> Any:
         window = self.window_function

@@ -33,6 +33,7 @@ from analysis.verdict.server_gate import server_criteria
 from analysis.stats.phases import error_classes, phase_table
 from analysis.data.timescale import note as timescale_note
 from analysis.data.timescale import point_to_model, time_scale, to_model_time
+from loadline.core.runsettings import streaming_of
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
 from loadline.core.slo import SLO
@@ -168,23 +169,25 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     scale = time_scale(run.manifest)
     table = to_model_time(wall, scale)
     recovered, recovery_problems = _recovery(run, slo)
-    criteria = (gate.evaluate(table, slo) + server_criteria(run.server_metrics, slo)
+    streaming = streaming_of(run.manifest)
+    criteria = (gate.evaluate(table, slo, streaming) + server_criteria(run.server_metrics, slo)
                 + recovery.criteria(recovered, slo.recovery_s_max))
     passed = gate.gate_passed(criteria)
     knee_wall = knee.find_knee(wall) if run.has_records else {"found": False, "reason": "no per-request records"}
-    break_point = knee.find_break_point(table, slo)
+    break_point = knee.find_break_point(table, slo, streaming)
     verdict = {
         "run": str(run.path), "name": run.manifest.get("name", run.path.resolve().name), "manifest": run.manifest,
         "passed": passed, "exit_code": 0 if passed else 1, "time_scale": scale,
-        "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo)},
+        "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo),
+                "streaming": streaming, "not_applied": gate.not_applied(slo, streaming)},
         "knee": point_to_model(knee_wall, scale), "break_point": break_point,
-        "max_slo_throughput": (best := knee.max_compliant_throughput(table, slo)),
+        "max_slo_throughput": (best := knee.max_compliant_throughput(table, slo, streaming)),
         "safe_operating_point": knee.safe_operating_point(table, break_point, best),
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
         "recovery": recovered,
         "missing": list(run.missing) + _consistency(run, wall) + recovery_problems,
-        "notes": [n for n in [timescale_note(scale)] if n],
+        "notes": [n for n in [timescale_note(scale), gate.gate_note(criteria)] if n],
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
     # the server-metrics analyses read the wall-time table and scale by themselves

@@ -73,18 +73,19 @@ def find_knee(table: pd.DataFrame) -> dict:
             "reason": f"throughput kept scaling with users up to {last['users']:g} users: no knee in the tested range"}
 
 
-def find_break_point(table: pd.DataFrame, slo: SLO) -> dict:
+def find_break_point(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> dict:
+    """The first phase the SLO judge fails (loadline/core/judge.py); `streaming`: the run's traffic."""
     for _, row in table.sort_values("start_wall").iterrows():
         if row["ok"] + row["errors"] <= 0:
             continue
-        reasons = phase_violations(row, slo)
+        reasons = phase_violations(row, slo, streaming)
         if reasons:
             return {"found": True, **_point(row), "reasons": reasons}
     return {"found": False, "reasons": [], "reason": "every phase met the SLO: the break point lies beyond the tested load"}
 
 
-def max_compliant_throughput(table: pd.DataFrame, slo: SLO) -> dict:
-    good = compliant_phases(table, slo)
+def max_compliant_throughput(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> dict:
+    good = compliant_phases(table, slo, streaming)
     good = good[good["rps"].notna()]
     if good.empty:
         return {"found": False, "reason": "no phase met the SLO"}

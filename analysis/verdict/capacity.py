@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from loadline.core.runsettings import streaming_of
+
 MARGIN = 1.2
 SPARES = 1
 # Each replica after the first adds this share of one replica's throughput: 2 replicas = 1.7x,
@@ -175,7 +177,8 @@ def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict 
     best = None
     if phase_table is not None and len(phase_table) and phase_table["rps"].notna().any():
         # the SLO is judged on model-time latencies: a x10 compressed run must not pass it 10x too easily
-        best = max_compliant_throughput(to_model_time(phase_table, scale), slo if slo is not None else _slo_of(run))
+        best = max_compliant_throughput(to_model_time(phase_table, scale), slo if slo is not None else _slo_of(run),
+                                        streaming_of(getattr(run, "manifest", None)))
     if best and best.get("found") and best.get("rps"):
         return float(best["rps"]) / replicas, f"the highest SLO-compliant throughput{model} ({best['rps']:.2f} req/s){per}"
     if knee and knee.get("found") and knee.get("rps"):

@@ -1,11 +1,14 @@
-"""The SLO gate: every criterion with its threshold, measured value and verdict.
+"""The SLO gate: every criterion with its threshold, measured value, verdict and why it applies.
 
-Latency and error criteria are judged per phase and the run passes one only if *every* phase does
-("P95 stayed under 1,500 ms"); the measured value is the worst phase's, named. So a stepped run
-that is pushed past its break point fails the gate by design; gate CI on a constant-load run at
-the target rate. The throughput criterion (only with `target_qps`) takes the best phase that met
-every other criterion. A criterion with no data (e.g. TTFT from a plain Locust CSV) is reported as
-not measured and does not decide the gate.
+The criteria and the comparison are the one SLO judge's (loadline/core/judge.py): streaming runs
+are judged on TTFT and per-token time, request-response runs on E2E, the error rate always, and a
+value exactly at its limit passes. Latency and error criteria are judged per phase and the run
+passes one only if *every* phase does ("P95 stayed under 1,500 ms"); the measured value is the worst
+phase's, named (the comparison is monotone, so the worst phase decides). So a stepped run that is
+pushed past its break point fails the gate by design; gate CI on a constant-load run at the target
+rate. The throughput criterion (only with `target_qps`) takes the best phase that met every other
+criterion. A criterion with no data (e.g. TTFT from a plain Locust CSV) is "not judged": it does not
+fail the gate, and `gate_note` says the pass is incomplete.
 """
 
 from __future__ import annotations
@@ -16,88 +19,85 @@ from xml.sax.saxutils import escape, quoteattr
 
 import pandas as pd
 
+from loadline.core.judge import ERROR_RATE, LATENCY, Judgement, applicability, judge
 from loadline.core.slo import SLO
-
-# SLO field -> (criterion name, phase-table column)
-LATENCY_CRITERIA = {
-    "e2e_p95_ms": ("E2E P95", "e2e_p95_ms"),
-    "e2e_p99_ms": ("E2E P99", "e2e_p99_ms"),
-    "ttft_p95_ms": ("TTFT P95", "ttft_p95_ms"),
-    "ttft_p99_ms": ("TTFT P99", "ttft_p99_ms"),
-    "itl_p99_ms": ("ITL P99", "itl_p99_ms"),
-    "tpot_p95_ms": ("TPOT P95", "tpot_p95_ms"),
-}
 
 
 @dataclass
 class Criterion:
     name: str
-    threshold: str  # human form, e.g. "< 1500 ms"
+    threshold: str  # human form, e.g. "<= 1500 ms"
     limit: float
     measured: float | None
-    passed: bool | None  # None: not measured
+    passed: bool | None  # None: not judged (no data)
     where: str = ""  # the phase (or server series) that decided it
     unit: str = "ms"  # ms | fraction | req/s | restarts
+    why: str = ""  # why the criterion applies to this run
 
     def as_dict(self) -> dict:
         measured = None if self.measured is None or math.isnan(self.measured) else round(self.measured, 6)
         return {"name": self.name, "threshold": self.threshold, "limit": self.limit, "measured": measured,
-                "passed": self.passed, "where": self.where, "unit": self.unit}
+                "passed": self.passed, "where": self.where, "unit": self.unit, "why": self.why}
 
 
 def _judged(table: pd.DataFrame) -> pd.DataFrame:
     return table[(table["ok"].fillna(0) + table["errors"].fillna(0)) > 0]
 
 
-def phase_violations(row: pd.Series, slo: SLO) -> list[str]:
+def judge_phase(row: pd.Series, slo: SLO, streaming: bool | None) -> Judgement:
+    """One phase-table row (model time) judged by the one SLO judge."""
+    return judge(slo, {key: row.get(key) for key in (*LATENCY, ERROR_RATE)}, streaming)
+
+
+def phase_violations(row: pd.Series, slo: SLO, streaming: bool | None = None) -> list[str]:
     """Why one phase breaks the SLO's latency/error criteria ([] when it meets them)."""
-    reasons = []
-    for field, (name, column) in LATENCY_CRITERIA.items():
-        limit = getattr(slo, field)
-        value = row.get(column)
-        if limit is not None and value is not None and pd.notna(value) and not value < limit:
-            reasons.append(f"{name} {value:,.0f} ms >= {limit:,.0f} ms")
-    rate = row.get("error_rate")
-    if rate is not None and pd.notna(rate) and rate > slo.max_error_rate:
-        reasons.append(f"error rate {rate:.2%} > {slo.max_error_rate:.2%}")
-    return reasons
+    return [check.describe() for check in judge_phase(row, slo, streaming).failed]
 
 
-def compliant_phases(table: pd.DataFrame, slo: SLO) -> pd.DataFrame:
+def compliant_phases(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> pd.DataFrame:
     judged = _judged(table)
-    keep = [not phase_violations(row, slo) for _, row in judged.iterrows()]
+    keep = [not phase_violations(row, slo, streaming) for _, row in judged.iterrows()]
     return judged[keep] if len(judged) else judged
 
 
 def _worst(table: pd.DataFrame, column: str) -> tuple[float | None, str]:
-    values = table[column].dropna() if column in table else pd.Series(dtype=float)
+    values = pd.to_numeric(table[column], errors="coerce").dropna() if column in table else pd.Series(dtype=float)
     if values.empty:
         return None, ""
     at = values.idxmax()
     return float(values.loc[at]), str(table.loc[at, "label"])
 
 
-def evaluate(table: pd.DataFrame, slo: SLO) -> list[Criterion]:
+def evaluate(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> list[Criterion]:
+    """The gate's criteria over a phase table in model time; `streaming`: the run's traffic (None: unknown)."""
     judged = _judged(table)
-    criteria: list[Criterion] = []
-    for field, (name, column) in LATENCY_CRITERIA.items():
-        limit = getattr(slo, field)
-        if limit is None:
-            continue
-        measured, where = _worst(judged, column)
-        passed = None if measured is None else measured < limit
-        criteria.append(Criterion(name, f"< {limit:g} ms", float(limit), measured, passed, where))
-    measured, where = _worst(judged, "error_rate")
-    passed = None if measured is None else measured <= slo.max_error_rate
-    criteria.append(Criterion("error rate", f"<= {slo.max_error_rate:.2%}", slo.max_error_rate, measured, passed, where,
-                              unit="fraction"))
+    worst = {key: _worst(judged, key) for key in (*LATENCY, ERROR_RATE)}
+    judgement = judge(slo, {key: value for key, (value, _) in worst.items()}, streaming)
+    criteria = [Criterion(c.name, c.threshold, c.limit, c.measured, c.passed,
+                          worst[c.key][1] if c.measured is not None else "no data in any phase", c.unit, c.why)
+                for c in judgement.checks]
     if slo.target_qps is not None:
         need = slo.target_qps * slo.safety_factor
-        good = compliant_phases(table, slo)
+        good = compliant_phases(table, slo, streaming)
         best, where = _worst(good, "rps")
         criteria.append(Criterion("throughput within SLO", f">= {need:g} req/s ({slo.target_qps:g} x {slo.safety_factor:g})",
-                                  need, best if best is not None else 0.0, (best or 0.0) >= need, where, unit="req/s"))
+                                  need, best if best is not None else 0.0, (best or 0.0) >= need, where, unit="req/s",
+                                  why="target_qps is set: the best phase that met every other criterion"))
     return criteria
+
+
+def not_applied(slo: SLO, streaming: bool | None) -> list[dict]:
+    """The latency criteria the SLO sets that do not apply to this run, each with the reason."""
+    _, skipped = applicability(slo, streaming)
+    return [{"name": LATENCY[key], "why": why} for key, why in skipped.items()]
+
+
+def gate_note(criteria: list[Criterion]) -> str | None:
+    """Said beside a pass that rests on fewer criteria than the SLO asks for (None when all were judged)."""
+    unjudged = [c.name for c in criteria if c.passed is None]
+    if not unjudged or any(c.passed is False for c in criteria):
+        return None
+    return f"the SLO gate passed without judging {', '.join(unjudged)} (no data in this run)"
 
 
 def gate_passed(criteria: list[Criterion]) -> bool:
@@ -118,7 +118,7 @@ def junit_xml(criteria: list[Criterion | dict], suite: str = "loadline.core.slo"
             message = f"measured {measured} (threshold {c.threshold}) in {c.where or 'run'}"
             lines.append(f"    <failure message={quoteattr(message)}>{escape(message)}</failure>")
         elif c.passed is None:
-            lines.append(f"    <skipped message={quoteattr('not measured in this run')}/>")
+            lines.append(f"    <skipped message={quoteattr('not judged: no data in this run')}/>")
         lines.append("  </testcase>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from loadline.core.runfolder import redact
+from loadline.core.runsettings import streaming_of_options, time_scale_of_options
 
 # Options whose values are secrets whatever their name says.
 SECRET_OPTIONS = {"api_key"}
@@ -48,6 +49,9 @@ def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
         "runner": type(runner).__name__,
         "workers": runner.worker_count if type(runner).__name__ == "MasterRunner" else 0,  # 0: single process
         "options": options_dict(environment.parsed_options),
+        # read back through loadline.core.runsettings (time_scale_of, streaming_of): the one accessor
+        "time_scale": time_scale_of_options(environment.parsed_options),
+        "streaming": streaming_of_options(environment.parsed_options),
         "versions": {"loadline": loadline.__version__, "locust": locust.__version__, "python": sys.version.split()[0]},
         "git_revision": git_revision(Path(__file__).resolve().parents[2]),
         "host": {"name": socket.gethostname(), "platform": platform.platform(), "cpus": _cpus()},

@@ -2,7 +2,10 @@
 
 Locust's own stats are bucketed and Aggregated-only in history; the stepped stop rule and the
 web UI's LLM tab need exact per-window percentiles, so the master keeps a compact copy of the few
-fields they use (not the ITL gaps) and computes windows on demand.
+fields they use and computes windows on demand. ITL percentiles pool every gap, as the report does
+(analysis/stats/phases.py); the gaps are the bulky part of a record (~1 KB for a 256-token reply),
+so they are kept for the last `GAP_RETENTION_S` seconds only: an older window has no ITL (the
+judge then calls ITL "not judged").
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadline.core.records import CANCELLED, COLUMNS, OK
+from loadline.core.runsettings import is_scaled, model_value, time_scale_of_options
 
 _I = {name: COLUMNS.index(name) for name in ("start_wall", "status", "e2e_ms", "ttft_ms", "output_tokens",
-                                             "error_class", "itl_p50_ms")}
+                                             "error_class", "itl_p50_ms", "tpot_ms", "itl_us")}
+GAP_RETENTION_S = 900  # wall seconds of ITL gaps kept: a stepped run's step is 3-5 minutes (DOMAIN.md)
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,10 @@ class WindowSummary:
     output_tokens_per_s: float
     rps: float
     errors_by_class: dict[str, int]
+    itl_p95_ms: float | None = None  # pooled gaps, as the report; None beyond GAP_RETENTION_S
+    itl_p99_ms: float | None = None
+    tpot_p95_ms: float | None = None
+    tpot_p99_ms: float | None = None
 
 
 class LiveStats:
@@ -44,17 +53,26 @@ class LiveStats:
 
     def __init__(self) -> None:
         self._by_second: dict[int, list[tuple]] = {}
+        self._gaps_by_second: dict[int, list[tuple[float, str]]] = {}  # ok rows' itl_us, recent seconds only
+        self._gaps_from = -1  # the first second whose gaps are all still kept
         self._count = 0
 
     def ingest(self, rows: list[list]) -> None:
         i = _I
-        buckets = self._by_second
+        buckets, gaps = self._by_second, self._gaps_by_second
         for r in rows:
             start = r[i["start_wall"]]
             buckets.setdefault(int(start), []).append(
                 (start, r[i["status"]], r[i["e2e_ms"]], r[i["ttft_ms"]], r[i["output_tokens"]], r[i["error_class"]],
-                 r[i["itl_p50_ms"]]))
+                 r[i["itl_p50_ms"]], r[i["tpot_ms"]]))
+            if r[i["status"]] == OK and r[i["itl_us"]]:
+                gaps.setdefault(int(start), []).append((start, r[i["itl_us"]]))
         self._count += len(rows)
+        if gaps:
+            oldest = max(gaps) - GAP_RETENTION_S
+            for second in [sec for sec in gaps if sec < oldest]:
+                del gaps[second]
+            self._gaps_from = max(self._gaps_from, oldest)
 
     def __len__(self) -> int:
         return self._count
@@ -84,17 +102,30 @@ class LiveStats:
         e2e = _pcts([r[2] for r in ok])
         ttft = _pcts([r[3] for r in ok if r[3] is not None])
         itl = _pcts([r[6] for r in ok if r[6] is not None])
+        tpot = _pcts([r[7] for r in ok if r[7] is not None])
+        pooled = self._pooled_gaps_ms(start_wall, end_wall)
+        pooled_itl = _pcts(pooled) if pooled is not None else (None, None, None)
         return WindowSummary(
             start_wall=start_wall, end_wall=end_wall, requests=len(rows), ok=len(ok), errors=errors,
             cancelled=cancelled, error_rate=errors / max(len(ok) + errors, 1),
             e2e_p50_ms=e2e[0], e2e_p95_ms=e2e[1], e2e_p99_ms=e2e[2],
             ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], ttft_p99_ms=ttft[2], itl_p50_ms=itl[0],
             output_tokens_per_s=sum(r[4] or 0 for r in ok) / span, rps=len(ok) / span, errors_by_class=by_class,
+            itl_p95_ms=pooled_itl[1], itl_p99_ms=pooled_itl[2], tpot_p95_ms=tpot[1], tpot_p99_ms=tpot[2],
         )
 
+    def _pooled_gaps_ms(self, start_wall: float, end_wall: float) -> np.ndarray | None:
+        """Every ITL gap (ms) of the ok requests started in the window; None when its gaps were dropped."""
+        if int(start_wall) < self._gaps_from:
+            return None
+        gaps = self._gaps_by_second
+        text = " ".join(itl for sec in range(int(start_wall), int(end_wall) + 1) for start, itl in gaps.get(sec, ())
+                        if start_wall <= start < end_wall)
+        return np.fromstring(text, dtype=np.int64, sep=" ") / 1000.0 if text else np.empty(0)
 
-def _pcts(values: list[float]) -> tuple[float | None, float | None, float | None]:
-    if not values:
+
+def _pcts(values: list[float] | np.ndarray) -> tuple[float | None, float | None, float | None]:
+    if len(values) == 0:
         return None, None, None
     p50, p95, p99 = np.percentile(np.asarray(values, dtype=float), [50, 95, 99])
     return float(p50), float(p95), float(p99)
@@ -110,14 +141,12 @@ def window(environment, start_wall: float, end_wall: float) -> WindowSummary | N
     if live is None:
         return None
     summary = live.window(start_wall, end_wall)
-    scale = float(getattr(environment.parsed_options, "time_scale", 1.0) or 1.0)
+    scale = time_scale_of_options(environment.parsed_options)
     return to_model_time(summary, scale) if summary is not None and scale != 1.0 else summary
 
 
 def to_model_time(summary: WindowSummary, scale: float) -> WindowSummary:
-    latencies = {f: getattr(summary, f) * scale for f in _LATENCY_FIELDS if getattr(summary, f) is not None}
-    rates = {f: getattr(summary, f) / scale for f in ("output_tokens_per_s", "rps")}
-    return dataclasses.replace(summary, **latencies, **rates)
-
-
-_LATENCY_FIELDS = ("e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms", "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "itl_p50_ms")
+    """The summary in model time (loadline.core.runsettings.model_value: latencies x scale, rates / scale)."""
+    scaled = {f.name: model_value(f.name, getattr(summary, f.name), scale) for f in dataclasses.fields(summary)
+              if is_scaled(f.name) and getattr(summary, f.name) is not None}
+    return dataclasses.replace(summary, **scaled)

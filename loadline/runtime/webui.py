@@ -16,6 +16,10 @@ from pathlib import Path
 from flask import Response, request, send_file
 
 from loadline.core import runfolder
+from loadline.core.errors import UsageError
+from loadline.core.judge import NOT_JUDGED, PASSED, Check, Judgement, judge, values_of
+from loadline.core.runsettings import streaming_of_options
+from loadline.core.slo import SLO
 from loadline.runtime.live import window
 from loadline.runtime.webui_secrets import hide_secrets
 
@@ -90,7 +94,48 @@ def table_rows(environment) -> list[dict]:
         {"metric": "Errors by class", "last": _classes(recent), "run": _classes(whole)},
         {"metric": "Run folder", "last": str(run_dir or "-"), "run": ""},
     ]
+    return rows + slo_rows(environment, recent, whole)
+
+
+def slo_rows(environment, recent, whole) -> list[dict]:
+    """One row per SLO criterion that applies, judged by the report's judge (loadline/core/judge.py)."""
+    options = environment.parsed_options
+    try:
+        slo = _slo(getattr(options, "slo_file", "") or "")
+    except UsageError as exc:
+        return [{"metric": "SLO", "last": str(exc), "run": ""}]
+    streaming = streaming_of_options(options)
+    judged = [_judge(slo, summary, streaming) for summary in (recent, whole)]
+    reference = judged[1] or judged[0] or judge(slo, {}, streaming)
+    rows = [{"metric": f"SLO {c.name} {c.threshold}", "last": _verdict(judged[0], c.key),
+             "run": _verdict(judged[1], c.key)} for c in reference.checks]
+    rows += [{"metric": f"SLO {name}: not applied", "last": why, "run": ""} for name, why in reference.not_applied]
     return rows
+
+
+_slo_cache: dict[str, SLO] = {}
+
+
+def _slo(path: str) -> SLO:
+    if path not in _slo_cache:
+        _slo_cache[path] = SLO.from_file(path or None)
+    return _slo_cache[path]
+
+
+def _judge(slo: SLO, summary, streaming: bool) -> Judgement | None:
+    if summary is None:
+        return None
+    return judge(slo, values_of(summary), streaming)
+
+
+def _verdict(judgement: Judgement | None, key: str) -> str:
+    check: Check | None = next((c for c in judgement.checks if c.key == key), None) if judgement else None
+    if check is None:
+        return "-"
+    if check.outcome == NOT_JUDGED:
+        return "not judged (no data)"
+    value = f"{check.measured:.2%}" if check.unit == "fraction" else f"{check.measured:,.0f} ms"
+    return f"{value} {'ok' if check.outcome == PASSED else 'FAIL'}"
 
 
 def _run_span(run_dir: Path | None, now: float) -> tuple[float, float] | None:

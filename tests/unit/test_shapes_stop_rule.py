@@ -13,11 +13,13 @@ from shapes.stepped import StepShape
 from shapes.stop_rule import judge_window
 
 
-def summary(requests=100, errors=0, e2e_p95=500.0, e2e_p99=900.0, ttft_p95=200.0, ttft_p99=300.0):
+def summary(requests=100, errors=0, e2e_p95=500.0, e2e_p99=900.0, ttft_p95=200.0, ttft_p99=300.0,
+            itl_p95=12.0, itl_p99=20.0, tpot_p95=11.0, tpot_p99=14.0):
     return SimpleNamespace(
         requests=requests, ok=requests - errors, errors=errors, cancelled=0,
         error_rate=(errors / requests if requests else 0.0), e2e_p50_ms=300.0, e2e_p95_ms=e2e_p95,
-        e2e_p99_ms=e2e_p99, ttft_p95_ms=ttft_p95, ttft_p99_ms=ttft_p99, output_tokens_per_s=50.0, rps=5.0,
+        e2e_p99_ms=e2e_p99, ttft_p95_ms=ttft_p95, ttft_p99_ms=ttft_p99, itl_p95_ms=itl_p95, itl_p99_ms=itl_p99,
+        tpot_p95_ms=tpot_p95, tpot_p99_ms=tpot_p99, output_tokens_per_s=50.0, rps=5.0,
     )
 
 
@@ -27,7 +29,7 @@ def test_a_healthy_window_passes():
 
 def test_latency_and_error_breaches_are_named_with_their_numbers():
     reason = judge_window(summary(errors=10, e2e_p95=2310.0, ttft_p95=900.0), SLO(), 0.05, 10.0)
-    assert reason == "error rate 10.0% > 5.0% (10 of 100); E2E P95 2,310 ms > SLO 1,500 ms; TTFT P95 900 ms > SLO 800 ms"
+    assert reason == "E2E P95 2,310 ms > 1,500 ms; TTFT P95 900 ms > 800 ms; error rate 10.00% > 5.00% (10 of 100)"
 
 
 def test_error_threshold_is_the_step_option_not_the_slo_gate():
@@ -59,7 +61,7 @@ class FakeLive:
     def __call__(self, environment, start_wall, end_wall):
         self.calls.append((start_wall, end_wall))
         users = self.shape.runner.user_count
-        return summary(e2e_p95=2500.0 if users >= self.breaks_at else 400.0)
+        return summary(ttft_p95=2500.0 if users >= self.breaks_at else 400.0)
 
 
 @pytest.fixture
@@ -80,9 +82,9 @@ def test_stepped_run_ends_at_the_step_that_breaks_the_slo_and_says_so(run_dir):
     assert tuple(rows[0]) == runfolder.PHASE_COLUMNS
     assert [r["label"] for r in rows] == ["baseline", "step-1 (10 users)", "step-2 (20 users)", "step-3 (40 users)"]
     assert [r["note"] for r in rows[:3]] == ["", "", ""]
-    assert rows[3]["note"] == "E2E P95 2,500 ms > SLO 1,500 ms"
+    assert rows[3]["note"] == "TTFT P95 2,500 ms > 800 ms"
     manifest = json.loads((run_dir / runfolder.MANIFEST).read_text())
-    assert manifest["stop_reason"] == "step-3 (40 users): E2E P95 2,500 ms > SLO 1,500 ms"
+    assert manifest["stop_reason"] == "step-3 (40 users): TTFT P95 2,500 ms > 800 ms"
 
     # steps only (not the baseline), each window = the 18 s step minus the 2 s settle
     calls = shape.window_function.calls
@@ -100,7 +102,7 @@ def test_stop_rule_off_runs_every_step(run_dir):
 
 def test_slo_file_option_is_used(tmp_path):
     slo_file = tmp_path / "slo.toml"
-    slo_file.write_text("[slo]\ne2e_p95_ms = 3000\n")
+    slo_file.write_text("[slo]\nttft_p95_ms = 3000\n")
     shape = make_shape(StepShape, time_scale=10.0, step_max_users=40, slo_file=str(slo_file))
     shape.window_function = FakeLive(shape, breaks_at=40)  # 2,500 ms is inside this SLO
     drive(shape)

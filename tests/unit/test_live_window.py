@@ -1,0 +1,59 @@
+"""The master's live window: the per-token percentiles the stop rule judges, model time, the web UI's SLO rows."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from loadline.core.records import RequestRecord
+from loadline.runtime import live
+from loadline.runtime.live import LiveStats, to_model_time
+from loadline.runtime.webui import slo_rows
+
+
+def row(start: float, gaps_us: list[int], tpot_ms: float, ttft_ms: float = 100.0, status: str = "ok") -> list:
+    rec = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", start, status=status,
+                        ttft_ms=ttft_ms, e2e_ms=ttft_ms + sum(gaps_us) / 1000, tpot_ms=tpot_ms,
+                        itl_us=" ".join(map(str, gaps_us)), output_tokens=len(gaps_us) + 1)
+    return rec.to_row()
+
+
+def test_itl_percentiles_pool_every_gap_like_the_report_and_tpot_is_per_request():
+    stats = LiveStats()
+    gaps = [[10_000] * 98 + [200_000, 400_000], [12_000] * 100]
+    stats.ingest([row(1000.2, gaps[0], tpot_ms=15.0), row(1000.7, gaps[1], tpot_ms=12.0)])
+    summary = stats.window(1000.0, 1002.0)
+    pooled = np.array(gaps[0] + gaps[1]) / 1000.0
+    assert summary.itl_p95_ms == pytest.approx(float(np.percentile(pooled, 95)))
+    assert summary.itl_p99_ms == pytest.approx(float(np.percentile(pooled, 99)))
+    assert summary.tpot_p95_ms == pytest.approx(float(np.percentile([15.0, 12.0], 95)))
+    scaled = to_model_time(summary, 10.0)
+    assert scaled.itl_p99_ms == pytest.approx(summary.itl_p99_ms * 10)
+    assert scaled.tpot_p95_ms == pytest.approx(summary.tpot_p95_ms * 10)
+    assert scaled.rps == pytest.approx(summary.rps / 10)
+    assert scaled.requests == summary.requests
+
+
+def test_windows_older_than_the_gap_retention_have_no_itl_instead_of_a_wrong_one():
+    stats = LiveStats()
+    stats.ingest([row(1000.5, [10_000] * 10, tpot_ms=10.0)])
+    stats.ingest([row(1000.5 + live.GAP_RETENTION_S + 5, [10_000] * 10, tpot_ms=10.0)])
+    old = stats.window(1000.0, 1001.0)
+    assert old.requests == 1 and old.itl_p99_ms is None and old.tpot_p95_ms == pytest.approx(10.0)
+    assert stats.window(1000.0 + live.GAP_RETENTION_S + 5, 1000.0 + live.GAP_RETENTION_S + 6).itl_p99_ms == 10.0
+
+
+def test_the_web_ui_tab_shows_the_judges_verdict_per_criterion(tmp_path):
+    slo = tmp_path / "slo.toml"
+    slo.write_text("[slo]\nitl_p99_ms = 50\n")
+    stats = LiveStats()
+    stats.ingest([row(1000.0 + i / 10, [60_000] * 20, tpot_ms=60.0) for i in range(10)])
+    summary = stats.window(1000.0, 1002.0)
+    environment = SimpleNamespace(parsed_options=SimpleNamespace(slo_file=str(slo), non_streaming=False))
+    rows = {r["metric"]: (r["last"], r["run"]) for r in slo_rows(environment, summary, summary)}
+    assert rows["SLO TTFT P95 <= 800 ms"] == ("100 ms ok", "100 ms ok")
+    assert rows["SLO ITL P99 <= 50 ms"] == ("60 ms FAIL", "60 ms FAIL")
+    assert rows["SLO error rate <= 0.00%"][0] == "0.00% ok"
+    assert rows["SLO E2E P95: not applied"][0].startswith("streaming:")
