@@ -21,6 +21,8 @@ import pandas as pd
 
 from analysis.data.load import RunData
 from analysis.data.timescale import time_scale
+from loadline.core.judge import applicability
+from loadline.core.runsettings import streaming_of
 from loadline.core.slo import SLO
 
 METRICS = ("e2e", "ttft", "tpot", "itl")
@@ -56,14 +58,16 @@ def percentiles(samples: np.ndarray) -> dict[str, float]:
     return {name: float(v) for (name, _), v in zip(PERCENTILES, values)}
 
 
-def goodput_thresholds(slo: SLO) -> dict[str, float]:
-    """Per-request latency limits: the tightest percentile threshold the SLO sets for each metric."""
-    limits = {
-        "e2e_ms": [slo.e2e_p95_ms, slo.e2e_p99_ms],
-        "ttft_ms": [slo.ttft_p95_ms, slo.ttft_p99_ms],
-        "tpot_ms": [slo.tpot_p95_ms],
-    }
-    return {col: min(v for v in values if v is not None) for col, values in limits.items() if any(v is not None for v in values)}
+def goodput_thresholds(slo: SLO, streaming: bool | None = None) -> dict[str, float]:
+    """Per-request latency limits: the tightest percentile threshold the SLO sets for each metric
+    among the criteria that apply to this traffic (loadline/core/judge.py; ITL is per gap, not per request)."""
+    applies, _ = applicability(slo, streaming)
+    limits: dict[str, list[float]] = {}
+    for key in applies:
+        column = key.split("_")[0] + "_ms"  # "ttft_p95_ms" -> "ttft_ms"
+        if column != "itl_ms":
+            limits.setdefault(column, []).append(float(getattr(slo, key)))
+    return {column: min(values) for column, values in limits.items()}
 
 
 def assign_phases(run: RunData) -> np.ndarray:
@@ -121,7 +125,7 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO, scale: 
     duration = float(phase["end_wall"]) - float(phase["start_wall"])
     per_s = (lambda n: n / duration) if duration > 0 else (lambda n: float("nan"))
     meets = np.ones(len(ok_rows), dtype=bool)
-    for column, limit in goodput_thresholds(slo).items():
+    for column, limit in goodput_thresholds(slo, streaming_of(run.manifest)).items():
         values = ok_rows[column].to_numpy(dtype=float)
         meets &= ~(values > limit / scale)  # limits are model time; a missing value (no TPOT for 1 token) is no miss
     row = {

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from shape_fakes import drive, make_shape
 
+from analysis.stats.phases import goodput_thresholds
 from analysis.verdict.gate import evaluate, gate_note, gate_passed, phase_violations
 from loadline.core.errors import UsageError
 from loadline.core.judge import FAILED, NOT_JUDGED, PASSED, judge
@@ -159,3 +160,9 @@ def test_the_slo_loader_rejects_wrong_types_and_ranges_in_one_line(tmp_path, tex
 def test_every_shipped_slo_file_loads():
     for path in sorted(Path(__file__).resolve().parents[2].joinpath("configs", "slo").glob("*.toml")):
         assert isinstance(SLO.from_file(path), SLO), path
+
+
+def test_goodput_counts_a_request_by_the_criteria_that_apply_to_its_traffic():
+    slo = SLO(tpot_p95_ms=40.0, itl_p99_ms=50.0)
+    assert goodput_thresholds(slo, streaming=True) == {"ttft_ms": 800.0, "tpot_ms": 40.0}
+    assert goodput_thresholds(slo, streaming=False) == {"e2e_ms": 1500.0}
