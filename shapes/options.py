@@ -15,6 +15,7 @@ from typing import Any
 from locust import events
 
 from loadline.core.errors import UsageError
+from loadline.core.runsettings import time_scale_of_options
 
 
 @dataclass(frozen=True)
@@ -112,14 +113,7 @@ def read(options: Any, dest: str) -> Any:
 
 def time_scale(options: Any) -> float:
     """`--time-scale` (registered by loadline.runtime.plugin): every shape duration is divided by it."""
-    value = getattr(options, "time_scale", 1.0) if options is not None else 1.0
-    try:
-        scale = float(value if value is not None else 1.0)
-    except (TypeError, ValueError):
-        raise UsageError(f"--time-scale: expected a number, got {value!r}") from None
-    if not (math.isfinite(scale) and scale > 0):
-        raise UsageError(f"--time-scale must be a finite number > 0, got {value!r}")
-    return scale
+    return time_scale_of_options(options)  # the one validation (loadline/core/runsettings.py)
 
 
 def require(condition: bool, message: str) -> None:

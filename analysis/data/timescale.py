@@ -2,8 +2,9 @@
 
 The run folder holds wall-clock measurements; a run compressed X times has latencies X times
 shorter and rates X times higher than the service it models. The report judges and shows model
-time (latency x X, rate / X), as the live stop rule does (loadline.runtime.live.to_model_time), so SLO
-thresholds keep their real-world meaning. `phase_table` stays in wall time (the bottleneck and
+time (latency x X, rate / X), as the live stop rule does, so SLO thresholds keep their real-world
+meaning. The scale and the conversion rule are loadline/core/runsettings.py's (one accessor, one rule);
+this module applies them to DataFrames. `phase_table` stays in wall time (the bottleneck and
 capacity analyses read it that way and scale themselves).
 """
 
@@ -11,27 +12,22 @@ from __future__ import annotations
 
 import pandas as pd
 
-LATENCY_SUFFIX = "_ms"
-RATE_COLUMNS = ("rps", "output_tokens_per_s", "goodput_rps")
-POINT_RATES = ("rps", "output_tokens_per_s")
+from loadline.core.runsettings import is_scaled, model_value, time_scale_of
 
 
 def time_scale(manifest: dict | None) -> float:
-    """X of `--time-scale X` recorded in the manifest's options; 1.0 when absent or invalid."""
-    options = (manifest or {}).get("options") or {}
-    value = options.get("time_scale") if isinstance(options, dict) else None
-    return float(value) if isinstance(value, (int, float)) and value > 0 else 1.0
+    """X of `--time-scale X` from the run's manifest (the one accessor: loadline.core.runsettings.time_scale_of)."""
+    return time_scale_of(manifest)
 
 
 def to_model_time(table: pd.DataFrame, scale: float) -> pd.DataFrame:
+    """Every latency (`*_ms`) and rate column in model time (loadline.core.runsettings.model_value's rule)."""
     if scale == 1.0:
         return table
     table = table.copy()
     for column in table.columns:
-        if column.endswith(LATENCY_SUFFIX):
-            table[column] = table[column] * scale
-        elif column in RATE_COLUMNS:
-            table[column] = table[column] / scale
+        if is_scaled(column):
+            table[column] = model_value(column, table[column], scale)
     return table
 
 
@@ -43,13 +39,8 @@ def point_to_model(point: dict, scale: float) -> dict:
     for key, value in point.items():
         if isinstance(value, dict):  # e.g. the knee's `highest_tested` point
             out[key] = point_to_model(value, scale)
-            continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue
-        if key.endswith(LATENCY_SUFFIX):
-            out[key] = round(value * scale, 3)
-        elif key in POINT_RATES:
-            out[key] = round(value / scale, 3)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and is_scaled(key):
+            out[key] = round(model_value(key, value, scale), 3)
     return out
 
 

@@ -2,7 +2,9 @@
 
 `build_report` is what `loadline report` and the end of every `loadline run` call. It is pure in
 the sense that it only reads the run folder and writes the report folder; the exit code is the
-SLO gate's (0 pass, 1 fail); unusable input raises UsageError (exit 2).
+SLO gate's (0 pass, 1 fail); unusable input raises UsageError (exit 2); a run whose setup failed
+(analysis/verdict/validity.py: most requests rejected, or not an event stream) still gets its
+report, which says why, with exit code 2 and `verdict["validity"]["reason"]`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from analysis.report.recovery_chart import recovery_chart
 from analysis.report.html import render_html
 from analysis.report.markdown import render_markdown, verdict_sentence
 from analysis.verdict.server_gate import server_criteria
+from analysis.verdict import validity
+from analysis.verdict.timesplit import time_split
+from analysis.data.truth import read_truth
 from analysis.stats.phases import error_classes, phase_table
 from analysis.data.timescale import note as timescale_note
 from analysis.data.timescale import point_to_model, time_scale, to_model_time
@@ -37,6 +42,9 @@ from loadline.core.runsettings import streaming_of
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
 from loadline.core.slo import SLO
+
+
+EXIT_UNUSABLE = 2  # a setup failure (validity): the same code as unusable input
 
 
 @dataclass
@@ -80,6 +88,24 @@ def _guarded(name: str, call: Callable[[], Any], fallback: dict) -> Any:
 def _bottleneck(run: RunData, table: pd.DataFrame) -> dict:
     fallback = {"layer": None, "evidence": [], "actions": [], "secondary": [], "not_judged": ["bottleneck verdict unavailable"]}
     return _guarded("bottleneck verdict", lambda: judge(run, table), fallback)
+
+
+def _validity(run: RunData, criteria: list[dict], scale: float) -> dict:
+    fallback = {"usable": True, "trustworthy": None, "reason": None, "findings": [], "floor": {}, "confidence_steps": 0}
+    return _guarded("validity", lambda: validity.assess(run.requests, run.phases, run.generator, criteria, scale,
+                                                        read_truth(run.path)), fallback)
+
+
+def unusable_reason(verdict: dict) -> str | None:
+    """The one-line reason of a run whose setup failed (exit 2), else None."""
+    v = verdict.get("validity") or {}
+    return str(v.get("reason")) if v.get("usable") is False else None
+
+
+def _not_judged(reason: str) -> dict:
+    """The bottleneck section of an unusable run: no layer, and why."""
+    return {"layer": None, "confidence": None, "evidence": [], "actions": [], "secondary": [],
+            "not_judged": [f"unusable run: {reason}"]}
 
 
 def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> dict:
@@ -190,9 +216,19 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         "notes": [n for n in [timescale_note(scale), gate.gate_note(criteria)] if n],
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
-    # the server-metrics analyses read the wall-time table and scale by themselves
-    verdict["bottleneck"] = _bottleneck(run, wall)
-    verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
+    # "Is this run valid?" and "where does the time go?" come before any capacity statement
+    verdict["validity"] = _validity(run, verdict["slo"]["criteria"], scale)
+    floor = (verdict["validity"].get("floor") or {}).get("floor_model_ms")
+    verdict["time_split"] = _guarded("time split", lambda: time_split(
+        run.requests, run.phases, run.server_metrics, scale, floor), {"available": False, "phases": []})
+    if verdict["validity"].get("usable") is False:
+        verdict["exit_code"] = EXIT_UNUSABLE
+        verdict["bottleneck"] = _not_judged(verdict["validity"]["reason"])
+        verdict["capacity"] = {}
+    else:
+        # the server-metrics analyses read the wall-time table and scale by themselves
+        verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall), verdict["validity"])
+        verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
     verdict["sentence"] = verdict_sentence(verdict)
     return table, verdict
 

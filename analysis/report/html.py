@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 
 from analysis.report import formatting as f
+from analysis.report import sections
 from analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 
 _CSS = """
@@ -112,16 +113,45 @@ def _image(path: Path) -> str:
     return f'<figure><img alt="{escape(Path(path).stem)}" src="data:image/png;base64,{data}"></figure>'
 
 
+def _validity(verdict: dict) -> str:
+    status = sections.validity_status(verdict)
+    usable = (verdict.get("validity") or {}).get("usable") is not False
+    parts = [f"<p class='{'' if usable else 'verdict fail'}'>{escape(status)}</p>"]
+    setup = sections.setup_rows(verdict)
+    if setup:
+        parts.append(_table(sections.SETUP_HEADER, [[escape(c) for c in row] for row in setup]))
+    floor = sections.floor_rows(verdict)
+    if floor:
+        parts.append(_table(sections.FLOOR_HEADER, [[escape(c) for c in row] for row in floor]))
+    note = sections.floor_note(verdict)
+    return "".join(parts) + (f"<p class='muted'>{escape(note)}</p>" if note else "")
+
+
+def _time_split(verdict: dict) -> str:
+    line = sections.time_line(verdict)
+    rows = sections.split_rows(verdict)
+    table = _table(sections.SPLIT_HEADER, [[escape(c) for c in row] for row in rows]) if rows else ""
+    return ((f"<p><b>{escape(line)}</b></p>" if line else "") + table
+            + f"<p class='muted'>{escape(sections.split_note(verdict))}</p>")
+
+
+def _bottleneck(verdict: dict) -> str:
+    """The headline line (with the reason whenever headroom sits beside a failed SLO), then the details."""
+    return f"<p><b>{escape(sections.bottleneck_line(verdict))}</b></p>" + _mapping(verdict.get("bottleneck") or {})
+
+
 def render_html(verdict: dict, chart_paths: list[Path]) -> str:
-    passed = verdict["slo"]["passed"]
+    passed = verdict["slo"]["passed"] and (verdict.get("validity") or {}).get("usable") is not False
     body = [
         f"<h1>Loadline report: {escape(str(verdict.get('name', '')))}</h1>",
         f"<div class='verdict {'pass' if passed else 'fail'}'>{escape(verdict['sentence'])}</div>",
         "".join(f"<p class='muted'>Note: {escape(n)}.</p>" for n in verdict.get("notes") or []),
+        "<h2>Is this run valid?</h2>", _validity(verdict),
         "<h2>What was tested</h2>", _tested(verdict),
         "<h2>Where the limit is</h2>", _limits(verdict),
         "<h2>SLO gate</h2>", _criteria(verdict),
-        "<h2>Bottleneck</h2>", _mapping(verdict.get("bottleneck") or {}),
+        "<h2>Bottleneck</h2>", _bottleneck(verdict),
+        "<h2>Where the time goes</h2>", _time_split(verdict),
         "<h2>Capacity plan</h2>", _mapping(verdict.get("capacity") or {}),
         "<h2>Phases</h2>", _phases(verdict),
         "<h2>Errors by class</h2>", _errors(verdict),

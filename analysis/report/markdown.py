@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from analysis.report import formatting as f
+from analysis.report import sections
 from analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 
 
@@ -31,6 +32,9 @@ def _clause(c: dict) -> str:
 
 
 def verdict_sentence(verdict: dict) -> str:
+    validity = verdict.get("validity") or {}
+    if validity.get("usable") is False:  # no capacity sentence from a run that never reached the engine
+        return f"UNUSABLE RUN: {validity.get('reason')}."
     phases = verdict.get("phases") or []
     requests = sum(int(p["requests"]) for p in phases if not f.missing(p.get("requests")))
     head = "PASS" if verdict["slo"]["passed"] else "FAIL"
@@ -49,10 +53,31 @@ def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     return lines
 
 
+def _validity(verdict: dict) -> list[str]:
+    lines = ["", "### Is this run valid?", "", sections.validity_status(verdict)]
+    setup = sections.setup_rows(verdict)
+    if setup:
+        lines += [""] + _table(setup, sections.SETUP_HEADER)
+    floor = sections.floor_rows(verdict)
+    if floor:
+        lines += [""] + _table(floor, sections.FLOOR_HEADER)
+    note = sections.floor_note(verdict)
+    return lines + (["", note] if note else [])
+
+
+def _time_split(verdict: dict) -> list[str]:
+    lines = ["", "### Where the time goes", ""]
+    rows = sections.split_rows(verdict)
+    if rows:
+        lines += _table(rows, sections.SPLIT_HEADER) + [""]
+    return lines + [sections.split_note(verdict)]
+
+
 def render_markdown(verdict: dict) -> str:
     slo = verdict["slo"]
-    lines = [f"## Loadline report: {'PASS' if slo['passed'] else 'FAIL'} - {verdict.get('name', '')}", "",
-             f"> {verdict['sentence']}", ""]
+    lines = [f"## Loadline report: {sections.headline(verdict)} - {verdict.get('name', '')}", "",
+             f"> {verdict['sentence']}"]
+    lines += _validity(verdict) + ["", "### SLO gate", ""]
     rows = [[c["name"], c["threshold"], f.measured(c), c.get("where") or "-",
              {True: "pass", False: "**FAIL**", None: "not measured"}[c["passed"]]] for c in slo["criteria"]]
     lines += _table(rows, ["criterion", "threshold", "measured", "where", "result"]) + [""]
@@ -63,12 +88,10 @@ def render_markdown(verdict: dict) -> str:
     if safe.get("found"):
         lines.append(f"- Safe operating point: {f.span(safe['rps'], 'req/s')}"
                      + (f", about {f.span(safe['users'], 'users')}" if safe.get("users") else "") + f" ({safe['reason']})")
-    bottleneck = verdict.get("bottleneck") or {}
-    if bottleneck.get("layer"):
-        evidence = (bottleneck.get("evidence") or [""])[0]
-        lines.append(f"- Bottleneck: **{bottleneck['layer']}**" + (f" - {evidence}" if evidence else ""))
-    elif bottleneck.get("error"):
-        lines.append(f"- Bottleneck: not judged ({bottleneck['error']})")
+    lines.append(f"- Bottleneck: {sections.bottleneck_line(verdict)}")
+    if sections.time_line(verdict):
+        lines.append(f"- Where the time goes: {sections.time_line(verdict)}")
+    lines += _time_split(verdict)
     lines += ["", "### Phases", ""]
     rows = [[fmt(p.get(key)) for _, key, fmt in f.PHASE_COLUMNS] for p in verdict.get("phases", [])]
     lines += _table(rows, [title for title, _, _ in f.PHASE_COLUMNS])

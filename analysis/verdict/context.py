@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.verdict.signals import Signals
+from loadline.core.runsettings import time_scale_of
 
 
 @dataclass(frozen=True)
@@ -206,13 +207,8 @@ def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | N
 
 
 def _time_scale(manifest: dict) -> float:
-    """The simulator's time compression, if this run used one: latency floors shrink with it."""
-    for holder in (manifest, manifest.get("sim") or {}, manifest.get("config") or {}, manifest.get("options") or {}):
-        if isinstance(holder, dict):
-            value = _num(holder.get("time_scale"))
-            if value and value > 0:
-                return value
-    return 1.0
+    """The run's time compression (loadline.core.runsettings, the one accessor): latency floors shrink with it."""
+    return time_scale_of(manifest)
 
 
 def _phases_with_traffic(run: Any, phase_table: pd.DataFrame | None) -> pd.DataFrame:

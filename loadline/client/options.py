@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadline.core.errors import UsageError
+from loadline.core.runsettings import time_scale_of_options
 from loadline.client.prompts import PromptSource, load_dataset, parse_mix, system_prompt_of
 from loadline.client.workload import LogNormal, SessionLength, ThinkTime
 
@@ -103,9 +104,7 @@ class UserSettings:
     def from_options(cls, o: Any) -> "UserSettings":
         import os
 
-        time_scale = float(getattr(o, "time_scale", 1.0) or 1.0)
-        if time_scale <= 0:
-            raise UsageError(f"--time-scale must be > 0 (got {time_scale})")
+        time_scale = time_scale_of_options(o)  # the one validation (loadline/core/runsettings.py)
         for name in ("connect_timeout", "first_token_timeout", "request_timeout"):
             if getattr(o, name) <= 0:
                 raise UsageError(f"--{name.replace('_', '-')} must be > 0")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from analysis.report.build import build_report
+from analysis.report.build import build_report, unusable_reason
 from loadline.core.slo import SLO
 
 HELP = ("Analyse a run folder (or a folder of plain `locust --csv` exports): per-phase percentiles, knee, break "
         "point, SLO gate, bottleneck verdict, charts. Writes RUN/report/ (report.html, summary.md, verdict.json, "
-        "junit.xml). Exit 0: SLO passed, 1: SLO failed, 2: unusable input.")
+        "junit.xml). Exit 0: SLO passed, 1: SLO failed, 2: unusable input or an unusable run (most requests "
+        "rejected, or not an event stream: the reason is printed).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,4 +26,7 @@ def main(args: argparse.Namespace) -> int:
     result = build_report(args.run, SLO.from_file(args.slo), args.out, prometheus=args.prometheus)
     print(result.summary)
     print(f"report: {result.out_dir / 'report.html'}")
+    reason = unusable_reason(result.verdict)
+    if reason:
+        print(f"loadline report: unusable run: {reason}", file=sys.stderr)
     return result.exit_code

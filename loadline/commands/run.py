@@ -23,6 +23,7 @@ from pathlib import Path
 
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
+from loadline.core.runsettings import validate_time_scale
 from loadline.runtime.simprocess import SimProcess, start_simulator
 
 HELP = "Run a load test headless (master + optional local workers) and leave a run folder with a report."
@@ -105,8 +106,7 @@ def _manifest_status(run_dir: Path) -> str:
 
 
 def _validate(args: argparse.Namespace) -> None:
-    if args.time_scale <= 0:
-        raise UsageError(f"--time-scale must be > 0 (got {args.time_scale})")
+    args.time_scale = validate_time_scale(args.time_scale)  # the one validation (loadline/core/runsettings.py)
     if args.workers < 0:
         raise UsageError(f"--workers must be >= 0 (got {args.workers})")
     if args.users is not None and args.users < 1:

@@ -64,6 +64,8 @@ class RequestRecord:
     error_class: str = ""
     http_status: int = 0
     error_message: str = ""
+    content_type: str = ""  # the response's Content-Type (what a setup failure looks like: text/html...)
+    error_detail: str = ""  # failed attempts: the first ~200 chars of the body, secrets redacted (core/redact.py)
     connect_ms: float | None = None
     ttfb_ms: float | None = None
     ttft_ms: float | None = None

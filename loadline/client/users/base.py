@@ -28,6 +28,7 @@ from loadline.core.identity import next_request_id, next_user_id, worker_id
 from loadline.client.measure import fill_timings
 from loadline.client.options import INVALID, UserSettings
 from loadline.core.records import CANCELLED, ERROR, OK, ErrorClass, RequestRecord
+from loadline.core.redact import redact, sample
 from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream, valid_usage
 
 log = logging.getLogger("loadline")
@@ -170,6 +171,7 @@ class LLMUser(User):
                     rec.connect_ms = wire.connect_ms
                 rec.ttfb_ms = (headers_at - t0) * 1000
                 rec.http_status = response.status_code
+                rec.content_type = response.headers.get("Content-Type", "")[:100]
                 if response.status_code != 200:
                     retry_after = self._http_failure(rec, response)
                 elif s.stream:
@@ -211,7 +213,10 @@ class LLMUser(User):
             message = json.loads(body)["error"]["message"] or body  # OpenAI-style error object
         except (ValueError, KeyError, TypeError):
             message = body
-        self._fail(rec, ErrorClass.HTTP, f"HTTP {response.status_code}: {_one_line(message)}")
+        # a rejected request's body often echoes the key it got: both texts are redacted
+        secrets = (self.settings.api_key,)
+        rec.error_detail = sample(body, secrets)
+        self._fail(rec, ErrorClass.HTTP, f"HTTP {response.status_code}: {redact(_one_line(message), secrets)}")
         if response.status_code in (429, 503):
             try:
                 return max(0.0, float(response.headers.get("Retry-After", "1")))

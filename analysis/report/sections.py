@@ -1,0 +1,142 @@
+"""What the report says about validity, the time split and the bottleneck line, as plain text and rows.
+
+Both renderers (markdown.py, html.py) draw these; keeping the words here means summary.md and
+report.html never disagree, and the one rule that matters most lives in one place: `headroom` is
+never printed beside a failed SLO criterion without the reason (`bottleneck_line`).
+"""
+
+from __future__ import annotations
+
+from analysis.report import formatting as f
+
+SETUP_HEADER = ["HTTP status", "content type", "attempts", "body sample (redacted)"]
+FLOOR_HEADER = ["phase", "measured from", "samples", "P50 (wall ms)", "P95 (wall ms)", "floor (model ms)"]
+SPLIT_HEADER = ["phase", "requests", "client TTFT", "outside", "queue", "prefill", "engine other",
+                "client E2E", "outside", "queue", "prefill", "decode", "engine other", "outside share"]
+
+
+def validity_status(verdict: dict) -> str:
+    """One line: usable or not, trustworthy or not."""
+    v = verdict.get("validity") or {}
+    if not v:
+        return "Validity: not assessed."
+    if v.get("usable") is False:
+        return f"UNUSABLE RUN: {v.get('reason')}. No capacity statement can be made from it."
+    if v.get("error"):
+        return f"Validity: not assessed ({v['error']})."
+    doubts = [x["message"] for x in v.get("findings") or [] if x.get("severity") == "untrustworthy"]
+    if doubts:
+        return "Valid, but the numbers are less trustworthy: " + "; ".join(doubts) + "."
+    floor = (v.get("floor") or {}).get("floor_model_ms")
+    tail = f" (client measurement floor {f.num(floor)} ms in model time)" if floor is not None else ""
+    return "Valid: requests reached the engine, the generator kept up" + tail + "."
+
+
+def setup_rows(verdict: dict) -> list[list[str]]:
+    setup = (verdict.get("validity") or {}).get("setup_failure")
+    if not setup:
+        return []
+    rows = [[status, "", f.num(n), ""] for status, n in (setup.get("statuses") or {}).items()]
+    for row in rows:  # the example the reason quotes carries the content type and the body
+        if row[0] == str(setup.get("http_status")):
+            row[1], row[3] = str(setup.get("content_type") or ""), str(setup.get("body_sample") or "")
+    return rows
+
+
+def floor_rows(verdict: dict) -> list[list[str]]:
+    floor = (verdict.get("validity") or {}).get("floor") or {}
+    return [[str(r["phase"]), str(r.get("measure", "")), f.num(r.get("samples")), f.num(r.get("p50_ms")),
+             f.num(r.get("p95_ms")), f.num(r.get("floor_model_ms"))] for r in floor.get("phases") or []]
+
+
+def floor_note(verdict: dict) -> str:
+    floor = (verdict.get("validity") or {}).get("floor") or {}
+    if not floor.get("method"):
+        return str(floor.get("why") or "")
+    ttfb = floor.get("ttfb_min_model_ms")
+    return (f"Measurement floor: {floor['why']}. Floor = P95 per phase, x{f.num(floor.get('time_scale', 1))} in model time"
+            + (f"; fastest TTFB {f.num(ttfb)} ms (model time)" if ttfb is not None else "") + ".")
+
+
+def _part(split: dict | None, key: str) -> str:
+    return "-" if not split else f.num(split.get(key))
+
+
+def split_rows(verdict: dict) -> list[list[str]]:
+    ts = verdict.get("time_split") or {}
+    entries = [(p["phase"], p) for p in ts.get("phases") or []]
+    if ts.get("run"):
+        entries.append(("whole run", ts["run"]))
+    rows = []
+    for label, entry in entries:
+        ttft, e2e = entry.get("ttft"), entry.get("e2e")
+        share = (ttft or e2e or {}).get("outside_share")
+        rows.append([str(label), f.num(entry.get("client_requests")),
+                     _part(ttft, "client_ms"), _part(ttft, "outside_ms"), _part(ttft, "queue_ms"),
+                     _part(ttft, "prefill_ms"), _part(ttft, "engine_other_ms"),
+                     _part(e2e, "client_ms"), _part(e2e, "outside_ms"), _part(e2e, "queue_ms"), _part(e2e, "prefill_ms"),
+                     _part(e2e, "decode_ms"), _part(e2e, "engine_other_ms"), f.pct(share)])
+    return rows
+
+
+def split_note(verdict: dict) -> str:
+    ts = verdict.get("time_split") or {}
+    if not ts.get("available"):
+        return "Not available: " + str(ts.get("why") or ts.get("error") or "no engine histograms")
+    return (f"Means in model ms ({ts.get('method', '')}); outside = client - engine (network, gateway, proxy, "
+            "auth, the client itself); engine other = the engine's time outside queue, prefill and decode.")
+
+
+def _failed(verdict: dict) -> list[dict]:
+    return [c for c in (verdict.get("slo") or {}).get("criteria") or [] if c.get("passed") is False]
+
+
+def _headroom_reason(verdict: dict, failed: list[dict]) -> str:
+    """Why the SLO failed although no capacity limit was seen, from what the run measured."""
+    bottleneck = verdict.get("bottleneck") or {}
+    for key in ("slo_reason", "headroom_reason"):  # the verdict's own words, when it gives them
+        if bottleneck.get(key):
+            return str(bottleneck[key])
+    validity = verdict.get("validity") or {}
+    split = verdict.get("time_split") or {}
+    names = ", ".join(f"{c['name']} {f.measured(c)} {c.get('unit', '')} (limit {c['threshold']}) in {c.get('where') or 'the run'}"
+                      for c in failed)
+    if split.get("dominant") == "outside-engine":
+        why = split["sentence"]
+    elif any(x.get("kind") == "measurement-floor" for x in validity.get("findings") or []):
+        why = "the client's own measurement floor is a material part of it (see Validity)"
+    elif split.get("sentence"):
+        why = ("no saturation signal: this is the latency each request pays at this load, not a capacity limit; "
+               + split["sentence"])
+    else:
+        why = "no saturation signal: this is the latency each request pays at this load, not a capacity limit"
+    return f"the SLO failed on {names}: {why}"
+
+
+def bottleneck_line(verdict: dict) -> str:
+    """'layer (confidence) - first evidence', with the reason whenever headroom sits beside a failed SLO."""
+    bottleneck = verdict.get("bottleneck") or {}
+    layer = bottleneck.get("layer")
+    if not layer:
+        reason = "; ".join(bottleneck.get("not_judged") or []) or bottleneck.get("error") or "no verdict"
+        return f"not judged ({reason})"
+    confidence = f" (confidence {bottleneck['confidence']})" if bottleneck.get("confidence") else ""
+    evidence = (bottleneck.get("evidence") or [""])[0]
+    line = f"{layer}{confidence}" + (f" - {evidence}" if evidence else "")
+    failed = _failed(verdict)
+    if layer == "headroom" and failed:
+        line = f"headroom (no capacity limit reached){confidence}, but {_headroom_reason(verdict, failed)}"
+    return line
+
+
+def time_line(verdict: dict) -> str:
+    """'Where the time goes' in one line (outside-engine is named even when no limit was reached)."""
+    ts = verdict.get("time_split") or {}
+    return str(ts.get("sentence") or "")
+
+
+def headline(verdict: dict) -> str:
+    """PASS / FAIL, or UNUSABLE for a run whose setup failed (exit 2)."""
+    if (verdict.get("validity") or {}).get("usable") is False:
+        return "UNUSABLE"
+    return "PASS" if (verdict.get("slo") or {}).get("passed") else "FAIL"
