@@ -3,11 +3,18 @@
 TTFT and E2E start at "request sent". Stamping before `Session.send()` would add requests' and
 urllib3's own ~0.5 ms of Python (more under gevent contention) to every measured latency, so the
 connection stamps the clock right after urllib3 wrote the request, and again when the response
-headers were parsed; the user reads both back from `response.raw.connection`.
+headers arrived; the user reads both back from `response.raw.connection`.
+
+Arrival times: a plain-HTTP connection reads through a kernel-stamped socket (kernel_clock.py), so
+`arrival()` is when the last read's bytes reached the host, whenever the generator got round to
+reading them. Over TLS (or off Linux) it is `perf_counter()` at the read: the `user` clock.
+`LOADLINE_KERNEL_CLOCK=0` forces the user clock everywhere (to compare the two, benchmarks/).
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from dataclasses import dataclass
 from time import perf_counter
@@ -16,6 +23,10 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from loadline.client.kernel_clock import KERNEL, USER, is_stamped, kernel_stamped
+
+KERNEL_CLOCK = os.environ.get("LOADLINE_KERNEL_CLOCK", "1") != "0"
 
 
 class _Stamped:
@@ -33,15 +44,36 @@ class _Stamped:
         super().request(*args, **kwargs)  # type: ignore[misc]
         self.sent_perf = perf_counter()
         self.sent_wall = time.time()
+        sock = self.sock  # type: ignore[attr-defined]
+        if is_stamped(sock):  # nothing of this response has been read yet
+            sock.kernel_wall = sock.read_delay_max = 0.0
 
     def getresponse(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         response = super().getresponse(*args, **kwargs)  # type: ignore[misc]
-        self.headers_perf = perf_counter()
+        self.headers_perf = self.arrival()
         return response
+
+    @property
+    def clock(self) -> str:
+        """Which clock `arrival()` reads on this connection: kernel or user."""
+        return KERNEL if is_stamped(self.sock) else USER  # type: ignore[attr-defined]
+
+    def arrival(self) -> float:
+        """perf_counter() time at which the bytes of the last read reached the host.
+
+        The kernel's receive stamp (wall clock) is moved onto perf_counter() with the offset
+        sampled when this request was sent; without one, the moment of the call.
+        """
+        wall = getattr(self.sock, "kernel_wall", 0.0)  # type: ignore[attr-defined]
+        if wall:
+            return wall - self.sent_wall + self.sent_perf
+        return perf_counter()
 
 
 class StampedHTTPConnection(_Stamped, HTTPConnection):
-    pass
+    def _new_conn(self):  # type: ignore[no-untyped-def]
+        sock = super()._new_conn()
+        return (kernel_stamped(sock) if KERNEL_CLOCK else None) or sock
 
 
 class StampedHTTPSConnection(_Stamped, HTTPSConnection):
@@ -77,6 +109,7 @@ class WireTimes:
     sent_wall: float  # time.time() at the same moment
     headers_perf: float  # perf_counter() when the response headers were parsed
     connect_ms: float  # connection set-up this request paid before t0 (0 on a kept-alive connection)
+    clock: str  # kernel or user: where headers_perf (and the stream's arrival times) came from
 
 
 def wire_times(response: requests.Response) -> WireTimes | None:
@@ -88,4 +121,15 @@ def wire_times(response: requests.Response) -> WireTimes | None:
     # urllib3 connects inside request() (plain HTTP) or just before it (TLS): either way the set-up
     # since the last request belongs to this one
     connect_ms, connection.connect_ms = connection.connect_ms, 0.0
-    return WireTimes(perf, connection.sent_wall, connection.headers_perf, connect_ms)
+    return WireTimes(perf, connection.sent_wall, connection.headers_perf, connect_ms, connection.clock)
+
+
+def kernel_reads(raw) -> tuple[socket.socket, float] | None:  # type: ignore[no-untyped-def]
+    """(socket, wall - perf offset of this request) when a urllib3 response is read through a
+    kernel-stamped socket: each read's arrival is `sock.kernel_wall - offset` in perf_counter()
+    time (0 = no stamp yet), and `sock.read_delay_max` how late the generator read."""
+    connection = getattr(raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if not isinstance(connection, _Stamped) or not is_stamped(sock):
+        return None
+    return sock, connection.sent_wall - connection.sent_perf

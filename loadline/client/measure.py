@@ -23,6 +23,9 @@ def fill_timings(rec: RequestRecord, result: StreamResult, t0: float, end: float
     rec.e2e_ms = (end - t0) * 1000
     rec.content_chunks = len(arrivals)
     rec.finish_reason = result.finish_reason
+    rec.clock = result.clock
+    if result.kernel_socket is not None:
+        rec.read_delay_ms = result.kernel_socket.read_delay_max * 1000
     usage = result.usage
     if usage and usage.get("completion_tokens") is not None:
         rec.output_tokens = int(usage["completion_tokens"])

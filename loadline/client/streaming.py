@@ -2,9 +2,11 @@
 
 Why not Locust's ready-made paths: `HttpUser` stops the clock at the headers and
 `FastHttpUser.iter_content` waits for ~1 KB before handing bytes over (see REFERENCE-locust.md).
-Here each `read1()` returns as soon as *any* bytes arrived, we stamp `perf_counter()` right after it,
-and every SSE event completed by those bytes gets that arrival time. sseclient-py does the SSE
-framing (events split across reads, several events in one read, comments, multi-line data).
+Here each `read1()` returns as soon as *any* bytes arrived, and every SSE event completed by those
+bytes gets their arrival time: the kernel's receive stamp of that read on a plain-HTTP connection
+(loadline/client/http.py, kernel_clock.py), else `perf_counter()` right after the read. sseclient-py
+does the SSE framing (events split across reads, several events in one read, comments, multi-line
+data).
 
 A stream counts as complete only when `data: [DONE]` arrived, or a finish_reason arrived and the
 HTTP body ended cleanly. Anything else is a truncated stream (`reset`), never a success.
@@ -13,6 +15,7 @@ HTTP body ended cleanly. Anything else is a truncated stream (`reset`), never a 
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Callable, Iterator
@@ -20,6 +23,8 @@ from typing import Callable, Iterator
 import sseclient
 
 from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify
+from loadline.client.http import kernel_reads
+from loadline.client.kernel_clock import KERNEL, USER
 from loadline.core.records import ErrorClass
 
 READ_SIZE = 65536
@@ -45,6 +50,8 @@ class StreamResult:
     done: bool = False  # saw data: [DONE]
     body_complete: bool = False  # the HTTP body ended cleanly: the connection can be reused
     ended_at: float = 0.0  # perf_counter() when the last byte was read
+    clock: str = USER  # where the arrival times came from: kernel (receive stamps) or user (read time)
+    kernel_socket: socket.socket | None = None  # kernel clock: its read_delay_max says how late we read
 
     @property
     def text(self) -> str:
@@ -82,16 +89,28 @@ class _TimedReads:
     headers' arrival time instead of the (later) moment we got around to reading it.
     """
 
-    __slots__ = ("raw", "last_arrival", "clean_eof", "headers_at")
+    __slots__ = ("raw", "last_arrival", "clean_eof", "headers_at", "kernel")
 
     def __init__(self, raw, headers_at: float):
         self.raw = raw
         self.last_arrival = 0.0
         self.clean_eof = False
         self.headers_at = headers_at
+        self.kernel = kernel_reads(raw)
 
     def __iter__(self) -> Iterator[bytes]:
         read1 = self.raw.read1
+        if self.kernel is not None:
+            # Kernel stamps: the bytes of each read carry their own arrival time, however late we read.
+            sock, offset = self.kernel
+            while True:
+                data = read1(READ_SIZE)
+                wall = sock.kernel_wall
+                self.last_arrival = wall - offset if wall else perf_counter()
+                if not data:
+                    self.clean_eof = True
+                    return
+                yield data
         if self.headers_at:
             before = perf_counter()
             data = read1(READ_SIZE)
@@ -127,6 +146,8 @@ def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamRes
     `headers_at` is the perf_counter() of the headers' arrival (0 when unknown).
     """
     reads = _TimedReads(raw, headers_at)
+    if reads.kernel is not None:
+        result.clock, result.kernel_socket = KERNEL, reads.kernel[0]
     arrivals, pieces = result.arrivals, result.pieces
     loads = json.loads
     try:

@@ -12,6 +12,11 @@ Definitions (the README repeats them; analysis uses them everywhere):
   in integer microseconds, space-separated, so analysis can pool per-gap percentiles.
 - TPOT: (E2E - TTFT) / (output_tokens - 1).
 - E2E: t0 -> last byte of the response (or the moment the attempt ended).
+- clock: where arrival times (TTFB, TTFT, ITL, E2E end) come from. `kernel`: the kernel's
+  receive stamp of the read that carried the bytes (SO_TIMESTAMPNS, plain HTTP on Linux), true
+  even when the generator reads late; `user`: perf_counter() when the read returned (TLS).
+  read_delay_ms: with the kernel clock, the longest time any read of this attempt's response found
+  its newest bytes already waiting (how far behind the generator was); empty with the user clock.
 - output_tokens: the server's streamed `usage` when present (`tokens_source="usage"`), else the
   number of content chunks (`tokens_source="chunks"`).
 """
@@ -80,6 +85,8 @@ class RequestRecord:
     tokens_source: str = "chunks"
     content_chunks: int = 0
     finish_reason: str = ""
+    clock: str = "user"  # arrival stamps: "kernel" (receive time, plain HTTP) or "user" (read time)
+    read_delay_ms: float | None = None  # kernel clock: longest a read's newest bytes waited unread
     itl_us: str = field(default="", repr=False)
 
     def to_row(self) -> list:

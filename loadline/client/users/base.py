@@ -24,6 +24,7 @@ from locust.exception import StopUser
 
 from loadline.client.failures import classify
 from loadline.client.http import stamped_session, wire_times
+from loadline.client.locust_stats import log_many
 from loadline.core.identity import next_request_id, next_user_id, worker_id
 from loadline.client.measure import fill_timings
 from loadline.client.options import INVALID, UserSettings
@@ -260,9 +261,8 @@ class LLMUser(User):
         if rec.tpot_ms is not None:
             stats.get(self.stats_name, "TPOT").log(rec.tpot_ms, rec.output_tokens)
         if gaps_us:
-            log_gap = stats.get(self.stats_name, "ITL").log  # one row entry per gap: pooled ITL, live
-            for gap in gaps_us:
-                log_gap(gap / 1000, 0)
+            # one sample per gap (pooled ITL, live), logged in one update per request
+            log_many(stats.get(self.stats_name, "ITL"), [gap / 1000 for gap in gaps_us])
 
 
 def _one_line(value: object) -> str:

@@ -1,0 +1,93 @@
+"""Token arrival times from the kernel: every read of a plain-TCP socket carries its receive time.
+
+A busy generator reads its sockets late, and a stamp taken when `read()` returns measures the
+generator, not the server. On Linux the kernel stamps each incoming TCP segment when it reaches the
+host (SO_TIMESTAMPNS) and hands the stamp over with the bytes when they are read with `recvmsg`.
+`kernel_stamped(sock)` re-wraps a freshly connected socket in a subclass of its own class (stdlib or
+gevent) whose `recv_into` reads with `recvmsg_into` and remembers the stamp of the last read. The
+HTTP stack (http.client's buffered reader over `SocketIO`, which only ever calls `recv_into`) is
+unchanged: bytes handed out by the buffer always come from the most recent `recv_into`, so that
+read's stamp is their arrival time.
+
+What the kernel can and cannot tell (measured on Linux 6.18, loopback):
+- A read that carries one segment gets that segment's exact receive time, however late it is read.
+- Segments that wait together in the receive queue are merged by TCP (receive coalescing) and the
+  merged buffer keeps only the *newest* segment's stamp. So when the generator falls behind by
+  more than one server write, the last event of the read is stamped exactly and the earlier ones
+  get that same, later time (their true arrival lies between the previous read's stamp and this).
+  `read_delay_max` (how long the newest bytes of a read waited in the socket) says when that
+  happened: below one inter-token gap, every stamp is exact.
+- Over TLS the kernel sees only ciphertext records: no stamps; the caller keeps user-space stamps.
+
+The stamps are CLOCK_REALTIME (`time.time()`'s clock); callers convert them to `perf_counter()`
+with an offset sampled once per request (a wall-clock step inside one request would shift them).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+from time import time
+
+# linux/asm-generic/socket.h: SO_TIMESTAMPNS (== SCM_TIMESTAMPNS), the 64-bit-time_t "old" variant
+# that Python's socket module does not export. The cmsg payload is a struct timespec: two int64.
+SO_TIMESTAMPNS = 35
+SCM_TIMESTAMPNS = SO_TIMESTAMPNS
+_TIMESPEC = struct.Struct("qq")
+_ANC_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
+
+KERNEL, USER = "kernel", "user"  # the record's `clock` values
+
+_subclasses: dict[type, type] = {}
+
+
+def _stamped_class(base: type) -> type:
+    """A subclass of `base` (socket.socket or gevent's socket) whose reads keep the kernel stamp."""
+    cls = _subclasses.get(base)
+    if cls is not None:
+        return cls
+
+    class KernelStampedSocket(base):  # type: ignore[valid-type, misc]
+        __slots__ = ("kernel_wall", "read_delay_max")
+
+        def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:  # type: ignore[override]
+            view = memoryview(buffer)
+            if nbytes:
+                view = view[:nbytes]
+            n, ancdata, _, _ = self.recvmsg_into([view], _ANC_SPACE, flags)
+            if ancdata:  # the only control message asked for; none on a bare FIN
+                sec, nsec = _TIMESPEC.unpack_from(ancdata[0][2])
+                wall = sec + nsec * 1e-9
+                self.kernel_wall = wall
+                delay = time() - wall
+                if delay > self.read_delay_max:
+                    self.read_delay_max = delay
+            return n
+
+    KernelStampedSocket.__name__ = f"KernelStamped{base.__name__.capitalize()}"
+    _subclasses[base] = KernelStampedSocket
+    return KernelStampedSocket
+
+
+def kernel_stamped(sock: socket.socket) -> socket.socket | None:
+    """The same connection as a kernel-stamped socket, or None (then `sock` is left untouched).
+
+    Only for a connected plain-TCP socket: TLS wrapping would hide the stamps.
+    """
+    if not sys.platform.startswith("linux") or sock.type != socket.SOCK_STREAM:
+        return None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return None
+    timeout = sock.gettimeout()
+    stamped = _stamped_class(type(sock))(sock.family, sock.type, sock.proto, fileno=sock.detach())
+    stamped.settimeout(timeout)
+    stamped.kernel_wall = 0.0
+    stamped.read_delay_max = 0.0
+    return stamped
+
+
+def is_stamped(sock: object) -> bool:
+    return type(sock) in _subclasses.values()
