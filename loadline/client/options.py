@@ -7,6 +7,8 @@ env vars work only with `env_var=`, and workers read option values at test_start
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,8 @@ from loadline.client.workload import LogNormal, SessionLength, ThinkTime
 
 API_KEY_ENV = "LOADLINE_API_KEY"
 INVALID = "invalid"  # marks options that failed validation at test start
+REQUEST_ID_HEADER = "X-Request-Id"
+_TOKEN_CHARS = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP field name (RFC 9110 token)
 
 
 def add_arguments(parser: Any) -> None:
@@ -48,6 +52,9 @@ def add_arguments(parser: Any) -> None:
         help="add reading time: reply tokens / this many tokens per second (0 = off)")
     add("--event-interval", type=float, default=5.0, include_in_web_ui=True,
         help="single-shot and completion users: mean seconds between events (exponential)")
+    add("--request-id-header", default=REQUEST_ID_HEADER, include_in_web_ui=True,
+        help="header carrying each request's id (a UUID, every server accepts it; the record's request_id, "
+             "which the simulator logs as its truth); another name for gateways that want one, empty = none")
     add("--connect-timeout", type=float, default=5.0, include_in_web_ui=True, help="seconds to connect")
     add("--first-token-timeout", type=float, default=60.0, include_in_web_ui=True,
         help="seconds to wait for the headers and then for each next byte of the stream")
@@ -99,11 +106,10 @@ class UserSettings:
     retry_cap: float
     time_scale: float
     seed: int
+    request_id_header: str = REQUEST_ID_HEADER  # "" = send no id header
 
     @classmethod
     def from_options(cls, o: Any) -> "UserSettings":
-        import os
-
         time_scale = time_scale_of_options(o)  # the one validation (loadline/core/runsettings.py)
         for name in ("connect_timeout", "first_token_timeout", "request_timeout"):
             if getattr(o, name) <= 0:
@@ -131,4 +137,13 @@ class UserSettings:
             retry_cap=o.retry_cap,
             time_scale=time_scale,
             seed=o.seed,
+            request_id_header=header_name(getattr(o, "request_id_header", REQUEST_ID_HEADER)),
         )
+
+
+def header_name(name: str) -> str:
+    """A valid HTTP header name, or "" (no header); anything else is a UsageError."""
+    name = (name or "").strip()
+    if name and not _TOKEN_CHARS.fullmatch(name):
+        raise UsageError(f"--request-id-header {name!r} is not a valid HTTP header name")
+    return name

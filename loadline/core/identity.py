@@ -1,5 +1,10 @@
 """Who this process is: worker id and request ids, unique across processes and machines.
 
+Request ids are UUIDs (version 4 layout), because some servers accept nothing else in X-Request-Id
+(llama-cpp-python's server answers any other value with an empty HTTP 400). The first group is the
+process's random tag (also the prefix of its user ids), the last 48 bits count requests, the rest
+is random per process: unique without coordination, and sortable by process in a run folder.
+
 Computed per process, and again after a fork: `locust --processes N` forks workers after the
 locustfiles were imported, so anything computed at import time would be shared by all of them.
 """
@@ -11,19 +16,22 @@ import os
 import socket
 import uuid
 
+COUNTER_MASK = (1 << 48) - 1  # the UUID's last group: version and variant bits lie outside it
+
 
 class _Identity:
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
-        self.tag = uuid.uuid4().hex[:6]
+        self._base = uuid.uuid4().int & ~COUNTER_MASK
+        self.tag = uuid.UUID(int=self._base).hex[:8]
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self._requests = itertools.count(1)
         self._users = itertools.count(1)
 
     def request_id(self) -> str:
-        return f"{self.tag}-{next(self._requests)}"
+        return str(uuid.UUID(int=self._base | (next(self._requests) & COUNTER_MASK), version=4))
 
     def user_id(self) -> str:
         return f"{self.tag}-u{next(self._users)}"
