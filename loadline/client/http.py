@@ -24,6 +24,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from loadline.client.keepalive import RetryStaleConnection
 from loadline.client.kernel_clock import KERNEL, USER, is_stamped, kernel_stamped
 
 KERNEL_CLOCK = os.environ.get("LOADLINE_KERNEL_CLOCK", "1") != "0"
@@ -70,6 +71,7 @@ class _Stamped:
         return perf_counter()
 
 
+
 class StampedHTTPConnection(_Stamped, HTTPConnection):
     def _new_conn(self):  # type: ignore[no-untyped-def]
         sock = super()._new_conn()
@@ -80,11 +82,11 @@ class StampedHTTPSConnection(_Stamped, HTTPSConnection):
     pass
 
 
-class _HTTPPool(HTTPConnectionPool):
+class _HTTPPool(RetryStaleConnection, HTTPConnectionPool):
     ConnectionCls = StampedHTTPConnection
 
 
-class _HTTPSPool(HTTPSConnectionPool):
+class _HTTPSPool(RetryStaleConnection, HTTPSConnectionPool):
     ConnectionCls = StampedHTTPSConnection
 
 
@@ -95,7 +97,8 @@ class StampedAdapter(HTTPAdapter):
 
 
 def stamped_session() -> requests.Session:
-    """One keep-alive connection per session (a user is one browser tab), no automatic retries."""
+    """One keep-alive connection per session (a user is one browser tab), no automatic retries
+    (except the one resend of a request that met a dead kept-alive connection: keepalive.py)."""
     session = requests.Session()
     adapter = StampedAdapter(pool_connections=1, pool_maxsize=1, max_retries=0)
     session.mount("http://", adapter)

@@ -2,7 +2,7 @@
 
 Length classes follow DOMAIN.md: short (< 50 tokens), medium (200-500), long (> 1,000), mixed by
 weights. Generated text is plain words separated by spaces, so a word-level tokenizer (like the
-simulator's) counts exactly one token per word; real tokenizers count roughly 1.3 per word.
+simulator's) counts exactly one token per word; real tokenizers count 1.3 to 1.8 per word.
 Datasets are ShareGPT-style JSONL: {"conversations": [{"from": "human"|"gpt", "value": "..."}, ...]}
 (or {"messages": [{"role": ..., "content": ...}]}); the human turns are replayed in order.
 """
@@ -63,6 +63,9 @@ class PromptSource:
         return rng.choices(names, weights=[self.mix[n] for n in names])[0]
 
     def message(self, rng: random.Random) -> str:
+        """One standalone message: a dataset conversation's opening turn, or synthetic text."""
+        if self.dataset:
+            return rng.choice(self.dataset)[0]  # later turns lean on the conversation before them
         low, high = LENGTH_CLASSES[self.length_class(rng)]
         return words(rng, rng.randint(low, high))
 
@@ -75,15 +78,37 @@ class PromptSource:
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 PER_MESSAGE_TOKENS = 4  # chat-template overhead per message, as in common templates
+# Server tokens per estimated token, worst case measured: byte-level BPE (llama.cpp's GGUF "gpt2"
+# tokenizer) counts ~1.8x the word-and-punctuation estimate for English text (REFERENCE-llamacpp.md:
+# ~1.6 tokens per word); SentencePiece/tiktoken vocabularies count less (~1.3), the simulator 1.0.
+# Dividing the context by the worst case plus 10 % (text whose words split worse than the measured
+# English) keeps a prompt inside it whatever the tokenizer: a tokenizer-independent margin.
+ESTIMATE_LOW_BY = 1.8 * 1.1
 
 
 def estimate_tokens(messages: list[dict]) -> int:
-    """Word-and-punctuation count: exact for the simulator's tokenizer, ~25 % low for BPE tokenizers."""
+    """Word-and-punctuation count: exact for the simulator's tokenizer, up to ESTIMATE_LOW_BY low for BPE."""
     return sum(len(_TOKEN.findall(m["content"])) + PER_MESSAGE_TOKENS for m in messages)
 
 
+def prompt_budget(context: int, max_tokens: int, max_input: int = 0) -> int:
+    """The most estimated tokens (estimate_tokens) a prompt may have; 0 = no limit known.
+
+    `context` is the server's limit on prompt + output in its own tokens (discovery.py), `max_input`
+    a separate prompt limit (TGI). The output's room is taken first, then the rest is divided by
+    ESTIMATE_LOW_BY, so that a prompt that fits by our count fits by any tokenizer's.
+    """
+    if context <= 0:
+        return 0
+    room = context - max(max_tokens, 0)
+    if max_input > 0:
+        room = min(room, max_input)
+    return max(1, int(room / ESTIMATE_LOW_BY))
+
+
 def fit_history(messages: list[dict], budget: int) -> list[dict]:
-    """Drop the oldest turns (never the system prompt nor the newest message) until the estimate fits.
+    """Drop the oldest turns (never the system prompt nor the newest message) until the estimate fits;
+    a newest message too long on its own is cut to what is left.
 
     Chat front ends keep a sliding window of the conversation; without it a long session would
     end every request in a context-length 400 and measure the client's mistake, not the server.
@@ -94,6 +119,12 @@ def fit_history(messages: list[dict], budget: int) -> list[dict]:
     turns = messages[len(head):]
     while len(turns) > 1 and estimate_tokens(head + turns) > budget:
         turns = turns[2:] if len(turns) > 2 else turns[1:]
+    over = estimate_tokens(head + turns) - budget
+    if over > 0 and turns:
+        newest = turns[-1]
+        tokens = list(_TOKEN.finditer(newest["content"]))
+        keep = max(1, len(tokens) - over)
+        turns = turns[:-1] + [{**newest, "content": newest["content"][: tokens[keep - 1].end()] if tokens else ""}]
     return head + turns
 
 

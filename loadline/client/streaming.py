@@ -8,8 +8,10 @@ bytes gets their arrival time: the kernel's receive stamp of that read on a plai
 does the SSE framing (events split across reads, several events in one read, comments, multi-line
 data).
 
-A stream counts as complete only when `data: [DONE]` arrived, or a finish_reason arrived and the
-HTTP body ended cleanly. Anything else is a truncated stream (`reset`), never a success.
+A stream counts as complete only when it ends the way the API says a finished reply ends: a
+finish_reason, then `data: [DONE]` or a clean end of the body. `[DONE]` or a clean end without a
+finish_reason is `truncated` (llama-cpp-python's server cuts a stream that way when a new request
+interrupts it); a connection cut before the end is `reset`. Neither is ever a success.
 """
 
 from __future__ import annotations
@@ -179,12 +181,43 @@ def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamRes
             except (ValueError, AttributeError, TypeError, IndexError, KeyError):
                 raise StreamFailure(ErrorClass.MALFORMED, f"not an OpenAI chunk: {data[:80]!r}") from None
     except TRANSPORT_EXCEPTIONS as exc:
-        if result.done:
-            return  # [DONE] arrived; a server that then holds the body open costs us only the connection
-        error_class = classify(exc)
-        raise StreamFailure(error_class, _CUT_MESSAGES.get(error_class, "stream cut: {}").format(type(exc).__name__)) from None
+        if not result.done:
+            error_class = classify(exc)
+            message = _CUT_MESSAGES.get(error_class, "stream cut: {}").format(type(exc).__name__)
+            raise StreamFailure(error_class, message) from None
+        # [DONE] arrived; a server that then holds the body open costs us only the connection
     result.body_complete = reads.clean_eof
     if not result.done:
         result.ended_at = reads.last_arrival or perf_counter()
-    if not (result.done or (result.finish_reason and reads.clean_eof)):
-        raise StreamFailure(ErrorClass.RESET, "stream ended without [DONE] or finish_reason (truncated)")
+    if not result.finish_reason:
+        end = "[DONE]" if result.done else "the end of the body"
+        raise StreamFailure(ErrorClass.TRUNCATED, f"{end} without a finish_reason: the reply was cut short")
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    """Whether a response's Content-Type announces SSE (absent: assume so and let the parser judge).
+
+    Checked once per response, as httpx-sse does, so that a 200 carrying an HTML login page or a
+    proxy's JSON is `not_event_stream`, not an empty stream.
+    """
+    return not content_type or "text/event-stream" in content_type.lower()
+
+
+def tokens_received(result: StreamResult) -> int:
+    """The reply's length: the server's usage count when it sent one, else the content chunks."""
+    usage = result.usage
+    if usage and usage.get("completion_tokens") is not None:
+        return int(usage["completion_tokens"])
+    return len(result.arrivals)
+
+
+def short_reply(result: StreamResult, wanted: int) -> str:
+    """Why a reply that had to be `wanted` tokens long (ignore_eos) is not, or "" when it is.
+
+    Chunk counts are a floor (a server may put several tokens in one chunk), so without a usage
+    count a reply the server itself ended for "length" is taken at its word.
+    """
+    got = tokens_received(result)
+    if wanted <= 0 or got >= wanted or (result.usage is None and result.finish_reason == "length"):
+        return ""
+    return f"{got} of the {wanted} tokens asked for (finish_reason {result.finish_reason or 'none'})"

@@ -45,7 +45,8 @@ class ErrorClass(StrEnum):
     RESET = "reset"  # the connection closed or was reset before the response ended
     TRUNCATED = "truncated"  # the stream ended in order but not as a finished reply ends: [DONE] or EOF
     #                          without a finish_reason, or fewer tokens than ignore_eos asked for
-    NOT_EVENT_STREAM = "not_event_stream"  # a 2xx whose body is not an event stream (HTML login page...)
+    NOT_EVENT_STREAM = "not_event_stream"  # a 2xx whose body is not an event stream (HTML login page,
+    #                                        a proxy's page; for stream=false: not JSON); see content_type
     MALFORMED = "malformed"  # an event stream whose events are not valid OpenAI JSON chunks
     STREAM_ERROR = "stream_error"  # an OpenAI error object arrived inside the stream
     CANCELLED = "cancelled"  # the test stopped or ramped down while the request was in flight
@@ -65,6 +66,8 @@ class RequestRecord:
     model: str
     start_wall: float
     attempt: int = 0  # 0 for the first try; retries are rows of their own, so nothing is counted twice
+    stale_retries: int = 0  # 1: first sent on a kept-alive connection the server had closed, sent again on a
+    #                         fresh one (that first send never reached the server: client/keepalive.py)
     status: str = OK
     error_class: str = ""
     http_status: int = 0

@@ -15,7 +15,9 @@ from contextlib import contextmanager
 import pytest
 import requests
 
-from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
+from loadline.client.streaming import (StreamFailure, StreamResult, chat_content, is_event_stream, read_stream,
+                                       short_reply)
+from loadline.core.records import ErrorClass
 
 HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 HEAD_CLOSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
@@ -101,7 +103,7 @@ def test_an_event_split_across_reads_is_stamped_when_it_completes():
 
 
 def test_multibyte_utf8_split_between_chunks_is_intact():
-    frame = token(" 负载")
+    frame = token(" 负载", "stop")
     cut = frame.index("负".encode()) + 1  # in the middle of a 3-byte character
     script = [HEAD_CHUNKED, chunk(frame[:cut]), 0.02, chunk(frame[cut:]), chunk(event(b"[DONE]")), chunk(b"")]
     with scripted_server(script) as url:
@@ -121,7 +123,45 @@ def test_clean_close_without_done_or_finish_reason_is_not_success():
     script = [HEAD_CLOSE, token(" a"), token(" b")]  # body delimited by close: looks complete
     with scripted_server(script) as url:
         _, _, error = stream(url)
-    assert isinstance(error, StreamFailure) and error.error_class == "reset"
+    assert isinstance(error, StreamFailure) and error.error_class == ErrorClass.TRUNCATED
+
+
+def test_done_without_finish_reason_is_truncated_and_keeps_what_arrived():
+    """llama-cpp-python's interrupted stream: role chunk, some content, [DONE], no finish_reason."""
+    role = event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+    script = [HEAD_CHUNKED, chunk(role), chunk(token(" a")), 0.02, chunk(token(" b")), chunk(event(b"[DONE]")),
+              chunk(b"")]
+    with scripted_server(script) as url:
+        result, t0, error = stream(url)
+    assert isinstance(error, StreamFailure) and error.error_class == ErrorClass.TRUNCATED
+    assert "[DONE] without a finish_reason" in str(error)
+    assert result.text == " a b" and len(result.arrivals) == 2 and result.arrivals[0] > t0
+    assert result.body_complete  # the connection stays reusable
+
+
+def test_done_with_no_content_at_all_is_truncated():
+    script = [HEAD_CHUNKED, chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        result, _, error = stream(url)
+    assert isinstance(error, StreamFailure) and error.error_class == ErrorClass.TRUNCATED and not result.arrivals
+
+
+@pytest.mark.parametrize("content_type, expected", [
+    ("text/event-stream", True), ("text/event-stream; charset=utf-8", True), ("", True),
+    ("text/html; charset=utf-8", False), ("application/json", False),
+])
+def test_only_an_event_stream_content_type_is_read_as_a_stream(content_type, expected):
+    assert is_event_stream(content_type) is expected
+
+
+def test_a_reply_shorter_than_ignore_eos_asked_for_is_named():
+    full = StreamResult(arrivals=[0.1] * 4, finish_reason="length", usage={"completion_tokens": 8})
+    assert short_reply(full, 8) == "" and short_reply(full, 0) == ""
+    early = StreamResult(arrivals=[0.1] * 3, finish_reason="stop", usage={"completion_tokens": 3})
+    assert short_reply(early, 8) == "3 of the 8 tokens asked for (finish_reason stop)"
+    # several tokens per chunk and no usage: the server's own "length" is taken at its word
+    assert short_reply(StreamResult(arrivals=[0.1] * 3, finish_reason="length"), 8) == ""
+    assert short_reply(StreamResult(arrivals=[0.1] * 3, finish_reason="stop"), 8) != ""
 
 
 def test_finish_reason_and_clean_end_without_done_is_complete():

@@ -16,21 +16,24 @@ import time
 from time import perf_counter
 
 import gevent
-import gevent.lock
 import requests
 from gevent import GreenletExit
 from locust import User, constant
 from locust.exception import StopUser
 
-from loadline.client.failures import classify
+from loadline.client.discovery import discover
+from loadline.client.failures import classify, exception_chain
 from loadline.client.http import stamped_session, wire_times
+from loadline.client.keepalive import stale_retried, take_stale_retries
 from loadline.client.locust_stats import log_many
 from loadline.core.identity import next_request_id, next_user_id, worker_id
 from loadline.client.measure import fill_timings
 from loadline.client.options import INVALID, UserSettings
+from loadline.client.prompts import prompt_budget
 from loadline.core.records import CANCELLED, ERROR, OK, ErrorClass, RequestRecord
-from loadline.core.redact import redact, sample
-from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream, valid_usage
+from loadline.core.redact import SAMPLE_CHARS, redact, sample
+from loadline.client.streaming import (StreamFailure, StreamResult, chat_content, is_event_stream, read_stream,
+                                       short_reply, valid_usage)
 
 log = logging.getLogger("loadline")
 
@@ -54,26 +57,6 @@ def settings_for(environment) -> UserSettings | None:
         settings = UserSettings.from_options(environment.parsed_options)
         environment.loadline_settings = settings
     return settings
-
-
-def discover_model(session: requests.Session, host: str, timeout: float) -> tuple[str, int]:
-    """(name, max_model_len or 0) of the first model of GET /v1/models, cached per process.
-
-    'default' when the server won't say: any failure here shows up, more usefully, in the first
-    real request.
-    """
-    with _discovery_lock:  # users spawn together: one GET for all of them
-        if host not in _discovered:
-            try:
-                model = session.get(f"{host}/v1/models", timeout=timeout).json()["data"][0]
-                _discovered[host] = (str(model["id"]), int(model.get("max_model_len") or 0))
-            except Exception:
-                return "default", 0  # not cached: the next user asks again
-        return _discovered[host]
-
-
-_discovered: dict[str, tuple[str, int]] = {}
-_discovery_lock = gevent.lock.BoundedSemaphore()
 
 
 class LLMUser(User):
@@ -101,10 +84,12 @@ class LLMUser(User):
         if self.settings.api_key:
             self.http.headers["Authorization"] = f"Bearer {self.settings.api_key}"
         self.base_url = (self.host or "").rstrip("/")
-        name, max_model_len = discover_model(self.http, self.base_url, self.settings.connect_timeout)
-        self.model = self.settings.model or name
-        budget = self.settings.max_context_tokens
-        self.context_budget = max_model_len if budget < 0 else budget
+        served = discover(self.http, self.base_url, self.settings.connect_timeout)
+        self.model = self.settings.model or served.name
+        context = self.settings.max_context_tokens
+        # the most estimated tokens a prompt may have (prompts.fit_history); 0 = no limit known
+        self.prompt_budget = (prompt_budget(served.context, self.settings.max_tokens, served.max_input) if context < 0
+                              else prompt_budget(context, self.settings.max_tokens))
         self.stats_name = f"{self.endpoint} [{self.kind}]"
         self.url = self.base_url + self.endpoint
         # what Session.request would merge in on every call (proxies, TLS settings from the environment)
@@ -156,7 +141,9 @@ class LLMUser(User):
         result = StreamResult()
         retry_after: float | None = None
         response = None
-        headers = {"Content-Type": "application/json", "X-Request-Id": rec.request_id}
+        headers = {"Content-Type": "application/json"}
+        if s.request_id_header:
+            headers[s.request_id_header] = rec.request_id
         rec.start_wall = time.time()
         t0 = perf_counter()
         try:
@@ -173,17 +160,30 @@ class LLMUser(User):
                 rec.ttfb_ms = (headers_at - t0) * 1000
                 rec.http_status = response.status_code
                 rec.content_type = response.headers.get("Content-Type", "")[:100]
+                rec.stale_retries = take_stale_retries(response.raw)
+                content_type = response.headers.get("Content-Type", "")
                 if response.status_code != 200:
                     retry_after = self._http_failure(rec, response)
+                elif s.stream and not is_event_stream(content_type):
+                    self._fail(rec, ErrorClass.NOT_EVENT_STREAM, f"HTTP 200 but Content-Type {content_type[:60]!r}, "
+                                                                 "not text/event-stream (a login page? a proxy?)")
+                    # what came instead, for the report (validity): the first bytes, redacted
+                    rec.error_detail = sample(next(response.iter_content(4 * SAMPLE_CHARS), b""), (s.api_key,))
                 elif s.stream:
-                    read_stream(response.raw, self.content_of, result, headers_at)
-                    # lets requests keep the connection alive (only when the body really ended)
-                    response._content_consumed = result.body_complete
+                    try:
+                        read_stream(response.raw, self.content_of, result, headers_at)
+                    finally:  # lets requests keep the connection alive (only when the body really ended)
+                        response._content_consumed = result.body_complete
+                    if short := short_reply(result, s.max_tokens if s.ignore_eos else 0):
+                        self._fail(rec, ErrorClass.TRUNCATED, f"reply cut short: {short}")
                 else:
                     try:
                         self._read_whole(response, result)
                     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                        self._fail(rec, ErrorClass.MALFORMED, "the response is not an OpenAI completion object")
+                        json_body = "json" in content_type.lower() or not content_type
+                        self._fail(rec, ErrorClass.MALFORMED if json_body else ErrorClass.NOT_EVENT_STREAM,
+                                   f"the response ({content_type[:60] or 'no Content-Type'}) is not an OpenAI "
+                                   "completion object")
         except GreenletExit:
             self._fail(rec, ErrorClass.CANCELLED, "test stopped while the request was in flight", CANCELLED)
             self._finish(rec, result, t0)
@@ -197,6 +197,7 @@ class LLMUser(User):
         except requests.exceptions.ReadTimeout:
             self._fail(rec, ErrorClass.TIMEOUT, f"no response within {s.first_token_timeout} s")
         except requests.exceptions.ConnectionError as exc:
+            rec.stale_retries = int(stale_retried(exception_chain(exc)))
             self._fail(rec, classify(exc), _one_line(exc))
         except Exception as exc:  # a client bug must not kill the user nor lose the record
             # type only: an exception's text can quote request headers, i.e. the API key

@@ -26,11 +26,13 @@ class ChatSessionUser(LLMUser):
             if turn:
                 gevent.sleep(s.think.sample(self.rng, reply_tokens))
             messages.append({"role": "user", "content": text})
-            budget = self.context_budget - max(self.settings.max_tokens, 0)
-            result = self.send(self.body(fit_history(messages, int(budget * 0.95))), session_id, turn)
-            # A failed turn still leaves the user's message in the history, as a real client would
-            # after showing an error; a partial reply is not added.
-            reply = result.text if result else ""
-            reply_tokens = len(result.arrivals) if result else 0
-            messages.append({"role": "assistant", "content": reply})
+            result = self.send(self.body(fit_history(messages, self.prompt_budget)), session_id, turn)
+            if result is None:
+                # A failed turn leaves no trace in the conversation (chat front ends drop the
+                # errored exchange; resending it would make every later turn fail the same way).
+                messages.pop()
+                reply_tokens = 0
+                continue
+            reply_tokens = len(result.arrivals)
+            messages.append({"role": "assistant", "content": result.text})
         gevent.sleep(s.think.sample(self.rng, reply_tokens))  # before the next conversation

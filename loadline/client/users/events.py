@@ -5,6 +5,7 @@ from __future__ import annotations
 import gevent
 from locust import task
 
+from loadline.client.prompts import fit_history
 from loadline.client.streaming import completion_content
 from loadline.client.users.base import LLMUser
 
@@ -25,7 +26,7 @@ class SingleShotUser(LLMUser):
         s = self.settings
         messages = [{"role": "system", "content": s.prompts.system_prompt}] if s.prompts.system_prompt else []
         messages.append({"role": "user", "content": s.prompts.message(self.rng)})
-        self.send(self.body(self.prompt_of(messages)))
+        self.send(self.body(self.prompt_of(fit_history(messages, self.prompt_budget))))
         if s.event_interval > 0:
             gevent.sleep(self.rng.expovariate(1.0 / s.event_interval))
 
