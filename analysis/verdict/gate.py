@@ -93,8 +93,11 @@ def not_applied(slo: SLO, streaming: bool | None) -> list[dict]:
 
 
 def gate_note(criteria: list[Criterion]) -> str | None:
-    """Said beside a pass that rests on fewer criteria than the SLO asks for (None when all were judged)."""
-    unjudged = [c.name for c in criteria if c.passed is None]
+    """Said beside a pass that rests on fewer criteria than the SLO asks for (None when all were judged).
+
+    Only the judge's criteria count (they carry `why`); server-side ones (GPU memory, OOM restarts)
+    are documented as judged only when scraped and say "not measured" in their own row."""
+    unjudged = [c.name for c in criteria if c.passed is None and c.why]
     if not unjudged or any(c.passed is False for c in criteria):
         return None
     return f"the SLO gate passed without judging {', '.join(unjudged)} (no data in this run)"
