@@ -121,8 +121,10 @@ def post(admin_url: str, action: FaultAction, timeout: float = ACTION_TIMEOUT_S)
         return f"failed: {getattr(exc, 'reason', exc)}"
 
 
+# gevent is imported when an action runs, not at the top: `loadline report` imports this module (for the
+# fault notes, analysis.stats.recovery) and must not load gevent; only the master running a drill needs it.
 def _gevent_spawn(function: Callable[[], None]) -> None:
-    import gevent  # only the master running a drill needs it
+    import gevent
 
     gevent.spawn(function)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from loadline.core.runsettings import streaming_of_options
 from loadline.core.slo import SLO
+from loadline.runtime.live import window as live_window
 from shapes.base import PhasedShape
 from shapes.options import read, require, time_scale
 from shapes.phase import Phase, users_text
@@ -137,11 +138,6 @@ class StepShape(PhasedShape):
                             self.settings.min_requests, self.streaming)
 
     def _window(self, start_wall: float, end_wall: float) -> Any:
-        window = self.window_function
-        if window is None:
-            try:  # master-only module: imported late so workers never need it
-                from loadline.runtime.live import window
-            except ImportError:
-                return None
+        window = self.window_function or live_window
         environment = getattr(self.runner, "environment", None)
         return window(environment, start_wall, end_wall)

@@ -9,16 +9,14 @@ the simulator shows what the pool holds, which is what a leak drill needs to see
 from __future__ import annotations
 
 import socket
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from simulator.app import SimApp
 from simulator.config import GIB
 from simulator.stats import HISTOGRAMS
-
-if TYPE_CHECKING:
-    from simulator.app import SimApp
 
 MIB = 1 << 20
 

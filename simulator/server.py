@@ -13,6 +13,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
+from simulator.admin import AdminApp
 from simulator.app import SimApp
 from simulator.config import SimConfig
 from simulator.engine import Engine
@@ -96,8 +97,6 @@ async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> int
         port = servers[0].sockets[0].getsockname()[1]
         print(f"loadline-sim listening on http://{options.host}:{port}", file=out, flush=True)
         if options.admin:
-            from simulator.admin import AdminApp
-
             admin = AdminApp(app)
             servers.append(await loop.create_server(lambda: Connection(admin), "127.0.0.1", options.admin_port))
             admin_port = servers[1].sockets[0].getsockname()[1]

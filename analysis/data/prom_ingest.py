@@ -18,7 +18,7 @@ import pandas as pd
 
 from loadline.core.errors import UsageError
 from loadline.core.runfolder import SERVER_METRIC_COLUMNS
-from loadline.runtime.scraper import labels_json, text_to_rows
+from loadline.runtime.promtext import labels_json, text_to_rows
 
 
 def frame(rows: Iterable[tuple]) -> pd.DataFrame:

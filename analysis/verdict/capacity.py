@@ -18,7 +18,11 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.data.timescale import time_scale, to_model_time
+from analysis.stats.knee import max_compliant_throughput
+from analysis.verdict.signals import Signals
 from loadline.core.runsettings import streaming_of
+from loadline.core.slo import SLO
 
 MARGIN = 1.2
 SPARES = 1
@@ -136,8 +140,6 @@ def _replicas_in_run(run: Any) -> tuple[int, str]:
             value = holder.get("replicas")
             if isinstance(value, (int, float)) and value >= 1:
                 return int(value), "from the manifest"
-    from analysis.verdict.signals import Signals
-
     running = Signals(getattr(run, "server_metrics", None)).samples("running")
     if len(running):
         engines = int(running.groupby("ts")["series"].nunique().max())
@@ -154,8 +156,6 @@ def _target(manifest: dict) -> float | None:
 
 
 def _slo_of(run: Any):
-    from loadline.core.slo import SLO
-
     options = (getattr(run, "manifest", None) or {}).get("options") or {}
     path = options.get("slo_file") if isinstance(options, dict) else None
     try:
@@ -167,9 +167,6 @@ def _slo_of(run: Any):
 def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None,
                          slo: Any = None) -> tuple[float | None, str]:
     """Per-replica requests/s the run supports (max SLO-compliant, else the knee, else the best tested)."""
-    from analysis.stats.knee import max_compliant_throughput
-    from analysis.data.timescale import time_scale, to_model_time
-
     replicas, how = _replicas_in_run(run)
     scale = time_scale(getattr(run, "manifest", None))
     model = " in model time" if scale != 1 else ""

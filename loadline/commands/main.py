@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from loadline import __version__
 from loadline.core.errors import UsageError
 
 # name -> (module, one-line help). The help is duplicated here so `loadline --help` imports nothing.
@@ -43,8 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in COMMANDS:
         args = _top_parser().parse_args(argv)
         if args.version:
-            from loadline import __version__
-
             print(__version__)
             return EXIT_PASS
         _top_parser().print_help()

@@ -6,6 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from analysis.data.load import load_run
+from analysis.stats.knee import find_knee
+from analysis.stats.phases import phase_table
 from analysis.verdict import capacity
 from loadline.core.errors import UsageError
 
@@ -40,10 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _per_replica_from_run(run_dir: str) -> tuple[float, str]:
-    from analysis.stats.knee import find_knee
-    from analysis.data.load import load_run
-    from analysis.stats.phases import phase_table
-
     if not Path(run_dir).is_dir():
         raise UsageError(f"run folder not found: {run_dir}")
     run = load_run(run_dir)

@@ -21,9 +21,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from analysis.report.build import build_report
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
 from loadline.core.runsettings import validate_time_scale
+from loadline.core.slo import SLO
 from loadline.runtime.simprocess import SimProcess, start_simulator
 
 HELP = "Run a load test headless (master + optional local workers) and leave a run folder with a report."
@@ -279,12 +281,6 @@ def _interrupt_on_sigterm(signum, frame) -> None:
 
 
 def _report(run_dir: Path, slo_path: str | None) -> int:
-    try:
-        from analysis.report.build import build_report
-    except ImportError:
-        return 0
-    from loadline.core.slo import SLO
-
     result = build_report(run_dir, SLO.from_file(slo_path))
     print(result.summary, file=sys.stderr)
     return result.exit_code

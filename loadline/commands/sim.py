@@ -8,6 +8,7 @@ import os
 
 from loadline.core.errors import UsageError
 from simulator.config import DEFAULT_PROFILE, PROFILE_DIR, build_config, parse_assignment
+from simulator.server import ServeOptions, serve
 
 HELP = f"""Serve a simulated OpenAI-compatible LLM inference server (vLLM-like engine model, /metrics,
 faults, ground-truth log). Profiles: {', '.join(sorted(p.stem for p in PROFILE_DIR.glob('*.toml')))}.
@@ -69,8 +70,6 @@ def overrides_from(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from simulator.server import ServeOptions, serve
-
     config = build_config(args.profile, overrides_from(args))
     if not 0 <= args.port <= 65535 or not 0 <= args.admin_port <= 65535:
         raise UsageError("ports must be within 0..65535")
@@ -84,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
                            admin=args.admin, admin_port=args.admin_port)
     runner = asyncio.run
     if os.environ.get("LOADLINE_SIM_EVENT_LOOP", "uvloop") == "uvloop":  # "asyncio": the stdlib loop
-        try:
+        try:  # imported here, not at the top: uvloop is optional and only wanted when this variable asks for it
             import uvloop
 
             runner = uvloop.run

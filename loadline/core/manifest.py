@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from loadline import __version__
 from loadline.core.runfolder import redact
 from loadline.core.runsettings import streaming_of_options, time_scale_of_options
 
@@ -33,10 +36,6 @@ def options_dict(parsed_options: Any) -> dict[str, Any]:
 
 
 def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
-    import locust
-
-    import loadline
-
     runner = environment.runner
     shape = environment.shape_class
     return {
@@ -52,7 +51,8 @@ def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
         # read back through loadline.core.runsettings (time_scale_of, streaming_of): the one accessor
         "time_scale": time_scale_of_options(environment.parsed_options),
         "streaming": streaming_of_options(environment.parsed_options),
-        "versions": {"loadline": loadline.__version__, "locust": locust.__version__, "python": sys.version.split()[0]},
+        "versions": {"loadline": __version__, "locust": version("locust"),  # no Locust import down in core
+                     "python": sys.version.split()[0]},
         "git_revision": git_revision(Path(__file__).resolve().parents[2]),
         "host": {"name": socket.gethostname(), "platform": platform.platform(), "cpus": _cpus()},
         "status": "running",
@@ -60,6 +60,4 @@ def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
 
 
 def _cpus() -> int:
-    import os
-
     return os.cpu_count() or 0

@@ -52,6 +52,7 @@ PHASE_COLUMNS = (
 )
 SERVER_METRIC_COLUMNS = ("ts", "source", "metric", "labels", "value")  # labels: JSON object, sorted keys
 GENERATOR_COLUMNS = ("ts", "worker_id", "cpu_percent", "loop_lag_ms", "users", "inflight")
+GENERATOR_SAMPLE_INTERVAL_S = 1.0  # one generator_metrics.csv row per worker per second (loadline.runtime.selfcheck)
 
 # Whole words at the end of a key: "api_key", "access_token", "password"; not "max_tokens" or
 # "first_token_timeout", which are config worth seeing.

@@ -17,6 +17,7 @@ from loadline.core.identity import worker_id
 from loadline.runtime.live import LiveStats
 from loadline.core.manifest import start_manifest
 from loadline.core.runfolder import ActiveRun, CsvAppender
+from loadline.runtime.timeline import close_timeline
 
 log = logging.getLogger("loadline")
 
@@ -111,10 +112,6 @@ class RunCollector:
 
 
 def close_phase_timeline(environment) -> None:
-    try:
-        from loadline.runtime.timeline import close_timeline
-    except ImportError:
-        return
     try:
         close_timeline(environment)
     except Exception as exc:

@@ -13,9 +13,11 @@ import time
 from dataclasses import asdict, is_dataclass
 from typing import Any, Iterable, Mapping
 
+import gevent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
 from loadline.core.records import COLUMNS
+from loadline.runtime.timeline import current_phase
 
 # Buckets follow vLLM's (REFERENCE-serving.md) so client and server histograms line up on one panel.
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80)
@@ -145,22 +147,12 @@ TICK_S = 1.0
 MAX_RUNTIME_S = 7 * 24 * 3600.0
 
 
-def _current_phase() -> dict | None:
-    try:
-        from loadline.runtime.timeline import current_phase
-    except ImportError:  # shapes are optional: a plain --users run has no phases
-        return None
-    return current_phase()
-
-
 def install(environment: Any, port: int, addr: str = "0.0.0.0") -> Exporter:
     """Master/local wiring: serve on `port`, count every record batch, refresh users and phase each second.
 
     Uses only `environment.runner.user_count` and the `environment.loadline_observers` list (called
     with each batch of record rows), so it needs no Locust import of its own.
     """
-    import gevent
-
     exporter = Exporter(port, addr)
     environment.loadline_exporter = exporter
     observers = getattr(environment, "loadline_observers", None)
@@ -174,7 +166,7 @@ def install(environment: Any, port: int, addr: str = "0.0.0.0") -> Exporter:
             runner = getattr(environment, "runner", None)
             if runner is not None:
                 exporter.set_users(int(getattr(runner, "user_count", 0) or 0))
-            phase = _current_phase()
+            phase = current_phase()  # None in a plain --users run: no shape, no phases
             if phase:
                 exporter.set_phase(str(phase.get("label")), phase.get("index"))
             exporter.tick()

@@ -10,13 +10,18 @@ import logging
 import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
+from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from loadline.client import options as loadline_options
-from loadline.runtime.collector import RunCollector
+from loadline.client.options import INVALID
 from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
-from loadline.client.options import INVALID
+from loadline.runtime import selfcheck
+from loadline.runtime.collector import RunCollector, close_phase_timeline
+from loadline.runtime.exporter import install as install_exporter
+from loadline.runtime.scraper import scrape_targets, start_scraper
 from loadline.runtime.transport import RECORDS_MSG, FLUSH_MSG, FlushCoordinator, RecordBuffer, WorkerShipper
+from loadline.runtime.webui import install_tab
 
 log = logging.getLogger("loadline")
 
@@ -42,26 +47,20 @@ def _on_init(environment, **_) -> None:
         # the master then stops listening: stop (and ship) first. Listeners registered later run
         # first at quitting (fired in reverse).
         environment.events.quitting.add_listener(lambda environment, **_: environment.runner.stop())
-        _start_selfcheck(environment, worker_id())
+        selfcheck.install(environment, worker_id(), on_worker=True)
         return
     collector = RunCollector(environment, distributed=isinstance(runner, MasterRunner))
     environment.loadline_collector = collector
     if isinstance(runner, MasterRunner):
         runner.register_message(RECORDS_MSG, collector.on_records)
         collector.flush = FlushCoordinator(runner)
-        from loadline.runtime.selfcheck import install_master
-
-        install_master(environment)  # workers' CPU / loop-lag rows arrive with their reports
+        selfcheck.install_master(environment)  # workers' CPU / loop-lag rows arrive with their reports
     else:
-        _start_selfcheck(environment, worker_id())
+        selfcheck.install(environment, worker_id(), on_worker=False)
     port = int(getattr(environment.parsed_options, "metrics_port", 0) or 0)
     if port:
-        from loadline.runtime.exporter import install as install_exporter
-
         install_exporter(environment, port)
     if environment.web_ui is not None:
-        from loadline.runtime.webui import install_tab
-
         install_tab(environment)
 
 
@@ -89,8 +88,6 @@ def _on_test_start(environment, **_) -> None:
     collector: RunCollector = environment.loadline_collector
     run_dir = collector.start()
     if scrape_urls:
-        from loadline.runtime.scraper import start_scraper
-
         interval = float(getattr(environment.parsed_options, "scrape_interval", 5.0))
         collector.sidecars.append(start_scraper(run_dir, scrape_urls, interval))
 
@@ -100,8 +97,6 @@ def _on_test_stopping(environment, **_) -> None:
     """Close the phase timeline before Locust stops the users: the last phase then ends when the stop
     began, with the users that were actually running (test_stop comes after users are gone)."""
     if not isinstance(environment.runner, WorkerRunner):
-        from loadline.runtime.collector import close_phase_timeline
-
         close_phase_timeline(environment)
 
 
@@ -119,17 +114,7 @@ def _scrape_urls(environment) -> dict[str, str]:
     """Prometheus endpoints the master scrapes: the target's /metrics plus --scrape-url extras."""
     if isinstance(environment.runner, WorkerRunner):
         return {}
-    from loadline.runtime.scraper import scrape_targets
-
     return scrape_targets(getattr(environment.parsed_options, "scrape_url", ""), environment.host)
-
-
-def _start_selfcheck(environment, worker_id: str) -> None:
-    try:
-        from loadline.runtime.selfcheck import install
-    except ImportError:
-        return
-    install(environment, worker_id)
 
 
 @events.quitting.add_listener
@@ -137,7 +122,5 @@ def _let_locust_csv_catch_up(environment, **_) -> None:
     """Locust rewrites its --csv stats once a second and not again at exit, so the final file can miss
     the last second of requests. Its writer greenlet is still alive while `quitting` fires: give it
     one more cycle so locust_stats.csv agrees with requests.csv."""
-    from locust.stats import CSV_STATS_INTERVAL_SEC
-
     if not isinstance(environment.runner, WorkerRunner) and getattr(environment.parsed_options, "csv_prefix", None):
         gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.3)

@@ -2,61 +2,31 @@
 
 Runs as one gevent greenlet inside the Locust master, so every wait (HTTP, sleep) yields to the
 rest of the master. Each scrape of each URL becomes rows (ts, source, metric, labels, value) in
-the long table SERVER_METRIC_COLUMNS; `labels` is a JSON object with sorted keys, `metric` is the
-exposed sample name (counters keep `_total`, histograms `_bucket`/`_sum`/`_count`). A failed
-scrape is one row `loadline_scrape_error` (value 1, reason in the labels) plus one log line; it
-never stops the run.
+the long table SERVER_METRIC_COLUMNS (loadline.runtime.promtext). A failed scrape is one row
+`loadline_scrape_error` (value 1, reason in the labels) plus one log line; it never stops the run.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from prometheus_client.parser import text_string_to_metric_families
+import gevent
+from gevent.event import Event
 
 from loadline.core.errors import UsageError
 from loadline.core.runfolder import SERVER_METRICS, SERVER_METRIC_COLUMNS, CsvAppender
+from loadline.runtime.promtext import SCRAPE_DURATION, SCRAPE_ERROR, error_row, text_to_rows
 
 log = logging.getLogger("loadline.runtime.scraper")
 
-SCRAPE_ERROR = "loadline_scrape_error"
-SCRAPE_DURATION = "loadline_scrape_duration_seconds"
 DEFAULT_INTERVAL_S = 2.0
 DEFAULT_TIMEOUT_S = 2.0
 MAX_BODY_BYTES = 20_000_000  # a /metrics page larger than this is a misconfigured URL, not metrics
 MAX_RUNTIME_S = 7 * 24 * 3600.0  # loop bound: a week-long soak is the longest run we support
-
-
-def labels_json(labels: dict[str, str]) -> str:
-    return json.dumps(labels, sort_keys=True, separators=(",", ":"))
-
-
-def text_to_rows(text: str, ts: float, source: str) -> list[tuple]:
-    """Prometheus text exposition -> rows in SERVER_METRIC_COLUMNS order.
-
-    `_created` samples (the creation time of each counter/histogram) are dropped: they are not
-    measurements, and would double the table. Non-finite values (NaN gauges) are dropped too.
-    """
-    rows: list[tuple] = []
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name.endswith("_created"):
-                continue
-            value = float(sample.value)
-            if not math.isfinite(value):
-                continue
-            rows.append((round(ts, 3), source, sample.name, labels_json(sample.labels), value))
-    return rows
-
-
-def error_row(ts: float, source: str, reason: str) -> tuple:
-    return (round(ts, 3), source, SCRAPE_ERROR, labels_json({"reason": reason[:200]}), 1.0)
 
 
 def parse_url_option(values: Iterable[str], bare_name: str = "target") -> dict[str, str]:
@@ -108,7 +78,10 @@ class Scraper:
 
     def scrape_once(self) -> list[tuple]:
         """Fetch every URL once; returns (and writes) the rows."""
-        import requests  # gevent-friendly once Locust has monkey-patched sockets
+        # Imported at call time on purpose: requests loads urllib3's ssl helpers, and any process that
+        # imports them before Locust's gevent monkey-patching (a test, a tool importing this module
+        # first) then dies in ssl with a RecursionError. By the first scrape Locust has patched.
+        import requests
 
         rows: list[tuple] = []
         for name, url in self.urls.items():
@@ -151,9 +124,6 @@ class Scraper:
             self._stopping.wait(timeout=max(0.0, next_at - time.monotonic()))
 
     def start(self) -> "Scraper":
-        import gevent
-        from gevent.event import Event
-
         if self.interval_s <= 0:
             raise ValueError("scrape interval must be > 0 seconds")
         Path(self.run_dir).mkdir(parents=True, exist_ok=True)

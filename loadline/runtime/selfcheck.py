@@ -4,7 +4,8 @@ A gevent worker that is out of CPU, or whose event loop is blocked, stamps token
 its TTFT and ITL grow although the server did nothing different. Each worker samples, once a
 second, its own process CPU % (psutil) and the event-loop lag (how much later than asked a
 `gevent.sleep` returns); the master writes the rows to generator_metrics.csv and the verdict
-flags the run (analysis/verdict/generator.py). No pandas here: this runs in every worker.
+flags the run (analysis/verdict/generator.py, which also holds the saturation thresholds). No
+pandas here: this runs in every worker.
 """
 
 from __future__ import annotations
@@ -15,24 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import gevent
+import psutil
+from gevent.event import Event
+
 from loadline.core import runfolder
 
 log = logging.getLogger("loadline.runtime.selfcheck")
 
-SAMPLE_INTERVAL_S = 1.0
+SAMPLE_INTERVAL_S = runfolder.GENERATOR_SAMPLE_INTERVAL_S
 MAX_BUFFERED_ROWS = 100_000  # if the master stops collecting, keep the newest rows only
 MAX_RUNTIME_S = 7 * 24 * 3600.0
 REPORT_KEY = "loadline_generator"  # rows ride on Locust's periodic worker report (every ~3 s)
 LOCAL_DRAIN_S = 2.0
-
-# Saturation: sustained, not a blip. A gevent process is single-threaded, so 90 % of one core
-# leaves no room for bursts of token events; 20 ms of loop lag is larger than typical ITLs
-# (10-25 ms, REFERENCE-serving.md), so every gap measured while it lasts is the client's, not the
-# server's. "Sustained" = the median over a rolling window of samples, so single GC pauses or a
-# noisy neighbour's spike do not flag a run.
-CPU_SATURATED_PCT = 90.0
-LOOP_LAG_SATURATED_MS = 20.0
-SUSTAIN_SAMPLES = 5
 
 
 @dataclass
@@ -51,10 +47,6 @@ class SelfCheck:
         self.last_cpu_percent: float | None = None
 
     def start(self) -> "SelfCheck":
-        import gevent
-        import psutil
-        from gevent.event import Event
-
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # the first call only sets the reference point
         self._stopping = Event()
@@ -70,8 +62,6 @@ class SelfCheck:
             return None
 
     def _loop(self) -> None:
-        import gevent
-
         deadline = time.monotonic() + MAX_RUNTIME_S
         while time.monotonic() < deadline and not self._stopping.is_set():
             asked = time.perf_counter()
@@ -127,15 +117,12 @@ class GeneratorWriter:
         return self._appender.write_rows(rows)
 
 
-def install(environment: Any, worker_id: str) -> SelfCheck:
-    """Start the self-check in a worker (rows go to the master) or a local runner (rows go to disk)."""
-    import gevent
-    from locust.runners import WorkerRunner
-
+def install(environment: Any, worker_id: str, on_worker: bool) -> SelfCheck:
+    """Start the self-check in a worker (`on_worker`: rows go to the master) or a local runner (rows go to disk)."""
     runner = environment.runner
     check = SelfCheck(worker_id, users_fn=lambda: runner.user_count).start()
     environment.loadline_selfcheck = check
-    if isinstance(runner, WorkerRunner):
+    if on_worker:
         def _report(client_id: str, data: dict) -> None:
             data[REPORT_KEY] = check.sample_rows()
 

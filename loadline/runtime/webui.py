@@ -21,6 +21,7 @@ from loadline.core.judge import NOT_JUDGED, PASSED, Check, Judgement, judge, val
 from loadline.core.runsettings import streaming_of_options
 from loadline.core.slo import SLO
 from loadline.runtime.live import window
+from loadline.runtime.timeline import current_phase
 from loadline.runtime.webui_secrets import hide_secrets
 
 TAB = "llm"
@@ -36,10 +37,6 @@ def _fmt(value, unit: str = "") -> str:
 
 
 def _current_phase() -> str:
-    try:
-        from loadline.runtime.timeline import current_phase
-    except ImportError:
-        return "-"
     phase = current_phase()
     return phase.get("label", "-") if phase else "-"
 
