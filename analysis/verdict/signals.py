@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.data.vocabulary import CONCEPTS, concept_samples, present_concepts
+from analysis.data.vocabulary import CONCEPTS, Source, concept_samples, dialect_gaps, engine_dialects, present_concepts, source_of
 
 
 @dataclass
@@ -26,6 +26,26 @@ class GaugeStats:
     min: float
     max: float
     samples: int
+
+
+@dataclass
+class RunningCap:
+    """The most requests the engine runs at once: from its own metric, or inferred."""
+
+    value: float
+    how: str  # quoted in evidence: where the number comes from
+
+
+@dataclass
+class SlotSaturation:
+    """Running pinned at its cap while requests wait: the shape of a scheduler/slot limit."""
+
+    cap: RunningCap
+    pinned_share: float  # scrapes with running >= cap
+    waiting_share: float  # scrapes with waiting > 0
+    both_share: float  # scrapes with both at once: every slot busy and requests turned away to wait
+    running: GaugeStats
+    waiting: GaugeStats
 
 
 @dataclass
@@ -186,6 +206,102 @@ class Signals:
         if not total or idle is None:
             return None
         return max(0.0, min(1.0, 1.0 - idle / total))
+
+    # --- engine dialects (llama.cpp, Triton/TensorRT-LLM, ...) -----------------------------------
+    def engines(self) -> list[str]:
+        """The engines whose metrics were scraped (vocabulary.DIALECT_PREFIXES), usually one."""
+        return engine_dialects(self.table)
+
+    def gaps(self) -> dict[str, str]:
+        """{concept: why this engine does not export it}: what a verdict should say it could not see."""
+        return dialect_gaps(self.table)
+
+    def source(self, concept: str) -> Source | None:
+        """The vendor metric read for `concept` (its name and vendor go into evidence)."""
+        return source_of(self.table, concept)
+
+    def _running_waiting(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
+        """running and waiting at the scrapes that have both, optionally inside [start, end]."""
+        both = pd.concat({"running": self.gauge_series("running"), "waiting": self.gauge_series("waiting")},
+                         axis=1).dropna()
+        if start is not None and end is not None:
+            both = both[(both.index >= start) & (both.index <= end)]
+        return both
+
+    def running_cap(self) -> RunningCap | None:
+        """The engine's cap on running requests (llama.cpp: its slots; vLLM: max_num_seqs).
+
+        Its own metric when it exports one (TensorRT-LLM). Otherwise inferred from the whole run as
+        the most requests seen running at a scrape where others were waiting: an engine queues a
+        request only when it cannot run it (llama.cpp defers a task only when no slot is free,
+        server-context.cpp), so running at such a moment is the cap in force. Read from /metrics
+        rather than llama.cpp's /props total_slots so it works the same for every engine and for
+        Prometheus exports (`report --prometheus`), which have no /props. None when nothing ever
+        waited: then no cap was reached, and "running" alone cannot tell a cap from the offered load.
+        """
+        if self.has("running_cap"):
+            series = self.gauge_series("running_cap")
+            if len(series) and series.max() > 0:
+                source = self.source("running_cap")
+                return RunningCap(float(series.max()), f"the engine's {source.name if source else 'cap'} metric")
+        if not (self.has("running") and self.has("waiting")):
+            return None
+        both = self._running_waiting()
+        queued = both[both["waiting"] > 0]
+        if queued.empty or queued["running"].max() <= 0:
+            return None
+        return RunningCap(float(queued["running"].max()),
+                          f"most requests running while others waited ({len(queued)} scrapes with a queue)")
+
+    def slot_saturation(self, start: float, end: float) -> SlotSaturation | None:
+        """How often, in [start, end], running sat at the cap and requests waited (None: not measurable)."""
+        cap = self.running_cap()
+        if cap is None:
+            return None
+        both = self._running_waiting(start, end)
+        if both.empty:
+            return None
+        pinned = both["running"] >= cap.value
+        waiting = both["waiting"] > 0
+        return SlotSaturation(cap, float(pinned.mean()), float(waiting.mean()), float((pinned & waiting).mean()),
+                              self.gauge("running", start, end), self.gauge("waiting", start, end))
+
+    def _value_at(self, concept: str, ts: float) -> float | None:
+        """A cumulative series (summed over series) at its last scrape at or before `ts`."""
+        series = self.gauge_series(concept)  # one value per scrape; counters are summed the same way
+        before = series[series.index <= ts]
+        return float(before.iloc[-1]) if len(before) else None
+
+    def batch_per_step(self, start: float, end: float) -> float | None:
+        """Mean requests per engine step (forward pass) in [start, end].
+
+        llama.cpp exports only the mean since the server started (n_busy_slots_per_decode); with its
+        step counter the window's own mean is (mean_end * steps_end - mean_start * steps_start) /
+        (steps_end - steps_start). None without both metrics, or without steps in the window.
+        """
+        if not (self.has("busy_slots_per_step") and self.has("engine_steps")):
+            return None
+        steps_ts = self.gauge_series("engine_steps").index
+        inside = steps_ts[(steps_ts >= start) & (steps_ts <= end)]
+        if len(inside) and not (steps_ts <= start).any():
+            start = float(inside[0])  # scraping began inside the window: measure from its first scrape
+        m0, n0 = self._value_at("busy_slots_per_step", start), self._value_at("engine_steps", start)
+        m1, n1 = self._value_at("busy_slots_per_step", end), self._value_at("engine_steps", end)
+        if m1 is None or n1 is None:
+            return None
+        if m0 is None or n0 is None or n0 > n1:  # a restart inside the window: its counters began at zero
+            m0, n0 = 0.0, 0.0
+        steps = n1 - n0
+        return (m1 * n1 - m0 * n0) / steps if steps > 0 else None
+
+    def time_per_token(self, start: float, end: float, phase: str = "decode") -> float | None:
+        """The engine's own mean seconds per output token (`decode`) or per prompt token (`prompt`)
+        in [start, end], from its summed-time and token counters (llama.cpp)."""
+        seconds, tokens = ("decode_seconds", "gen_tokens") if phase == "decode" else ("prompt_seconds", "prompt_tokens")
+        spent, count = self.increase(seconds, start, end), self.increase(tokens, start, end)
+        if spent is None or not count:
+            return None
+        return spent / count
 
     def time_span(self) -> tuple[float, float] | None:
         if self.table.empty:
