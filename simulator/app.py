@@ -15,9 +15,10 @@ from typing import Callable
 from simulator.config import SimConfig
 from simulator.engine import Engine
 from simulator.faults import FaultState
-from simulator.http import BadRequest, Connection, Request, response
+from simulator.http import STREAM_HEAD, BadRequest, Connection, Request, response
 from simulator.lb import LoadBalancer
 from simulator.openai_api import ApiError, parse_generation
+from simulator.quirks import CLOSE_DELAY_S, KEEP_ALIVE_HEADER, Quirks, is_uuid
 from simulator.sequence import Sequence
 from simulator.stream import ResponseSink
 from simulator.truth import TruthLog, new_record
@@ -40,6 +41,10 @@ class SimApp:
         self.http_requests: Counter = Counter()  # (handler, method, status) -> count
         self.gateway_rejected = 0
         self._ids = itertools.count(1)
+        self.quirks = Quirks.parse(config.quirks)
+        # streamed responses announce keep-alive and are closed after all, like llama-server's
+        self.stream_head = STREAM_HEAD[:-2] + KEEP_ALIVE_HEADER + b"\r\n" if self.quirks.close_after_stream else STREAM_HEAD
+        self.streams: dict[ResponseSink, tuple[Sequence, Engine]] = {}  # in flight (interrupt quirk)
 
     # ---- connection lifecycle (gateway faults) -------------------------------------------
     def on_connect(self, conn: Connection) -> None:
@@ -71,6 +76,8 @@ class SimApp:
 
     def handle(self, conn: Connection, req: Request) -> None:
         path, method = req.path, req.method
+        if self.quirks.uuid_request_id and "x-request-id" in req.headers and not is_uuid(req.headers["x-request-id"]):
+            return self._refuse_request_id(conn, req)
         if path in GENERATE:
             if method != "POST":
                 return self._reply(conn, path, method, 405, error_body("use POST", 405))
@@ -97,6 +104,14 @@ class SimApp:
             return self._reply(conn, path, method, 200, json.dumps(body).encode())
         return self._reply(conn, "other", method, 404, error_body(f"{path} not found", 404))
 
+    def _refuse_request_id(self, conn: Connection, req: Request) -> None:
+        """llama-cpp-python's answer to a non-UUID X-Request-Id: 400, empty body, before any route."""
+        if req.path in GENERATE:
+            record = new_record(req.headers["x-request-id"], time.time(), req.path, self.faults.active())
+            record.update(status=400, outcome="rejected")
+            self.truth.add(record)
+        self._reply(conn, req.path if req.path in ROUTES else "other", req.method, 400, b"", content_type="")
+
     def _authorized(self, req: Request) -> bool:
         if self._api_key is None:
             return True
@@ -105,6 +120,9 @@ class SimApp:
     # ---- generation ----------------------------------------------------------------------
     def _generate(self, conn: Connection, req: Request, chat: bool) -> None:
         request_id = req.headers.get("x-request-id") or f"sim-{next(self._ids)}"
+        if self.quirks.interrupt:  # a new request cuts every stream in flight
+            for sink, (seq, engine) in list(self.streams.items()):
+                sink.interrupt(seq, engine.abort)
         record = new_record(request_id, time.time(), req.path, self.faults.active())
 
         def reject(status: int, message: str, extra: dict[str, str] | None = None, param: str | None = None) -> None:
@@ -134,14 +152,19 @@ class SimApp:
         if cfg.max_num_queued_reqs and engine.num_waiting >= cfg.max_num_queued_reqs:
             return reject(cfg.queue_full_status, "the server's waiting queue is full; retry later", retry)
         response_id = f"{'chatcmpl' if chat else 'cmpl'}-{request_id}"
-        sink = ResponseSink(conn, gen, response_id, int(record["arrival"]), record, self._finished)
+        sink = ResponseSink(conn, gen, response_id, int(record["arrival"]), record, self._finished, self.stream_head)
         seq = Sequence(request_id, gen.prompt_len, gen.output_target, gen.finish_reason, sink, gen.hashes,
                        engine.draw_fault(gen.output_target))
+        if gen.stream and self.quirks.interrupt:
+            self.streams[sink] = (seq, engine)
         engine.in_flight += 1
         conn.on_lost = lambda: sink.client_gone(seq, engine.abort)
         engine.submit(seq)
 
     def _finished(self, sink: ResponseSink, record: dict) -> None:
+        self.streams.pop(sink, None)
+        if self.quirks.close_after_stream and record["stream"] and record["status"] == 200:
+            sink.conn.close_soon(CLOSE_DELAY_S)
         self.engines[record["replica"]].in_flight -= 1
         self.http_requests[(record["endpoint"], "POST", str(record["status"]))] += 1
         self.truth.add(record)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadline.core.errors import UsageError
+from simulator.quirks import Quirks
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "configs" / "sim"
 DEFAULT_PROFILE = "h100-llama3-8b"
@@ -61,6 +62,7 @@ class SimConfig:
     lb: str = "round_robin"  # round_robin | least_conn
     restart_delay_s: float = 10.0  # model reload time after a kill / OOM
     time_scale: float = 1.0  # every engine time constant is divided by this
+    quirks: str = ""  # opt-in behaviours of real servers, e.g. "close-after-stream+interrupt" (quirks.py)
     # [faults] (also switchable at run time through the admin API)
     error_rate: float = 0.0  # fraction of requests failing (HTTP 500 or an error inside the stream)
     latency_spike: float = 1.0  # multiplier on every engine step time
@@ -93,6 +95,7 @@ class SimConfig:
             raise UsageError(f"sim option queue_full_status must be 429 or 503 (got {self.queue_full_status})")
         if self.latency_spike <= 0:
             raise UsageError("sim option latency_spike must be > 0")
+        Quirks.parse(self.quirks)
         if self.max_model_len > self.num_kv_blocks() * self.block_size:
             # vLLM refuses to start in this case too; a long prompt could otherwise never be admitted.
             raise UsageError(

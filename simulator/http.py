@@ -51,8 +51,9 @@ def chunk(data: bytes) -> bytes:
 def response(status: int, body: bytes, content_type: str = "application/json",
              extra: dict[str, str] | None = None, keep_alive: bool = True) -> bytes:
     reason = HTTPStatus(status).phrase
-    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {content_type}", f"Content-Length: {len(body)}",
-             "Server: loadline-sim"]
+    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Length: {len(body)}", "Server: loadline-sim"]
+    if content_type:  # "" = none, like a bare Starlette Response(status_code=400)
+        lines.insert(1, f"Content-Type: {content_type}")
     if not keep_alive:
         lines.append("Connection: close")
     lines.extend(f"{k}: {v}" for k, v in (extra or {}).items())
@@ -98,6 +99,7 @@ class Connection(asyncio.Protocol):
         self.rejected = False  # gateway cap: answer the first request with 503, then close
         self.held = False  # slow accept: bytes are buffered but not served until released
         self.continued = False  # "100 Continue" already sent for the request being received
+        self.closing = False  # close_soon() was called: serve nothing more
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -106,6 +108,8 @@ class Connection(asyncio.Protocol):
         self.handler.on_connect(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return  # read and dropped: the request never reaches the application
         self.buffer += data
         if len(self.buffer) > MAX_HEAD + MAX_BODY:
             self.close()
@@ -122,7 +126,7 @@ class Connection(asyncio.Protocol):
         self._serve_buffered()
 
     def _serve_buffered(self) -> None:
-        while not self.busy and not self.closed and not self.held:
+        while not self.busy and not self.closed and not self.held and not self.closing:
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 if len(self.buffer) > MAX_HEAD:
@@ -169,6 +173,12 @@ class Connection(asyncio.Protocol):
             self.close()
         elif self.buffer:
             self._serve_buffered()
+
+    def close_soon(self, delay: float) -> None:
+        """Serve nothing more and close after `delay` seconds (simulator/quirks.py, close-after-stream)."""
+        self.closing = True
+        self.buffer.clear()
+        asyncio.get_running_loop().call_later(delay, self.close)
 
     def close(self) -> None:
         if not self.closed and self.transport is not None:

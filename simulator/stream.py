@@ -20,11 +20,12 @@ from simulator.wire import DONE, ChunkTemplates, error_body, full_response, stre
 
 class ResponseSink:
     __slots__ = ("conn", "gen", "templates", "response_id", "created", "sent", "headers_sent", "truth",
-                 "on_done", "finished")
+                 "on_done", "finished", "head")
 
     def __init__(self, conn: Connection, gen: Generation, response_id: str, created: int, truth: dict,
-                 on_done: Callable[["ResponseSink", dict], None]) -> None:
+                 on_done: Callable[["ResponseSink", dict], None], head: bytes = STREAM_HEAD) -> None:
         self.conn = conn
+        self.head = head  # the streamed response's status line and headers
         self.gen = gen
         self.response_id = response_id
         self.created = created
@@ -51,18 +52,27 @@ class ResponseSink:
             self._done(seq, 200, "ok")
 
     def _stream(self, seq: Sequence) -> None:
+        tail: list[bytes] = []
+        if seq.done:
+            t = self.templates
+            tail.append(t.finish(seq.finish_reason or "stop"))
+            if self.gen.include_usage:
+                tail.append(t.usage(seq.prompt_len, seq.generated))
+            tail.append(DONE)
+        self._write_tokens(seq, tail, seq.done)
+        if seq.done:
+            self._done(seq, 200, "ok")
+
+    def _write_tokens(self, seq: Sequence, tail: list[bytes], last: bool) -> None:
+        """The tokens not yet sent (after the headers and role chunk on the first write), then `tail`."""
         t = self.templates
         parts = [] if self.headers_sent else ([t.role()] if t.chat else [])
         parts.extend(t.token(i) for i in range(self.sent, seq.generated))
-        if seq.done:
-            parts.append(t.finish(seq.finish_reason or "stop"))
-            if self.gen.include_usage:
-                parts.append(t.usage(seq.prompt_len, seq.generated))
-            parts.append(DONE)
+        parts.extend(tail)
         data = chunk(b"".join(parts))
         if not self.headers_sent:
-            data = STREAM_HEAD + data
-        if seq.done:
+            data = self.head + data
+        if last:
             data += LAST_CHUNK
         now = time.time()
         self.conn.write(data)
@@ -71,8 +81,15 @@ class ResponseSink:
             self.truth["first_token"] = now
         self.truth["last_token"] = now
         self.sent = seq.generated
-        if seq.done:
-            self._done(seq, 200, "ok")
+
+    def interrupt(self, seq: Sequence, abort: Callable[[Sequence], None]) -> None:
+        """Cut the stream as llama-cpp-python does when a new request arrives (simulator/quirks.py):
+        what was generated, then [DONE] with no finish_reason; the engine frees the sequence."""
+        if self.finished or self.conn.closed:
+            return
+        abort(seq)
+        self._write_tokens(seq, [DONE], True)
+        self._done(seq, 200, "interrupted")
 
     def _fail(self, seq: Sequence) -> None:
         message = seq.error or "error"

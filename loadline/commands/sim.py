@@ -32,6 +32,8 @@ SHORTCUTS: dict[str, str] = {
     "leak_blocks_per_s": "fault: KV blocks leaked per model second until the replica OOM-restarts",
     "max_connections": "fault: gateway cap on open connections; excess requests get 503 and a close",
     "accept_delay_ms": "fault: slow accept, delay before a new connection is read (model ms)",
+    "quirks": "real-server behaviours, '+'-separated: close-after-stream, uuid-request-id, interrupt "
+              "(llama.cpp's; simulator/quirks.py)",
 }
 
 

@@ -1,0 +1,110 @@
+"""llama.cpp's captured behaviours, reproduced by the simulator's quirks, against Loadline's client stack.
+
+Each test talks to a real simulator process through the same session, pool and SSE reader the
+users use (stamped_session, read_stream), so what is checked is what a run would record.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import requests
+
+from spine_helpers import truth_table
+
+from loadline.client.http import stamped_session
+from loadline.client.keepalive import take_stale_retries
+from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
+from loadline.core.identity import next_request_id
+from loadline.core.records import ErrorClass
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hello there"}], "stream": True,
+        "max_tokens": 8, "stream_options": {"include_usage": True}}
+
+
+def _stream(session: requests.Session, url: str, request_id: str, body: dict = BODY):
+    """One streamed chat request read like a user reads it: (response, result, StreamFailure|None, resends)."""
+    response = session.post(url + "/v1/chat/completions", json=body, headers={"X-Request-Id": request_id},
+                            stream=True, timeout=(5, 10))
+    resends = take_stale_retries(response.raw)  # before reading: a finished body releases the connection
+    result, error = StreamResult(), None
+    try:
+        read_stream(response.raw, chat_content, result)
+    except StreamFailure as exc:
+        error = exc
+    response._content_consumed = result.body_complete  # as LLMUser: a finished body keeps the connection
+    response.close()
+    return response, result, error, resends
+
+
+def test_close_after_stream_costs_no_request_and_every_resend_is_counted(sim_server):
+    sim = sim_server("tiny", "--quirks", "close-after-stream")
+    session = stamped_session()
+    ids = [next_request_id() for _ in range(12)]
+    outcomes = [_stream(session, sim.url, rid) for rid in ids]  # back to back: no think time at all
+    head = outcomes[0][0].headers
+    assert head.get("Keep-Alive") == "timeout=5, max=100" and "Connection" not in head  # as llama-server says
+    assert [error for _, _, error, _ in outcomes] == [None] * 12
+    resends = sum(r for _, _, _, r in outcomes)
+    assert resends >= 1, "no request met the closing connection: the quirk did not reproduce the race"
+    sim.stop()
+    truth = truth_table(sim.truth_path)
+    # the dropped first sends never reached the application: each request is in the truth once, served
+    assert sorted(truth.request_id) == sorted(ids) and (truth.outcome == "ok").all()
+
+
+def test_without_the_resend_the_same_server_fails_requests(sim_server):
+    """The control: a plain requests session (urllib3's pool, no resend) meets the dead connections."""
+    sim = sim_server("tiny", "--quirks", "close-after-stream")
+    plain = requests.Session()
+    failures = 0
+    for _ in range(8):
+        try:
+            _stream(plain, sim.url, next_request_id())
+        except requests.exceptions.ConnectionError:
+            failures += 1
+    assert failures >= 1
+
+
+def test_only_uuid_request_ids_are_accepted_and_loadline_sends_uuids(sim_server):
+    sim = sim_server("tiny", "--quirks", "uuid-request-id")
+    session = stamped_session()
+    refused = session.post(sim.url + "/v1/chat/completions", json=BODY, headers={"X-Request-Id": "0f3275-3"})
+    assert refused.status_code == 400 and refused.content == b"" and "Content-Type" not in refused.headers
+    assert session.get(sim.url + "/v1/models", headers={"X-Request-Id": "x"}).status_code == 400  # every route
+    ours = next_request_id()
+    assert uuid.UUID(ours).version == 4
+    _, result, error, _ = _stream(session, sim.url, ours)
+    assert error is None and result.finish_reason == "length"
+    anonymous = session.post(sim.url + "/v1/chat/completions", json={**BODY, "stream": False})  # no header
+    assert anonymous.status_code == 200
+    sim.stop()
+    outcomes = dict(zip(truth_table(sim.truth_path).request_id, truth_table(sim.truth_path).outcome))
+    assert outcomes["0f3275-3"] == "rejected" and outcomes[ours] == "ok"
+
+
+def test_a_new_request_interrupts_the_stream_in_flight_which_is_truncated(sim_server):
+    sim = sim_server("tiny", "--quirks", "interrupt")
+    long_body = {**BODY, "max_tokens": 400, "ignore_eos": True}
+    first, second = stamped_session(), stamped_session()
+    cut_id, new_id = next_request_id(), next_request_id()
+    cut = first.post(sim.url + "/v1/chat/completions", json=long_body, headers={"X-Request-Id": cut_id},
+                     stream=True, timeout=(5, 10))  # returns at the first token: the stream is in flight
+    _, new_result, new_error, _ = _stream(second, sim.url, new_id)
+    result = StreamResult()
+    with pytest.raises(StreamFailure) as failure:
+        read_stream(cut.raw, chat_content, result)
+    assert failure.value.error_class == ErrorClass.TRUNCATED and "[DONE] without a finish_reason" in str(failure.value)
+    assert 0 < len(result.arrivals) < 400 and result.finish_reason == ""  # what arrived is kept
+    assert new_error is None and new_result.finish_reason == "length"
+    sim.stop()
+    outcomes = dict(zip(truth_table(sim.truth_path).request_id, truth_table(sim.truth_path).outcome))
+    assert outcomes == {cut_id: "interrupted", new_id: "ok"}
+
+
+def test_unknown_quirk_is_refused_in_one_line(sim_server):
+    from loadline.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown sim quirk 'keepalive'"):
+        sim_server("tiny", "--quirks", "close-after-stream+keepalive")
