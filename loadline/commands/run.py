@@ -26,12 +26,13 @@ from loadline.core import runfolder
 from loadline.core.errors import UsageError
 from loadline.core.runsettings import validate_time_scale
 from loadline.core.slo import SLO
+from loadline.runtime import preflight
 from loadline.runtime.simprocess import SimProcess, start_simulator
+from shapes.catalog import ShapeEntry, catalog
 
 HELP = "Run a load test headless (master + optional local workers) and leave a run folder with a report."
-ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = {"chat": "chat.py", "single": "single_shot.py", "completion": "completion.py"}
-SHAPES = ("stepped", "pulse", "soak", "stages")
+SHAPE_ENTRY_FILE = "shape.py"  # every registered shape; Locust's --shape NAME puts NAME first (shapes/registry.py)
 # Without a shape: these, unless the command line or the conf file (--config) says otherwise.
 DEFAULT_USERS, DEFAULT_SPAWN_RATE, DEFAULT_RUN_TIME = 10, 10.0, "60s"
 LOAD_OPTIONS = (("users", DEFAULT_USERS), ("spawn-rate", DEFAULT_SPAWN_RATE), ("run-time", DEFAULT_RUN_TIME))
@@ -76,6 +77,7 @@ def main(args: argparse.Namespace) -> int:
                 admin_url = sim.admin_url
                 print(f"loadline: embedded simulator at {host}", file=sys.stderr)
             _preflight(host)
+            _warn_time_scale(args)
         except UsageError:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no empty run folder behind
             raise
@@ -174,6 +176,13 @@ def _sim_args(args: argparse.Namespace, run_dir: Path) -> list[str]:
     for option in options:
         out += ["--set", option]
     return out
+
+
+def _warn_time_scale(args: argparse.Namespace) -> None:
+    """Before the load: say so when this machine's wake-up delay x the time scale would swamp the SLO."""
+    warning = preflight.timescale_warning(preflight.wake_delay(), args.time_scale, SLO.from_file(args.slo))
+    if warning:
+        print(f"loadline run: warning: {warning}", file=sys.stderr)
 
 
 def _preflight(host: str) -> None:
