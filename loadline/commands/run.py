@@ -21,18 +21,18 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from analysis.report.build import build_report
+from analysis.report.build import build_report, unusable_reason
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
 from loadline.core.runsettings import validate_time_scale
 from loadline.core.slo import SLO
 from loadline.runtime import preflight
 from loadline.runtime.simprocess import SimProcess, start_simulator
-from shapes.catalog import ShapeEntry, catalog
 
 HELP = "Run a load test headless (master + optional local workers) and leave a run folder with a report."
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = {"chat": "chat.py", "single": "single_shot.py", "completion": "completion.py"}
-SHAPE_ENTRY_FILE = "shape.py"  # every registered shape; Locust's --shape NAME puts NAME first (shapes/registry.py)
+SHAPES = ("stepped", "pulse", "soak", "stages")
 # Without a shape: these, unless the command line or the conf file (--config) says otherwise.
 DEFAULT_USERS, DEFAULT_SPAWN_RATE, DEFAULT_RUN_TIME = 10, 10.0, "60s"
 LOAD_OPTIONS = (("users", DEFAULT_USERS), ("spawn-rate", DEFAULT_SPAWN_RATE), ("run-time", DEFAULT_RUN_TIME))
@@ -292,4 +292,7 @@ def _interrupt_on_sigterm(signum, frame) -> None:
 def _report(run_dir: Path, slo_path: str | None) -> int:
     result = build_report(run_dir, SLO.from_file(slo_path))
     print(result.summary, file=sys.stderr)
+    reason = unusable_reason(result.verdict)
+    if reason:  # exit 2 like a usage error: the test measured the setup, not the service
+        print(f"loadline run: unusable run: {reason}", file=sys.stderr)
     return result.exit_code
