@@ -1,4 +1,5 @@
-"""Startup contract, clean shutdown, help, and the profiles' single-stream figures."""
+"""Startup contract, clean shutdown, and the live single-stream timing (help and one-line errors:
+tests/unit/test_cli_args.py; the profiles' single-stream figures: tests/unit/test_sim_units.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-
-import pytest
 
 from conftest import REPO
 from sim_client import median, read_truth, stream_chat
@@ -42,36 +41,6 @@ def test_startup_line_is_exactly_the_contract():
     finally:
         proc.terminate()
         assert proc.wait(timeout=5) == 0
-
-
-def test_help_explains_every_option():
-    done = subprocess.run([sys.executable, "-m", "loadline", "sim", "--help"], cwd=REPO, capture_output=True,
-                          text=True, timeout=20)
-    assert done.returncode == 0
-    for option in ("--profile", "--port", "--truth", "--api-key", "--admin", "--replicas", "--lb", "--time-scale",
-                   "--max-queue", "--set", "--error-rate", "--latency-spike", "--leak-blocks-per-s",
-                   "--max-connections", "--accept-delay-ms", "--max-num-seqs", "--num-gpu-blocks"):
-        assert option in done.stdout, option
-
-
-def test_port_in_use_is_a_one_line_error(sim_server):
-    sim = sim_server("tiny")
-    port = sim.url.rsplit(":", 1)[1]
-    done = subprocess.run([sys.executable, "-m", "loadline", "sim", "--port", port], cwd=REPO, capture_output=True,
-                          text=True, timeout=20)
-    assert done.returncode == 2 and "cannot serve" in done.stderr and "Traceback" not in done.stderr
-
-
-@pytest.mark.parametrize("profile, ttft_range_ms, itl_range_ms", [
-    # REFERENCE-serving.md, published llm-d profiles for 7-8B on H100: TTFT(256 tokens) 60-120 ms,
-    # ITL at batch 1 10-15 ms; "within ~2x" widens each range by 2 both ways.
-    ("h100-llama3-8b", (30, 240), (5, 30)),
-    ("tiny", (25, 100), (10, 40)),
-])
-def test_single_stream_figures_match_the_profile_sources(profile, ttft_range_ms, itl_range_ms):
-    ttft, itl = single_stream_estimate(build_config(profile, {}), prompt_tokens=256, context=512)
-    assert ttft_range_ms[0] <= ttft * 1e3 <= ttft_range_ms[1]
-    assert itl_range_ms[0] <= itl * 1e3 <= itl_range_ms[1]
 
 
 def test_live_single_stream_follows_the_model(sim_server):

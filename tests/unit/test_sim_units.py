@@ -8,7 +8,7 @@ import pytest
 
 from loadline.core.errors import UsageError
 from simulator.config import build_config
-from simulator.costmodel import step_seconds
+from simulator.costmodel import single_stream_estimate, step_seconds
 from simulator.kvcache import BlockPool, prefix_hashes
 from simulator.openai_api import ApiError, parse_generation
 from simulator.tokenizer import chat_prompt_tokens, count_text
@@ -78,3 +78,15 @@ def test_overrides_use_profile_keys_and_reject_bad_values():
     for bad in ({"max_num_seqs": "four"}, {"no_such_key": 1}, {"max_num_seqs": 0}, {"max_model_len": 10**6}):
         with pytest.raises(UsageError):
             build_config("tiny", bad)
+
+
+@pytest.mark.parametrize("profile, ttft_range_ms, itl_range_ms", [
+    # REFERENCE-serving.md, published llm-d profiles for 7-8B on H100: TTFT(256 tokens) 60-120 ms,
+    # ITL at batch 1 10-15 ms; "within ~2x" widens each range by 2 both ways.
+    ("h100-llama3-8b", (30, 240), (5, 30)),
+    ("tiny", (25, 100), (10, 40)),
+])
+def test_single_stream_figures_match_the_profile_sources(profile, ttft_range_ms, itl_range_ms):
+    ttft, itl = single_stream_estimate(build_config(profile, {}), prompt_tokens=256, context=512)
+    assert ttft_range_ms[0] <= ttft * 1e3 <= ttft_range_ms[1]
+    assert itl_range_ms[0] <= itl * 1e3 <= itl_range_ms[1]
