@@ -15,20 +15,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from loadline.core import runfolder
+from loadline.core import runfolder, schema
 from loadline.core.errors import UsageError
 from loadline.core.records import COLUMNS
 
-_FLOAT_COLUMNS = (
-    "start_wall", "ttfb_ms", "ttft_ms", "e2e_ms", "tpot_ms", "itl_mean_ms", "itl_p50_ms",
-    "itl_p99_ms", "itl_max_ms", "prompt_tokens",
-)
-_INT_COLUMNS = ("turn", "attempt", "http_status", "output_tokens", "content_chunks")
-# Few distinct values over millions of rows: categories keep a 1M-row table in memory cheaply.
-_CATEGORY_COLUMNS = (
-    "worker_id", "user_id", "user_class", "session_id", "endpoint", "model", "status",
-    "error_class", "error_message", "tokens_source", "finish_reason",
-)
+# Column types are loadline/core/schema.py's; only the storage is decided here.
+_FLOAT_COLUMNS = schema.columns(schema.REQUESTS, schema.FLOAT)
+_INT_COLUMNS = schema.columns(schema.REQUESTS, schema.INT)
+# Text with few distinct values over millions of rows: categories keep a 1M-row table in memory
+# cheaply. The unique-per-row texts stay plain objects.
+_UNIQUE_TEXT = ("request_id", "itl_us")
+_CATEGORY_COLUMNS = tuple(c for c in schema.columns(schema.REQUESTS, schema.STR) if c not in _UNIQUE_TEXT)
 WHOLE_RUN = "whole-run"
 
 
@@ -37,12 +34,13 @@ class RunData:
     path: Path
     manifest: dict
     requests: pd.DataFrame  # COLUMNS + end_wall, one row per HTTP attempt
-    phases: pd.DataFrame  # runfolder.PHASE_COLUMNS; one "whole-run" row when phases.csv is absent
-    server_metrics: pd.DataFrame  # runfolder.SERVER_METRIC_COLUMNS
-    generator: pd.DataFrame  # runfolder.GENERATOR_COLUMNS
+    phases: pd.DataFrame  # schema.PHASES; one "whole-run" row when phases.csv is absent
+    server_metrics: pd.DataFrame  # schema.SERVER_METRICS
+    generator: pd.DataFrame  # schema.GENERATOR
     locust_stats: pd.DataFrame | None
     missing: list[str] = field(default_factory=list)
     locust_history: pd.DataFrame | None = None
+    faults: pd.DataFrame = field(default_factory=lambda: _empty(schema.FAULTS))  # FAULT_COLUMNS; drills only
 
     @property
     def has_records(self) -> bool:
@@ -108,7 +106,7 @@ def read_csv_tolerant(path: Path, **kwargs) -> pd.DataFrame:
 def _read_requests(path: Path, missing: list[str]) -> pd.DataFrame:
     dtypes = {c: "float64" for c in _FLOAT_COLUMNS}
     dtypes.update({c: "category" for c in _CATEGORY_COLUMNS})
-    dtypes.update({"request_id": "object", "itl_us": "object"})
+    dtypes.update({c: "object" for c in _UNIQUE_TEXT})
     frame = read_csv_tolerant(path, dtype=dtypes, keep_default_na=False, na_values={c: [""] for c in _FLOAT_COLUMNS})
     if frame.empty:
         return _empty_requests()
@@ -135,18 +133,32 @@ def _empty_requests() -> pd.DataFrame:
     return frame
 
 
-def _read_table(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.DataFrame:
+def _empty(table: schema.Schema) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="object" if kind == schema.STR else "float64") for c, kind in table.items()})
+
+
+def _read_table(path: Path, table: schema.Schema, missing: list[str], absent_is_missing: bool = True) -> pd.DataFrame:
+    """A small table of the run folder with its schema's columns: numbers numeric (NaN when empty or
+    malformed), text as str ("" when empty)."""
     if not path.exists():
-        missing.append(f"{path.name} (absent)")
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+        if absent_is_missing:
+            missing.append(f"{path.name} (absent)")
+        return _empty(table)
     try:
-        frame = read_csv_tolerant(path)
+        frame = read_csv_tolerant(path, dtype={c: "object" for c, kind in table.items() if kind == schema.STR},
+                                  keep_default_na=False, na_values={c: [""] for c, k in table.items() if k != schema.STR})
     except UsageError as exc:
         missing.append(f"{path.name} (unreadable: {exc})")
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
-    for name in columns:
+        return _empty(table)
+    if frame.empty and not len(frame.columns):
+        return _empty(table)
+    for name, kind in table.items():
         if name not in frame.columns:
-            frame[name] = np.nan
+            frame[name] = "" if kind == schema.STR else np.nan
+        elif kind == schema.STR:
+            frame[name] = frame[name].astype(object).fillna("")
+        else:
+            frame[name] = pd.to_numeric(frame[name], errors="coerce")
     return frame
 
 
@@ -159,15 +171,13 @@ def _whole_run_phase(requests: pd.DataFrame) -> pd.DataFrame:
 
 
 def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str], finished: bool = True) -> pd.DataFrame:
-    phases = _read_table(path / runfolder.PHASES, runfolder.PHASE_COLUMNS, missing)
+    phases = _read_table(path / runfolder.PHASES, schema.PHASES, missing)
     phases = phases.dropna(subset=["start_wall"]) if len(phases) else phases
     if phases.empty:
         if (path / runfolder.PHASES).exists():
             missing.append(f"{runfolder.PHASES} (no rows)")
         return _whole_run_phase(requests)
     phases = phases.sort_values("start_wall").reset_index(drop=True)
-    for name in ("start_wall", "end_wall", "target_users", "spawn_rate", "users_start", "users_end"):
-        phases[name] = pd.to_numeric(phases[name], errors="coerce")
     # An unfinished last phase (run killed) ends at the last record's end.
     if len(requests) and pd.isna(phases["end_wall"].iloc[-1]):
         phases.loc[phases.index[-1], "end_wall"] = float(requests["end_wall"].max())
@@ -247,6 +257,8 @@ def load_run(path: str | Path) -> RunData:
             raise UsageError(f"empty run: {requests_file} has no request rows")
         raise UsageError(f"{root} holds neither {runfolder.REQUESTS} nor Locust *_stats.csv: nothing to analyse")
     phases = _read_phases(root, requests, missing, finished=manifest.get("status") == "finished")
-    server = _read_table(root / runfolder.SERVER_METRICS, runfolder.SERVER_METRIC_COLUMNS, missing)
-    generator = _read_table(root / runfolder.GENERATOR_METRICS, runfolder.GENERATOR_COLUMNS, missing)
-    return RunData(root, manifest, requests, phases, server, generator, locust_stats, missing, locust_history)
+    server = _read_table(root / runfolder.SERVER_METRICS, schema.SERVER_METRICS, missing)
+    generator = _read_table(root / runfolder.GENERATOR_METRICS, schema.GENERATOR, missing)
+    # only drills write faults.csv: its absence is normal, not a gap in the run folder
+    faults = _read_table(root / runfolder.FAULTS, schema.FAULTS, missing, absent_is_missing=False)
+    return RunData(root, manifest, requests, phases, server, generator, locust_stats, missing, locust_history, faults)

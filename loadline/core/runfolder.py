@@ -1,9 +1,10 @@
 """The run folder: one directory per test run, self-describing, written while the test runs.
 
-Layout (every writer and reader uses these names):
+Layout (every writer and reader uses these names; columns and types: loadline/core/schema.py):
     manifest.json            config without secrets, versions, git revision, host, shape, start/end
     requests.csv             one row per HTTP attempt (loadline.core.records.COLUMNS), appended live
     phases.csv               the phase timeline written by the shape on the master (PHASE_COLUMNS)
+    faults.csv               drills: every fault action sent (or skipped) and its outcome (FAULT_COLUMNS)
     server_metrics.csv       scraped Prometheus samples, long format (SERVER_METRIC_COLUMNS)
     generator_metrics.csv    the load generator's own health per worker (GENERATOR_COLUMNS)
     truth.jsonl              the embedded simulator's ground truth (loadline run without --host)
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from loadline.core import schema
 from loadline.core.records import COLUMNS
 
 MANIFEST = "manifest.json"
@@ -34,24 +36,16 @@ PHASES = "phases.csv"
 SERVER_METRICS = "server_metrics.csv"
 GENERATOR_METRICS = "generator_metrics.csv"
 TRUTH = "truth.jsonl"
+FAULTS = "faults.csv"
 LOCUST_CSV_PREFIX = "locust"  # -> locust_stats.csv, locust_stats_history.csv, locust_failures.csv
 LOCUST_HTML = "locust_report.html"
 REPORT_DIR = "report"
 
-PHASE_COLUMNS = (
-    "index",  # 0-based order
-    "label",  # e.g. "baseline", "step-3 (40 users)", "burst-2", "soak-window-5"
-    "kind",  # baseline | step | ramp | burst | recover | hold | soak-window | stage
-    "start_wall",  # time.time() on the master
-    "end_wall",
-    "target_users",
-    "spawn_rate",
-    "users_start",  # users actually running when the phase began (Locust runner.user_count)
-    "users_end",  # users actually running when the phase ended
-    "note",  # e.g. the stop rule's reason on the phase that broke the SLO
-)
-SERVER_METRIC_COLUMNS = ("ts", "source", "metric", "labels", "value")  # labels: JSON object, sorted keys
-GENERATOR_COLUMNS = ("ts", "worker_id", "cpu_percent", "loop_lag_ms", "users", "inflight")
+# Column names in file order; their types are loadline/core/schema.py's (the one declaration).
+PHASE_COLUMNS = schema.columns(schema.PHASES)
+SERVER_METRIC_COLUMNS = schema.columns(schema.SERVER_METRICS)
+GENERATOR_COLUMNS = schema.columns(schema.GENERATOR)
+FAULT_COLUMNS = schema.columns(schema.FAULTS)
 GENERATOR_SAMPLE_INTERVAL_S = 1.0  # one generator_metrics.csv row per worker per second (loadline.runtime.selfcheck)
 
 # Whole words at the end of a key: "api_key", "access_token", "password"; not "max_tokens" or

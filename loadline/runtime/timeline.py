@@ -1,9 +1,9 @@
 """The phase timeline: which phase ran when, at what target, with how many users really running.
 
 The shape (master only) opens a phase when it enters it and finishes it when it leaves; every
-finished phase becomes one `PHASE_COLUMNS` row in `<run folder>/phases.csv`. Rows are kept in memory
-too, and any row written while no run folder was active is written as soon as one is, so analysis
-never sees holes. `current_phase()` is what the console, the web UI tab and the exporter show.
+finished phase becomes one `PhaseRow` (loadline/core/schema.py) in `<run folder>/phases.csv`. Rows
+are kept in memory too, and any row written while no run folder was active is written as soon as
+one is, so analysis never sees holes. `current_phase()` is what the console, the web UI tab and the exporter show.
 """
 
 from __future__ import annotations
@@ -11,38 +11,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
 from loadline.core import runfolder
+from loadline.core.schema import PhaseRow  # the phases.csv row, declared once in core
 
 logger = logging.getLogger(__name__)
 
 # A phase shorter than this fraction of its plan was cut short (test stopped, stop rule).
 _CUT_SHORT = 0.98
-
-
-@dataclass
-class PhaseRow:
-    """One row of phases.csv; field order is loadline.core.runfolder.PHASE_COLUMNS."""
-
-    index: int
-    label: str
-    kind: str
-    start_wall: float
-    end_wall: float | None
-    target_users: int
-    spawn_rate: float
-    users_start: int
-    users_end: int | None
-    note: str = ""
-
-    def as_csv(self) -> tuple:
-        return tuple("" if v is None else (round(v, 3) if isinstance(v, float) else v) for v in astuple(self))
-
-
-assert tuple(PhaseRow.__dataclass_fields__) == runfolder.PHASE_COLUMNS, "PhaseRow drifted from PHASE_COLUMNS"
 
 
 def append_to_run_folder(rows: list[PhaseRow]) -> bool:
@@ -96,7 +74,8 @@ class Timeline:
         return row
 
     def annotate(self, row: PhaseRow, text: str) -> None:
-        """Add `text` to a phase's note (drill action outcomes); too late once the row is written."""
+        """Add human-readable `text` to a phase's note; too late once the row is written. Facts that
+        analysis reads have tables of their own (drill fault actions: faults.csv)."""
         if any(row is written for written in self.rows[:self._written]):
             logger.warning("phase %s was already written; its note misses: %s", row.label, text)
             return
