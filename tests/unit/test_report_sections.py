@@ -1,0 +1,56 @@
+"""The report's wording rules: headroom never stands beside a failed SLO without the reason."""
+
+from __future__ import annotations
+
+from analysis.report import sections
+from analysis.report.html import render_html
+from analysis.report.markdown import render_markdown, verdict_sentence
+
+FAILED = {"name": "TTFT P95", "threshold": "<= 800 ms", "limit": 800.0, "measured": 1200.0, "passed": False,
+          "where": "fixed (32 users)", "unit": "ms"}
+
+
+def _verdict(layer="headroom", criteria=(FAILED,), validity=None, time_split=None) -> dict:
+    return {
+        "name": "t", "run": "/tmp/run", "time_scale": 1.0, "passed": False, "exit_code": 1,
+        "slo": {"passed": not any(c["passed"] is False for c in criteria), "criteria": list(criteria)},
+        "knee": {"found": False, "reason": "one phase"}, "break_point": {"found": False, "reason": "-"},
+        "max_slo_throughput": {"found": False, "reason": "-"}, "safe_operating_point": {"found": False},
+        "phases": [], "error_classes": [], "recovery": [], "missing": [], "notes": [],
+        "bottleneck": {"layer": layer, "confidence": "high", "evidence": ["no limit reached"]},
+        "validity": validity or {"usable": True, "findings": [], "floor": {}},
+        "time_split": time_split or {"available": False, "why": "not scraped", "phases": []},
+    }
+
+
+def test_headroom_beside_a_failed_criterion_carries_the_reason_everywhere():
+    verdict = _verdict(time_split={"available": True, "phases": [], "dominant": "queue",
+                                   "sentence": "client TTFT mean 1,100 ms vs the engine's own 1,090 ms: 10 ms (1%) outside"})
+    verdict["sentence"] = verdict_sentence(verdict)
+    line = sections.bottleneck_line(verdict)
+    assert line.startswith("headroom (no capacity limit reached)") and "the SLO failed on TTFT P95 1,200" in line
+    assert "no saturation signal" in line and "1,090 ms" in line
+    for row in render_markdown(verdict).splitlines():
+        if "headroom" in row:
+            assert "the SLO failed on" in row, row
+    html = render_html(verdict, [])
+    first = html.index("headroom")  # the first mention is the headline with its reason; the details follow
+    assert html[first:].startswith("headroom (no capacity limit reached)")
+    assert "the SLO failed on" in html[first:html.index("</b>", first)]
+
+
+def test_headroom_with_a_passing_slo_is_plain_and_other_layers_untouched():
+    assert sections.bottleneck_line(_verdict(criteria=())) == "headroom (confidence high) - no limit reached"
+    assert sections.bottleneck_line(_verdict(layer="scheduler")).startswith("scheduler (confidence high)")
+
+
+def test_an_unusable_run_says_so_instead_of_a_verdict():
+    verdict = _verdict(layer=None, validity={"usable": False, "reason": "40 of 40 requests (100%) were rejected with HTTP 401",
+                                             "findings": [], "floor": {},
+                                             "setup_failure": {"statuses": {"401": 40}, "http_status": 401,
+                                                               "content_type": "application/json", "body_sample": "bad key"}})
+    verdict["bottleneck"] = {"layer": None, "not_judged": ["unusable run: 40 of 40 ..."]}
+    verdict["sentence"] = verdict_sentence(verdict)
+    text = render_markdown(verdict)
+    assert text.startswith("## Loadline report: UNUSABLE") and "UNUSABLE RUN: 40 of 40" in text
+    assert "| 401 | application/json | 40 | bad key |" in text and "headroom" not in text
