@@ -41,8 +41,9 @@ def add_arguments(parser: Any) -> None:
     add("--dataset", default="", include_in_web_ui=True,
         help="JSONL conversations (ShareGPT-style) to replay instead of synthetic prompts")
     add("--max-context-tokens", type=int, default=-1, include_in_web_ui=True,
-        help="chat history budget: drop the oldest turns so prompt + max_tokens fits; "
-             "-1 = the model's max_model_len from /v1/models (when listed), 0 = never trim")
+        help="context length in server tokens: drop the oldest turns (and cut a too-long message) so "
+             "prompt + max_tokens fits, with room for tokenizers that count 1.8x our word estimate; -1 = ask "
+             "the server (vLLM/SGLang max_model_len, llama.cpp n_ctx, TGI max_total_tokens), 0 = never trim")
     add("--turns-mean", type=float, default=4.0, include_in_web_ui=True, help="mean turns per chat session")
     add("--turns-max", type=int, default=12, include_in_web_ui=True, help="cap on turns per chat session")
     add("--think-mean", type=float, default=8.0, include_in_web_ui=True,
