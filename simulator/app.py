@@ -98,11 +98,23 @@ class SimApp:
         if path == "/v1/models":
             if not self._authorized(req):
                 return self._reply(conn, path, method, 401, error_body("Unauthorized", 401))
-            body = {"object": "list", "data": [{"id": self.config.model_name, "object": "model", "created": 0,
-                                                "owned_by": "loadline-sim", "root": self.config.model_name,
-                                                "max_model_len": self.config.max_model_len}]}
-            return self._reply(conn, path, method, 200, json.dumps(body).encode())
+            return self._reply(conn, path, method, 200, json.dumps(self._models()).encode())
+        if path == "/props" and self.quirks.llamacpp_api:
+            cfg = self.config
+            props = {"default_generation_settings": {"n_ctx": cfg.max_model_len}, "total_slots": cfg.max_num_seqs,
+                     "model_path": cfg.model_name}
+            return self._reply(conn, path, method, 200, json.dumps(props).encode())
         return self._reply(conn, "other", method, 404, error_body(f"{path} not found", 404))
+
+    def _models(self) -> dict:
+        """GET /v1/models as vLLM lists it, or as llama-server does (llamacpp-api quirk)."""
+        cfg = self.config
+        model = {"id": cfg.model_name, "object": "model", "created": 0, "owned_by": "loadline-sim"}
+        if self.quirks.llamacpp_api:  # the whole context (all slots) and the trained one, no max_model_len
+            model["meta"] = {"n_ctx": cfg.max_model_len * cfg.max_num_seqs, "n_ctx_train": cfg.max_model_len}
+        else:
+            model.update(root=cfg.model_name, max_model_len=cfg.max_model_len)
+        return {"object": "list", "data": [model]}
 
     def _refuse_request_id(self, conn: Connection, req: Request) -> None:
         """llama-cpp-python's answer to a non-UUID X-Request-Id: 400, empty body, before any route."""

@@ -153,6 +153,7 @@ class Engine:
             await asyncio.sleep(max(0.0, target - now))
             self.stats.busy_seconds += dt
             self.stats.steps += 1
+            self.stats.busy_slots += len(batch)
             self.stats.histograms["iteration_tokens_total"].observe(step_tokens)
             self._complete(batch, loop.time())
 

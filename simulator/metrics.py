@@ -47,6 +47,10 @@ class SimCollector:
         return [(self._ids(e), value(e)) for e in self.app.engines]
 
     def collect(self) -> Iterator[Metric]:
+        if self.app.quirks.llamacpp_api:
+            yield from self._llamacpp()
+            yield from self._sim_state()
+            return
         cfg = self.app.config
         labels = ["model_name", "engine"]
         each = self._per_engine
@@ -74,6 +78,40 @@ class SimCollector:
         yield from self._histograms()
         yield from self._gpus()
         yield from self._sim_state()
+
+    def _llamacpp(self) -> Iterator[Metric]:
+        """llama-server's /metrics (--metrics): one unlabelled series each, summed over replicas."""
+        engines = self.app.engines
+
+        def total(value) -> float:
+            return sum(value(e) for e in engines)
+
+        def one(value: float) -> list[tuple[list[str], float]]:
+            return [([], value)]
+
+        prompt_tokens, predicted = total(lambda e: e.stats.prompt_tokens), total(lambda e: e.stats.generation_tokens)
+        prompt_s = total(lambda e: e.stats.histograms["request_prefill_time_seconds"].total)
+        predicted_s = total(lambda e: e.stats.histograms["request_decode_time_seconds"].total)
+        steps = total(lambda e: e.stats.steps)
+        yield _counter("llamacpp:prompt_tokens", "Number of prompt tokens processed.", [], one(prompt_tokens))
+        yield _counter("llamacpp:prompt_seconds", "Prompt process time", [], one(prompt_s))
+        yield _counter("llamacpp:tokens_predicted", "Number of generation tokens processed.", [], one(predicted))
+        yield _counter("llamacpp:tokens_predicted_seconds", "Predict process time", [], one(predicted_s))
+        yield _counter("llamacpp:n_decode", "Total number of llama_decode() calls", [], one(steps))
+        yield _gauge("llamacpp:n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", [],
+                     one(total(lambda e: e.stats.busy_slots) / steps if steps else 0.0))
+        yield _gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", [],
+                     one(prompt_tokens / prompt_s if prompt_s else 0.0))
+        yield _gauge("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s.", [],
+                     one(predicted / predicted_s if predicted_s else 0.0))
+        yield _gauge("llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", [],
+                     one(total(lambda e: e.pool.usage()) / len(engines)))
+        yield _gauge("llamacpp:kv_cache_tokens", "KV-cache tokens.", [],
+                     one(total(lambda e: e.pool.in_use) * self.app.config.block_size))
+        yield _gauge("llamacpp:requests_processing", "Number of requests processing.", [],
+                     one(total(lambda e: len(e.running))))
+        yield _gauge("llamacpp:requests_deferred", "Number of requests deferred.", [],
+                     one(total(lambda e: len(e.waiting))))
 
     def _histograms(self) -> Iterator[Metric]:
         for name, doc, _ in HISTOGRAMS:

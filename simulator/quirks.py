@@ -11,6 +11,11 @@ can hold the client to it without building an engine:
   answers an `X-Request-Id` that is not a UUID with HTTP 400 and an empty body, on every route.
 - interrupt: llama-cpp-python's default `interrupt_requests=true`: a new generation request cuts
   every stream in flight: whatever was generated, then `data: [DONE]` without a finish_reason.
+- llamacpp-api: llama-server's own routes and names: /metrics in `llamacpp:*` names without
+  labels (the vendored version's set plus the older kv_cache_* gauges, summed over replicas; no
+  vLLM, no DCGM: llama-server runs on CPUs here), /props with the per-slot `n_ctx` and
+  `total_slots` (= max_num_seqs: a slot per running request), /v1/models with `meta` in place of
+  `max_model_len`.
 Names are given comma-, plus- or space-separated (`--quirks close-after-stream+interrupt`).
 """
 
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 
 from loadline.core.errors import UsageError
 
-KNOWN = ("close-after-stream", "uuid-request-id", "interrupt")
+KNOWN = ("close-after-stream", "uuid-request-id", "interrupt", "llamacpp-api")
 CLOSE_DELAY_S = 0.05  # wall seconds between a stream's end and the server's close (see above)
 KEEP_ALIVE_HEADER = b"Keep-Alive: timeout=5, max=100\r\n"  # what llama-server announces meanwhile
 
@@ -32,6 +37,7 @@ class Quirks:
     close_after_stream: bool = False
     uuid_request_id: bool = False
     interrupt: bool = False
+    llamacpp_api: bool = False
 
     @classmethod
     def parse(cls, text: str) -> "Quirks":

@@ -68,6 +68,7 @@ class EngineStats:
     success: Counter = field(default_factory=Counter)  # finished_reason -> requests
     busy_seconds: float = 0.0  # wall seconds the simulated GPU spent in steps
     steps: int = 0
+    busy_slots: int = 0  # sequences in the batch, summed over steps (llama.cpp's n_busy_slots_per_decode)
     histograms: dict[str, FastHistogram] = field(
         default_factory=lambda: {name: FastHistogram(buckets) for name, _, buckets in HISTOGRAMS}
     )

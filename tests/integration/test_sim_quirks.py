@@ -6,13 +6,16 @@ users use (stamped_session, read_stream), so what is checked is what a run would
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 import requests
 
+from sim_client import metric, run_streams, scrape
 from spine_helpers import truth_table
 
+from loadline.client.discovery import probe
 from loadline.client.http import stamped_session
 from loadline.client.keepalive import take_stale_retries
 from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
@@ -108,3 +111,29 @@ def test_unknown_quirk_is_refused_in_one_line(sim_server):
 
     with pytest.raises(UsageError, match="unknown sim quirk 'keepalive'"):
         sim_server("tiny", "--quirks", "close-after-stream+keepalive")
+
+
+LLAMACPP_NAMES = {  # the vendored llama-server's /metrics (REFERENCE-llamacpp.md) plus the older kv_cache_* pair
+    "llamacpp:prompt_tokens_total", "llamacpp:prompt_seconds_total", "llamacpp:tokens_predicted_total",
+    "llamacpp:tokens_predicted_seconds_total", "llamacpp:prompt_tokens_seconds", "llamacpp:predicted_tokens_seconds",
+    "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:n_decode_total",
+    "llamacpp:n_busy_slots_per_decode", "llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_tokens",
+}
+
+
+def test_llamacpp_api_speaks_llama_servers_metrics_and_context_routes(sim_server):
+    sim = sim_server("tiny", "--quirks", "llamacpp-api", "--set", "max_num_seqs=2")
+    bodies = [{**BODY, "max_tokens": 60, "ignore_eos": True}] * 4  # 4 requests, 2 slots
+    results, scrapes = asyncio.run(run_streams(sim.url, bodies, "slots"))
+    assert all(r.status == 200 and r.tokens == 60 for r in results)
+    names = {name for name, _ in scrapes[-1]}
+    assert LLAMACPP_NAMES <= names and not any(n.startswith(("vllm:", "DCGM_")) for n in names)
+    assert all(labels == () for name, labels in scrapes[-1] if name.startswith("llamacpp:"))  # unlabelled
+    # slots pinned and requests deferred while 4 requests share 2 slots: the slot-cap signature
+    assert max(metric(s, "llamacpp:requests_processing") for s in scrapes) == 2
+    assert max(metric(s, "llamacpp:requests_deferred") for s in scrapes) >= 1
+    final = scrape(sim.url)
+    assert metric(final, "llamacpp:tokens_predicted_total") == 4 * 60
+    assert 1 < metric(final, "llamacpp:n_busy_slots_per_decode") <= 2
+    served = probe(requests.Session(), sim.url, 5.0)
+    assert (served.context, served.source) == (4096, "/props default_generation_settings.n_ctx")  # per slot
