@@ -1,6 +1,6 @@
 """Chat sessions over SSE: `locust -f locustfiles/chat.py --host http://127.0.0.1:8000`.
 
-Add a load shape with `-f locustfiles/chat.py,locustfiles/shape_stepped.py` (or all_shapes.py and
+Add a load shape with `-f locustfiles/chat.py,locustfiles/shape.py --shape stepped` (or
 --class-picker to choose in the web UI).
 """
 

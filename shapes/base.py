@@ -12,20 +12,25 @@ import logging
 import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from locust import LoadTestShape
 
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
+from shapes import registry  # noqa: F401  (loading any shape puts every shape's options on Locust's parser)
 from shapes.drill import ActionRunner
-from shapes.options import read, time_scale
+from shapes.options import ShapeOption, time_scale
 from shapes.phase import Phase, scaled, spawn_rate_for
 from loadline.runtime.timeline import Timeline, activate
 
 logger = logging.getLogger(__name__)
 
 Tick = tuple[int, float] | None
+
+# Every phased shape's: drills' stage fault actions go to this admin API (shapes/drill.py)
+SIM_ADMIN_URL = ShapeOption("--sim-admin-url", "",
+                            "Drills: the simulator's admin API URL for stage fault actions (loadline run sets it)")
 
 
 class SystemClock:
@@ -52,10 +57,15 @@ class RunState:
 
 
 class PhasedShape(LoadTestShape):
-    """Base for Loadline shapes: subclasses only say which phases to run (`plan`)."""
+    """Base for Loadline shapes: subclasses only say which phases to run (`plan`).
+
+    A registered subclass declares, next to its class, `shape_name = "NAME"` (`loadline run --shape
+    NAME`), a docstring whose first line is its summary, and `shape_options`: see shapes/registry.py.
+    """
 
     abstract = True
     use_common_options = False  # --users/--spawn-rate/--run-time do not apply to these shapes
+    shape_options: ClassVar[tuple[ShapeOption, ...]] = (SIM_ADMIN_URL,)
 
     def __init__(self) -> None:
         # Shapes are instantiated in every process (workers too): keep this cheap.
@@ -136,8 +146,8 @@ class PhasedShape(LoadTestShape):
                                    self.users_now(), self.clock.wall(), phase.duration_s)
         if phase.actions:
             timeline = state.timeline
-            self.actions.start(read(self.options, "sim_admin_url"), phase.label, phase.actions,
-                               lambda text: timeline.annotate(row, text))
+            self.actions.start(SIM_ADMIN_URL.read(self.options), phase.label, phase.actions,
+                               lambda text: timeline.annotate(row, text), phase_index=index)
 
     def _stop(self, reason: str) -> None:
         """End the test because of `reason`: note it on the phase, the console and the manifest."""

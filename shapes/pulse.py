@@ -11,10 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from shapes.base import PhasedShape
-from shapes.options import read, require
+from shapes.options import BASELINE_HOLD, ShapeOption, require
 from shapes.phase import Phase, users_text
 
 MAX_REPEATS = 100
+
+BASE_USERS = ShapeOption("--burst-base-users", 4, "Pulse: users between bursts")
+FACTOR = ShapeOption("--burst-factor", 3.0, "Pulse: burst users = base users x this")
+HOLD = ShapeOption("--burst-hold", 60.0, "Pulse: seconds each burst lasts")
+GAP = ShapeOption("--burst-gap", 120.0, "Pulse: seconds back at base users after each burst (recovery)")
+REPEATS = ShapeOption("--burst-repeats", 3, "Pulse: number of bursts")
 
 
 @dataclass(frozen=True)
@@ -33,12 +39,12 @@ class PulseSettings:
     @classmethod
     def from_options(cls, options: Any) -> PulseSettings:
         settings = cls(
-            base_users=read(options, "burst_base_users"),
-            factor=read(options, "burst_factor"),
-            baseline_hold_s=read(options, "baseline_hold"),
-            hold_s=read(options, "burst_hold"),
-            gap_s=read(options, "burst_gap"),
-            repeats=read(options, "burst_repeats"),
+            base_users=BASE_USERS.read(options),
+            factor=FACTOR.read(options),
+            baseline_hold_s=BASELINE_HOLD.read(options),
+            hold_s=HOLD.read(options),
+            gap_s=GAP.read(options),
+            repeats=REPEATS.read(options),
         )
         require(settings.base_users >= 0, "--burst-base-users must be >= 0")
         require(settings.factor > 1, "--burst-factor must be > 1")
@@ -60,7 +66,13 @@ def pulse_phases(s: PulseSettings) -> list[Phase]:
 
 
 class PulseShape(PhasedShape):
-    """Base load with repeated x3 bursts (see module docstring)."""
+    """Does the service recover after a sudden jump to peak?
+
+    Base load with repeated x3 bursts, each followed by a recovery gap (see the module docstring).
+    """
+
+    shape_name = "pulse"
+    shape_options = (BASELINE_HOLD, BASE_USERS, FACTOR, HOLD, GAP, REPEATS)
 
     def plan(self, options: Any) -> list[Phase]:
         return pulse_phases(PulseSettings.from_options(options))

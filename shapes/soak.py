@@ -11,10 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from shapes.base import PhasedShape
-from shapes.options import read, require
+from shapes.options import ShapeOption, require
 from shapes.phase import Phase, users_text
 
 MAX_WINDOWS = 2000
+
+USERS = ShapeOption("--soak-users", 20, "Soak: users to hold")
+RAMP = ShapeOption("--soak-ramp", 60.0, "Soak: seconds to ramp up to the soak users")
+HOLD = ShapeOption("--soak-hold", 7200.0, "Soak: seconds to hold after the ramp")
+WINDOW = ShapeOption("--soak-window", 600.0, "Soak: a phase marker every this many seconds (drift per window)")
 
 
 @dataclass(frozen=True)
@@ -27,10 +32,10 @@ class SoakSettings:
     @classmethod
     def from_options(cls, options: Any) -> SoakSettings:
         settings = cls(
-            users=read(options, "soak_users"),
-            ramp_s=read(options, "soak_ramp"),
-            hold_s=read(options, "soak_hold"),
-            window_s=read(options, "soak_window"),
+            users=USERS.read(options),
+            ramp_s=RAMP.read(options),
+            hold_s=HOLD.read(options),
+            window_s=WINDOW.read(options),
         )
         require(settings.users >= 1, "--soak-users must be >= 1")
         require(settings.ramp_s >= 0, "--soak-ramp must be >= 0")
@@ -55,7 +60,13 @@ def soak_phases(s: SoakSettings) -> list[Phase]:
 
 
 class SoakShape(PhasedShape):
-    """Ramp, then hold for hours in marked windows (see module docstring)."""
+    """Does anything drift over hours (leaks, fragmentation, periodic OOMs)?
+
+    Ramp, then hold for hours in marked windows (see the module docstring).
+    """
+
+    shape_name = "soak"
+    shape_options = (USERS, RAMP, HOLD, WINDOW)
 
     def plan(self, options: Any) -> list[Phase]:
         return soak_phases(SoakSettings.from_options(options))

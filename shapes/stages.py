@@ -22,13 +22,15 @@ from typing import Any
 
 from locust.util.timespan import parse_timespan
 
+from loadline.core import resources
 from loadline.core.errors import UsageError
 from shapes.base import PhasedShape
 from shapes.drill import DRILL_KEYS, parse_actions
-from shapes.options import read, require
+from shapes.options import ShapeOption, require
 from shapes.phase import KINDS, Phase, users_text
 
 MAX_STAGES = 1000
+STAGES_FILE = ShapeOption("--stages-file", "", "Stages: TOML file of [[stage]] duration/users/spawn_rate entries")
 STAGE_KEYS = {"label", "kind", "duration", "users", "spawn_rate"} | DRILL_KEYS
 
 
@@ -85,18 +87,16 @@ def load_stages(path: str | Path) -> list[Phase]:
 
 
 class StagesShape(PhasedShape):
-    """Stages read from --stages-file (see module docstring)."""
+    """Anything else: your own list of stages (duration, users, spawn rate), e.g. a drill.
+
+    Stages read from --stages-file (see the module docstring); a relative path is looked up in the
+    current directory, then in Loadline's shipped configs/ (configs/stages/x.toml works anywhere).
+    """
+
+    shape_name = "stages"
+    shape_options = (STAGES_FILE,)
 
     def plan(self, options: Any) -> list[Phase]:
-        path = read(options, "stages_file")
+        path = STAGES_FILE.read(options)
         require(bool(path), "the stages shape needs --stages-file FILE (see configs/stages/)")
-        return load_stages(resolve(path))
-
-
-def resolve(path: str) -> Path:
-    """`path` as given, else relative to the repository (so configs/stages/x.toml works from anywhere)."""
-    p = Path(path)
-    if p.is_absolute() or p.exists():
-        return p
-    in_repo = Path(__file__).resolve().parent.parent / p
-    return in_repo if in_repo.exists() else p
+        return load_stages(resources.resolve(path))

@@ -18,13 +18,26 @@ from loadline.core.runsettings import streaming_of_options
 from loadline.core.slo import SLO
 from loadline.runtime.live import window as live_window
 from shapes.base import PhasedShape
-from shapes.options import read, require, time_scale
+from shapes.options import BASELINE_HOLD, ShapeOption, require, time_scale
 from shapes.phase import Phase, users_text
 from shapes.stop_rule import judge_window
 
 logger = logging.getLogger(__name__)
 
 MAX_STEPS = 200  # bounds the plan whatever the options say
+
+START_USERS = ShapeOption("--step-start-users", 10, "Stepped: users of the first step")
+FACTOR = ShapeOption("--step-factor", 2.0, "Stepped: multiply the users by this at each step (1 = add only)")
+ADD = ShapeOption("--step-add", 0, "Stepped: then add this many users at each step")
+HOLD = ShapeOption("--step-hold", 180.0, "Stepped: seconds each step holds its user count")
+RAMP = ShapeOption("--step-ramp", 0.0, "Stepped: seconds to ramp into each step (0 = as fast as possible)")
+MAX_USERS = ShapeOption("--step-max-users", 640, "Stepped: never go above this many users (the last step)")
+STOP_ON_SLO = ShapeOption("--step-stop-on-slo", True, "Stepped: end the test at the first step that breaks the SLO")
+MAX_ERROR_RATE = ShapeOption("--step-max-error-rate", 0.05,
+                             "Stepped: a step with more failed requests than this breaks")
+MIN_REQUESTS = ShapeOption("--step-min-requests", 10, "Stepped: a step with fewer completed requests is not judged")
+SETTLE = ShapeOption("--step-settle", 5.0,
+                     "Stepped: wall seconds at the end of a step left out of its verdict (not scaled)")
 
 
 @dataclass(frozen=True)
@@ -44,17 +57,17 @@ class StepSettings:
     @classmethod
     def from_options(cls, options: Any) -> StepSettings:
         settings = cls(
-            baseline_hold_s=read(options, "baseline_hold"),
-            start_users=read(options, "step_start_users"),
-            factor=read(options, "step_factor"),
-            add=read(options, "step_add"),
-            hold_s=read(options, "step_hold"),
-            ramp_s=read(options, "step_ramp"),
-            max_users=read(options, "step_max_users"),
-            stop_on_slo=read(options, "step_stop_on_slo"),
-            max_error_rate=read(options, "step_max_error_rate"),
-            min_requests=read(options, "step_min_requests"),
-            settle_s=read(options, "step_settle"),
+            baseline_hold_s=BASELINE_HOLD.read(options),
+            start_users=START_USERS.read(options),
+            factor=FACTOR.read(options),
+            add=ADD.read(options),
+            hold_s=HOLD.read(options),
+            ramp_s=RAMP.read(options),
+            max_users=MAX_USERS.read(options),
+            stop_on_slo=STOP_ON_SLO.read(options),
+            max_error_rate=MAX_ERROR_RATE.read(options),
+            min_requests=MIN_REQUESTS.read(options),
+            settle_s=SETTLE.read(options),
         )
         settings.validate()
         return settings
@@ -98,7 +111,14 @@ NO_REQUESTS = SimpleNamespace(requests=0, errors=0, error_rate=None)  # loadline
 
 
 class StepShape(PhasedShape):
-    """Baseline, then x2 steps up to the break point (see module docstring)."""
+    """Where is the knee, and where is the break point?
+
+    A single-user baseline, then x2 steps until a step breaks the SLO (see the module docstring).
+    """
+
+    shape_name = "stepped"
+    shape_options = (BASELINE_HOLD, START_USERS, FACTOR, ADD, HOLD, RAMP, MAX_USERS, STOP_ON_SLO, MAX_ERROR_RATE,
+                     MIN_REQUESTS, SETTLE)
 
     def __init__(self) -> None:
         super().__init__()

@@ -12,10 +12,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadline.core import resources
 from loadline.core.errors import UsageError
 from simulator.quirks import Quirks
 
-PROFILE_DIR = Path(__file__).resolve().parent.parent / "configs" / "sim"
 DEFAULT_PROFILE = "h100-llama3-8b"
 GIB = 1 << 30
 
@@ -129,12 +129,21 @@ def coerce(name: str, raw: object) -> object:
         raise UsageError(f"sim option {name}: {raw!r} is not a valid {kind.__name__}") from None
 
 
+def profile_dir() -> Path:
+    """The shipped simulator profiles, configs/sim/ (found through loadline/core/resources.py)."""
+    return resources.config_file("sim")
+
+
+def known_profiles() -> list[str]:
+    return sorted(p.stem for p in profile_dir().glob("*.toml"))
+
+
 def profile_path(profile: str) -> Path:
-    """A profile is a name in configs/sim/ or a path to a TOML file."""
+    """A profile is a name in configs/sim/ or a path to a TOML file (here first, then in the shipped configs/)."""
     candidate = Path(profile)
     if candidate.suffix == ".toml" or "/" in profile:
-        return candidate
-    return PROFILE_DIR / f"{profile}.toml"
+        return resources.resolve(candidate)
+    return profile_dir() / f"{profile}.toml"
 
 
 def load_profile(profile: str) -> dict[str, object]:
@@ -142,8 +151,7 @@ def load_profile(profile: str) -> dict[str, object]:
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        known = sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
-        raise UsageError(f"sim profile not found: {profile} (known: {', '.join(known)})") from None
+        raise UsageError(f"sim profile not found: {profile} (known: {', '.join(known_profiles())})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"sim profile {path} is not valid TOML: {exc}") from None
     flat: dict[str, object] = {}

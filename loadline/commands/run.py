@@ -22,29 +22,32 @@ import urllib.request
 from pathlib import Path
 
 from analysis.report.build import build_report, unusable_reason
-from loadline.core import runfolder
+from loadline.core import resources, runfolder
 from loadline.core.errors import UsageError
 from loadline.core.runsettings import validate_time_scale
 from loadline.core.slo import SLO
 from loadline.runtime import preflight
 from loadline.runtime.simprocess import SimProcess, start_simulator
+from shapes.catalog import ShapeEntry, catalog
 
 HELP = "Run a load test headless (master + optional local workers) and leave a run folder with a report."
-ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = {"chat": "chat.py", "single": "single_shot.py", "completion": "completion.py"}
-SHAPES = ("stepped", "pulse", "soak", "stages")
+SHAPE_ENTRY_FILE = "shape.py"  # every registered shape; Locust's --shape NAME puts NAME first (shapes/registry.py)
 # Without a shape: these, unless the command line or the conf file (--config) says otherwise.
 DEFAULT_USERS, DEFAULT_SPAWN_RATE, DEFAULT_RUN_TIME = 10, 10.0, "60s"
 LOAD_OPTIONS = (("users", DEFAULT_USERS), ("spawn-rate", DEFAULT_SPAWN_RATE), ("run-time", DEFAULT_RUN_TIME))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    shapes = _shapes()
     p.add_argument("--host", help="target base URL (e.g. http://10.0.0.5:8000); default: start the embedded simulator")
     p.add_argument("--sim-profile", default="", help="simulator profile (configs/sim/NAME.toml) when no --host")
     p.add_argument("--sim-option", action="append", default=[], metavar="KEY=VALUE",
                    help="override a simulator profile value, e.g. max_num_seqs=4 (repeatable)")
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None, help="user behaviour (default chat)")
-    p.add_argument("--shape", choices=SHAPES, default=None, help="load shape; without it: --users for --run-time")
+    p.add_argument("--shape", choices=list(shapes), default=None,
+                   help="load shape (listed below; its options go after `--`, see docs/shapes.md); "
+                        "without it: --users for --run-time")
     p.add_argument("--users", type=int, default=None, help=f"concurrent users when no shape (default {DEFAULT_USERS})")
     p.add_argument("--spawn-rate", type=float, default=None,
                    help=f"users started per second (default {DEFAULT_SPAWN_RATE:g})")
@@ -52,19 +55,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=0, help="local worker processes (0 = single process)")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="compress time: simulator constants, think times and shape durations divided by X")
-    p.add_argument("--config", help="a Locust conf file (configs/profiles/*.conf): shape and user options")
-    p.add_argument("--slo", help="SLO thresholds (TOML) for the stop rule and the report")
+    p.add_argument("--config", help="a Locust conf file (configs/profiles/*.conf): shape and user options; "
+                                    "a relative path not found here is looked up in Loadline's shipped configs/")
+    p.add_argument("--slo", help="SLO thresholds (TOML, configs/slo/*.toml) for the stop rule and the report")
     p.add_argument("--out", default="runs", help="where run folders are created (default runs/)")
     p.add_argument("--no-report", action="store_true", help="skip `loadline report` at the end")
     p.add_argument("locust_args", nargs="*", metavar="-- LOCUST_ARGS",
                    help="extra Locust options after `--`, e.g. -- --think-mean 2 --max-tokens 64")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter  # keeps the shape list below one per line
+    width = max(map(len, shapes), default=0)
+    p.epilog = "shapes (--shape NAME):\n" + "\n".join(
+        f"  {name:<{width}}  {entry.summary}" for name, entry in shapes.items())
+
+
+def _shapes() -> dict[str, ShapeEntry]:
+    """The shape catalog (shapes/ and LOADLINE_SHAPE_MODULES), read without importing Locust into this process."""
+    try:
+        return catalog()
+    except UsageError as exc:  # a bad LOADLINE_SHAPE_MODULES: one line, before argparse runs
+        print(f"loadline run: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def main(args: argparse.Namespace) -> int:
     _validate(args)
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     conf_locustfile = _conf_value(args.config, "locustfile")
-    name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), args.shape) if x)
+    shape = args.shape or _conf_value(args.config, "shape")
+    name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), shape) if x)
     run_dir = runfolder.new_run_dir(args.out, name)
     print(f"loadline: run folder {run_dir}", file=sys.stderr)
     sim: SimProcess | None = None
@@ -131,6 +149,9 @@ def _validate(args: argparse.Namespace) -> None:
     for option in args.sim_option:
         if "=" not in option:
             raise UsageError(f"--sim-option takes KEY=VALUE (got {option!r})")
+    # A user's relative path: the current directory first, then Loadline's shipped configs/.
+    args.config = str(resources.resolve(args.config)) if args.config else args.config
+    args.slo = str(resources.resolve(args.slo)) if args.slo else args.slo
     if args.config and not Path(args.config).is_file():
         raise UsageError(f"config file not found: {args.config}")
     if args.slo and not Path(args.slo).is_file():
@@ -199,15 +220,15 @@ def _preflight(host: str) -> None:
 def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_locustfile: str) -> list[str]:
     files = []
     if conf_locustfile and not (args.scenario or args.shape):
-        # Profiles name their files relative to the repo root (as Locust expects); make them work
-        # from any directory.
+        # Profiles name their files as `locustfiles/...` (relative, as Locust expects): found in the
+        # current directory, else in Loadline's shipped copies, so they work from any directory.
         entries = [entry.strip() for entry in conf_locustfile.split(",") if entry.strip()]
         if not all(Path(entry).exists() for entry in entries):
-            files = [str(ROOT / entry) if (ROOT / entry).exists() else entry for entry in entries]
+            files = [str(resources.resolve(entry)) for entry in entries]
     if args.scenario or args.shape or not conf_locustfile:
-        files.append(str(ROOT / "locustfiles" / SCENARIOS[args.scenario or "chat"]))
+        files.append(str(resources.locustfile(SCENARIOS[args.scenario or "chat"])))
         if args.shape:
-            files.append(str(ROOT / "locustfiles" / f"shape_{args.shape}.py"))
+            files.append(str(resources.locustfile(SHAPE_ENTRY_FILE)))
     cmd = [sys.executable, "-m", "locust"]
     if args.config:
         cmd += ["--config", args.config]
@@ -223,6 +244,8 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
         port = str(_free_port())
         cmd += ["--processes", str(args.workers), "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
                 "--master-host", "127.0.0.1", "--master-port", port]
+    if args.shape:
+        cmd += ["--shape", args.shape]  # the entry file puts this shape first (it wins over the conf file's)
     if args.slo:
         cmd += ["--slo-file", args.slo]
     # A time-scaled phase lasts seconds: scrape often enough to see it (later --scrape-interval wins).
@@ -234,9 +257,10 @@ def _load_options(args: argparse.Namespace) -> list[str]:
     """--users, --spawn-rate, --run-time for Locust: the command line over the conf file over our
     defaults, as Locust itself orders them. A shape drives the load itself: only explicit values go."""
     out = []
+    shape = args.shape or _conf_value(args.config, "shape")
     for name, default in LOAD_OPTIONS:
         value = getattr(args, name.replace("-", "_"))
-        if value is None and not args.shape and not _conf_value(args.config, name):
+        if value is None and not shape and not _conf_value(args.config, name):
             value = default
         if value is not None:
             out += [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]

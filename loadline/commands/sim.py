@@ -7,11 +7,11 @@ import asyncio
 import os
 
 from loadline.core.errors import UsageError
-from simulator.config import DEFAULT_PROFILE, PROFILE_DIR, build_config, parse_assignment
+from simulator.config import DEFAULT_PROFILE, build_config, known_profiles, parse_assignment
 from simulator.server import ServeOptions, serve
 
 HELP = f"""Serve a simulated OpenAI-compatible LLM inference server (vLLM-like engine model, /metrics,
-faults, ground-truth log). Profiles: {', '.join(sorted(p.stem for p in PROFILE_DIR.glob('*.toml')))}.
+faults, ground-truth log). Profiles: {', '.join(known_profiles())}.
 The first stdout line is 'loadline-sim listening on http://HOST:PORT'. See docs/simulator.md."""
 
 # Shortcut options: --name maps to the profile key name_with_underscores (same as --set key=value).

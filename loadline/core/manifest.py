@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from loadline import __version__
+from loadline.core import resources
 from loadline.core.runfolder import redact
 from loadline.core.runsettings import streaming_of_options, time_scale_of_options
 
@@ -20,7 +21,9 @@ from loadline.core.runsettings import streaming_of_options, time_scale_of_option
 SECRET_OPTIONS = {"api_key"}
 
 
-def git_revision(directory: Path) -> str | None:
+def git_revision(directory: Path | None) -> str | None:
+    if directory is None:  # installed from a wheel: no checkout to ask
+        return None
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=2)
     except (OSError, subprocess.SubprocessError):
@@ -53,7 +56,7 @@ def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
         "streaming": streaming_of_options(environment.parsed_options),
         "versions": {"loadline": __version__, "locust": version("locust"),  # no Locust import down in core
                      "python": sys.version.split()[0]},
-        "git_revision": git_revision(Path(__file__).resolve().parents[2]),
+        "git_revision": git_revision(resources.checkout_root()),
         "host": {"name": socket.gethostname(), "platform": platform.platform(), "cpus": _cpus()},
         "status": "running",
     }

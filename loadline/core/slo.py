@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadline.core import resources
 from loadline.core.errors import UsageError
 
 
@@ -52,7 +53,7 @@ class SLO:
     def from_file(cls, path: str | Path | None) -> "SLO":
         if path is None:
             return cls()
-        p = Path(path)
+        p = resources.resolve(path)  # here first, then Loadline's shipped configs/slo/ (any directory, a wheel)
         try:
             data = tomllib.loads(p.read_text())
         except FileNotFoundError:

@@ -45,7 +45,7 @@ def web_ui(sim_server, tmp_path):
     port = ph.free_port()
     out = tmp_path / "runs"
     log = tmp_path / "locust.log"
-    cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py,locustfiles/all_shapes.py", "--class-picker",
+    cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py,locustfiles/shape.py", "--class-picker",
            "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--out", str(out), *FAST_USER]
     proc = ph.start(cmd, REPO, log, env={**os.environ, "LOADLINE_API_KEY": SECRET})
     url = f"http://127.0.0.1:{port}"

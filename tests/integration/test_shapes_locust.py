@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 IDLE_USER = ROOT / "tests" / "locust_idle_user.py"
+ENTRY = ROOT / "locustfiles" / "shape.py"
+SQUARE = ROOT / "tests" / "fixtures" / "square_shape.py"  # a shape outside the shapes package
 
 
-def locust(tmp_path: Path, shape_file: str, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "locust", "-f", f"{IDLE_USER},{ROOT / 'locustfiles' / shape_file}", "--headless",
+def locust(tmp_path: Path, shape: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "locust", "-f", f"{IDLE_USER},{ENTRY}", "--shape", shape, "--headless",
            "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "runs"), *args]
-    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, **(env or {})})
 
 
 def test_plain_locust_runs_the_pulse_shape_and_writes_the_timeline(tmp_path):
-    done = locust(tmp_path, "shape_pulse.py", "--time-scale", "60", "--burst-base-users", "2",
-                  "--burst-repeats", "1")
+    done = locust(tmp_path, "pulse", "--time-scale", "60", "--burst-base-users", "2", "--burst-repeats", "1")
     assert done.returncode == 0, done.stderr[-2000:]
     (phases,) = (tmp_path / "runs").glob("*/phases.csv")
     with open(phases, newline="") as f:
@@ -30,20 +33,40 @@ def test_plain_locust_runs_the_pulse_shape_and_writes_the_timeline(tmp_path):
 
 
 def test_bad_shape_options_exit_2_with_one_line_and_no_traceback(tmp_path):
-    done = locust(tmp_path, "shape_stepped.py", "--step-factor", "0.5")
+    done = locust(tmp_path, "stepped", "--step-factor", "0.5")
     assert done.returncode == 2
     assert "StepShape: --step-factor must be >= 1" in done.stderr
     assert "Traceback" not in done.stderr
 
 
-def test_all_shapes_file_offers_every_shape_to_the_class_picker():
-    # Locust's own loader, in a child process (the entry file hooks loadline.runtime.plugin into Locust's events)
+def test_an_unknown_shape_is_one_line_and_exit_2(tmp_path):
+    done = locust(tmp_path, "zigzag")
+    assert done.returncode == 2
+    assert "--shape zigzag: unknown shape (known: pulse, soak, stages, stepped)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_entry_file_offers_every_shape_to_the_class_picker_the_selected_one_first():
+    # Locust's own loader, in a child process (the entry file hooks loadline.runtime.plugin into Locust's
+    # events); a shape in a fixture file joins through LOADLINE_SHAPE_MODULES alone.
     code = ("import sys; from locust.util.load_locustfile import load_locustfile; "
-            "users, shapes = load_locustfile(sys.argv[1]); print(sorted(type(s).__name__ for s in shapes))")
-    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "locustfiles" / "all_shapes.py")],
-                          capture_output=True, text=True, timeout=60, check=False)
+            "users, shapes = load_locustfile(sys.argv[1]); print([type(s).__name__ for s in shapes])")
+    done = subprocess.run([sys.executable, "-c", code, str(ENTRY), "--shape", "square"],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "LOADLINE_SHAPE_MODULES": str(SQUARE)})
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "['PulseShape', 'SoakShape', 'StagesShape', 'StepShape']"
+    assert done.stdout.strip().splitlines()[-1] == (
+        "['SquareWaveShape', 'PulseShape', 'SoakShape', 'StagesShape', 'StepShape']")
+
+
+def test_a_fixture_shape_runs_through_plain_locust(tmp_path):
+    done = locust(tmp_path, "square", "--time-scale", "60", "--square-half", "60",
+                  env={"LOADLINE_SHAPE_MODULES": str(SQUARE)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    (phases,) = (tmp_path / "runs").glob("*/phases.csv")
+    with open(phases, newline="") as f:
+        assert [(r["label"], r["users_end"]) for r in csv.DictReader(f)] == [
+            ("low-1", "2"), ("high-1", "6"), ("low-2", "2"), ("high-2", "6")]
 
 
 def free_port() -> int:
@@ -71,10 +94,11 @@ def test_web_ui_form_picks_a_shape_and_sets_its_options(tmp_path):
     import urllib.request
 
     port = free_port()
-    cmd = [sys.executable, "-m", "locust", "-f", f"{IDLE_USER},{ROOT / 'locustfiles' / 'all_shapes.py'}",
-           "--class-picker", "--web-host", "127.0.0.1", "--web-port", str(port), "--host", "http://127.0.0.1:9",
+    cmd = [sys.executable, "-m", "locust", "-f", f"{IDLE_USER},{ENTRY}", "--class-picker",
+           "--web-host", "127.0.0.1", "--web-port", str(port), "--host", "http://127.0.0.1:9",
            "--out", str(tmp_path / "runs")]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "LOADLINE_SHAPE_MODULES": str(SQUARE)})
     base = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -85,6 +109,9 @@ def test_web_ui_form_picks_a_shape_and_sets_its_options(tmp_path):
 
     try:
         wait_for(up, 30, "the web UI")
+        page = urllib.request.urlopen(base + "/", timeout=10).read()
+        # the fixture file's shape is in the class picker and its options in the form
+        assert b"SquareWaveShape" in page and b"square_high_users" in page
         form = {"user_count": "1", "spawn_rate": "1", "host": "http://127.0.0.1:9", "shape_class": "StepShape",
                 "user_classes": "IdleUser", "time_scale": "60", "baseline_hold": "60", "step_start_users": "2",
                 "step_max_users": "4", "step_hold": "120", "step_stop_on_slo": "false"}

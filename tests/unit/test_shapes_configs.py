@@ -9,7 +9,6 @@ from locust.argument_parser import get_empty_argument_parser, setup_parser_argum
 from loadline.core.errors import UsageError
 from loadline.client.options import add_arguments as add_user_arguments
 from shapes import registry
-from shapes.options import add_shape_arguments
 from shapes.stages import load_stages
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +26,7 @@ def parse_conf(path: Path):
     parser = get_empty_argument_parser(add_help=False, default_config_files=[])
     setup_parser_arguments(parser)
     add_user_arguments(parser)  # loadline.runtime.plugin's: user options a profile may set, --time-scale
-    add_shape_arguments(parser)  # every shape's (registered when a shape is loaded)
+    registry.add_shape_arguments(parser)  # --shape and every shape's (registered when a shape is loaded)
     return parser.parse_args(["--config", str(path)])
 
 
@@ -41,8 +40,9 @@ def test_profile_parses_with_locust_and_plans_its_advertised_duration(name, monk
     options = parse_conf(ROOT / "configs/profiles" / f"{name}.conf")
     shape, minutes = PROFILES[name]
     files = options.locustfile.split(",")
-    assert files[-1] == f"locustfiles/shape_{shape}.py" and all((ROOT / f).is_file() for f in files)
-    assert registry.check(shape, options) == pytest.approx(minutes * 60)
+    assert files[-1] == "locustfiles/shape.py" and all((ROOT / f).is_file() for f in files)
+    assert options.shape == shape  # `shape = NAME`: locustfiles/shape.py puts that shape first
+    assert registry.check(options.shape, options) == pytest.approx(minutes * 60)
 
 
 def test_traffic_surprise_triples_a_low_non_zero_baseline():
@@ -85,7 +85,6 @@ def test_stage_durations_accept_time_spans(tmp_path):
 
 def test_registry_errors():
     with pytest.raises(UsageError, match="unknown shape 'zigzag'"):
-        registry.entry_file("zigzag")
+        registry.shape_class("zigzag")
     with pytest.raises(UsageError, match="needs --stages-file"):
         registry.check("stages", None)
-    assert registry.entry_file("pulse").is_file()

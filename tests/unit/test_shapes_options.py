@@ -1,24 +1,26 @@
 """Shape options on Locust's own parser: typed defaults, web UI, config files, env vars."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from locust.argument_parser import get_empty_argument_parser
 
 from loadline.core.errors import UsageError
-from shapes.options import OPTIONS, add_shape_arguments, read, time_scale
+from shapes import registry, soak, stepped
+from shapes.options import time_scale
 
 
 def parser():
     p = get_empty_argument_parser(add_help=False, default_config_files=[])
-    add_shape_arguments(p)
+    registry.add_shape_arguments(p)
     return p
 
 
 def test_every_option_has_a_typed_default_and_shows_in_the_web_ui():
     p = parser()
     ui = p.args_included_in_web_ui
-    for option in OPTIONS:
+    for option in registry.all_options():
         assert option.default is not None
         assert option.dest in ui
     parsed = p.parse_args([])
@@ -47,9 +49,16 @@ def test_bad_bool_on_the_command_line_is_an_argparse_error(capsys):
 
 
 def test_read_falls_back_to_defaults_and_converts_web_form_strings():
-    assert read(None, "soak_hold") == 7200.0
-    assert read(SimpleNamespace(soak_users="12"), "soak_users") == 12
-    assert read(SimpleNamespace(step_stop_on_slo="true"), "step_stop_on_slo") is True
+    assert soak.HOLD.read(None) == 7200.0
+    assert soak.USERS.read(SimpleNamespace(soak_users="12")) == 12
+    assert stepped.STOP_ON_SLO.read(SimpleNamespace(step_stop_on_slo="true")) is True
+
+
+@pytest.mark.parametrize("value, message", [("many", "--soak-users: expected a finite int"),
+                                            ("inf", "--soak-users: expected a finite int")])
+def test_read_rejects_unusable_values_in_one_line(value, message):
+    with pytest.raises(UsageError, match=message):
+        soak.USERS.read(SimpleNamespace(soak_users=value))
 
 
 @pytest.mark.parametrize("bad", [0, -1, "fast", float("inf"), float("nan")])
@@ -63,8 +72,7 @@ def test_time_scale_defaults_to_one():
 
 
 def test_every_option_is_documented():
-    from pathlib import Path
-
     doc = (Path(__file__).resolve().parents[2] / "docs/shapes.md").read_text()
-    missing = [o.flag for o in OPTIONS if f"`{o.flag}`" not in doc]
+    missing = [flag for flag in [registry.SHAPE_OPTION, *(o.flag for o in registry.all_options())]
+               if f"`{flag}`" not in doc]
     assert missing == []

@@ -1,0 +1,66 @@
+"""What the wheel ships (pyproject.toml) and how a user's path finds the shipped files (loadline/core/resources.py)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from loadline.core import resources
+from simulator.config import profile_path
+
+ROOT = Path(__file__).resolve().parents[2]
+CODE_ROOTS = ("loadline", "shapes", "analysis", "simulator")
+
+
+def setuptools_config() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def test_every_code_package_is_in_the_explicit_package_list():
+    found = {".".join(init.parent.relative_to(ROOT).parts)
+             for root in CODE_ROOTS for init in (ROOT / root).rglob("__init__.py")}
+    listed = set(setuptools_config()["packages"])
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+    assert listed - found == set(resources.SHIPPED.values())
+
+
+def test_the_shipped_packages_are_the_top_level_folders_themselves():
+    mapping = setuptools_config()["package-dir"]
+    assert {folder: mapping[package] for folder, package in resources.SHIPPED.items()} == {
+        "configs": "configs", "locustfiles": "locustfiles"}
+    # this checkout is installed editable: importlib.resources leads to the folders, not to a copy
+    assert resources.shipped_dir("configs") == ROOT / "configs"
+    assert resources.locustfile("shape.py") == ROOT / "locustfiles" / "shape.py"
+    assert resources.checkout_root() == ROOT
+
+
+def test_a_relative_path_is_looked_up_here_first_then_in_the_shipped_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shipped = resources.resolve("configs/profiles/standard.conf")
+    assert shipped == ROOT / "configs" / "profiles" / "standard.conf"
+    (tmp_path / "configs" / "profiles").mkdir(parents=True)
+    (tmp_path / "configs" / "profiles" / "standard.conf").write_text("# mine\n")
+    assert resources.resolve("configs/profiles/standard.conf") == Path("configs/profiles/standard.conf")
+
+
+@pytest.mark.parametrize("path", ["configs/profiles/nope.conf", "my.conf", "other/configs/x.toml"])
+def test_a_path_found_nowhere_comes_back_as_given(tmp_path, monkeypatch, path):
+    monkeypatch.chdir(tmp_path)
+    assert resources.resolve(path) == Path(path)
+
+
+def test_simulator_profiles_by_name_or_by_path_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert profile_path("tiny") == ROOT / "configs" / "sim" / "tiny.toml"
+    assert profile_path("configs/sim/tiny.toml") == ROOT / "configs" / "sim" / "tiny.toml"
+
+
+def test_the_runtime_finds_files_through_resources_only():
+    """No `Path(__file__)` walks up out of its package (to configs/, locustfiles/): only a checkout has those."""
+    offenders = [f"{path.relative_to(ROOT)}: {line.strip()}"
+                 for root in CODE_ROOTS for path in (ROOT / root).rglob("*.py")
+                 for line in path.read_text(encoding="utf-8").splitlines()
+                 if "Path(__file__)" in line and ("parents[" in line or "parent.parent" in line)]
+    assert offenders == []
