@@ -15,8 +15,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /loadline
 COPY . .
 
-# Editable on purpose: profiles (configs/), entry files (locustfiles/) and `loadline run` are found
-# relative to the source tree, which a plain install would leave behind in site-packages.
+# Editable: the image's source tree (/loadline) is what `locust -f locustfiles/...` in the compose
+# files and k8s manifests reads, and what runs. (A plain `pip install .` works too: configs/ and
+# locustfiles/ ship in the wheel, see loadline/core/resources.py.)
 RUN pip install -e . \
  && useradd --create-home --uid 10001 loadline \
  && mkdir -p /runs && chown loadline /runs
