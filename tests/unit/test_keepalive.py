@@ -1,0 +1,119 @@
+"""Connection reuse like a mature client: a dead kept-alive connection costs no request, a dead fresh one does.
+
+A scripted loopback server plays each connection: answer and keep it open, answer with
+`Connection: close`, answer and then close it a moment later (llama-server), or read the request
+and close without answering (a server that really failed).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+import requests
+
+from loadline.client.failures import classify, exception_chain
+from loadline.client.http import stamped_session, wire_times
+from loadline.client.keepalive import stale_retried, take_stale_retries
+from loadline.client.streaming import StreamResult, chat_content, read_stream
+from loadline.core.records import ErrorClass
+
+SSE = (b'data: {"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason":"stop"}]}\n\n'
+       b"data: [DONE]\n\n")
+KEEP = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s" % (len(SSE), SSE)
+CLOSE = KEEP.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
+
+
+def _read_request(conn: socket.socket) -> bool:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = conn.recv(65536)
+        if not more:
+            return False
+        data += more
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += conn.recv(65536)
+    return True
+
+
+@contextmanager
+def scripted_connections(scripts: list[list[str]]):
+    """Connection k follows scripts[k]: per request "keep", "close" (Connection: close), "linger"
+    (answer, then close 50 ms later without serving more), or "drop" (close without answering)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    accepted: list[int] = []
+
+    def serve():
+        for script in scripts:
+            conn, _ = listener.accept()
+            accepted.append(1)
+            with conn:
+                conn.settimeout(10)
+                for action in script:
+                    if not _read_request(conn):
+                        break
+                    if action == "drop":
+                        break
+                    conn.sendall(CLOSE if action == "close" else KEEP)
+                    if action in ("close", "linger"):
+                        time.sleep(0.05 if action == "linger" else 0)
+                        break
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions", accepted
+    finally:
+        thread.join(10)
+        listener.close()
+
+
+def _request(session: requests.Session, url: str):
+    response = session.post(url, json={"messages": []}, stream=True, timeout=(5, 5))
+    wire, resends = wire_times(response), take_stale_retries(response.raw)
+    result = StreamResult()
+    read_stream(response.raw, chat_content, result)
+    response._content_consumed = result.body_complete
+    response.close()
+    return result, wire, resends
+
+
+def test_a_connection_the_server_closed_after_answering_is_replaced_and_the_resend_counted():
+    with scripted_connections([["keep", "linger"], ["keep"]]) as (url, accepted):
+        session = stamped_session()
+        outcomes = [_request(session, url) for _ in range(3)]  # the 3rd meets the lingering close
+    assert [r.finish_reason for r, _, _ in outcomes] == ["stop"] * 3
+    assert [n for _, _, n in outcomes] == [0, 0, 1] and len(accepted) == 2
+    assert outcomes[2][1].connect_ms > 0 and outcomes[1][1].connect_ms == 0  # the resend paid a new connection
+
+
+def test_connection_close_from_the_server_gives_no_error_and_no_resend():
+    with scripted_connections([["close"], ["close"], ["close"]]) as (url, accepted):
+        session = stamped_session()
+        outcomes = [_request(session, url) for _ in range(3)]
+    assert [n for _, _, n in outcomes] == [0, 0, 0] and len(accepted) == 3
+    assert all(w.connect_ms > 0 for _, w, _ in outcomes)
+
+
+def test_a_fresh_connection_closed_without_an_answer_is_a_reset_not_resent():
+    with scripted_connections([["drop"]]) as (url, accepted):
+        with pytest.raises(requests.exceptions.ConnectionError) as failure:
+            _request(stamped_session(), url)
+    assert classify(failure.value) == ErrorClass.RESET and not stale_retried(exception_chain(failure.value))
+    assert len(accepted) == 1
+
+
+def test_when_the_fresh_connection_fails_too_the_failure_says_it_was_a_resend():
+    with scripted_connections([["keep", "linger"], ["drop"]]) as (url, _):
+        session = stamped_session()
+        _request(session, url)
+        _request(session, url)
+        with pytest.raises(requests.exceptions.ConnectionError) as failure:
+            _request(session, url)
+    assert classify(failure.value) == ErrorClass.RESET and stale_retried(exception_chain(failure.value))
