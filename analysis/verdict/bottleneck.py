@@ -1,12 +1,19 @@
-"""The bottleneck verdict: which layer limits this service, with the numbers that say so.
+"""The bottleneck verdict: which layer limits this service, where it shows, and how sure we are.
 
-`judge(run, phase_table)` runs the rules of analysis/verdict/rules.py in DOMAIN.md's order
-(load generator first: a starved generator makes every other reading suspect; then GPU compute,
-memory leak, KV cache, host CPU, scheduler, gateway, outside the engine). The first rule whose
-conditions all hold names the layer; later ones that also hold are `secondary`. When no rule
-holds and no limit was reached in the tested range, the layer is `headroom`. When a limit was
-reached but no rule's conditions all hold, the closest rule is named with `confidence: low`.
-Rules whose signals are missing are listed in `not_judged`.
+`judge(run, phase_table, slo_failures=...)`:
+1. cuts the run into windows (phases; time slices too for one/two-phase runs) and finds where a
+   limit shows: a failed SLO criterion, errors, a latency rise or flat throughput (client side),
+   a waiting queue persistently non-empty or a KV pool pinned with preemptions (engine side);
+2. runs every layer's rule on every such window; each rule checks its *defining* signals against
+   thresholds (analysis/verdict/rules.py, run_rules.py) and the definitions exclude each other,
+   so rule order does not decide. Two causal precedences remain, both said in the evidence: a
+   saturated load generator invalidates every reading, and a proven leak explains a full pool;
+3. names the layer whose weakest defining signal is furthest past its threshold, in the window
+   where it is clearest; confidence comes from that margin (Thresholds.margin_*), is capped at
+   medium when a supporting signal was not scraped, and drops a step when the client's
+   measurement floor is a material share of the latency it judged;
+4. `headroom` only when no SLO criterion failed and no limit or saturation shows; a limit that no
+   layer explains is `unidentified`, said as such, never headroom.
 """
 
 from __future__ import annotations
@@ -15,69 +22,181 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.verdict.context import Context, Thresholds, build_context
-from analysis.verdict.rules import RULES, Finding, not_the_gpu
+from analysis.verdict.context import Context, Thresholds, Window, build_context
+from analysis.verdict.reading import Reading, read
+from analysis.verdict.rules import WINDOW_RULES, Finding
+from analysis.verdict.run_rules import gateway, load_generator, memory_leak, not_the_gpu
 
 LAYERS = ("gpu-compute", "kv-cache", "memory-leak", "scheduler", "host-cpu", "gateway", "outside-engine",
-          "load-generator", "headroom")
+          "load-generator", "unidentified", "headroom")
+CONFIDENCE = ("low", "medium", "high")
 
 
-def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | None = None) -> dict:
-    """Verdict dict: layer, confidence, evidence, actions, secondary, not_judged, limit, window."""
-    ctx = build_context(run, phase_table, thresholds)
-    findings = [rule(ctx) for rule in RULES]
+def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | None = None,
+          slo_failures: list[dict] | None = None, measurement_floor_ms: float | None = None) -> dict:
+    """Verdict dict: layer, confidence, margin, sentence, evidence, actions, secondary, not_judged, limit, window."""
+    ctx = build_context(run, phase_table, thresholds, slo_failures, measurement_floor_ms)
+    readings = {id(w): read(ctx, w) for w in ctx.windows}
+    limited = [w for w in ctx.windows if w.limits or readings[id(w)].saturation]
+    judged = limited or _slo_windows(ctx)
+    base = readings[id(ctx.baseline)] if ctx.baseline is not None else None
+    window_findings = [rule(ctx, readings[id(w)], base) for w in judged for rule in WINDOW_RULES] if base else []
+    run_findings = [load_generator(ctx), memory_leak(ctx), gateway(ctx)]
+    findings = run_findings + window_findings
+    probe = findings if judged or not ctx.windows or base is None else findings + [
+        rule(ctx, readings[id(w)], base) for w in ctx.windows[-1:] for rule in WINDOW_RULES]  # what could not be judged
+    not_judged = list(dict.fromkeys(f.unjudged for f in probe if f.unjudged))
+    reasons = [f"SLO criterion failed: {c.get('name')} {c.get('measured')} (limit {c.get('threshold')}) in "
+               f"{c.get('where') or 'the run'}" for c in ctx.slo_failures]
+    reasons += [line for w in limited for line in w.limits + readings[id(w)].saturation]
     fired = [f for f in findings if f.fired]
-    not_judged = [f.unjudged for f in findings if f.unjudged]
-    note = not_the_gpu(ctx)
-    if fired:
-        primary, confidence = fired[0], "high"
-        secondary = [f.as_dict() for f in fired[1:]]
-    elif not ctx.limit.reached:
-        # with no phase carrying traffic, "no limit seen" says nothing about the service
-        primary, confidence, secondary = _headroom(ctx), ("high" if len(ctx.phases) else "low"), []
+    primary = _primary(fired, readings)
+    if primary is not None:
+        confidence, notes = _confidence(ctx, primary, readings)
+    elif reasons:
+        primary, confidence, notes = _unexplained(window_findings, reasons), "low", []
     else:
-        primary, confidence = _closest(findings, ctx), "low"
-        secondary = []
-    evidence = list(primary.evidence)
-    if ctx.limit.reached:
-        evidence.append("limit reached: " + "; ".join(ctx.limit.reasons))
+        primary, confidence, notes = _headroom(ctx), ("high" if ctx.windows else "low"), []
+    secondary = _secondary(fired, primary)
+    note = not_the_gpu(ctx, primary.window) if reasons else None
+    evidence = [_headline(primary), *primary.lines(), *notes]
+    if reasons:
+        evidence.append("limit reached: " + "; ".join(dict.fromkeys(reasons)))
     if note:
         evidence.append(note)
+    window = primary.window
+    first = limited[0] if limited else None
     return {
         "layer": primary.layer,
         "confidence": confidence,
+        "margin": round(primary.margin, 3) if primary.layer not in ("headroom", "unidentified") else None,
+        "sentence": on_call_sentence(primary.layer, confidence, primary, ctx),
         "evidence": evidence,
         "actions": list(primary.actions),
         "secondary": secondary,
         "not_judged": not_judged,
-        "limit": {"reached": ctx.limit.reached, "phase": ctx.limit.phase, "reasons": ctx.limit.reasons},
-        "window": {"start_wall": ctx.window[0], "end_wall": ctx.window[1], "phases": ctx.describe_window()},
+        "limit": {"reached": bool(reasons), "phase": first.label if first else None, "reasons": list(dict.fromkeys(reasons)),
+                  "windows": [w.label for w in limited]},
+        "window": {"label": window.label if window else "the run", "kind": window.kind if window else "run",
+                   "start_wall": window.start if window else ctx.span[0], "end_wall": window.end if window else ctx.span[1],
+                   "phases": window.label if window else _describe(ctx.windows)},
     }
+
+
+def _slo_windows(ctx: Context) -> list[Window]:
+    """With no limit seen in any window but a failed SLO: the windows the gate named, else the heaviest."""
+    if not ctx.slo_failures or not ctx.windows:
+        return []
+    named = {str(c.get("where")) for c in ctx.slo_failures}
+    hit = [w for w in ctx.windows if w.label in named]
+    return hit or [max(ctx.windows, key=lambda w: (w.users, w.start))]
+
+
+def _load(f: Finding, readings: dict[int, Reading]) -> tuple[float, float]:
+    if f.window is None:
+        return (0.0, 0.0)
+    r = readings.get(id(f.window))
+    return (f.window.users, r.in_engine() if r else 0.0)
+
+
+def _primary(fired: list[Finding], readings: dict[int, Reading]) -> Finding | None:
+    by_layer = {f.layer: f for f in fired}
+    # causal precedence, not rule order: a starved generator invalidates every reading, and a
+    # proven leak (idle residue, OOM restart, floor rising at constant load) explains a full pool
+    for layer in ("load-generator", "memory-leak"):
+        if layer in by_layer:
+            return by_layer[layer]
+    if not fired:
+        return None
+    return max(fired, key=lambda f: (round(f.margin, 6), _load(f, readings)))
+
+
+def _secondary(fired: list[Finding], primary: Finding) -> list[dict]:
+    best: dict[str, Finding] = {}
+    for f in fired:
+        if f.layer != primary.layer and (f.layer not in best or f.margin > best[f.layer].margin):
+            best[f.layer] = f
+    return [f.as_dict() for f in best.values()]
+
+
+def _band(margin: float, th: Thresholds) -> int:
+    return 2 if margin >= th.margin_high else 1 if margin >= th.margin_medium else 0
+
+
+def _confidence(ctx: Context, f: Finding, readings: dict[int, Reading]) -> tuple[str, list[str]]:
+    th = ctx.th
+    level, notes = _band(f.margin, th), []
+    if f.layer == "load-generator":
+        return "high", []
+    if f.unmeasured:
+        # each supporting signal that was not scraped costs one step, from at most medium
+        level = max(0, min(level, 1) - (len(f.unmeasured) - 1))
+        notes.append(f"confidence at most {CONFIDENCE[level]}: not scraped - " + "; ".join(f.unmeasured))
+    floor = ctx.measurement_floor_ms
+    ttft = f.window.stat("ttft_p50_ms") if f.window else None
+    if floor and ttft and floor >= th.floor_share * ttft * ctx.time_scale:
+        level = max(0, level - 1)
+        notes.append(f"the client's measurement floor ({floor:.0f} ms, model time) is {floor / (ttft * ctx.time_scale):.0%} "
+                     f"of the TTFT p50 judged in {f.window.label}: confidence lowered one step")
+    return CONFIDENCE[level], notes
+
+
+def _headline(f: Finding) -> str:
+    where = f.window.label if f.window else "the run"
+    held = [c.text for c in f.checks if c.held and c.required] or [c.text for c in f.checks if c.held]
+    if f.layer in ("headroom", "unidentified") or not held:
+        return f"{f.layer}: " + (f.evidence[0] if f.evidence else where)
+    return f"{f.layer} in {where}: " + "; ".join(held)
 
 
 def _headroom(ctx: Context) -> Finding:
     f = Finding("headroom")
-    peak = ctx.peak
-    if len(peak):
-        rps = peak.get("rps")
+    heaviest = max(ctx.windows, key=lambda w: (w.users, w.start)) if ctx.windows else None
+    if heaviest is not None:
+        rps = heaviest.stat("rps")
+        f.window = heaviest
         f.evidence.append(
-            f"no limit reached up to {peak.get('label')}: latency within {ctx.th.latency_rise:g}x of the baseline, "
-            f"error rate below {ctx.th.error_rate:.0%}" + (f", {float(rps) / ctx.time_scale:.2f} req/s" if pd.notna(rps) else ""))
+            f"no SLO criterion failed and no limit showed up to {heaviest.label}: no engine queue or KV saturation, "
+            f"latency within {ctx.th.latency_rise:g}x of {ctx.baseline.label if ctx.baseline else 'the baseline'}, "
+            f"errors below {ctx.th.error_rate:.0%}" + (f", {rps / ctx.time_scale:.2f} req/s" if rps else ""))
     else:
         f.evidence.append("no phase with traffic: nothing was loaded, so no limit was seen")
     f.actions = ["raise the load (more users or a higher step) until a limit shows, to find the real capacity"]
     return f
 
 
-def _closest(findings: list[Finding], ctx: Context) -> Finding:
-    judged = [f for f in findings if not f.unjudged]
+def _unexplained(window_findings: list[Finding], reasons: list[str]) -> Finding:
+    judged = [f for f in window_findings if not f.unjudged and f.score >= 0.5]
     best = max(judged, key=lambda f: f.score, default=None)
-    if best is None or best.score <= 0:
-        f = Finding("outside-engine")
-        f.evidence = ["a limit was reached but no measured layer explains it "
-                      "(the engine's, GPU's and host's metrics show no saturation, or were not scraped)"]
-        f.actions = ["scrape the engine's /metrics, the DCGM exporter and node_exporter during the run (--scrape-url)",
-                     "time each hop between the client and the engine"]
-        return f
-    return Finding(best.layer, evidence=["no rule's conditions all held; closest match, low confidence:", *best.evidence],
-                   actions=best.actions, score=best.score)
+    if best is not None:
+        held = sum(c.held for c in best.checks if c.measured)
+        total = sum(c.measured for c in best.checks)
+        best.evidence.insert(0, f"no layer's defining signals all held; closest match ({held} of {total} signals), "
+                                f"low confidence")
+        return best
+    f = Finding("unidentified")
+    f.evidence = ["a limit was reached (" + reasons[0] + ") but no measured layer explains it: the engine's, GPU's and "
+                  "host's metrics show no saturation, or were not scraped"]
+    f.actions = ["scrape the engine's /metrics, the DCGM exporter and node_exporter during the run (--scrape-url)",
+                 "time each hop between the client and the engine"]
+    return f
+
+
+def _describe(windows: list[Window]) -> str:
+    names = [w.label for w in windows if w.kind == "phase"]
+    if not names:
+        return "the run"
+    return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
+
+
+def on_call_sentence(layer: str, confidence: str, f: Finding, ctx: Context) -> str:
+    """One sentence a person on call can act on: the layer, where, the deciding numbers, the first action."""
+    where = f.window.label if f.window else "the run"
+    action = f.actions[0] if f.actions else ""
+    if layer == "headroom":
+        return f"No limit reached up to {where}: the service has headroom; {action}."
+    if layer == "unidentified":
+        return f"A limit was reached but no measured layer explains it; {action}."
+    held = [c.text for c in f.checks if c.held and c.required][:2]
+    why = ("; ".join(held)) if held else "see the evidence"
+    return f"Capacity is limited by {layer} in {where} ({confidence} confidence: {why}); first action: {action}."

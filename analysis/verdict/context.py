@@ -1,9 +1,13 @@
-"""What the verdict rules look at: the baseline, where the limit was reached, and the loaded window.
+"""What the verdict rules look at: the windows of the run, its baseline, and every threshold.
 
-The rules compare a *loaded* window (from the first phase that showed a limit, through the phases
-at least as loaded after it) against the *baseline* (the least-loaded phase with traffic). A limit
-is reached in a phase when, compared with the baseline, latency grew `latency_rise` times (and by
-more than the noise floor), or requests failed, or throughput stopped following users.
+A *window* is a stretch of the run judged on its own: each phase with traffic, and, when a run
+has fewer than three phases or the user count changed inside a phase (fixed users, a web UI run
+whose users were changed by hand), equal time slices of the loaded span as well, so a one-phase
+run is judged on its own numbers instead of against a baseline it never had. The *baseline* is
+the least-loaded window (fewest users; among slices, the fewest requests in the engine). Client
+numbers of a window (wall-time ms) come from the phase table for phases and from the records
+for slices; limits seen from the client side (errors, latency rise, flat throughput) are attached
+to each window here; the engine's own saturation signals are read in analysis/verdict/reading.py.
 """
 
 from __future__ import annotations
@@ -20,16 +24,21 @@ from loadline.core.runsettings import time_scale_of
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Every number a rule compares with, in one place. Sources: DOMAIN.md §Bottleneck verdicts."""
+    """Every number a rule compares with, in one place, each with its source."""
 
-    gpu_busy: float = 0.95  # rule 1: "GPU utilization >= 95 %"
+    gpu_busy: float = 0.95  # DOMAIN.md bottleneck rule 1: "GPU utilization >= 95 %"
     gpu_not_busy: float = 0.60  # rule 2: "only 40-50 % yet throughput flat" (with margin)
-    kv_pinned: float = 0.90  # rule 3: KV usage "pinned near 1.0"
-    leak_rise: float = 0.10  # rule 3 (leak): the memory floor rose by 10 points of the pool
+    kv_pinned: float = 0.90  # rule 3: KV usage "pinned near 1.0"; vLLM preempts only when the pool is exhausted
+    leak_rise: float = 0.10  # rule 3 (leak): the memory floor rose by 10 points of the pool at constant load
     idle_residue: float = 0.02  # "memory creeping up by > 2 % ... at idle means a leak"
+    steady_load: float = 1.25  # "constant load" for the leak rule: requests in the engine within +-25 %
     host_cpu_busy: float = 0.90  # rule 4: host CPU saturated
-    latency_rise: float = 2.0  # "TTFT high": twice the baseline
-    tpot_rise: float = 1.5  # "TPOT high": per-token time 1.5x the baseline (decode slowed by the batch)
+    latency_rise: float = 2.0  # rule 5 "TTFT high": twice the baseline
+    # "per-token time rising with the batch": healthy batching already raises ITL ~1.4x from 1 to 32
+    # streams (vLLM on an L4, 0.5B model: 5.1 -> 7.1 ms, configs/sim/tiny.toml); past 1.5x the decode
+    # step is dominated by per-sequence work, i.e. the GPU's compute/bandwidth is the limit.
+    tpot_rise: float = 1.5
+    batch_growth: float = 2.0  # "with the batch": the running batch at least doubled (one stepped-test step, DOMAIN.md)
     noise_floor_ms: float = 50.0  # a TTFT/E2E rise smaller than this is noise, whatever the ratio (unscaled time)
     token_noise_floor_ms: float = 5.0  # the same for per-token times (TPOT, ITL)
     throughput_gain: float = 1.10  # users grew >= 1.5x but requests/s grew < 10 %: flat
@@ -37,68 +46,71 @@ class Thresholds:
     flat_latency_growth: float = 1.3  # ... and E2E p50 grew 1.3x over the previous step
     min_requests: int = 50  # a phase with fewer requests is too noisy to call its throughput flat (Poisson ~14 %)
     error_rate: float = 0.01  # >= 1 % failed requests is a limit (the SLO is stricter: 0)
-    waiting_share: float = 0.5  # "requests queue": waiting > 0 in at least half the samples
-    running_plateau: float = 0.9  # running stays within 10 % of its peak: a cap
+    waiting_share: float = 0.5  # "waiting queue persistently non-empty": waiting > 0 in at least half the scrapes
+    running_plateau: float = 0.9  # running within 10 % of the largest batch the engine ran: pinned at a cap
+    queue_share: float = 0.5  # "queue time dominates TTFT": at least half of the engine's time to first token
     outside_ratio: float = 2.0  # client time at least twice the server's own
+    # Confidence from the weakest defining signal's margin past its threshold. One window's counts
+    # carry Poisson noise ~1/sqrt(n): 14 % at the 50 requests a window needs (min_requests), so a
+    # margin under 15 % is within one noise width (low), 15-50 % is one to three (medium), beyond
+    # three widths is high.
+    margin_medium: float = 0.15
+    margin_high: float = 0.50
+    floor_share: float = 0.2  # the measurement floor eating >= 20 % of a latency margin lowers confidence
+    slices: int = 6  # time slices of a one/two-phase run (>= 3 scrapes each, see slice_windows)
+    min_slice_scrapes: int = 3
 
 
 @dataclass
-class Limit:
-    reached: bool
-    phase: str | None = None
-    reasons: list[str] = field(default_factory=list)
+class Window:
+    label: str
+    start: float  # wall clock
+    end: float
+    users: float
+    kind: str  # "phase" or "slice"
+    stats: dict[str, float] = field(default_factory=dict)  # client numbers, wall-time ms; see CLIENT_STATS
+    limits: list[str] = field(default_factory=list)  # client-side reasons this window shows a limit
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    def stat(self, name: str) -> float | None:
+        return num(self.stats.get(name))
+
+
+CLIENT_STATS = ("requests", "rps", "error_rate", "ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "e2e_p95_ms",
+                "tpot_p50_ms", "ttft_mean_ms")
 
 
 @dataclass
 class Context:
     run: Any
     phases: pd.DataFrame  # phase-table rows with traffic, in time order
+    windows: list[Window]
+    baseline: Window | None
     signals: Signals
     th: Thresholds
-    baseline: pd.Series
-    peak: pd.Series  # the most loaded phase of the window: client-side ratios are taken there
-    limit: Limit
-    window: tuple[float, float]  # the loaded window (wall clock)
-    base_window: tuple[float, float]
+    slo_failures: list[dict] = field(default_factory=list)  # failed SLO criteria (gate.Criterion.as_dict())
     time_scale: float = 1.0
+    measurement_floor_ms: float | None = None  # model time, from the validity check when it ran
 
     @property
     def floor_ms(self) -> float:
+        """The latency noise floor in wall time (server histograms and the phase table are wall time)."""
         return self.th.noise_floor_ms / self.time_scale
 
-    def ratio(self, column: str) -> float | None:
-        """peak / baseline for a phase-table column, None when either side is missing or zero."""
-        base, peak = _num(self.baseline.get(column)), _num(self.peak.get(column))
-        if base is None or peak is None or base <= 0:
-            return None
-        return peak / base
-
-    def risen(self, column: str, factor: float) -> bool:
-        """Did `column` grow `factor` times from the baseline, by more than the noise floor?"""
-        ratio = self.ratio(column)
-        if ratio is None:
-            return False
-        gain = _num(self.peak.get(column)) - _num(self.baseline.get(column))
-        per_token = column.startswith(("tpot", "itl"))
-        floor = (self.th.token_noise_floor_ms if per_token else self.th.noise_floor_ms) / self.time_scale
-        return ratio >= factor and gain >= floor
+    @property
+    def span(self) -> tuple[float, float]:
+        if self.windows:
+            return min(w.start for w in self.windows), max(w.end for w in self.windows)
+        return self.signals.time_span() or (0.0, 0.0)
 
     def requests_in(self, start: float, end: float) -> pd.DataFrame:
-        req = getattr(self.run, "requests", None)
-        if req is None or len(req) == 0:
-            return pd.DataFrame(columns=["start_wall", "status", "error_class", "http_status", "ttft_ms", "e2e_ms"])
-        wall = pd.to_numeric(req["start_wall"], errors="coerce")
-        return req[(wall >= start) & (wall < end)]
-
-    def describe_window(self) -> str:
-        labels = self.phases[(self.phases["start_wall"] >= self.window[0]) & (self.phases["end_wall"] <= self.window[1])]["label"]
-        names = [str(x) for x in labels]
-        if not names:
-            return "the run"
-        return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
+        return requests_between(getattr(self.run, "requests", None), start, end)
 
 
-def _num(value: Any) -> float | None:
+def num(value: Any) -> float | None:
     if value is None:
         return None
     try:
@@ -110,10 +122,17 @@ def _num(value: Any) -> float | None:
 
 def _users(row: pd.Series) -> float:
     for name in ("users", "target_users"):
-        value = _num(row.get(name))
+        value = num(row.get(name))
         if value is not None:
             return value
     return 0.0
+
+
+def requests_between(req: pd.DataFrame | None, start: float, end: float) -> pd.DataFrame:
+    if req is None or len(req) == 0:
+        return pd.DataFrame(columns=["start_wall", "status", "error_class", "http_status", "ttft_ms", "e2e_ms"])
+    wall = pd.to_numeric(req["start_wall"], errors="coerce")
+    return req[(wall >= start) & (wall < end)]
 
 
 def is_invalid_request(rows: pd.DataFrame) -> pd.Series:
@@ -124,10 +143,9 @@ def is_invalid_request(rows: pd.DataFrame) -> pd.Series:
 
 def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float) -> float | None:
     """Share of requests started in [start, end) that failed for a reason other than an invalid request."""
-    if requests is None or len(requests) == 0:
+    rows = requests_between(requests, start, end)
+    if rows.empty:
         return None
-    wall = pd.to_numeric(requests["start_wall"], errors="coerce")
-    rows = requests[(wall >= start) & (wall < end)]
     rows = rows[rows["status"].astype(str) != "cancelled"]
     if rows.empty:
         return None
@@ -135,75 +153,150 @@ def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float)
     return float(failed.sum()) / len(rows)
 
 
-def find_limit(phases: pd.DataFrame, baseline: pd.Series, th: Thresholds, floor_ms: float,
-               requests: pd.DataFrame | None = None, scale: float = 1.0) -> tuple[Limit, int]:
-    """The first phase where latency, errors or throughput show a limit; (Limit, its position).
+# --- windows -------------------------------------------------------------------------------------
+def phase_windows(phases: pd.DataFrame, requests: pd.DataFrame | None) -> list[Window]:
+    out = []
+    for _, row in phases.iterrows():
+        stats = {name: num(row.get(name)) for name in CLIENT_STATS}
+        rows = requests_between(requests, float(row["start_wall"]), float(row["end_wall"]))
+        ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+        ttft = pd.to_numeric(ok.get("ttft_ms", pd.Series(dtype=float)), errors="coerce").dropna()
+        stats["ttft_mean_ms"] = float(ttft.mean()) if len(ttft) else None
+        out.append(Window(str(row["label"]), float(row["start_wall"]), float(row["end_wall"]), _users(row), "phase", stats))
+    return out
 
-    `phases` is in wall time; `scale` (the run's time scale) only converts the numbers quoted in
-    the reasons to model time.
+
+def slice_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator: pd.DataFrame | None,
+                  signals: Signals, th: Thresholds) -> list[Window]:
+    """Equal time slices of the loaded span, each long enough for `min_slice_scrapes` engine scrapes."""
+    if not len(phases):
+        return []
+    start, end = float(phases["start_wall"].min()), float(phases["end_wall"].max())
+    scrape = signals.scrape_interval() or 0.0
+    count = th.slices
+    if scrape > 0:
+        count = max(1, min(count, int((end - start) // (th.min_slice_scrapes * scrape))))
+    if count < 2:
+        return []
+    edges = np.linspace(start, end, count + 1)
+    out = []
+    for i in range(count):
+        a, b = float(edges[i]), float(edges[i + 1])
+        stats = client_stats(requests, a, b)
+        users = _generator_users(generator, a, b)
+        if users is None:
+            inside = phases[(phases["start_wall"] < b) & (phases["end_wall"] > a)]
+            users = float(inside.apply(_users, axis=1).max()) if len(inside) else 0.0
+        out.append(Window(f"t+{a - start:.0f}..{b - start:.0f} s", a, b, users, "slice", stats))
+    return [w for w in out if (w.stat("requests") or 0) > 0]
+
+
+def client_stats(requests: pd.DataFrame | None, start: float, end: float) -> dict[str, float | None]:
+    """A window's client numbers from the records (wall-time ms), as the phase table would give them."""
+    rows = requests_between(requests, start, end)
+    rows = rows[rows["status"].astype(str) != "cancelled"] if len(rows) else rows
+    ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+    stats: dict[str, float | None] = {"requests": float(len(rows)), "rps": len(ok) / (end - start) if end > start else None,
+                                      "error_rate": capacity_error_rate(requests, start, end)}
+    for metric in ("ttft", "e2e", "tpot"):
+        values = pd.to_numeric(ok.get(f"{metric}_ms", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
+        stats[f"{metric}_p50_ms"] = float(np.percentile(values, 50)) if len(values) else None
+        stats[f"{metric}_p95_ms"] = float(np.percentile(values, 95)) if len(values) else None
+        if metric == "ttft":
+            stats["ttft_mean_ms"] = float(values.mean()) if len(values) else None
+    return stats
+
+
+def _generator_users(generator: pd.DataFrame | None, start: float, end: float) -> float | None:
+    if generator is None or len(generator) == 0 or "users" not in generator:
+        return None
+    ts = pd.to_numeric(generator["ts"], errors="coerce")
+    rows = generator[(ts >= start) & (ts < end)]
+    if rows.empty:
+        return None
+    per_ts = rows.assign(users=pd.to_numeric(rows["users"], errors="coerce")).groupby("ts")["users"].sum()
+    return float(per_ts.mean()) if len(per_ts) else None
+
+
+def needs_slices(phases: pd.DataFrame, timeline: pd.DataFrame | None) -> bool:
+    """Few phases, or users changed inside one (a web UI run; `timeline` is phases.csv): judge time slices too."""
+    if len(phases) < 3:
+        return True
+    if timeline is not None and {"users_start", "users_end"} <= set(timeline.columns):
+        a = pd.to_numeric(timeline["users_start"], errors="coerce")
+        b = pd.to_numeric(timeline["users_end"], errors="coerce")
+        return bool(((a - b).abs() > 0).any())
+    return False
+
+
+# --- client-side limits ------------------------------------------------------------------------
+def mark_client_limits(windows: list[Window], baseline: Window | None, th: Thresholds, floor_ms: float,
+                       requests: pd.DataFrame | None, scale: float) -> None:
+    """Attach to each window the client-side reasons it shows a limit (errors, latency, flat throughput).
+
+    Numbers are quoted in model time (wall x `scale`), like the report.
     """
-    prev = None
-    for pos in range(len(phases)):
-        row = phases.iloc[pos]
-        reasons = []
-        err = capacity_error_rate(requests, float(row["start_wall"]), float(row["end_wall"]))
-        if err is None:
-            err = _num(row.get("error_rate"))
+    prev: Window | None = None
+    for w in windows:
+        err = capacity_error_rate(requests, w.start, w.end)
+        err = w.stat("error_rate") if err is None else err
         if err is not None and err >= th.error_rate:
-            reasons.append(f"{err:.1%} of requests failed in {row['label']} (invalid-request 4xx excluded)")
-        # the median first, then the tail: queueing often shows in P95 well before it moves the median
-        for metric, stat in (("ttft", "p50"), ("e2e", "p50"), ("ttft", "p95"), ("e2e", "p95")):
-            col = f"{metric}_{stat}_ms"
-            base, now = _num(baseline.get(col)), _num(row.get(col))
-            if base and now and now / base >= th.latency_rise and now - base >= floor_ms:
-                reasons.append(f"{metric.upper()} {stat} {now * scale:.0f} ms in {row['label']} vs "
-                               f"{base * scale:.0f} ms at baseline ({now / base:.1f}x)")
-                break
-        if prev is not None:
-            u0, u1 = _users(prev), _users(row)
-            r0, r1 = _num(prev.get("rps")), _num(row.get("rps"))
-            enough = min(_num(prev.get("requests")) or 0, _num(row.get("requests")) or 0) >= th.min_requests
-            # Little's law: in a closed loop, flat throughput under more users must show as longer requests;
-            # without that, the "flat" step is a ramp-up transient or pacing, not a limit.
-            e0, e1 = _num(prev.get("e2e_p50_ms")), _num(row.get("e2e_p50_ms"))
-            slower = bool(e0 and e1 and e1 / e0 >= th.flat_latency_growth)
-            if enough and slower and u0 > 0 and r0 and r1 is not None and u1 / u0 >= th.users_growth \
-                    and r1 / r0 < th.throughput_gain:
-                reasons.append(f"throughput flat: {r1 / scale:.2f} req/s at {u1:.0f} users vs {r0 / scale:.2f} "
-                               f"at {u0:.0f} users")
-        if reasons:
-            return Limit(True, str(row["label"]), reasons), pos
-        if _users(row) >= (_users(prev) if prev is not None else 0):
-            prev = row
-    return Limit(False), -1
+            w.limits.append(f"{err:.1%} of requests failed in {w.label} (invalid-request 4xx excluded)")
+        if baseline is not None and w is not baseline:
+            # the median first, then the tail: queueing often shows in P95 well before it moves the median
+            for metric, stat in (("ttft", "p50"), ("e2e", "p50"), ("ttft", "p95"), ("e2e", "p95")):
+                base, now = baseline.stat(f"{metric}_{stat}_ms"), w.stat(f"{metric}_{stat}_ms")
+                if base and now and now / base >= th.latency_rise and now - base >= floor_ms:
+                    w.limits.append(f"{metric.upper()} {stat} {now * scale:.0f} ms in {w.label} vs "
+                                    f"{base * scale:.0f} ms in {baseline.label} ({now / base:.1f}x)")
+                    break
+        if w.kind == "phase" and prev is not None:
+            flat = _flat_throughput(prev, w, th, scale)
+            if flat:
+                w.limits.append(flat)
+        if w.kind == "phase" and (prev is None or w.users >= prev.users):
+            prev = w
 
 
-def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | None = None) -> Context:
+def _flat_throughput(prev: Window, w: Window, th: Thresholds, scale: float) -> str | None:
+    # Little's law: in a closed loop, flat throughput under more users must show as longer requests;
+    # without that, the "flat" step is a ramp-up transient or pacing, not a limit.
+    u0, u1 = prev.users, w.users
+    r0, r1 = prev.stat("rps"), w.stat("rps")
+    enough = min(prev.stat("requests") or 0, w.stat("requests") or 0) >= th.min_requests
+    e0, e1 = prev.stat("e2e_p50_ms"), w.stat("e2e_p50_ms")
+    slower = bool(e0 and e1 and e1 / e0 >= th.flat_latency_growth)
+    if enough and slower and u0 > 0 and r0 and r1 is not None and u1 / u0 >= th.users_growth and r1 / r0 < th.throughput_gain:
+        return f"throughput flat: {r1 / scale:.2f} req/s at {u1:.0f} users vs {r0 / scale:.2f} at {u0:.0f} users"
+    return None
+
+
+def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | None = None,
+                  slo_failures: list[dict] | None = None, measurement_floor_ms: float | None = None) -> Context:
     th = th or Thresholds()
     signals = Signals(getattr(run, "server_metrics", None))
-    phases = _phases_with_traffic(run, phase_table)
-    manifest = getattr(run, "manifest", None) or {}
-    scale = _time_scale(manifest)
-    floor = th.noise_floor_ms / scale
-    users = phases.apply(_users, axis=1) if len(phases) else pd.Series(dtype=float)
-    baseline = phases.loc[users.idxmin()] if len(phases) else pd.Series(dtype=object)
+    phases = _phases_with_traffic(phase_table)
+    scale = _time_scale(getattr(run, "manifest", None) or {})
     requests = getattr(run, "requests", None)
-    limit, pos = find_limit(phases, baseline, th, floor, requests, scale) if len(phases) else (Limit(False), -1)
-    if pos < 0:
-        pos = int(np.flatnonzero(users.to_numpy() == users.max())[-1]) if len(phases) else -1
-    if pos >= 0:
-        first = phases.iloc[pos]
-        later = phases.iloc[pos:]
-        loaded = later[later.apply(_users, axis=1) >= _users(first)]
-        # symptoms are read where they are strongest: the most loaded phase of the window
-        peak = loaded.iloc[int(np.flatnonzero(loaded.apply(_users, axis=1).to_numpy() == loaded.apply(_users, axis=1).max())[-1])]
-        window = (float(first["start_wall"]), float(loaded["end_wall"].max()))
-        base_window = (float(baseline["start_wall"]), float(baseline["end_wall"]))
-    else:
-        peak = baseline
-        span = signals.time_span() or (0.0, 0.0)
-        window = base_window = span
-    return Context(run, phases, signals, th, baseline, peak, limit, window, base_window, scale)
+    windows = phase_windows(phases, requests)
+    if needs_slices(phases, getattr(run, "phases", None)):
+        windows += slice_windows(phases, requests, getattr(run, "generator", None), signals, th)
+    baseline = _baseline(windows, signals)
+    mark_client_limits(windows, baseline, th, th.noise_floor_ms / scale, requests, scale)
+    return Context(run, phases, windows, baseline, signals, th, list(slo_failures or []), scale, measurement_floor_ms)
+
+
+def _baseline(windows: list[Window], signals: Signals) -> Window | None:
+    """The least-loaded window: fewest users, then (one-phase runs) fewest requests in the engine."""
+    if not windows:
+        return None
+
+    def in_engine(w: Window) -> float:
+        running = signals.gauge("running", w.start, w.end)
+        waiting = signals.gauge("waiting", w.start, w.end)
+        return (running.mean if running else 0.0) + (waiting.mean if waiting else 0.0)
+
+    return min(windows, key=lambda w: (w.users, in_engine(w), w.start))
 
 
 def _time_scale(manifest: dict) -> float:
@@ -211,7 +304,7 @@ def _time_scale(manifest: dict) -> float:
     return time_scale_of(manifest)
 
 
-def _phases_with_traffic(run: Any, phase_table: pd.DataFrame | None) -> pd.DataFrame:
+def _phases_with_traffic(phase_table: pd.DataFrame | None) -> pd.DataFrame:
     if phase_table is None or len(phase_table) == 0:
         return pd.DataFrame(columns=["label", "start_wall", "end_wall", "users", "requests"])
     table = phase_table.copy()

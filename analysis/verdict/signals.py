@@ -93,6 +93,8 @@ class Signals:
         self.table = server_metrics if server_metrics is not None else pd.DataFrame()
         self.present = set(present_concepts(server_metrics))
         self._cache: dict[str, pd.DataFrame] = {}
+        self._inc_cache: dict[str, pd.DataFrame] = {}
+        self._gauge_cache: dict[str, pd.Series] = {}
 
     def has(self, concept: str) -> bool:
         return concept in self.present
@@ -104,11 +106,12 @@ class Signals:
 
     # --- gauges ------------------------------------------------------------------------------
     def gauge_series(self, concept: str) -> pd.Series:
-        """One value per timestamp, series combined with the concept's `agg`."""
-        s = self.samples(concept)
-        if s.empty:
-            return pd.Series(dtype=float)
-        return s.groupby("ts")["value"].agg(CONCEPTS[concept].agg).sort_index()
+        """One value per timestamp, series combined with the concept's `agg` (cached)."""
+        if concept not in self._gauge_cache:
+            s = self.samples(concept)
+            self._gauge_cache[concept] = (pd.Series(dtype=float) if s.empty
+                                          else s.groupby("ts")["value"].agg(CONCEPTS[concept].agg).sort_index())
+        return self._gauge_cache[concept]
 
     def gauge(self, concept: str, start: float, end: float) -> GaugeStats | None:
         series = self.gauge_series(concept)
@@ -119,28 +122,41 @@ class Signals:
                           float(window.min()), float(window.max()), int(len(window)))
 
     # --- counters ------------------------------------------------------------------------------
-    def _series_in(self, concept: str, start: float, end: float, suffix: str = "") -> dict[str, pd.DataFrame]:
-        """Per series: the last sample at or before `start` plus every sample up to `end`."""
-        s = self.samples(concept)
-        s = s[(s["suffix"] == suffix) & (s["ts"] <= end)]
-        out = {}
-        for key, rows in s.groupby("series"):
-            before = rows[rows["ts"] <= start]
-            inside = rows[rows["ts"] > start]
-            if not before.empty:
-                inside = pd.concat([before[before["ts"] == before["ts"].max()], inside])
-            if len(inside) >= 1:
-                out[str(key)] = inside.sort_values("ts")
-        return out
+    def _increments(self, concept: str, suffix: str) -> pd.DataFrame:
+        """Per sample: how much its series (per `le` for buckets) grew since the previous sample.
+
+        A drop means the process restarted from zero, so the increment is the new value. The first
+        sample of a series has no increment. Cached per concept and suffix: every window reuses it.
+        """
+        key = f"{concept}\0{suffix}"
+        if key not in self._inc_cache:
+            s = self.samples(concept)
+            s = s[s["suffix"] == suffix] if not s.empty else s
+            if s.empty:
+                self._inc_cache[key] = pd.DataFrame(columns=["series", "le", "ts", "inc"])
+            else:
+                s = s.assign(le=s["le"].astype(float).fillna(-1.0) if "le" in s else -1.0)
+                s = s.sort_values(["series", "le", "ts"], kind="stable")
+                prev = s.groupby(["series", "le"], sort=False)["value"].shift(1)
+                value = s["value"].to_numpy(dtype=float)
+                inc = np.where(prev.isna(), np.nan, np.where(value >= prev, value - prev, value))
+                self._inc_cache[key] = pd.DataFrame({"series": s["series"].to_numpy(), "le": s["le"].to_numpy(),
+                                                     "ts": s["ts"].to_numpy(dtype=float), "inc": inc})
+        return self._inc_cache[key]
+
+    def _grown(self, concept: str, start: float, end: float, suffix: str = "") -> pd.DataFrame | None:
+        """The increments that happened in (start, end]; None when the concept was never scraped by `end`."""
+        inc = self._increments(concept, suffix)
+        if inc.empty or not (inc["ts"] <= end).any():
+            return None
+        return inc[(inc["ts"] > start) & (inc["ts"] <= end) & inc["inc"].notna()]
 
     def increase(self, concept: str, start: float, end: float) -> float | None:
         """How much a counter grew in [start, end], summed over series; None if never scraped there."""
         if not self.has(concept):
             return None
-        parts = self._series_in(concept, start, end)
-        if not parts:
-            return None
-        return float(sum(_increase(rows["value"].to_numpy()) for rows in parts.values()))
+        grown = self._grown(concept, start, end)
+        return None if grown is None else float(grown["inc"].sum())
 
     def resets(self, concept: str) -> list[float]:
         """Timestamps where a cumulative counter fell: the process behind it restarted."""
@@ -177,26 +193,17 @@ class Signals:
         """Observations recorded inside [start, end]: count, mean and quantiles (seconds)."""
         if not self.has(concept):
             return None
-        counts = self._series_in(concept, start, end, "_count")
-        sums = self._series_in(concept, start, end, "_sum")
-        total = sum(_increase(r["value"].to_numpy()) for r in counts.values())
-        total_sum = sum(_increase(r["value"].to_numpy()) for r in sums.values())
-        buckets = self.samples(concept)
-        buckets = buckets[(buckets["suffix"] == "_bucket") & (buckets["ts"] <= end)]
-        per_le: dict[float, float] = {}
-        for (key, le), rows in buckets.groupby(["series", "le"]):
-            rows = rows.sort_values("ts")
-            before = rows[rows["ts"] <= start]
-            inside = rows[rows["ts"] > start]
-            if not before.empty:
-                inside = pd.concat([before.iloc[[-1]], inside])
-            per_le[float(le)] = per_le.get(float(le), 0.0) + _increase(inside["value"].to_numpy())
+        counts, sums = self._grown(concept, start, end, "_count"), self._grown(concept, start, end, "_sum")
+        total = float(counts["inc"].sum()) if counts is not None else 0.0
+        total_sum = float(sums["inc"].sum()) if sums is not None else 0.0
         if total <= 0:
             return HistogramStats(0.0, None, None, None, None)
-        les = np.array(list(per_le.keys()), dtype=float)
-        cum = np.array(list(per_le.values()), dtype=float)
+        buckets = self._grown(concept, start, end, "_bucket")
+        per_le = buckets.groupby("le")["inc"].sum() if buckets is not None and len(buckets) else pd.Series(dtype=float)
+        les = per_le.index.to_numpy(dtype=float)
+        cum = per_le.to_numpy(dtype=float)
         quantile = (lambda q: bucket_quantile(q, les, cum)) if len(les) else (lambda q: None)
-        return HistogramStats(float(total), float(total_sum / total), quantile(0.5), quantile(0.9), quantile(0.99))
+        return HistogramStats(total, total_sum / total, quantile(0.5), quantile(0.9), quantile(0.99))
 
     # --- host -----------------------------------------------------------------------------------
     def host_cpu_busy(self, start: float, end: float) -> float | None:
@@ -206,6 +213,15 @@ class Signals:
         if not total or idle is None:
             return None
         return max(0.0, min(1.0, 1.0 - idle / total))
+
+    def scrape_interval(self) -> float | None:
+        """The median time between the engine's scrapes (running gauge, else any sample)."""
+        series = self.gauge_series("running") if self.has("running") else pd.Series(dtype=float)
+        ts = series.index.to_numpy(dtype=float) if len(series) else np.unique(
+            pd.to_numeric(self.table.get("ts", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy())
+        steps = np.diff(np.sort(ts))
+        steps = steps[steps > 0]
+        return float(np.median(steps)) if len(steps) else None
 
     # --- engine dialects (llama.cpp, Triton/TensorRT-LLM, ...) -----------------------------------
     def engines(self) -> list[str]:

@@ -67,11 +67,11 @@ def test_missing_signals_are_listed_not_guessed(tmp_path):
     verdict = verdict_of(sc, tmp_path, server)
     assert verdict["layer"] == "scheduler"
     joined = " ".join(verdict["not_judged"])
-    assert "gpu-compute" in joined and "host-cpu" in joined
+    assert "host-cpu" in joined  # gpu-compute is judged from per-token time; the GPU gauge only supports it
     empty = server.iloc[0:0]
     verdict = verdict_of(ms.healthy(), tmp_path, empty)
     assert verdict["layer"] == "headroom"
-    assert {"gpu-compute", "kv-cache", "scheduler"} <= {line.split()[0] for line in verdict["not_judged"]}
+    assert {"kv-cache", "scheduler", "memory-leak"} <= {line.split()[0] for line in verdict["not_judged"]}
 
 
 def test_limit_without_any_server_signal_is_low_confidence(tmp_path):
@@ -113,7 +113,9 @@ def test_scaled_simulator_runs_shrink_the_noise_floor(tmp_path):
     sc.manifest = {"time_scale": 50}
     assert verdict_of(sc, tmp_path)["layer"] == "scheduler"
     sc.manifest = {}
-    assert verdict_of(sc, tmp_path)["layer"] == "headroom"  # unscaled, a 30 ms rise is below the noise floor
+    # unscaled, a 10-30 ms queue is below the noise floor: the engine queues, but no layer is proven
+    verdict = verdict_of(sc, tmp_path)
+    assert verdict["confidence"] == "low" and verdict["layer"] != "headroom", verdict
 
 
 def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import metric_scenarios as ms
-from analysis.verdict.bottleneck import judge
+from analysis.verdict.bottleneck import CONFIDENCE, judge
 from analysis.data.load import load_run
 from analysis.data.prom_ingest import load_query_range
 from analysis.stats.phases import phase_table
@@ -51,7 +51,9 @@ def test_twin_gives_the_vllm_verdict(path, tmp_path):
     vllm = judge(load_run(ms.write_scenario(getattr(ms, scenario)(), tmp_path / "vllm",
                                             load_query_range([DATA / f"metrics_{scenario}_vllm.json.gz"]))),
                  phase_table(run))
-    assert (verdict["layer"], verdict["confidence"]) == (vllm["layer"], vllm["confidence"])
+    assert verdict["layer"] == vllm["layer"]
+    # a dialect without a supporting signal (TGI has no KV gauge) may be less sure, never surer
+    assert CONFIDENCE.index(verdict["confidence"]) <= CONFIDENCE.index(vllm["confidence"])
 
 
 def test_report_reads_a_prometheus_export_instead_of_a_scrape(tmp_path):
