@@ -3,7 +3,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint-layers install browser
+.PHONY: demo test test-fast lint-layers install browser real-engine test-real build-tools
 
 # A stepped test (2, 4, 8, 16... users until the SLO breaks) against the small simulated engine,
 # 20x faster than real time (about a minute); the report is in model time.
@@ -19,6 +19,24 @@ test: install browser lint-layers
 # The inner loop: unit tests only (in process, under a minute).
 test-fast: install lint-layers
 	$(BIN)/python -m pytest -q tests/unit
+
+# The real-engine suite (tests/real/, never part of `make test`): builds llama.cpp's llama-server from the
+# sources vendored in PyPI's llama-cpp-python sdist (~15 min on 2 cores the first time, then cached in
+# ~/.cache/loadline), writes a tiny random-weight GGUF model, and runs Loadline against the server.
+# The pytest -v output goes to runs/real-suite.txt, the summary table to runs/real-suite-summary.md,
+# the run folders to runs/real-suite/.
+real-engine: install build-tools
+	$(BIN)/pip install -q -e '.[test,real]'
+	@bin=$$(PYTHON=$(BIN)/python bash tests/real/build_llama_server.sh) && \
+	  $(BIN)/python tests/real/make_tiny_gguf.py >/dev/null && mkdir -p runs && \
+	  { LOADLINE_REAL=1 LLAMA_SERVER=$$bin $(BIN)/python -m pytest -v -p no:cacheprovider tests/real \
+	    > runs/real-suite.txt 2>&1; code=$$?; cat runs/real-suite.txt; exit $$code; }
+
+test-real: real-engine
+
+build-tools:
+	@command -v cmake >/dev/null && command -v c++ >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake ninja-build g++ >/dev/null)
 
 # The import contracts of pyproject.toml ([tool.importlinter]): layers point one way, and the
 # load side (workers, the master's runtime) never imports pandas or matplotlib.
