@@ -13,10 +13,11 @@ Stage keys (configs/stages/drill-kill-replica.toml):
     fault_after_s = 10         # optional: act this many seconds into the stage (time-scaled), not at once
 
 Actions run once, in order, when the stage begins (or `fault_after_s` later), on the master in
-their own greenlet (tick() never waits on the network), each with a short timeout. The outcome is
-logged in one line and added to the phase's `note` in phases.csv with the wall-clock moment it was
-sent (`fault: POST /admin/replicas/0/kill ok (t=1796033913.454)`), which analysis/stats/recovery.py
-reads. A failing action never stops the run.
+their own greenlet (tick() never waits on the network), each with a short timeout. Each outcome is
+one typed row of the run folder's faults.csv (loadline.core.schema.FaultRow: when it was sent, the
+phase, method, path, body, ok / failed / skipped and why), which analysis/stats/recovery.py reads.
+It is also logged in one line and added to the phase's `note` for people
+(`fault: POST /admin/replicas/0/kill ok`); nothing parses the note. A failing action never stops the run.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from loadline.core import runfolder
 from loadline.core.errors import UsageError
+from loadline.core.schema import FAULT_FAILED, FAULT_OK, FAULT_SKIPPED, FaultRow
 
 logger = logging.getLogger(__name__)
 
 DRILL_KEYS = {"kill_replica", "restart_after_s", "faults", "actions", "fault_after_s"}
-NOTE_PREFIX = "fault: "  # phases.csv note of every action outcome; analysis/stats/recovery.py matches it
+NOTE_PREFIX = "fault: "  # the human-readable phase note of every action outcome
 ACTION_TIMEOUT_S = 3.0
 MAX_ACTIONS = 20
 
@@ -135,21 +138,38 @@ def _gevent_sleep(seconds: float) -> None:
     gevent.sleep(seconds)
 
 
+def append_fault(row: FaultRow) -> None:
+    """Write one fault row to the active run folder's faults.csv (none active: the log line only)."""
+    try:
+        runfolder.append_to_active(runfolder.FAULTS, runfolder.FAULT_COLUMNS, [row.as_csv()])
+    except OSError as exc:  # a full disk must not kill the drill's greenlet
+        logger.warning("could not write %s: %s", runfolder.FAULTS, exc)
+
+
+def fault_row(wall: float, phase_index: int, label: str, action: FaultAction, outcome: str) -> FaultRow:
+    """The typed record of one action's outcome: "ok", "failed: <why>" (post()) or "skipped: <why>"."""
+    status, _, detail = outcome.partition(": ")
+    kind = {"ok": FAULT_OK, "skipped": FAULT_SKIPPED}.get(status, FAULT_FAILED)
+    return FaultRow(wall, phase_index, label, "POST", action.path, action.body, kind, detail)
+
+
 class ActionRunner:
-    """Runs a phase's actions off the shape's tick; `spawn` and `send` are swappable for tests."""
+    """Runs a phase's actions off the shape's tick; `spawn`, `send` and `record` are swappable for tests."""
 
     def __init__(self, spawn: Callable[[Callable[[], None]], Any] = _gevent_spawn,
                  send: Callable[[str, FaultAction], str] = post,
-                 sleep: Callable[[float], None] = _gevent_sleep, wall: Callable[[], float] = time.time):
+                 sleep: Callable[[float], None] = _gevent_sleep, wall: Callable[[], float] = time.time,
+                 record: Callable[[FaultRow], None] = append_fault):
         self.spawn = spawn
         self.send = send
         self.sleep = sleep
         self.wall = wall
+        self.record = record
         self.warned = False
 
     def start(self, admin_url: str, label: str, actions: tuple[FaultAction, ...],
-              annotate: Callable[[str], None]) -> None:
-        """Begin the actions of the phase `label`; `annotate(text)` adds to that phase's note."""
+              annotate: Callable[[str], None], phase_index: int = -1) -> None:
+        """Begin the actions of the phase `label` (`phase_index` in phases.csv); `annotate(text)` adds to its note."""
         if not actions:
             return
         if not admin_url:
@@ -157,12 +177,14 @@ class ActionRunner:
                 logger.warning("the stages carry fault actions but there is no --sim-admin-url: running "
                                "without them (against a real service, inject the faults yourself)")
                 self.warned = True
-            annotate(NOTE_PREFIX + "skipped (no --sim-admin-url)")
+            for action in actions:
+                self.record(fault_row(self.wall(), phase_index, label, action, "skipped: no --sim-admin-url"))
+            annotate(f"{NOTE_PREFIX}skipped (no --sim-admin-url)")
             return
-        self.spawn(lambda: self._run(admin_url, label, actions, annotate))
+        self.spawn(lambda: self._run(admin_url, label, actions, annotate, phase_index))
 
     def _run(self, admin_url: str, label: str, actions: tuple[FaultAction, ...],
-             annotate: Callable[[str], None]) -> None:
+             annotate: Callable[[str], None], phase_index: int) -> None:
         waited = 0.0
         for action in actions:
             if action.after_s > waited:
@@ -172,4 +194,5 @@ class ActionRunner:
             outcome = self.send(admin_url, action)
             log = logger.info if outcome == "ok" else logger.warning
             log("Fault action at %s: %s -> %s", label, action.describe(), outcome)
-            annotate(f"{NOTE_PREFIX}{action.describe()} {outcome} (t={sent_at:.3f})")
+            self.record(fault_row(sent_at, phase_index, label, action, outcome))
+            annotate(f"{NOTE_PREFIX}{action.describe()} {outcome}")

@@ -40,7 +40,7 @@ class RunData:
     locust_stats: pd.DataFrame | None
     missing: list[str] = field(default_factory=list)
     locust_history: pd.DataFrame | None = None
-    faults: pd.DataFrame = field(default_factory=lambda: _empty(schema.FAULTS))  # FAULT_COLUMNS; drills only
+    faults: pd.DataFrame = field(default_factory=lambda: empty_table(schema.FAULTS))  # FAULT_COLUMNS; drills only
 
     @property
     def has_records(self) -> bool:
@@ -133,7 +133,8 @@ def _empty_requests() -> pd.DataFrame:
     return frame
 
 
-def _empty(table: schema.Schema) -> pd.DataFrame:
+def empty_table(table: schema.Schema) -> pd.DataFrame:
+    """A table with the schema's columns and no rows."""
     return pd.DataFrame({c: pd.Series(dtype="object" if kind == schema.STR else "float64") for c, kind in table.items()})
 
 
@@ -143,15 +144,15 @@ def _read_table(path: Path, table: schema.Schema, missing: list[str], absent_is_
     if not path.exists():
         if absent_is_missing:
             missing.append(f"{path.name} (absent)")
-        return _empty(table)
+        return empty_table(table)
     try:
         frame = read_csv_tolerant(path, dtype={c: "object" for c, kind in table.items() if kind == schema.STR},
                                   keep_default_na=False, na_values={c: [""] for c, k in table.items() if k != schema.STR})
     except UsageError as exc:
         missing.append(f"{path.name} (unreadable: {exc})")
-        return _empty(table)
+        return empty_table(table)
     if frame.empty and not len(frame.columns):
-        return _empty(table)
+        return empty_table(table)
     for name, kind in table.items():
         if name not in frame.columns:
             frame[name] = "" if kind == schema.STR else np.nan

@@ -116,7 +116,7 @@ def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
     """Surge / fault recovery entries (analysis.stats.recovery), and why they are missing if they failed."""
     if not run.has_records:
         return [], []
-    result = _guarded("recovery", lambda: recovery.from_run(run.requests, run.phases, run.manifest, slo), {})
+    result = _guarded("recovery", lambda: recovery.from_run(run.requests, run.phases, run.manifest, slo, run.faults), {})
     return (result, []) if isinstance(result, list) else ([], [result["error"]])
 
 

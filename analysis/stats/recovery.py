@@ -5,8 +5,9 @@ kill an instance, and check that the service recovers within seconds. Pure funct
 records and the phase timeline in, one dict per event out.
 
 An **event** is a phase whose target users are at least `surge_factor` x the previous phase's
-(a surge; the previous phase must have had users) and/or a phase whose note records a fault action
-sent by shapes/drill.py (`fault: POST /admin/replicas/0/kill ok (t=...)`). For each event:
+(a surge; the previous phase must have had users) and/or a phase during which shapes/drill.py sent
+(or skipped) a fault action: a row of the run folder's faults.csv (loadline.core.schema.FaultRow)
+whose `ts` lies in the phase. For each event:
 
 - baseline: P95 TTFT, P95 E2E and error rate of the preceding phase (ok requests; errors / (ok + errors));
 - the recovery clock starts at the *last* disturbance in the phase: the phase start for a surge, the
@@ -36,7 +37,6 @@ Times are model time (analysis/data/timescale.py): wall seconds x scale, latenci
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,11 +44,11 @@ import pandas as pd
 
 from analysis.report import formatting as f
 from analysis.verdict.gate import Criterion
+from analysis.data.load import empty_table
 from analysis.data.timescale import time_scale
+from loadline.core import schema
 from loadline.core.slo import SLO
-from shapes.drill import NOTE_PREFIX
 
-_SENT_AT = re.compile(r"\(t=([0-9.]+)\)$")
 MAX_WINDOWS = 100_000  # bounds the window loop on absurd inputs (a 2 s window over ~2 days)
 
 
@@ -65,18 +65,21 @@ class RecoveryRule:
 class Event:
     position: int  # row of the phases table
     surge_factor: float | None  # target users / previous phase's; None when not a surge
-    faults: tuple[str, ...]  # the phase's fault-action notes
+    faults: tuple[str, ...]  # the phase's fault actions, one line each ("POST /admin/... ok")
     disturbance_wall: float  # where the recovery clock starts
 
 
-def fault_notes(note: object) -> list[str]:
-    """The fault-action parts of a phases.csv note."""
-    if not isinstance(note, str):
-        return []
-    return [part.strip()[len(NOTE_PREFIX):] for part in note.split(";") if part.strip().startswith(NOTE_PREFIX)]
+def describe_fault(fault: pd.Series) -> str:
+    """One line for the report: "POST /admin/replicas/0/kill {...} ok" / "... failed (HTTP 500)"."""
+    body = "" if fault["body"] in ("", "{}") else f" {fault['body']}"
+    detail = f" ({fault['detail']})" if fault["detail"] else ""
+    return f"{fault['method']} {fault['path']}{body} {fault['outcome']}{detail}"
 
 
-def find_events(phases: pd.DataFrame, surge_factor: float = RecoveryRule.surge_factor) -> list[Event]:
+def find_events(phases: pd.DataFrame, faults: pd.DataFrame | None = None,
+                surge_factor: float = RecoveryRule.surge_factor) -> list[Event]:
+    faults = empty_table(schema.FAULTS) if faults is None else faults
+    sent_at = pd.to_numeric(faults["ts"], errors="coerce").to_numpy(dtype=float)
     events = []
     for position in range(len(phases)):
         phase = phases.iloc[position]
@@ -85,12 +88,12 @@ def find_events(phases: pd.DataFrame, surge_factor: float = RecoveryRule.surge_f
             before, now = phases.iloc[position - 1]["target_users"], phase["target_users"]
             if pd.notna(before) and pd.notna(now) and before > 0 and now >= surge_factor * before:
                 factor = float(now) / float(before)
-        faults = fault_notes(phase.get("note"))
-        if factor is None and not faults:
+        start, end = float(phase["start_wall"]), float(phase["end_wall"])
+        mine = faults[(sent_at >= start) & (sent_at < end)].sort_values("ts", kind="stable")
+        if factor is None and mine.empty:
             continue
-        sent = [float(m.group(1)) for f in faults if " ok (t=" in f and (m := _SENT_AT.search(f))]
-        start = float(phase["start_wall"])
-        events.append(Event(position, factor, tuple(faults), max([start, *sent])))
+        sent = mine.loc[mine["outcome"] == schema.FAULT_OK, "ts"].astype(float).tolist()
+        events.append(Event(position, factor, tuple(describe_fault(f) for _, f in mine.iterrows()), max([start, *sent])))
     return events
 
 
@@ -249,18 +252,21 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
 
 def recovery(requests: pd.DataFrame, phases: pd.DataFrame, scale: float = 1.0,
              slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
-             rule: RecoveryRule = RecoveryRule()) -> list[dict]:
-    """One entry per surge or fault event of the run (see the module docstring); [] when none."""
+             rule: RecoveryRule = RecoveryRule(), faults: pd.DataFrame | None = None) -> list[dict]:
+    """One entry per surge or fault event of the run (see the module docstring); [] when none.
+
+    `faults`: the run's faults.csv (analysis.data.load.RunData.faults); None = no fault actions."""
     if requests.empty or phases.empty or phases["end_wall"].isna().all():
         return []
     phases = phases[phases["end_wall"].notna()].reset_index(drop=True)
     return [event_recovery(requests, phases, event, scale, slo_ttft_p95_ms, slo_e2e_p95_ms, rule)
-            for event in find_events(phases, rule.surge_factor)]
+            for event in find_events(phases, faults, rule.surge_factor)]
 
 
-def from_run(requests: pd.DataFrame, phases: pd.DataFrame, manifest: dict, slo: SLO) -> list[dict]:
+def from_run(requests: pd.DataFrame, phases: pd.DataFrame, manifest: dict, slo: SLO,
+             faults: pd.DataFrame | None = None) -> list[dict]:
     """`recovery` for a loaded run (analysis.data.load.RunData's frames), judged against the SLO's P95 limits."""
-    return recovery(requests, phases, time_scale(manifest), slo.ttft_p95_ms, slo.e2e_p95_ms)
+    return recovery(requests, phases, time_scale(manifest), slo.ttft_p95_ms, slo.e2e_p95_ms, faults=faults)
 
 
 def criteria(entries: list[dict], recovery_s_max: float | None) -> list[Criterion]:
@@ -303,7 +309,7 @@ def recovery_rows(entries: list[dict]) -> list[list[str]]:
                      + (f" (then {f.num(e['relapse_s'])} s unhealthy)" if e.get("relapse_s") else ""),
                      seconds(e.get("baseline_recovery_s"), "not within the phase"),
                      f"{e['failed']:,}" + (f" ({classes})" if classes else ""),
-                     "; ".join(_SENT_AT.sub("", fault).strip() for fault in e["faults"]) or "-"])
+                     "; ".join(e["faults"]) or "-"])
     return rows
 
 

@@ -137,6 +137,22 @@ class CsvAppender:
             self._file.close()
 
 
+def append_to_active(file: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> bool:
+    """Append rows to `file` in the active run folder (header once); False when no run folder is active.
+
+    For the master's small, rare tables (phases, fault actions): open, append, flush, close.
+    """
+    run = active()
+    if run is None:
+        return False
+    appender = CsvAppender(Path(run.path) / file, columns)
+    try:
+        appender.write_rows(rows)
+    finally:
+        appender.close()
+    return True
+
+
 def requests_appender(run_dir: Path) -> CsvAppender:
     return CsvAppender(Path(run_dir) / REQUESTS, COLUMNS)
 

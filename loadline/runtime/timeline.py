@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from loadline.core import runfolder
@@ -25,15 +24,7 @@ _CUT_SHORT = 0.98
 
 def append_to_run_folder(rows: list[PhaseRow]) -> bool:
     """Append rows to the active run folder's phases.csv; False when there is no run folder."""
-    run = runfolder.active()
-    if run is None:
-        return False
-    appender = runfolder.CsvAppender(Path(run.path) / runfolder.PHASES, runfolder.PHASE_COLUMNS)
-    try:
-        appender.write_rows(row.as_csv() for row in rows)
-    finally:
-        appender.close()
-    return True
+    return runfolder.append_to_active(runfolder.PHASES, runfolder.PHASE_COLUMNS, [row.as_csv() for row in rows])
 
 
 class Timeline:

@@ -50,7 +50,13 @@ def test_the_kill_runs_requests_fail_and_the_report_gives_a_recovery_time(tmp_pa
     with open(run_dir / "phases.csv", newline="") as f:
         phases = list(csv.DictReader(f))
     assert [p["label"] for p in phases] == ["baseline", "surge + kill", "recovery"]
-    assert 'fault: POST /admin/replicas/0/kill {"restart_after_s": 40} ok (t=' in phases[1]["note"]
+    assert 'fault: POST /admin/replicas/0/kill {"restart_after_s": 40} ok' in phases[1]["note"]  # for people
+    with open(run_dir / "faults.csv", newline="") as f:
+        [fault] = list(csv.DictReader(f))  # the typed record analysis reads
+    assert (fault["phase_index"], fault["phase"], fault["method"], fault["path"], fault["outcome"]) == (
+        "1", "surge + kill", "POST", "/admin/replicas/0/kill", "ok")
+    assert json.loads(fault["body"]) == {"restart_after_s": 40}
+    assert float(phases[1]["start_wall"]) <= float(fault["ts"]) < float(phases[1]["end_wall"])
 
     truth = [json.loads(line) for line in (run_dir / "truth.jsonl").read_text().splitlines()]
     assert any(r["replica"] == 0 and r["outcome"] == "fault" for r in truth)  # the simulator did kill it

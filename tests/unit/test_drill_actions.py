@@ -1,11 +1,14 @@
 """Stage fault actions (shapes/drill.py): parsing, when they run, what the phase note says."""
 
+import csv
 import json
 import re
 
 import pytest
 
+from loadline.core import runfolder
 from loadline.core.errors import UsageError
+from loadline.core.schema import FAULT_FAILED, FAULT_OK, FAULT_SKIPPED, FaultRow
 from shapes.drill import ActionRunner, FaultAction, parse_actions, post
 from shapes.stages import StagesShape, load_stages
 from tests.shape_fakes import drive, make_shape
@@ -70,8 +73,11 @@ class Recorder:
         self.sent: list[tuple[str, str]] = []
         self.slept: list[float] = []
 
+        self.recorded: list[FaultRow] = []
+
     def runner(self) -> ActionRunner:
-        return ActionRunner(spawn=lambda work: work(), send=self.send, sleep=self.slept.append, wall=lambda: 123.5)
+        return ActionRunner(spawn=lambda work: work(), send=self.send, sleep=self.slept.append, wall=lambda: 123.5,
+                            record=self.recorded.append)
 
     def send(self, url: str, action: FaultAction) -> str:
         self.sent.append((url, action.path))
@@ -92,23 +98,45 @@ def test_actions_run_once_when_their_stage_begins_and_the_note_says_how_it_went(
     rows = run_drill(tmp_path, recorder)
     assert recorder.sent == [("http://127.0.0.1:9/", "/admin/replicas/0/kill"), ("http://127.0.0.1:9/", "/admin/faults")]
     assert recorder.slept == [20.0]  # both wait for fault_after_s, counted once
-    assert [r.note for r in rows] == [
-        "", ('fault: POST /admin/replicas/0/kill {"restart_after_s": 30} ok (t=123.500); '
-             'fault: POST /admin/faults {"error_rate": 0.2} ok (t=123.500)'), ""]
+    assert [r.note for r in rows] == [  # for people; analysis reads the typed rows
+        "", ('fault: POST /admin/replicas/0/kill {"restart_after_s": 30} ok; '
+             'fault: POST /admin/faults {"error_rate": 0.2} ok'), ""]
+    assert recorder.recorded == [
+        FaultRow(123.5, 1, "surge", "POST", "/admin/replicas/0/kill", '{"restart_after_s": 30}', FAULT_OK),
+        FaultRow(123.5, 1, "surge", "POST", "/admin/faults", '{"error_rate": 0.2}', FAULT_OK)]
 
 
 def test_a_failing_action_is_noted_and_the_run_goes_on(tmp_path):
-    rows = run_drill(tmp_path, Recorder("failed: connection refused"))
+    recorder = Recorder("failed: connection refused")
+    rows = run_drill(tmp_path, recorder)
     assert len(rows) == 3 and "kill" in rows[1].note and "failed: connection refused" in rows[1].note
+    assert {(r.outcome, r.detail) for r in recorder.recorded} == {(FAULT_FAILED, "connection refused")}
 
 
 def test_without_an_admin_url_the_stages_run_without_actions(tmp_path, caplog):
     recorder = Recorder()
     rows = run_drill(tmp_path, recorder, admin_url="")
     assert recorder.sent == [] and rows[1].note == "fault: skipped (no --sim-admin-url)"
+    assert [(r.path, r.outcome, r.detail) for r in recorder.recorded] == [
+        ("/admin/replicas/0/kill", FAULT_SKIPPED, "no --sim-admin-url"), ("/admin/faults", FAULT_SKIPPED, "no --sim-admin-url")]
     assert sum("no --sim-admin-url" in r.message for r in caplog.records) == 1
 
 
 def test_post_reports_an_unreachable_admin_api_without_raising():
     outcome = post("http://127.0.0.1:9", FaultAction("/admin/faults/clear"), timeout=1.0)
     assert outcome.startswith("failed: ")
+
+
+def test_fault_rows_land_in_the_run_folder_and_load_back_typed(tmp_path):
+    """The default recorder appends to the active run folder's faults.csv, which analysis loads as typed rows."""
+    recorder = Recorder()
+    runfolder.set_active(runfolder.ActiveRun(tmp_path, 0.0))
+    try:
+        runner = ActionRunner(spawn=lambda work: work(), send=recorder.send, sleep=lambda s: None, wall=lambda: 123.5)
+        runner.start("http://127.0.0.1:9", "kill", (FaultAction("/admin/replicas/0/kill"),), lambda text: None, 2)
+    finally:
+        runfolder.set_active(None)
+    with open(tmp_path / runfolder.FAULTS, newline="") as f:
+        rows = list(csv.reader(f))
+    assert tuple(rows[0]) == runfolder.FAULT_COLUMNS
+    assert rows[1] == ["123.5", "2", "kill", "POST", "/admin/replicas/0/kill", "{}", "ok", ""]

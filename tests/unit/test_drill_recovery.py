@@ -1,12 +1,25 @@
 """analysis/stats/recovery.py on constructed records whose recovery time is known."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.stats.recovery import RecoveryRule, find_events, recovery, recovery_window, windows
+from loadline.core.runfolder import FAULT_COLUMNS
+from loadline.core.schema import FaultRow
 
 T0 = 1_000_000.0
+
+
+def faults(*rows: tuple) -> pd.DataFrame:
+    """faults.csv rows of (offset s, phase index, path, outcome[, detail[, body]]) as analysis loads them."""
+    out = []
+    for at, index, path, outcome, *rest in rows:
+        detail, body = (*rest, "{}")[:2] if rest else ("", "{}")
+        out.append(dataclasses.astuple(FaultRow(T0 + at, index, f"phase-{index}", "POST", path, body, outcome, detail)))
+    return pd.DataFrame(out, columns=list(FAULT_COLUMNS))
 
 
 def phases(*rows: tuple) -> pd.DataFrame:
@@ -94,13 +107,14 @@ def test_the_slo_limit_counts_as_back_to_normal_when_looser_than_the_baseline():
 
 
 def test_a_fault_starts_the_clock_when_it_was_sent_and_its_failures_are_counted_by_class():
-    note = f'fault: POST /admin/replicas/0/kill {{"restart_after_s": 30}} ok (t={T0 + 70:.3f})'
-    table = phases(("baseline", "baseline", 0, 60, 4), ("surge + kill", "burst", 60, 120, 12, note))
+    kill = faults((70, 1, "/admin/replicas/0/kill", "ok", "", '{"restart_after_s": 30}'))
+    table = phases(("baseline", "baseline", 0, 60, 4), ("surge + kill", "burst", 60, 120, 12, "fault: for people only"))
     data = pd.concat([records(0, 60, 10), records(60, 70, 20), records(70, 71, 4, status="error", error_class="stream_error"),
                       records(71, 73, 4, status="error", error_class="http"), records(70, 76, 20, ttft_ms=2000, e2e_ms=6000),
                       records(76, 120, 20)], ignore_index=True)
-    [entry] = recovery(data, table)
-    assert entry["event"] == "surge x3 + fault" and entry["faults"] == [note[len("fault: "):]]
+    [entry] = recovery(data, table, faults=kill)
+    assert entry["event"] == "surge x3 + fault"
+    assert entry["faults"] == ['POST /admin/replicas/0/kill {"restart_after_s": 30} ok']
     assert entry["disturbance_at_s"] == pytest.approx(10)
     assert entry["recovery_s"] == pytest.approx(6.0)
     assert entry["failed"] == 12 and entry["errors_by_class"] == {"http": 8, "stream_error": 4}
@@ -110,9 +124,11 @@ def test_a_fault_starts_the_clock_when_it_was_sent_and_its_failures_are_counted_
 def test_only_big_jumps_from_a_non_zero_level_and_fault_phases_are_events():
     table = phases(("idle", "stage", 0, 10, 0), ("start", "stage", 10, 20, 4), ("bit more", "stage", 20, 30, 6),
                    ("double", "stage", 30, 40, 12), ("ramp", "ramp", 40, 50, 40),
-                   ("kill", "hold", 50, 60, 40, "fault: POST /admin/faults/clear failed: HTTP 404 (t=1.000)"))
-    events = find_events(table)
+                   ("kill", "hold", 50, 60, 40, "fault: POST /admin/faults/clear failed: HTTP 404"))
+    events = find_events(table, faults((51, 5, "/admin/faults/clear", "failed", "HTTP 404")))
     assert [e.position for e in events] == [3, 5]
+    assert events[1].faults == ("POST /admin/faults/clear failed (HTTP 404)",)
+    assert [e.position for e in find_events(table)] == [3]  # the note alone is no event: nothing parses it
     assert events[0].surge_factor == 2 and events[1].surge_factor is None
     assert events[1].disturbance_wall == T0 + 50  # a failed action does not move the clock
 
@@ -132,12 +148,11 @@ def test_recovery_waits_for_the_first_bad_window():
 
 
 def test_failures_count_when_they_ended():
-    note = f"fault: POST /admin/replicas/0/kill ok (t={T0 + 70:.3f})"
-    table = phases(("baseline", "baseline", 0, 60, 4), ("kill", "burst", 60, 120, 12, note))
+    table = phases(("baseline", "baseline", 0, 60, 4), ("kill", "burst", 60, 120, 12))
     failed = records(68, 70, 2, status="error", error_class="stream_error")
     failed["end_wall"] = T0 + 70.5  # in flight when the replica died
     data = pd.concat([records(0, 60, 10), records(60, 120, 20), failed], ignore_index=True)
-    [entry] = recovery(data, table)
+    [entry] = recovery(data, table, faults=faults((70, 1, "/admin/replicas/0/kill", "ok")))
     assert entry["failed"] == 4 and entry["impact_s"] == 0 and entry["recovery_s"] == pytest.approx(2.0)
     assert entry["windows"][0]["errors"] == 4
 
@@ -165,9 +180,8 @@ def test_recovery_s_max_fails_a_slow_or_missing_recovery_and_ignores_an_unset_li
 def test_recovery_rows_say_when_and_what_failed():
     from analysis.stats.recovery import recovery_rows
 
-    note = f"fault: POST /admin/replicas/0/kill ok (t={T0 + 60:.3f})"
-    table = phases(("baseline", "baseline", 0, 60, 4), ("kill", "burst", 60, 120, 12, note))
+    table = phases(("baseline", "baseline", 0, 60, 4), ("kill", "burst", 60, 120, 12))
     data = pd.concat([records(0, 60, 10), records(60, 61, 4, status="error", error_class="http"),
                       records(60, 64, 20, ttft_ms=900, e2e_ms=4000), records(64, 120, 20)], ignore_index=True)
-    [row] = recovery_rows(recovery(data, table))
+    [row] = recovery_rows(recovery(data, table, faults=faults((60, 1, "/admin/replicas/0/kill", "ok"))))
     assert row[6] == "4 s" and row[7] == "4 s" and row[8] == "4 (http 4)" and row[9] == "POST /admin/replicas/0/kill ok"
