@@ -77,6 +77,6 @@ def test_exit_code_follows_the_slo(stepped_run, tmp_path):
     generous = tmp_path / "generous.toml"
     generous.write_text("[slo]\ne2e_p95_ms = 60000\ne2e_p99_ms = 60000\nttft_p95_ms = 60000\nmax_error_rate = 1.0\n")
     tight = tmp_path / "tight.toml"
-    tight.write_text("[slo]\ne2e_p95_ms = 1\n")
+    tight.write_text("[slo]\nttft_p95_ms = 1\n")  # a streaming run: judged on TTFT, not E2E (loadline/core/judge.py)
     assert cli_main(["report", str(run_dir), "--slo", str(generous), "--out", str(tmp_path / "a")]) == 0
     assert cli_main(["report", str(run_dir), "--slo", str(tight), "--out", str(tmp_path / "b")]) == 1

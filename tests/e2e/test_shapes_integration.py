@@ -98,7 +98,7 @@ def test_stepped_stops_at_the_step_that_breaks_the_slo_and_says_so(stepped_local
     assert shape_of(rows) == EXPECTED_STEPPED  # 16 users is past the batch cap of 8: no 32-user step
     assert_contiguous(rows)
     assert [r["note"] for r in rows[:-1]] == ["", "", ""]
-    assert rows[-1]["note"].startswith("TTFT P95 ") and rows[-1]["note"].endswith(f" ms > SLO {TTFT_P95_LIMIT_MS} ms")
+    assert rows[-1]["note"].startswith("TTFT P95 ") and rows[-1]["note"].endswith(f" ms > {TTFT_P95_LIMIT_MS:,} ms")
     manifest = json.loads((stepped_local / "manifest.json").read_text())
     assert manifest["stop_reason"] == f"step-3 (16 users): {rows[-1]['note']}"
     # the verdict agrees with the run folder's own records
