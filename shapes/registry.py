@@ -71,7 +71,8 @@ def all_options() -> list[ShapeOption]:
 def add_shape_arguments(parser: Any) -> None:
     """`--shape` and every registered shape's options on Locust's parser (web UI form, conf files, env vars)."""
     names = list(catalog())
-    parser.add_argument(SHAPE_OPTION, default="", metavar="NAME", env_var="LOCUST_SHAPE",
+    # Not in the web UI form: there the class picker chooses (and the shape is chosen before the form exists).
+    parser.add_argument(SHAPE_OPTION, default="", metavar="NAME", env_var="LOCUST_SHAPE", include_in_web_ui=False,
                         help=f"Load shape of locustfiles/shape.py to run ({', '.join(names)}); "
                              "default: the first by name, or pick one in the web UI with --class-picker")
     for option in all_options():

@@ -52,6 +52,7 @@ def test_a_shape_in_a_fixture_file_reaches_the_cli_locusts_options_and_the_class
     parser = get_parser(default_config_files=[])
     assert "--square-high-users" in parser.format_help()
     assert {"square_low_users", "square_high_users", "square_half"} <= set(parser.args_included_in_web_ui)
+    assert "shape" not in parser.args_included_in_web_ui  # the class picker chooses there
     assert parser.parse_args(["--square-half", "5"]).square_half == 5.0
     # the class picker: what locustfiles/shape.py exposes, the selected shape first
     classes = registry.locustfile_classes(["--shape", "square"])
