@@ -46,6 +46,8 @@ class Phase:
     gen_cpu: float = 20.0
     gen_lag_ms: float = 1.0
     restart_at_end: bool = False  # the engine restarts (counters reset) at the end of this phase
+    waiting_duty: float = 1.0  # share of scrapes that see `waiting` (chat users' think time drains the queue)
+    idle: bool = False  # no traffic: no requests, nothing running or waiting (KV shows any residue)
 
 
 @dataclass
@@ -64,6 +66,8 @@ def requests_table(sc: Scenario) -> pd.DataFrame:
     rows = []
     for pos, ph in enumerate(sc.phases):
         start, _ = _bounds(pos)
+        if ph.idle:
+            continue
         n = max(1, int(round(ph.rps / (1 - ph.fail_503) * PHASE_S)))
         jitter = 1 + 0.05 * np.sin(np.arange(n))  # deterministic spread around the phase's value
         for i in range(n):
@@ -113,14 +117,19 @@ def server_rows(sc: Scenario) -> pd.DataFrame:
             frac = (sec + 1) / PHASE_S
             kv = ph.kv if ph.kv_end is None else ph.kv + (ph.kv_end - ph.kv) * frac
             running = ph.users if ph.running is None else ph.running
+            waiting = ph.waiting
+            if int((sec + 1) * ph.waiting_duty + 1e-9) == int(sec * ph.waiting_duty + 1e-9):  # the queue drained here
+                waiting, running = 0.0, round(running * 0.75)
+            if ph.idle:
+                running, waiting = 0, 0
             rows += [(ts, "target", "vllm:num_requests_running", eng, running),
-                     (ts, "target", "vllm:num_requests_waiting", eng, ph.waiting),
+                     (ts, "target", "vllm:num_requests_waiting", eng, waiting),
                      (ts, "target", "vllm:kv_cache_usage_perc", eng, round(kv, 4)),
                      (ts, "dcgm", "DCGM_FI_DEV_GPU_UTIL", json.dumps({"gpu": "0"}), round(ph.gpu * 100)),
                      (ts, "dcgm", "DCGM_FI_DEV_FB_USED", json.dumps({"gpu": "0"}), 60000 + 10000 * kv),
                      (ts, "dcgm", "DCGM_FI_DEV_FB_FREE", json.dumps({"gpu": "0"}), 20000 - 10000 * kv)]
-            counters["prompt"] += ph.rps * 100
-            counters["gen"] += ph.rps * 100
+            counters["prompt"] += 0 if ph.idle else ph.rps * 100
+            counters["gen"] += 0 if ph.idle else ph.rps * 100
             counters["pre"] += ph.preempt_per_s
             rows += [(ts, "target", "vllm:prompt_tokens_total", eng, counters["prompt"]),
                      (ts, "target", "vllm:generation_tokens_total", eng, counters["gen"]),
@@ -196,11 +205,20 @@ def generator_rows(sc: Scenario) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(runfolder.GENERATOR_COLUMNS))
 
 
-def write_scenario(sc: Scenario, run_dir: Path, server: pd.DataFrame | None = None) -> Path:
+def one_phase_table(sc: Scenario) -> pd.DataFrame:
+    """A fixed-user run (no shape): one phase over the whole run; the scenario's phases are only
+    its time profile (the ramp, then the hold)."""
+    users = max(p.users for p in sc.phases)
+    return pd.DataFrame([{"index": 0, "label": f"fixed ({users} users)", "kind": "fixed", "start_wall": T0,
+                          "end_wall": _bounds(len(sc.phases) - 1)[1], "target_users": users, "spawn_rate": 100,
+                          "users_start": users, "users_end": users, "note": ""}], columns=list(runfolder.PHASE_COLUMNS))
+
+
+def write_scenario(sc: Scenario, run_dir: Path, server: pd.DataFrame | None = None, one_phase: bool = False) -> Path:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     requests_table(sc).to_csv(run_dir / runfolder.REQUESTS, index=False)
-    phases_table(sc).to_csv(run_dir / runfolder.PHASES, index=False)
+    (one_phase_table(sc) if one_phase else phases_table(sc)).to_csv(run_dir / runfolder.PHASES, index=False)
     (server if server is not None else server_rows(sc)).to_csv(run_dir / runfolder.SERVER_METRICS, index=False)
     generator_rows(sc).to_csv(run_dir / runfolder.GENERATOR_METRICS, index=False)
     (run_dir / runfolder.MANIFEST).write_text(json.dumps({"name": sc.name, **sc.manifest}))

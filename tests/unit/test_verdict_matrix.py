@@ -1,0 +1,80 @@
+"""The scenario matrix (tests/verdict_matrix.py): every variant names its layer with its defining
+evidence, the same scenario judged three times gives the same verdict, and a failed SLO is never
+answered with headroom."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+import metric_scenarios as ms
+import verdict_matrix as vm
+from analysis.data.load import load_run
+from analysis.stats.phases import phase_table
+from analysis.verdict.bottleneck import judge
+
+
+def verdict_of(v: vm.Variant, tmp_path, slo_failures=None) -> dict:
+    sc = vm.scenario(v)
+    run = load_run(ms.write_scenario(sc, tmp_path / v.id, vm.server_table(v, sc), one_phase=v.shape == "fixed"))
+    return judge(run, phase_table(run), slo_failures=slo_failures)
+
+
+def test_the_matrix_covers_every_layer_three_ways():
+    by_layer = defaultdict(list)
+    for v in vm.VARIANTS:
+        by_layer[v.layer].append(v)
+    assert set(by_layer) == set(vm.BUILDERS)
+    for layer, variants in by_layer.items():
+        assert len(variants) >= 3, layer
+        for axis in ("profile", "user_class", "shape", "param"):
+            assert len({getattr(v, axis) for v in variants}) >= 2, (layer, axis)
+    assert {v.profile for v in vm.VARIANTS} == set(vm.PROFILES)
+
+
+@pytest.mark.parametrize("variant", vm.VARIANTS, ids=lambda v: v.id)
+def test_each_variant_names_its_layer_with_its_defining_evidence(variant, tmp_path):
+    verdict = verdict_of(variant, tmp_path)
+    assert verdict["layer"] == variant.layer, verdict
+    text = " ".join(verdict["evidence"])
+    for words in vm.DEFINING[variant.layer]:
+        assert words in text, (words, verdict["evidence"])
+    assert verdict["confidence"] in ("medium", "high"), verdict
+    assert verdict["sentence"] and verdict["actions"]
+    if variant.layer != "headroom":
+        assert verdict["limit"]["reached"] or variant.layer == "memory-leak", verdict
+    if variant.shape == "fixed" and variant.layer in ("scheduler", "kv-cache"):
+        assert verdict["window"]["kind"] == "slice"  # a one-phase run is judged on its own time windows
+
+
+@pytest.mark.parametrize("variant", [v for v in vm.VARIANTS if v.shape == "fixed"][:3], ids=lambda v: v.id)
+def test_the_same_scenario_three_times_gives_the_same_verdict(variant, tmp_path):
+    seen = {(v["layer"], v["confidence"], v["window"]["label"])
+            for v in (verdict_of(variant, tmp_path / str(i)) for i in range(3))}
+    assert len(seen) == 1, seen
+
+
+def test_a_failed_slo_is_never_headroom(tmp_path):
+    """A healthy-looking engine with a failed SLO criterion: the verdict says no layer explains it."""
+    variant = vm.VARIANTS[[v.layer for v in vm.VARIANTS].index("headroom")]
+    failure = {"name": "TTFT P95", "measured": 900.0, "threshold": "< 800 ms", "where": "step-5 (8 users)"}
+    verdict = verdict_of(variant, tmp_path, slo_failures=[failure])
+    assert verdict["layer"] != "headroom"
+    assert verdict["limit"]["reached"]
+    assert any("SLO criterion failed: TTFT P95" in line for line in verdict["evidence"])
+    assert "limit" in verdict["sentence"].lower() or verdict["layer"] == "unidentified"
+
+
+def test_the_issue_stepped_chat_case_reads_the_clearest_window(tmp_path):
+    """h100, chat users, low max_num_seqs: the verdict is read where the queue is, not averaged from the first step."""
+    verdict = verdict_of(vm.Variant("scheduler", "h100-llama3-8b", "chat", "stepped", 0.5), tmp_path)
+    assert verdict["layer"] == "scheduler" and verdict["confidence"] == "high", verdict
+    assert verdict["window"]["label"].startswith("step-5"), verdict["window"]
+
+
+def test_a_kv_pool_filled_by_queued_long_prompts_is_not_a_leak(tmp_path):
+    """The issue's case: the KV floor rises with the steps because more long contexts queue; no leak."""
+    verdict = verdict_of(vm.Variant("kv-cache", "tiny", "single", "stepped", 1.0), tmp_path)
+    assert verdict["layer"] == "kv-cache"
+    assert "memory-leak" not in [s["layer"] for s in verdict["secondary"]]
