@@ -192,6 +192,9 @@ def measurement_floor(requests: pd.DataFrame, phases: pd.DataFrame, scale: float
         why = ("no truth log (a real target): the event-loop lag the generator sampled during each phase, "
                "i.e. how late a token arrival can be stamped; the fastest TTFB, beside it, is the path's "
                "fixed cost (network, front end), part of what users get rather than a measurement error")
+    if method == "loop-lag" and rows and _mostly_kernel_clock(requests):
+        why += ("; most arrivals here were stamped by the kernel (clock=kernel), which a late loop does not delay, "
+                "so this is an upper bound")
     if not rows:
         return {"method": None, "why": "neither a truth log nor generator samples: the floor is unknown",
                 "phases": [], "floor_ms": None, "floor_model_ms": None, "time_scale": scale}
@@ -207,6 +210,11 @@ def measurement_floor(requests: pd.DataFrame, phases: pd.DataFrame, scale: float
         "floor_spread_model_ms": (max(floors) - min(floors)) * scale,
         "ttfb_min_model_ms": None if fastest is None else fastest * scale,
     }
+
+
+def _mostly_kernel_clock(requests: pd.DataFrame) -> bool:
+    clock = requests.get("clock") if len(requests) else None
+    return clock is not None and float((clock.astype(str) == "kernel").mean()) > 0.5
 
 
 def floor_materiality(floor: dict, criteria: list[dict], noise_floor_ms: float = Thresholds.noise_floor_ms) -> dict:

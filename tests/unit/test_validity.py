@@ -119,3 +119,11 @@ def test_redact_removes_keys_tokens_and_url_credentials():
     assert "proxy.local" in out
     long = sample("<html>\n" + "x" * 1000, limit=50)
     assert len(long) == 50 and "\n" not in long
+
+
+def test_the_loop_lag_floor_is_called_an_upper_bound_when_the_kernel_stamped_arrivals():
+    generator = pd.DataFrame({"ts": [1001.0, 1011.0], "worker_id": "w0", "cpu_percent": 20.0,
+                              "loop_lag_ms": [5.0, 5.0], "users": 1, "inflight": 1})
+    requests = make_requests([1001.0, 1011.0], [100.0, 100.0], clock="kernel")
+    floor = validity.measurement_floor(requests, PHASES, 1.0, None, generator)
+    assert "upper bound" in floor["why"]
