@@ -33,8 +33,11 @@ def _criteria(verdict: dict) -> str:
     for c in verdict["slo"]["criteria"]:
         result = {True: "pass", False: '<span class="bad">FAIL</span>', None: "not measured"}[c["passed"]]
         rows.append([escape(c["name"]), escape(c["threshold"]), escape(f.measured(c)),
-                     escape(c.get("where") or "-"), result])
-    return _table(["criterion", "threshold", "measured", "where", "result"], rows)
+                     escape(c.get("where") or "-"), result, escape(c.get("why") or "-")])
+    skipped = "".join(f"<li>Not applied: {escape(n['name'])} ({escape(n['why'])})</li>"
+                      for n in verdict["slo"].get("not_applied") or [])
+    return (_table(["criterion", "threshold", "measured", "where", "result", "why it applies"], rows)
+            + (f"<ul>{skipped}</ul>" if skipped else ""))
 
 
 def _limits(verdict: dict) -> str:

@@ -27,7 +27,7 @@ def _clause(c: dict) -> str:
     if c.get("unit") == "req/s":
         return f"throughput within SLO held {threshold} ({value})" if c["passed"] else f"throughput within SLO reached only {value} ({threshold} needed)"
     if c["passed"]:
-        return f"{name} stayed under {threshold[2:]} (worst {value})"
+        return f"{name} stayed at or under {threshold.removeprefix('<= ')} (worst {value})"
     return f"{name} reached {value} in {where} (limit {threshold})"
 
 
@@ -79,8 +79,10 @@ def render_markdown(verdict: dict) -> str:
              f"> {verdict['sentence']}"]
     lines += _validity(verdict) + ["", "### SLO gate", ""]
     rows = [[c["name"], c["threshold"], f.measured(c), c.get("where") or "-",
-             {True: "pass", False: "**FAIL**", None: "not measured"}[c["passed"]]] for c in slo["criteria"]]
-    lines += _table(rows, ["criterion", "threshold", "measured", "where", "result"]) + [""]
+             {True: "pass", False: "**FAIL**", None: "not measured"}[c["passed"]], c.get("why") or "-"]
+            for c in slo["criteria"]]
+    lines += _table(rows, ["criterion", "threshold", "measured", "where", "result", "why it applies"]) + [""]
+    lines += [f"- Not applied: {n['name']} ({n['why']})" for n in slo.get("not_applied") or []]
     lines += [f"- {f.point(verdict['knee'], 'Knee')}",
               f"- {f.point(verdict['break_point'], 'Break point')}",
               f"- {f.point(verdict['max_slo_throughput'], 'Max SLO-compliant throughput')}"]
