@@ -85,9 +85,10 @@ def _guarded(name: str, call: Callable[[], Any], fallback: dict) -> Any:
         return {**fallback, "error": f"{name} failed: {type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"}
 
 
-def _bottleneck(run: RunData, table: pd.DataFrame) -> dict:
+def _bottleneck(run: RunData, table: pd.DataFrame, criteria: list[dict]) -> dict:
     fallback = {"layer": None, "evidence": [], "actions": [], "secondary": [], "not_judged": ["bottleneck verdict unavailable"]}
-    return _guarded("bottleneck verdict", lambda: judge(run, table), fallback)
+    failed = [c for c in criteria if c.get("passed") is False]  # a failed SLO is a limit: never "headroom"
+    return _guarded("bottleneck verdict", lambda: judge(run, table, slo_failures=failed), fallback)
 
 
 def _validity(run: RunData, criteria: list[dict], scale: float) -> dict:
@@ -227,7 +228,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         verdict["capacity"] = {}
     else:
         # the server-metrics analyses read the wall-time table and scale by themselves
-        verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall), verdict["validity"])
+        verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"]), verdict["validity"])
         verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
     verdict["sentence"] = verdict_sentence(verdict)
     return table, verdict

@@ -123,6 +123,8 @@ def bottleneck_line(verdict: dict) -> str:
     confidence = f" (confidence {bottleneck['confidence']})" if bottleneck.get("confidence") else ""
     evidence = (bottleneck.get("evidence") or [""])[0]
     line = f"{layer}{confidence}" + (f" - {evidence}" if evidence else "")
+    if bottleneck.get("sentence"):  # the verdict's own on-call sentence: layer, where, deciding numbers, first action
+        line = f"{layer}{confidence} - {bottleneck['sentence']}"
     failed = _failed(verdict)
     if layer == "headroom" and failed:
         line = f"headroom (no capacity limit reached){confidence}, but {_headroom_reason(verdict, failed)}"
