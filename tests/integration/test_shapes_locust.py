@@ -59,6 +59,16 @@ def test_the_entry_file_offers_every_shape_to_the_class_picker_the_selected_one_
         "['SquareWaveShape', 'PulseShape', 'SoakShape', 'StagesShape', 'StepShape']")
 
 
+def test_loadline_run_lists_the_shapes_without_importing_locust():
+    """The catalog is read from source: gevent's monkey-patching stays out of the supervising process."""
+    code = ("import sys; from loadline.commands import run; import argparse; p = argparse.ArgumentParser(); "
+            "run.add_arguments(p); print('square' in p.format_help(), 'locust' in sys.modules, 'gevent' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "LOADLINE_SHAPE_MODULES": str(SQUARE)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False", "False"]
+
+
 def test_a_fixture_shape_runs_through_plain_locust(tmp_path):
     done = locust(tmp_path, "square", "--time-scale", "60", "--square-half", "60",
                   env={"LOADLINE_SHAPE_MODULES": str(SQUARE)})
