@@ -41,3 +41,17 @@ def test_interrupted_streams_are_truncated_failures_and_the_run_does_not_pass(tm
     assert_every_request_once(records, truth)
     verdict = json.loads((done.run_dir / "report" / "verdict.json").read_text())
     assert verdict["passed"] is False
+
+
+def test_without_an_id_header_nothing_is_refused_and_rows_match_the_truth_by_count(tmp_path):
+    done = loadline("run", "--sim-profile", "tiny", "--sim-option", "quirks=uuid-request-id", "--users", "3",
+                    "--run-time", "5s", "--out", str(tmp_path), "--no-report", "--", *SHORT_THINK,
+                    "--request-id-header", "")
+    assert done.code == 0, done.stderr[-3000:]
+    records, truth = requests_table(done.run_dir), truth_table(done.run_dir / "truth.jsonl")
+    assert (records.status != "error").all() and records.request_id.is_unique
+    assert truth.request_id.str.startswith("sim-").all()  # the server never saw our ids...
+    # ...and lost nothing: every answered request has its row; a stop may cut one before its answer
+    answered = records[records.ttfb_ms.notna()]
+    assert len(answered) <= len(truth) <= len(records) and (truth.outcome != "rejected").all()
+    assert (truth.outcome == "ok").sum() == (records.status == "ok").sum()
