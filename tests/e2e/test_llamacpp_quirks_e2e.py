@@ -36,7 +36,8 @@ def test_interrupted_streams_are_truncated_failures_and_the_run_does_not_pass(tm
     assert set(failed.error_class) == {"truncated"}, failed.error_class.value_counts()
     assert (truth.outcome != "rejected").all()
     interrupted = set(truth.request_id[truth.outcome == "interrupted"])
-    assert interrupted and interrupted <= set(failed.request_id)
+    cancelled = set(records.request_id[records.status == "cancelled"])  # the stop may beat the [DONE]
+    assert interrupted and interrupted - cancelled <= set(failed.request_id)
     assert (failed.output_tokens > 0).any() and failed[failed.output_tokens > 0].ttft_ms.notna().all()
     assert_every_request_once(records, truth)
     verdict = json.loads((done.run_dir / "report" / "verdict.json").read_text())
