@@ -39,6 +39,9 @@ class SimConfig:
     per_layer_overhead_us: float = 3.0  # kernel launches per layer per step
     tp_comm_us_per_layer: float = 0.0  # all-reduce latency per layer per step (tensor parallel)
     step_overhead_ms: float = 4.0  # scheduler + sampling + detokenize, per engine step
+    # the same work paid per sequence in the step (sampling, detokenising, scheduling, its attention
+    # kernel's launch share); calibrated in configs/sim/*.toml against published vLLM sweeps
+    per_seq_overhead_us: float = 50.0
     request_overhead_ms: float = 40.0  # API server: parse, tokenize, template, before the queue
     activation_gib: float = 2.0  # reserved for activations / CUDA graphs, not KV
     # [engine] (vLLM names)

@@ -4,7 +4,8 @@ Each step follows vLLM V1's scheduler: running sequences first (one decode token
 prefill chunk), then waiting ones are admitted while fewer than `max_num_seqs` run, the
 `max_num_batched_tokens` budget lasts and KV blocks are free. A running sequence that cannot get a
 block preempts the most recently admitted one (recompute: its KV is dropped and it goes back to the
-head of the queue). The step then lasts `costmodel.step_seconds(...) * latency_spike / time_scale`,
+head of the queue). The step then lasts `costmodel.step_seconds(...) * latency_spike / time_scale`
+(its per-sequence term counts every sequence in the step),
 after which every sequence whose KV caught up with its tokens samples one token and the sink of
 each such sequence is called once (one socket write per connection per step).
 """
@@ -147,7 +148,7 @@ class Engine:
             if not batch:  # nothing fits (a leak ate the pool): idle one step, the leak tick decides
                 await asyncio.sleep(fixed_seconds(self.config) / self._scale)
                 continue
-            dt = step_seconds(self.config, step_tokens, kv_read) * self.faults.latency_spike / self._scale
+            dt = step_seconds(self.config, step_tokens, kv_read, len(batch)) * self.faults.latency_spike / self._scale
             # Sleep to an ideal timeline so timer granularity does not accumulate into slower steps.
             target = max(target, now - MAX_LAG_S) + dt
             await asyncio.sleep(max(0.0, target - now))
