@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadline.core import resources
 from loadline.core.errors import UsageError
 
 LENGTH_CLASSES: dict[str, tuple[int, int]] = {"short": (8, 48), "medium": (200, 500), "long": (1000, 2000)}
@@ -136,7 +137,7 @@ def system_prompt_of(tokens: int) -> str:
 
 
 def load_dataset(path: str | Path) -> tuple[tuple[str, ...], ...]:
-    p = Path(path)
+    p = resources.resolve(path)  # the current directory first, then the prompt sets the package ships
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:

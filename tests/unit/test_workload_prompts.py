@@ -190,3 +190,10 @@ def test_api_key_is_stripped_and_control_characters_are_refused_without_echo(mon
     with pytest.raises(UsageError) as info:
         UserSettings.from_options(options("sk-a\x00bc"))
     assert "sk-a" not in str(info.value)
+
+
+def test_shipped_prompt_set_is_found_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no configs/ here: the package's copy is used
+    assert len(load_dataset("configs/prompts/synthetic_chat.jsonl")) > 10
+    with pytest.raises(UsageError, match="dataset not found"):
+        load_dataset("configs/prompts/no-such-set.jsonl")
