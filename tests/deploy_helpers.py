@@ -6,25 +6,21 @@ container hostnames and ports replaced by loopback and free ports.
 
 from __future__ import annotations
 
-import json
+import contextlib
+import io
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 from spine_helpers import REPO
+
+from loadline.client.options import add_arguments as add_loadline_arguments
+from loadline.commands.main import main as loadline_main
 
 _VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}")
 # What a container's executable is on this machine (the image installs the project; here it is the venv).
-# Parses a Locust command line the way `locust` does, with our locustfile's options registered.
-_PARSE = """
-import json, sys
-import loadline.runtime.plugin  # registers Loadline's options (as every entry file does)
-from locust.argument_parser import parse_options
-options = vars(parse_options(sys.argv[1:]))
-print(json.dumps({k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, type(None)))}))
-"""
 LOCAL_EXECUTABLES = {"locust": [sys.executable, "-m", "locust"], "loadline": [sys.executable, "-m", "loadline"]}
 
 
@@ -81,16 +77,24 @@ def localize(args: list[str], hosts: set[str], ports: dict[str, int], paths: dic
     return out
 
 
-def option_names(cmd: list[str]) -> set[str]:
-    """The long options a command accepts, from its --help (with our locustfile loaded, ours included)."""
-    proc = subprocess.run([*cmd, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", proc.stdout))
+def loadline_option_names(command: str) -> set[str]:
+    """The long options `loadline COMMAND` accepts, read from its --help (in process)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        loadline_main([command, "--help"])
+    assert "usage:" in out.getvalue(), out.getvalue()[-2000:]
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", out.getvalue()))
 
 
 def parse_locust(args: list[str]) -> dict:
-    """Locust's parsed options (conf file included) for `locust ARGS`; unknown or mistyped options fail."""
-    proc = subprocess.run([sys.executable, "-c", _PARSE, *args], cwd=REPO, capture_output=True, text=True, timeout=60,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """Locust's parsed options (conf file included) for `locust ARGS`; unknown or mistyped options fail.
+
+    In process, built as locust.argument_parser.get_parser builds it: Locust's arguments, then the ones
+    loadline.runtime.plugin adds on init_command_line_parser (every entry file imports the plugin). No
+    default config files: only the conf the command names counts (CI has no ~/.locust.conf either).
+    """
+    parser = get_empty_argument_parser(add_help=True, default_config_files=[])
+    setup_parser_arguments(parser)
+    add_loadline_arguments(parser)
+    options = vars(parser.parse_args(args))
+    return {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, type(None)))}
