@@ -8,11 +8,15 @@ engine says its context length somewhere else:
 - SGLang's native API: GET /get_model_info (and /get_server_info's `context_length`);
 - TGI: GET /info `max_total_tokens` (prompt + output) and `max_input_tokens` (older:
   `max_input_length`) for the prompt alone.
-The smallest number found wins. A server that answers none of these has no known limit (0).
+The smallest number found wins. A server that answers none of these (llama-cpp-python's) has no
+known limit until it refuses a prompt: the 400 then states the limit, and `learn_from_refusal`
+keeps it for the next prompts to that host.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 import gevent.lock
@@ -26,6 +30,13 @@ _CONTEXT_ROUTES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("/info", (("max_total_tokens",),)),  # TGI
 )
 _INPUT_KEYS = (("max_input_tokens",), ("max_input_length",))  # TGI's prompt limit in /info
+# How a refused prompt states the context length (HTTP 400); llama-server's error object also
+# carries it as a field, `n_ctx` (type exceed_context_size_error).
+_LIMIT_IN_REFUSALS = (
+    re.compile(r"exceeds? context window of (\d+)"),  # llama-cpp-python: "Requested tokens (N) exceed context window of 2048"
+    re.compile(r"maximum context length is (\d+)"),  # vLLM, OpenAI
+    re.compile(r"available context size \((\d+) tokens\)"),  # llama-server
+)
 
 
 @dataclass(frozen=True)
@@ -88,5 +99,29 @@ def discover(session: requests.Session, host: str, timeout: float) -> ServedMode
         return _cache[host]
 
 
+def context_in_refusal(body: str) -> int:
+    """The context length a 400's body states (0 when it states none)."""
+    try:
+        if n_ctx := _dig(json.loads(body), ("error", "n_ctx")):
+            return n_ctx
+    except ValueError:
+        pass
+    for pattern in _LIMIT_IN_REFUSALS:
+        if match := pattern.search(body):
+            return int(match.group(1))
+    return 0
+
+
+def learn_from_refusal(host: str, body: str) -> None:
+    """Remember the context length a refused request's body states, for this host's next prompts."""
+    if limit := context_in_refusal(body):
+        _learned[host] = min(limit, _learned.get(host) or limit)
+
+
+def learned_context(host: str) -> int:
+    return _learned.get(host, 0)
+
+
 _cache: dict[str, ServedModel] = {}
+_learned: dict[str, int] = {}  # host -> context length stated in a 400 (greenlets of one process share it)
 _lock = gevent.lock.BoundedSemaphore()

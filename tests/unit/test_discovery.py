@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from loadline.client.discovery import ServedModel, probe
+from loadline.client.discovery import ServedModel, context_in_refusal, learn_from_refusal, learned_context, probe
 from loadline.client.options import header_name
 from loadline.core.errors import UsageError
 
@@ -71,3 +71,25 @@ def test_request_id_header_names_are_checked():
     assert header_name(" X-Correlation-Id ") == "X-Correlation-Id" and header_name("") == ""
     with pytest.raises(UsageError, match="not a valid HTTP header name"):
         header_name("X Request Id")
+
+
+@pytest.mark.parametrize("body, limit", [
+    ('{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens)",'
+     '"type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}', 4096),  # llama-server
+    ('{"error":{"message":"Requested tokens (2100) exceed context window of 2048","type":"invalid_request_error"}}',
+     2048),  # llama-cpp-python
+    ('{"error":{"message":"This model\'s maximum context length is 8192 tokens. However, you requested 9000 tokens",'
+     '"type":"BadRequestError","code":400}}', 8192),  # vLLM (and the simulator)
+    ('{"error":{"message":"\'messages\' must be a non-empty list"}}', 0),
+    ("<html>Bad Request</html>", 0),
+])
+def test_a_refusal_that_states_the_context_length_is_read(body, limit):
+    assert context_in_refusal(body) == limit
+
+
+def test_the_smallest_stated_limit_is_kept_per_host():
+    learn_from_refusal("http://a", "exceed context window of 4096")
+    learn_from_refusal("http://a", "exceed context window of 2048")
+    learn_from_refusal("http://a", "exceed context window of 8192")
+    learn_from_refusal("http://a", "nothing useful")
+    assert learned_context("http://a") == 2048 and learned_context("http://b") == 0

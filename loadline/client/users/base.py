@@ -21,7 +21,7 @@ from gevent import GreenletExit
 from locust import User, constant
 from locust.exception import StopUser
 
-from loadline.client.discovery import discover
+from loadline.client.discovery import discover, learn_from_refusal, learned_context
 from loadline.client.failures import classify, exception_chain
 from loadline.client.http import stamped_session, wire_times
 from loadline.client.keepalive import stale_retried, take_stale_retries
@@ -84,17 +84,22 @@ class LLMUser(User):
         if self.settings.api_key:
             self.http.headers["Authorization"] = f"Bearer {self.settings.api_key}"
         self.base_url = (self.host or "").rstrip("/")
-        served = discover(self.http, self.base_url, self.settings.connect_timeout)
-        self.model = self.settings.model or served.name
-        context = self.settings.max_context_tokens
-        # the most estimated tokens a prompt may have (prompts.fit_history); 0 = no limit known
-        self.prompt_budget = (prompt_budget(served.context, self.settings.max_tokens, served.max_input) if context < 0
-                              else prompt_budget(context, self.settings.max_tokens))
+        self.served = discover(self.http, self.base_url, self.settings.connect_timeout)
+        self.model = self.settings.model or self.served.name
         self.stats_name = f"{self.endpoint} [{self.kind}]"
         self.url = self.base_url + self.endpoint
         # what Session.request would merge in on every call (proxies, TLS settings from the environment)
         merged = self.http.merge_environment_settings(self.url, {}, None, None, None)
         self.send_settings = {k: merged[k] for k in ("proxies", "verify", "cert")}
+
+    @property
+    def prompt_budget(self) -> int:
+        """The most estimated tokens a prompt may have (prompts.fit_history); 0 = no limit known."""
+        s = self.settings
+        if s.max_context_tokens >= 0:
+            return prompt_budget(s.max_context_tokens, s.max_tokens)
+        known = [c for c in (self.served.context, learned_context(self.base_url)) if c]
+        return prompt_budget(min(known), s.max_tokens, self.served.max_input) if known else 0
 
     def on_stop(self) -> None:
         self.http.close()
@@ -192,6 +197,8 @@ class LLMUser(User):
             self._fail(rec, ErrorClass.TIMEOUT, f"request took longer than {s.request_timeout} s")
         except StreamFailure as exc:
             self._fail(rec, exc.error_class, str(exc))
+            if exc.error_class == ErrorClass.STREAM_ERROR:  # llama-cpp-python refuses long prompts in the stream
+                learn_from_refusal(self.base_url, str(exc))
         except requests.exceptions.ConnectTimeout:
             self._fail(rec, ErrorClass.TIMEOUT, f"no connection within {s.connect_timeout} s")
         except requests.exceptions.ReadTimeout:
@@ -219,6 +226,8 @@ class LLMUser(User):
         secrets = (self.settings.api_key,)
         rec.error_detail = sample(body, secrets)
         self._fail(rec, ErrorClass.HTTP, f"HTTP {response.status_code}: {redact(_one_line(message), secrets)}")
+        if response.status_code == 400:
+            learn_from_refusal(self.base_url, body)  # a server that did not say its context length says it here
         if response.status_code in (429, 503):
             try:
                 return max(0.0, float(response.headers.get("Retry-After", "1")))
