@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from loadline.core.judge import judges_itl
 from loadline.core.runsettings import streaming_of_options
 from loadline.core.slo import SLO
 from loadline.runtime.live import window as live_window
@@ -143,7 +144,7 @@ class StepShape(PhasedShape):
         # requests may not have finished and reached the master yet (they would bias towards fast).
         settle = min(self.settings.settle_s, (end_wall - start_wall) / 2)
         window_end = end_wall - settle
-        summary = self._window(start_wall, window_end)
+        summary = self._window(start_wall, window_end, judges_itl(self.slo, self.streaming))
         if summary is None and self._window(0.0, start_wall) is not None:
             summary = NO_REQUESTS  # records flow, yet none in this step: everything is stuck
         if summary is None:
@@ -157,7 +158,9 @@ class StepShape(PhasedShape):
         return judge_window(summary, self.slo, self.settings.max_error_rate, model_window_s,
                             self.settings.min_requests, self.streaming)
 
-    def _window(self, start_wall: float, end_wall: float) -> Any:
-        window = self.window_function or live_window
+    def _window(self, start_wall: float, end_wall: float, itl: bool = False) -> Any:
+        """The live window; pooled ITL percentiles (costly) only when `itl` (the SLO judges ITL)."""
         environment = getattr(self.runner, "environment", None)
-        return window(environment, start_wall, end_wall)
+        if self.window_function is not None:
+            return self.window_function(environment, start_wall, end_wall)
+        return live_window(environment, start_wall, end_wall, itl)

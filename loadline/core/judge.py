@@ -132,6 +132,11 @@ def applicability(slo: SLO, streaming: bool | None) -> tuple[dict[str, str], dic
     return applies, skipped
 
 
+def judges_itl(slo: SLO, streaming: bool | None) -> bool:
+    """Whether an ITL criterion applies: pooled ITL percentiles are costly live, asked for only then."""
+    return any(key.startswith("itl_") for key in applicability(slo, streaming)[0])
+
+
 def values_of(source: object) -> dict[str, float | None]:
     """The judge's input from an object with the measured keys as attributes (a live window summary)."""
     return {key: getattr(source, key, None) for key in (*LATENCY, ERROR_RATE)}

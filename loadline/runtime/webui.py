@@ -17,7 +17,7 @@ from flask import Response, request, send_file
 
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
-from loadline.core.judge import NOT_JUDGED, PASSED, Check, Judgement, judge, values_of
+from loadline.core.judge import NOT_JUDGED, PASSED, Check, Judgement, judge, judges_itl, values_of
 from loadline.core.runsettings import streaming_of_options
 from loadline.core.slo import SLO
 from loadline.runtime.live import window
@@ -45,7 +45,7 @@ _whole_cache: dict = {}
 WHOLE_RUN_REFRESH_S = 5.0
 
 
-def _whole_run(environment, start: float, end: float):
+def _whole_run(environment, start: float, end: float, itl: bool = False):
     """The whole-run window, recomputed at most every few seconds: it reads every record so far, and
     every open browser polls it every second on the master's event loop."""
     now = time.monotonic()
@@ -54,7 +54,7 @@ def _whole_run(environment, start: float, end: float):
     if cached and (end == cached[2] or now - cached[0] < WHOLE_RUN_REFRESH_S):
         return cached[1]
     _whole_cache.clear()
-    summary = window(environment, start, end)
+    summary = window(environment, start, end, itl)
     _whole_cache[key] = (now, summary, end)
     return summary
 
@@ -68,8 +68,9 @@ def table_rows(environment) -> list[dict]:
         # Rates divide by the window's length: never count time before the run started or after it ended.
         # live.window speaks model time in a time-scaled rehearsal, like the report.
         start, end = span
-        recent = window(environment, max(start, end - WINDOW_S), end)
-        whole = _whole_run(environment, start, end)
+        itl = _wants_itl(environment)
+        recent = window(environment, max(start, end - WINDOW_S), end, itl)
+        whole = _whole_run(environment, start, end, itl)
 
     def both(attr: str, unit: str = "") -> dict:
         return {"last": _fmt(getattr(recent, attr, None), unit), "run": _fmt(getattr(whole, attr, None), unit)}
@@ -111,6 +112,15 @@ def slo_rows(environment, recent, whole) -> list[dict]:
 
 
 _slo_cache: dict[str, SLO] = {}
+
+
+def _wants_itl(environment) -> bool:
+    """Pooled ITL percentiles only when the SLO judges ITL (they parse every gap of every reply)."""
+    options = environment.parsed_options
+    try:
+        return judges_itl(_slo(getattr(options, "slo_file", "") or ""), streaming_of_options(options))
+    except UsageError:
+        return False
 
 
 def _slo(path: str) -> SLO:

@@ -17,6 +17,7 @@ from analysis.verdict.gate import evaluate, gate_note, gate_passed, phase_violat
 from loadline.core.errors import UsageError
 from loadline.core.judge import FAILED, NOT_JUDGED, PASSED, judge
 from loadline.core.slo import SLO
+from shapes import stepped
 from shapes.stepped import StepShape
 from shapes.stop_rule import judge_window
 
@@ -184,3 +185,19 @@ def test_the_report_of_healthy_long_replies_passes_streamed_and_fails_as_request
         assert "Not applied: E2E P95 (streaming:" in summary and "| TTFT P95 | <= 800 ms |" in summary
     else:
         assert "Not applied: TTFT P95 (non-streaming" in summary and "| E2E P95 | <= 1500 ms |" in summary
+
+
+@pytest.mark.parametrize("slo_text,asks", [("", False), ("itl_p99_ms = 50\n", True)])
+def test_the_stop_rule_asks_the_live_window_for_pooled_itl_only_when_the_slo_judges_it(tmp_path, monkeypatch,
+                                                                                      slo_text, asks):
+    slo_file = tmp_path / "slo.toml"
+    slo_file.write_text("[slo]\n" + slo_text)
+    calls: list[bool] = []
+
+    def live(environment, start_wall, end_wall, itl=False):
+        calls.append(itl)
+        return window()
+
+    monkeypatch.setattr(stepped, "live_window", live)
+    drive(make_shape(StepShape, time_scale=10.0, step_max_users=20, slo_file=str(slo_file)))
+    assert calls and any(calls) is asks

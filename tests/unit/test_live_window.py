@@ -57,3 +57,11 @@ def test_the_web_ui_tab_shows_the_judges_verdict_per_criterion(tmp_path):
     assert rows["SLO ITL P99 <= 50 ms"] == ("60 ms FAIL", "60 ms FAIL")
     assert rows["SLO error rate <= 0.00%"][0] == "0.00% ok"
     assert rows["SLO E2E P95: not applied"][0].startswith("streaming:")
+
+
+def test_itl_is_computed_only_when_asked_and_a_window_from_zero_walks_only_the_seconds_held():
+    stats = LiveStats()
+    stats.ingest([row(1_796_000_000.5, [10_000] * 10, tpot_ms=10.0)])
+    assert stats.window(1_796_000_000.0, 1_796_000_001.0, itl=False).itl_p99_ms is None
+    everything = stats.window(0.0, 1_796_000_001.0)  # the stop rule's "did anything flow" check: no range walk
+    assert everything.requests == 1 and everything.itl_p99_ms == 10.0
