@@ -1,12 +1,21 @@
-"""How much load one generator process drives, at what CPU cost, and how true its TTFT stays.
+"""How much load one generator process drives, at what CPU cost, and how true its timings stay.
 
-Setup (the brief's "figures to beat"): a reference target that streams every token 10 ms apart
-after a 100 ms TTFT (the embedded simulator with a flat cost model), N concurrent streams of 256
-tokens, one Locust process pinned to one core (the simulator on the other). Prints a table:
-streams, tokens/s received, generator CPU-s per 1,000 tokens, TTFT error vs the simulator's truth
-(p50/p99), and the generator's own saturation signal (CPU %).
+Setup (issue 15): a reference target that streams one token every STEP ms after a TTFT of
+TTFT ms (the embedded simulator with a flat cost model, pinned to core 0), N concurrent streams
+of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints one row per run:
+- tokens/s received over the load window (spawn + WARMUP_S .. end - COOLDOWN_S);
+- generator CPU-s per 1,000 tokens in that window (user + system from /proc/PID/stat, sampled at
+  the window's edges: robust to a busy machine, unlike wall-clock figures);
+- TTFT error vs the simulator's truth, p50/p99 (|record TTFT - (first_token - arrival)|; includes
+  the simulator's own lag in stamping arrivals);
+- first-token stamp error, p50/p99: |start_wall + TTFT - first_token| (both sides' wall clocks;
+  no truth-side arrival lag);
+- pooled ITL p50 (every gap of every request whose tokens fall in the window) vs the true STEP;
+- read delay p99 (kernel clock: how late the generator read its sockets), and which clock rows used.
 
-    python benchmarks/generator_throughput.py [--streams 16 64 256] [--seconds 20]
+    python benchmarks/generator_throughput.py --preset heavy|light [--seconds 20] [--clock kernel|user]
+        [--repo PATH]   # drive another code tree (e.g. `git archive OLD | tar -x -C PATH`): old vs new
+    python benchmarks/generator_throughput.py --streams 16 64 256 --step-ms 10 --tokens 256 --ttft-ms 100
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,49 +37,104 @@ sys.path.insert(0, str(REPO))
 
 from loadline.runtime.simprocess import start_simulator  # noqa: E402
 
-FLAT_10MS = ["weights_gib=0.001", "kv_bytes_per_token=1", "hbm_bandwidth_gbs=100000", "peak_tflops=100000",
-             "step_overhead_ms=10", "per_layer_overhead_us=0", "request_overhead_ms=100", "max_num_seqs=1024",
-             "num_gpu_blocks=200000", "max_num_batched_tokens=65536", "max_model_len=65536"]
+PRESETS = {  # issue 15: heavy = 22.4k tokens/s offered (256 x 64 tokens every 0.73 s); light = 16 x 20 ms
+    "heavy": {"streams": [256], "step_ms": 10.0, "tokens": 64, "ttft_ms": 100.0},
+    "light": {"streams": [16], "step_ms": 20.0, "tokens": 64, "ttft_ms": 100.0},
+}
+WARMUP_S = 3.0  # after the spawn: every stream is in its steady cycle
+COOLDOWN_S = 1.0
+TICK_S = os.sysconf("SC_CLK_TCK")
+
+
+def flat_model(step_ms: float, ttft_ms: float) -> list[str]:
+    """Every engine step costs step_ms, every request ttft_ms before its first token; no batch limit."""
+    return ["weights_gib=0.001", "kv_bytes_per_token=1", "hbm_bandwidth_gbs=100000", "peak_tflops=100000",
+            f"step_overhead_ms={step_ms}", "per_layer_overhead_us=0", f"request_overhead_ms={ttft_ms}",
+            "max_num_seqs=1024", "num_gpu_blocks=200000", "max_num_batched_tokens=65536", "max_model_len=65536"]
 
 
 def pin(core: int) -> list[str]:
-    return ["taskset", "-c", str(core)] if os.cpu_count() and os.cpu_count() > 1 else []
+    return ["taskset", "-c", str(core)] if (os.cpu_count() or 1) > 1 else []
 
 
-def one(streams: int, seconds: int) -> dict:
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK_S  # utime, stime
+
+
+def token_times(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Wall-clock arrival of every content chunk, and every gap (us) with the arrival that ended it."""
+    arrivals, gaps, gap_ends = [], [], []
+    for start, ttft, itl in zip(records.start_wall, records.ttft_ms, records.itl_us.fillna("")):
+        first = start + ttft / 1000
+        steps = np.array(str(itl).split(), dtype=np.int64) if itl else np.zeros(0, dtype=np.int64)
+        times = first + np.concatenate([[0], np.cumsum(steps)]) / 1e6
+        arrivals.append(times)
+        gaps.append(steps)
+        gap_ends.append(times[1:])
+    return np.concatenate(arrivals), np.stack([np.concatenate(gaps), np.concatenate(gap_ends)])
+
+
+def one(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float, clock: str, repo: Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         sim = start_simulator(["--profile", "tiny", "--truth", str(Path(tmp) / "truth.jsonl"),
-                               *sum((["--set", kv] for kv in FLAT_10MS), [])])
+                               *sum((["--set", kv] for kv in flat_model(step_ms, ttft_ms)), [])])
         try:
             subprocess.run(["taskset", "-cp", "0", str(sim.proc.pid)], capture_output=True)
-            cmd = [*pin(1), sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "single_shot.py"),
+            cmd = [*pin(1), sys.executable, "-m", "locust", "-f", str(repo / "locustfiles" / "single_shot.py"),
                    "--headless", "-u", str(streams), "-r", str(streams), "-t", f"{seconds}s", "--host", sim.url,
-                   "--run-dir", str(run_dir), "--max-tokens", "256", "--ignore-eos", "--event-interval", "0",
+                   "--run-dir", str(run_dir), "--max-tokens", str(tokens), "--ignore-eos", "--event-interval", "0",
                    "--prompt-mix", "short=1", "--only-summary", "--loglevel", "WARNING"]
-            proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            _, status, usage = os.wait4(proc.pid, 0)
-            cpu = usage.ru_utime + usage.ru_stime
+            env = {**os.environ, "PYTHONPATH": str(repo), "LOADLINE_KERNEL_CLOCK": "1" if clock == "kernel" else "0"}
+            proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            # the window: from WARMUP_S after the spawn (Locust starts spawning ~1 s after launch) to the end
+            time.sleep(1.0 + WARMUP_S)
+            window = [time.time(), cpu_seconds(proc.pid)]
+            time.sleep(max(1.0, seconds - WARMUP_S - COOLDOWN_S))
+            window += [time.time(), cpu_seconds(proc.pid)]
+            proc.wait(timeout=seconds + 60)
         finally:
             sim.stop()
         records = pd.read_csv(run_dir / "requests.csv")
         truth = pd.DataFrame(json.loads(line) for line in (Path(tmp) / "truth.jsonl").read_text().splitlines())
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-    span = manifest["ended_at"] - manifest["started_at"]
-    tokens = int(records.content_chunks.sum())
-    merged = records[records.status == "ok"].merge(truth, on="request_id", suffixes=("", "_t"))
-    err = (merged.ttft_ms - (merged.first_token - merged.arrival) * 1000).abs()
-    return {"streams": streams, "tokens/s": tokens / span, "CPU-s per 1k tokens": cpu / tokens * 1000,
-            "generator CPU %": 100 * cpu / span, "TTFT err p50 ms": err.quantile(0.5),
-            "TTFT err p99 ms": err.quantile(0.99), "requests": len(records)}
+    t_start, cpu_start, t_end, cpu_end = window
+    got = records[records.ttft_ms.notna()]
+    arrivals, (gaps, gap_ends) = token_times(got)
+    in_window = int(((arrivals >= t_start) & (arrivals < t_end)).sum())
+    window_gaps = gaps[(gap_ends >= t_start) & (gap_ends < t_end)] / 1000
+    ok = records[records.status == "ok"].merge(truth, on="request_id", suffixes=("", "_t"))
+    ok = ok[(ok.start_wall >= t_start) & (ok.start_wall + ok.e2e_ms / 1000 < t_end)]
+    ttft_err = (ok.ttft_ms - (ok.first_token - ok.arrival) * 1000).abs()
+    stamp_err = (ok.start_wall + ok.ttft_ms / 1000 - ok.first_token).abs() * 1000
+    clocks = got.clock.dropna().unique() if "clock" in got else ["user (old)"]  # rows that streamed
+    delay = records.read_delay_ms.quantile(0.99) if "read_delay_ms" in records else float("nan")
+    return {"streams": streams, "step ms": step_ms, "clock": "/".join(map(str, clocks)),
+            "tokens/s": in_window / (t_end - t_start),
+            "CPU-s/1k tok": (cpu_end - cpu_start) / max(in_window, 1) * 1000,
+            "CPU %": 100 * (cpu_end - cpu_start) / (t_end - t_start),
+            "TTFT err p50": ttft_err.quantile(0.5), "TTFT err p99": ttft_err.quantile(0.99),
+            "stamp err p50": stamp_err.quantile(0.5), "stamp err p99": stamp_err.quantile(0.99),
+            "ITL p50": float(np.median(window_gaps)) if len(window_gaps) else float("nan"),
+            "read delay p99": delay, "requests": len(ok)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", choices=sorted(PRESETS))
     parser.add_argument("--streams", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--step-ms", type=float, default=10.0)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--ttft-ms", type=float, default=100.0)
     parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--clock", choices=["kernel", "user"], default="kernel",
+                        help="user: LOADLINE_KERNEL_CLOCK=0 (stamps at read time)")
+    parser.add_argument("--repo", type=Path, default=REPO, help="the code tree whose generator is measured")
     args = parser.parse_args()
-    rows = [one(n, args.seconds) for n in args.streams]
+    setting = PRESETS[args.preset] if args.preset else {"streams": args.streams, "step_ms": args.step_ms,
+                                                         "tokens": args.tokens, "ttft_ms": args.ttft_ms}
+    rows = [one(n, args.seconds, setting["step_ms"], setting["tokens"], setting["ttft_ms"], args.clock,
+                args.repo.resolve()) for n in setting["streams"]]
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
 
 

@@ -52,10 +52,9 @@ def _stamped_class(base: type) -> type:
         __slots__ = ("kernel_wall", "read_delay_max")
 
         def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:  # type: ignore[override]
-            view = memoryview(buffer)
             if nbytes:
-                view = view[:nbytes]
-            n, ancdata, _, _ = self.recvmsg_into([view], _ANC_SPACE, flags)
+                buffer = memoryview(buffer)[:nbytes]
+            n, ancdata, _, _ = self.recvmsg_into((buffer,), _ANC_SPACE, flags)
             if ancdata:  # the only control message asked for; none on a bare FIN
                 sec, nsec = _TIMESPEC.unpack_from(ancdata[0][2])
                 wall = sec + nsec * 1e-9
