@@ -23,7 +23,7 @@ def fill_timings(rec: RequestRecord, result: StreamResult, t0: float, end: float
     rec.e2e_ms = (end - t0) * 1000
     rec.content_chunks = len(arrivals)
     rec.finish_reason = result.finish_reason
-    rec.clock = result.clock
+    rec.clock = result.clock if result.arrivals or result.ended_at else ""  # "": nothing was read
     if result.kernel_socket is not None:
         rec.read_delay_ms = result.kernel_socket.read_delay_max * 1000
     usage = result.usage

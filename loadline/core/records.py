@@ -12,9 +12,11 @@ Definitions (the README repeats them; analysis uses them everywhere):
   in integer microseconds, space-separated, so analysis can pool per-gap percentiles.
 - TPOT: (E2E - TTFT) / (output_tokens - 1).
 - E2E: t0 -> last byte of the response (or the moment the attempt ended).
-- clock: where arrival times (TTFB, TTFT, ITL, E2E end) come from. `kernel`: the kernel's
-  receive stamp of the read that carried the bytes (SO_TIMESTAMPNS, plain HTTP on Linux), true
-  even when the generator reads late; `user`: perf_counter() when the read returned (TLS).
+- clock: where the response's arrival times (TTFT, ITL, E2E end) come from. `kernel`: the
+  kernel's receive stamp of the read that carried the bytes (SO_TIMESTAMPNS, plain HTTP on Linux),
+  true even when the generator reads late; `user`: perf_counter() when the read returned (TLS);
+  empty when nothing of a response was read (e.g. cancelled before the headers). TTFB uses the
+  same clock as the connection.
   read_delay_ms: with the kernel clock, the longest time any read of this attempt's response found
   its newest bytes already waiting (how far behind the generator was); empty with the user clock.
 - output_tokens: the server's streamed `usage` when present (`tokens_source="usage"`), else the
@@ -88,7 +90,7 @@ class RequestRecord:
     tokens_source: str = "chunks"
     content_chunks: int = 0
     finish_reason: str = ""
-    clock: str = "user"  # arrival stamps: "kernel" (receive time, plain HTTP) or "user" (read time)
+    clock: str = ""  # arrival stamps: "kernel" (receive time, plain HTTP) or "user" (read time)
     read_delay_ms: float | None = None  # kernel clock: longest a read's newest bytes waited unread
     itl_us: str = field(default="", repr=False)
 
