@@ -1,5 +1,8 @@
 """Who this process is: worker id and request ids, unique across processes and machines.
 
+Worker ids read `hostname-pid-abcd`: `abcd` are the first hex digits of the process's random tag
+(the first group of its request ids).
+
 Request ids are UUIDs (version 4 layout), because some servers accept nothing else in X-Request-Id
 (llama-cpp-python's server answers any other value with an empty HTTP 400). The first group is the
 process's random tag (also the prefix of its user ids), the last 48 bits count requests, the rest
@@ -26,7 +29,9 @@ class _Identity:
     def reset(self) -> None:
         self._base = uuid.uuid4().int & ~COUNTER_MASK
         self.tag = uuid.UUID(int=self._base).hex[:8]
-        self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
+        # hostname-pid alone collides (two PID-1 containers with one hostname: hostNetwork pods on a
+        # node); the tag's first 4 hex digits make it unique and tie it to this process's request ids.
+        self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{self.tag[:4]}"
         self._requests = itertools.count(1)
         self._users = itertools.count(1)
 

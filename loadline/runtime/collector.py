@@ -14,12 +14,17 @@ import gevent
 
 from loadline.core import runfolder
 from loadline.core.identity import worker_id
-from loadline.runtime.live import LiveStats
 from loadline.core.manifest import start_manifest
+from loadline.core.records import COLUMNS
 from loadline.core.runfolder import ActiveRun, CsvAppender
-from loadline.runtime.timeline import close_timeline
+from loadline.runtime.clocksync import ClockSync, offset_warnings
+from loadline.runtime.fleet import Fleet
+from loadline.runtime.live import LiveStats
+from loadline.runtime.timeline import active_timeline, close_timeline
 
 log = logging.getLogger("loadline")
+
+START_WALL = COLUMNS.index("start_wall")
 
 
 class RunCollector:
@@ -32,6 +37,8 @@ class RunCollector:
         self.sidecars: list = []  # things with .stop(), started per run (scraper, ...)
         self._local_loop: gevent.Greenlet | None = None
         self.flush = None  # transport.FlushCoordinator on a master
+        self.clock: ClockSync | None = None  # on a master: worker clock offsets (clocksync.py)
+        self.fleet: Fleet | None = None  # on a master: lost workers, workers that cannot run (fleet.py)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> Path:
@@ -48,6 +55,9 @@ class RunCollector:
         run_dir = run_dir.absolute()
         self.run_dir = run_dir
         self.rows_by_worker = {}
+        for part in (self.clock, self.fleet):
+            if part is not None:
+                part.start_run()
         self.environment.loadline_live = LiveStats()
         self.appender = runfolder.requests_appender(run_dir)
         runfolder.write_json_atomic(run_dir / runfolder.MANIFEST, start_manifest(self.environment, run_dir))
@@ -63,6 +73,8 @@ class RunCollector:
         lost: list[str] = []
         if self.flush is not None:
             lost = self.flush.drain()
+            if self.fleet is not None:
+                self.fleet.no_flush(lost)
         if self._local_loop is not None:
             self._local_loop.kill(block=True)
             self._local_loop = None
@@ -76,19 +88,42 @@ class RunCollector:
         close_phase_timeline(self.environment)  # normally done at test_stopping already; idempotent
         assert self.appender is not None
         self.appender.close()
-        runfolder.update_manifest(
-            self.run_dir, ended_at=time.time(), status="finished", requests_written=self.appender.rows_written,
-            rows_by_worker=self.rows_by_worker, workers_lost=lost,
-        )
+        fields = {"ended_at": time.time(), "status": "finished", "requests_written": self.appender.rows_written,
+                  "rows_by_worker": self.rows_by_worker, "workers_lost": lost}
+        fields.update(self._worker_facts())  # a master's lost workers replace the bare ids of `lost`
+        runfolder.update_manifest(self.run_dir, **fields)
         log.info("loadline: %d request records in %s", self.appender.rows_written, self.run_dir)
         runfolder.set_active(None)
         self.last_run_dir, self.run_dir = self.run_dir, None
+
+    def _worker_facts(self) -> dict:
+        """Manifest fields of a distributed run: lost workers, worker errors, clock offsets (+ warnings)."""
+        if self.fleet is None or self.clock is None:
+            return {}
+        timeline = active_timeline()
+        started = runfolder.active().started_wall if runfolder.active() else 0.0
+        phases = [row for row in (timeline.rows if timeline else []) if row.end_wall and row.end_wall >= started]
+        facts = self.fleet.manifest_fields(phases)
+        offsets = self.clock.manifest(set(self.rows_by_worker) | set(self.clock.estimates))
+        shortest = min((row.end_wall - row.start_wall for row in phases), default=None)
+        fraction = float(getattr(self.environment.parsed_options, "clock_offset_warn", 0) or 0)
+        warnings = offset_warnings(offsets, shortest, fraction)
+        for line in warnings:
+            log.warning("loadline: %s", line)
+        if facts["worker_errors"]:
+            facts["status"] = "failed"
+        return {**facts, "clock_offsets": offsets, "clock_warnings": warnings}
 
     # -- rows ----------------------------------------------------------------------------------------
     def on_records(self, environment, msg, **_) -> None:
         """Master: a batch from a worker (custom message handler; keep it quick)."""
         data = msg.data or {}
-        self.write(data.get("rows") or [], str(data.get("worker", msg.node_id)))
+        rows, worker = data.get("rows") or [], str(data.get("worker", msg.node_id))
+        if self.fleet is not None:
+            self.fleet.heard(msg.node_id, worker, data.get("in_flight"), len(rows))
+        if self.clock is not None:  # onto the master's clock before anything joins rows to phases
+            self.clock.correct(worker, rows, START_WALL)
+        self.write(rows, worker)
 
     def write(self, rows: list[list], worker: str) -> None:
         if not rows:

@@ -16,10 +16,11 @@ from loadline.client import options as loadline_options
 from loadline.client.options import INVALID
 from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
-from loadline.runtime import selfcheck
+from loadline.runtime import clocksync, fleet, selfcheck
 from loadline.runtime.collector import RunCollector, close_phase_timeline
 from loadline.runtime.exporter import install as install_exporter
 from loadline.runtime.scraper import scrape_targets, start_scraper
+from loadline.runtime.timeline import active_timeline
 from loadline.runtime.transport import RECORDS_MSG, FLUSH_MSG, FlushCoordinator, RecordBuffer, WorkerShipper
 from loadline.runtime.webui import install_tab
 
@@ -29,6 +30,7 @@ log = logging.getLogger("loadline")
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_) -> None:
     loadline_options.add_arguments(parser)
+    clocksync.add_arguments(parser)
 
 
 @events.init.add_listener
@@ -43,6 +45,7 @@ def _on_init(environment, **_) -> None:
         shipper = WorkerShipper(environment, worker_id())
         environment.loadline_shipper = shipper
         runner.register_message(FLUSH_MSG, shipper.on_flush_request, concurrent=True)
+        clocksync.install_worker(runner, worker_id(), shipper.status)
         # Locust's own worker `quitting` listener tells the master "quit" before the users stop, and
         # the master then stops listening: stop (and ship) first. Listeners registered later run
         # first at quitting (fired in reverse).
@@ -54,7 +57,11 @@ def _on_init(environment, **_) -> None:
     if isinstance(runner, MasterRunner):
         runner.register_message(RECORDS_MSG, collector.on_records)
         collector.flush = FlushCoordinator(runner)
-        selfcheck.install_master(environment)  # workers' CPU / loop-lag rows arrive with their reports
+        collector.fleet = fleet.Fleet(environment, active=lambda: collector.run_dir is not None,
+                                      annotate=_annotate_open_phase).install()
+        collector.clock = clocksync.ClockSync(runner, on_reply=_heard(collector.fleet)).install()
+        # workers' CPU / loop-lag rows arrive with their reports, stamped by the worker's clock
+        selfcheck.install_master(environment, lambda rows: collector.clock.correct_each(rows, 1, 0))
     else:
         selfcheck.install(environment, worker_id(), on_worker=False)
     port = int(getattr(environment.parsed_options, "metrics_port", 0) or 0)
@@ -70,11 +77,17 @@ def _on_test_start(environment, **_) -> None:
     try:
         environment.loadline_settings = loadline_options.UserSettings.from_options(environment.parsed_options)
         scrape_urls = _scrape_urls(environment)
-    except UsageError as exc:
-        # Users see INVALID and stop quietly (StopUser); the master or local runner quits.
+    except Exception as exc:  # noqa: BLE001 - on a worker anything is reported; elsewhere only UsageError
+        # Users see INVALID and stop quietly (StopUser); a worker tells the master why (which stops the
+        # run, exit 2 when headless); the master or local runner quits.
+        is_worker = isinstance(environment.runner, WorkerRunner)
+        if not isinstance(exc, UsageError) and not is_worker:
+            raise
         environment.loadline_settings = INVALID
         log.error("loadline: %s", exc)
-        if isinstance(environment.runner, WorkerRunner):
+        if is_worker:
+            reason = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+            fleet.report_error(environment.runner, worker_id(), reason)
             return
         if environment.web_ui is None:  # headless: stop with exit code 2
             environment.process_exit_code = 2
@@ -108,6 +121,19 @@ def _on_test_stop(environment, **_) -> None:
     collector = getattr(environment, "loadline_collector", None)
     if collector is not None:
         collector.stop()
+
+
+def _annotate_open_phase(text: str) -> None:
+    timeline = active_timeline()
+    if timeline is not None and timeline.open is not None:
+        timeline.annotate(timeline.open, text)
+
+
+def _heard(watch: fleet.Fleet):
+    """Clock replies double as liveness and in-flight reports for the worker watch."""
+    def on_reply(node: str, worker: str, data: dict) -> None:
+        watch.heard(node, worker, data.get("in_flight"), unshipped=data.get("unshipped"))
+    return on_reply
 
 
 def _scrape_urls(environment) -> dict[str, str]:

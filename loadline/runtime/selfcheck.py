@@ -141,14 +141,18 @@ def install(environment: Any, worker_id: str, on_worker: bool) -> SelfCheck:
     return check
 
 
-def install_master(environment: Any) -> GeneratorWriter:
-    """On a distributed master: collect the workers' self-check rows from their periodic reports."""
+def install_master(environment: Any, to_master_clock: Callable[[list], list] | None = None) -> GeneratorWriter:
+    """On a distributed master: collect the workers' self-check rows from their periodic reports.
+
+    `to_master_clock` puts each row's `ts` (the worker's clock) on the master's (runtime/clocksync.py).
+    """
     writer = GeneratorWriter(environment)
     environment.loadline_generator_writer = writer
 
     def _on_report(client_id: str, data: dict) -> None:
         try:
-            writer.write(data.get(REPORT_KEY) or [])
+            rows = data.get(REPORT_KEY) or []
+            writer.write(to_master_clock(rows) if to_master_clock is not None and rows else rows)
         except Exception as exc:  # noqa: BLE001 - the self-check must never break the master
             log.warning("loadline: generator self-check rows dropped: %s", exc)
 

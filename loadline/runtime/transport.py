@@ -32,10 +32,21 @@ class RecordBuffer:
     def __init__(self) -> None:
         self._rows: list[list] = []
         self.added = 0
+        self.begun = 0  # attempts started (client/users/base.py); every attempt ends as one added row
+
+    def begin(self) -> None:
+        self.begun += 1
 
     def add(self, rec: RequestRecord) -> None:
         self._rows.append(rec.to_row())
         self.added += 1
+
+    @property
+    def in_flight(self) -> int:
+        return max(0, self.begun - self.added)
+
+    def __len__(self) -> int:
+        return len(self._rows)
 
     def drain(self) -> list[list]:
         rows, self._rows = self._rows, []
@@ -69,12 +80,19 @@ class WorkerShipper:
         if not rows:
             return
         try:
-            self.environment.runner.send_message(RECORDS_MSG, {"worker": self.worker_id, "rows": rows})
+            # in_flight: what this worker would take with it if it died now (the master's loss estimate)
+            self.environment.runner.send_message(RECORDS_MSG, {"worker": self.worker_id, "rows": rows,
+                                                               "in_flight": buffer.in_flight})
         except Exception as exc:  # e.g. the master is reconnecting: keep the rows for the next try
             buffer.put_back(rows)
             log.warning("loadline: could not ship %d records yet: %s", len(rows), exc)
             return
         self.sent += len(rows)
+
+    def status(self) -> dict:
+        """In flight and finished-but-unshipped counts, sent with each clock reply (clocksync.py)."""
+        buffer = self.environment.loadline_records
+        return {"in_flight": buffer.in_flight, "unshipped": len(buffer)}
 
     def stop(self) -> None:
         """Called from the worker's test_stop, after Locust killed the users (cancelled rows exist)."""

@@ -143,6 +143,7 @@ class LLMUser(User):
             user_class=type(self).__name__, session_id=session_id, turn=turn, endpoint=self.endpoint,
             model=self.model, start_wall=0.0, attempt=attempt,
         )
+        self.environment.loadline_records.begin()  # in flight until _finish adds the row (a lost worker's count)
         result = StreamResult()
         retry_after: float | None = None
         response = None

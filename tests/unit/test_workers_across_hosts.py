@@ -1,0 +1,166 @@
+"""Workers on other hosts: clock offsets (NTP style), lost workers, worker errors, unique worker ids."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import gevent
+import pytest
+
+from loadline.core import identity
+from loadline.core.records import COLUMNS
+from loadline.core.schema import PhaseRow
+from loadline.runtime import clocksync
+from loadline.runtime import fleet as fleet_mod
+from loadline.runtime.clocksync import ClockSample, ClockSync, OffsetEstimate, offset_warnings
+from loadline.runtime.collector import START_WALL
+from loadline.runtime.transport import RecordBuffer
+
+
+def _sample(true_offset: float, out_s: float, back_s: float, t1: float = 1000.0, busy_s: float = 0.001) -> ClockSample:
+    """A probe with `out_s` on the way to the worker and `back_s` on the way back (master clock)."""
+    t2 = t1 + out_s + true_offset
+    t3 = t2 + busy_s
+    t4 = t1 + out_s + busy_s + back_s
+    return ClockSample(t1, t2, t3, t4)
+
+
+def test_ntp_offset_is_exact_for_a_symmetric_path_and_off_by_half_the_asymmetry():
+    assert _sample(2.0, 0.005, 0.005).offset_s == pytest.approx(2.0)
+    assert _sample(-3.0, 0.005, 0.005).offset_s == pytest.approx(-3.0)
+    lopsided = _sample(2.0, 0.100, 0.002)
+    assert lopsided.offset_s == pytest.approx(2.0 + 0.049)
+    assert lopsided.delay_s == pytest.approx(0.102)
+    assert abs(lopsided.offset_s - 2.0) <= lopsided.delay_s / 2  # the error bound the manifest reports
+
+
+def test_estimate_keeps_the_smallest_round_trip_of_the_recent_samples():
+    estimate = OffsetEstimate(window=3)
+    estimate.add(_sample(2.0, 0.200, 0.001))  # a busy worker answered late: poor sample
+    estimate.add(_sample(2.0, 0.001, 0.001))
+    estimate.add(_sample(2.0, 0.050, 0.001))
+    assert estimate.offset_s == pytest.approx(2.0)
+    # the clock is stepped: once the good old sample leaves the window, the new offset wins
+    for _ in range(3):
+        estimate.add(_sample(5.0, 0.002, 0.002))
+    assert estimate.offset_s == pytest.approx(5.0)
+    assert estimate.summary()["samples"] == 6
+
+
+class _Runner:
+    def __init__(self, clients=()):
+        self.handlers, self.sent = {}, []
+        self.clients = SimpleNamespace(all=list(clients))
+
+    def register_message(self, kind, handler, concurrent=False):
+        self.handlers[kind] = handler
+
+    def send_message(self, kind, data=None, client_id=None):
+        self.sent.append((kind, data, client_id))
+
+
+def test_master_probe_and_worker_reply_give_the_worker_offset_and_correct_rows():
+    master_now = [1000.0]
+    master = _Runner([SimpleNamespace(id="node-a", state="running"), SimpleNamespace(id="node-b", state="missing")])
+    sync = ClockSync(master, wall=lambda: master_now[0])
+    master.register_message(clocksync.REPLY_MSG, sync.on_reply)
+    sync.probe_all()
+    assert [(kind, client) for kind, _, client in master.sent] == [(clocksync.PROBE_MSG, "node-a")]  # not the missing one
+    worker = _Runner()
+    clocksync.install_worker(worker, "host-1-abcd", lambda: {"in_flight": 3, "unshipped": 7},
+                             wall=lambda: 1000.0 + 0.002 - 3.0)  # the worker's clock is 3 s behind
+    probe = master.sent[0][1]
+    worker.handlers[clocksync.PROBE_MSG](environment=None, msg=SimpleNamespace(data=probe))
+    master_now[0] = 1000.004
+    kind, reply, _ = worker.sent[0]
+    assert reply["in_flight"] == 3 and reply["worker"] == "host-1-abcd"
+    sync.on_reply(environment=None, msg=SimpleNamespace(data=reply, node_id="node-a"))
+    assert sync.offset("host-1-abcd") == pytest.approx(-3.0)
+    row = [None] * len(COLUMNS)
+    row[START_WALL] = 1497.0  # worker clock
+    sync.correct("host-1-abcd", [row], START_WALL)
+    assert row[START_WALL] == pytest.approx(1500.0)
+    # rows of a worker never probed stay as they are, and are counted
+    other = [None] * len(COLUMNS)
+    other[START_WALL] = 10.0
+    sync.correct("host-2-ffff", [other], START_WALL)
+    assert other[START_WALL] == 10.0 and sync.manifest(set())["host-2-ffff"]["rows_uncorrected"] == 1
+    # generator rows carry their worker id: each is corrected by its own worker's offset
+    assert sync.correct_each([(1497.0, "host-1-abcd", 50.0)], 1, 0)[0][0] == pytest.approx(1500.0)
+
+
+def test_offset_warning_against_the_shortest_phase():
+    offsets = {"w1": {"offset_s": 2.0, "uncertainty_ms": 0.4}, "w2": {"offset_s": 0.01, "uncertainty_ms": 0.4}}
+    warnings = offset_warnings(offsets, shortest_phase_s=10.0, fraction=0.01)
+    assert len(warnings) == 1 and "w1" in warnings[0] and "+2.000 s" in warnings[0]
+    assert offset_warnings(offsets, None, 0.01) == [] and offset_warnings(offsets, 10.0, 0) == []
+
+
+def _phase(index, label, start, end):
+    return PhaseRow(index, label, "step", start, end, 4, 4.0, 4, 4)
+
+
+def test_a_worker_marked_missing_is_recorded_once_with_its_loss_and_phases():
+    now = [100.0]
+    runner = _Runner([SimpleNamespace(id="node-a", state="running")])
+    notes = []
+    env = SimpleNamespace(runner=runner)
+    watch = fleet_mod.Fleet(env, active=lambda: True, wall=lambda: now[0], annotate=notes.append)
+    watch.heard("node-a", "host-1-abcd", in_flight=4, batch_rows=6)
+    now[0] = 104.0
+    runner.clients.all[0].state = "missing"
+    [lost] = watch.check()
+    assert watch.check() == []  # once
+    assert (lost.worker, lost.last_seen, lost.lost_at, lost.requests_lost_estimate) == ("host-1-abcd", 100.0, 104.0, 10)
+    assert notes == ["worker host-1-abcd lost"]
+    fields = watch.manifest_fields([_phase(0, "2 users", 90.0, 99.0), _phase(1, "4 users", 99.0, 103.0),
+                                    _phase(2, "8 users", 103.0, 110.0), _phase(3, "16 users", 110.0, 120.0)])
+    assert fields["workers_lost"][0]["phases"] == ["1:4 users", "2:8 users"]
+    runner.clients.all[0].state = "running"
+    watch.check()
+    assert watch.lost["node-a"].rejoined_at == 104.0
+
+
+def test_no_loss_is_recorded_between_runs():
+    runner = _Runner([SimpleNamespace(id="node-a", state="missing")])
+    watch = fleet_mod.Fleet(SimpleNamespace(runner=runner), active=lambda: False)
+    assert watch.check() == [] and watch.manifest_fields([])["workers_lost"] == []
+
+
+def test_a_worker_error_stops_a_headless_run_with_exit_2_once():
+    quits = []
+    runner = SimpleNamespace(quit=lambda: quits.append(1), stop=lambda: None, clients=SimpleNamespace(all=[]))
+    env = SimpleNamespace(runner=runner, web_ui=None, process_exit_code=None)
+    watch = fleet_mod.Fleet(env, active=lambda: True)
+    for node in ("node-a", "node-b"):
+        watch.on_error(env, SimpleNamespace(data={"worker": node, "reason": "dataset not found: x.jsonl"}, node_id=node))
+    gevent.sleep(0)
+    assert env.process_exit_code == 2 and quits == [1]
+    assert [e["reason"] for e in watch.manifest_fields([])["worker_errors"]] == ["dataset not found: x.jsonl"] * 2
+
+
+def test_worker_error_is_sent_as_one_line():
+    runner = _Runner()
+    fleet_mod.report_error(runner, "w", "bad\nthing   here")
+    assert runner.sent == [(fleet_mod.ERROR_MSG, {"worker": "w", "reason": "bad thing here"}, None)]
+
+
+def test_in_flight_counts_attempts_begun_but_not_recorded():
+    buffer = RecordBuffer()
+    for _ in range(3):
+        buffer.begin()
+    buffer.add(SimpleNamespace(to_row=lambda: [1]))
+    assert buffer.in_flight == 2 and len(buffer) == 1
+
+
+def test_worker_ids_differ_for_the_same_host_and_pid_and_stay_readable(monkeypatch):
+    monkeypatch.setattr(identity.os, "getpid", lambda: 1)
+    monkeypatch.setattr(identity.socket, "gethostname", lambda: "node-7")
+    ids = set()
+    for _ in range(20):
+        one = identity._Identity()
+        assert re.fullmatch(r"node-7-1-[0-9a-f]{4}", one.worker_id)
+        assert one.request_id().startswith(one.worker_id[-4:])  # the suffix ties rows to request ids
+        ids.add(one.worker_id)
+    assert len(ids) >= 19  # 16 random bits: a repeat among 20 is a 0.3 % event
