@@ -118,22 +118,6 @@ def test_scaled_simulator_runs_shrink_the_noise_floor(tmp_path):
     assert verdict["confidence"] == "low" and verdict["layer"] != "headroom", verdict
 
 
-def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):
-    from analysis.report.server_charts import charts
-
-    sc = ms.kv_cache()
-    run = load_run(ms.write_scenario(sc, tmp_path / "run"))
-    drawn = charts(run, phase_table(run), tmp_path / "out")
-    assert {p.name for p in drawn} == {"server_running_waiting.png", "server_kv_cache.png", "server_gpu.png",
-                                       "server_request_time.png"}
-    assert all(p.stat().st_size > 5000 for p in drawn)
-    server = ms.server_rows(sc)
-    run = load_run(ms.write_scenario(sc, tmp_path / "run2", server[server["source"] != "dcgm"]))
-    assert "server_gpu.png" not in {p.name for p in charts(run, phase_table(run), tmp_path / "out2")}
-    run = load_run(ms.write_scenario(sc, tmp_path / "run3", server.iloc[0:0]))
-    assert charts(run, phase_table(run), tmp_path / "out3") == []
-
-
 def test_a_pool_that_preempts_at_its_peak_is_kv_bound_even_below_the_pinned_p90(tmp_path):
     # usage climbs from 70 % to 92 % in each loaded phase (p90 just under 90 %), with preemptions
     sc = ms.kv_cache()

@@ -2,10 +2,13 @@
 
 The files in tests/data/ are Prometheus query_range exports (see make_metric_twins.py there); the
 client side of each run is the same constructed table, so only the server's naming differs.
+In process, but each case replays a whole recorded export through ingest and the full verdict
+(seconds each): integration tier. The rules on constructed runs: tests/unit/test_bottleneck_rules.py.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,8 @@ from analysis.verdict.bottleneck import CONFIDENCE, judge
 from analysis.data.load import load_run
 from analysis.data.prom_ingest import load_query_range
 from analysis.stats.phases import phase_table
+from loadline.commands.main import main as cli
+from loadline.core import runfolder
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXPECTED = {"scheduler": "scheduler", "gpu_compute": "gpu-compute", "healthy": "headroom",
@@ -58,11 +63,6 @@ def test_twin_gives_the_vllm_verdict(path, tmp_path):
 
 def test_report_reads_a_prometheus_export_instead_of_a_scrape(tmp_path):
     """`loadline report RUN --prometheus FILE`: a run without server_metrics.csv, judged from an export."""
-    import json
-
-    from loadline.core import runfolder
-    from loadline.commands.main import main as cli
-
     run_dir = ms.write_scenario(ms.kv_cache(), tmp_path / "run")
     (run_dir / runfolder.SERVER_METRICS).unlink()
     code = cli(["report", str(run_dir), "--prometheus", str(DATA / "metrics_kv_cache_sglang.json.gz")])

@@ -1,4 +1,7 @@
-"""build_report and the report/compare commands on constructed run folders."""
+"""build_report and the report/compare commands on constructed run folders, charts drawn.
+
+In process, but the whole pipeline (load, tables, verdict, matplotlib charts, HTML): seconds per
+test, so it is in the integration tier; the pieces' own tests are in tests/unit."""
 
 from __future__ import annotations
 
@@ -9,9 +12,15 @@ from html import escape
 
 import matplotlib.image
 import numpy as np
+import pandas as pd
 import pytest
 
-from analysis.report.build import build_report
+import metric_scenarios as ms
+from analysis.data.load import load_run
+from analysis.report import charts, server_charts
+from analysis.report.build import build_report, merge_prometheus
+from analysis.stats import knee
+from analysis.stats.phases import phase_table
 from synthetic import Server, make_requests, stepped_run, write_run
 from loadline.commands.main import main as cli_main
 from loadline.core.slo import SLO
@@ -110,8 +119,6 @@ def test_compare_flags_a_real_regression_and_not_noise(tmp_path, capsys):
 
 
 def test_plain_locust_export_gives_a_report_that_says_what_is_missing(tmp_path):
-    import pandas as pd
-
     folder = tmp_path / "export"
     folder.mkdir()
     pd.DataFrame([
@@ -133,9 +140,6 @@ def test_plain_locust_export_gives_a_report_that_says_what_is_missing(tmp_path):
 
 
 def test_prometheus_exports_are_merged_and_bad_ones_exit_2(tmp_path, capsys):
-    from analysis.data.load import load_run
-    from analysis.report.build import merge_prometheus
-
     path = stepped_run(tmp_path / "run", (2, 4, 8), step_s=10)
     export = tmp_path / "waiting.json"
     export.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
@@ -168,11 +172,6 @@ def test_time_scaled_runs_are_judged_in_model_time(tmp_path):
 
 
 def test_every_chart_has_a_title_units_and_a_legend(tmp_path, monkeypatch):
-    from analysis.report import charts
-    from analysis.stats import knee
-    from analysis.data.load import load_run
-    from analysis.stats.phases import phase_table
-
     seen = {}
 
     def capture(fig, path):
@@ -201,3 +200,18 @@ def test_every_chart_has_a_title_units_and_a_legend(tmp_path, monkeypatch):
             assert title and xlabel and ylabel and legend, (name, title, xlabel, ylabel, legend)
     units = " ".join(x + y for axes in seen.values() for _, x, y, _ in axes)
     assert "(ms)" in units and "(s)" in units and "requests/s" in units and "tokens/s" in units and "errors/s" in units
+
+
+def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):
+    sc = ms.kv_cache()
+    run = load_run(ms.write_scenario(sc, tmp_path / "run"))
+    drawn = server_charts.charts(run, phase_table(run), tmp_path / "out")
+    assert {p.name for p in drawn} == {"server_running_waiting.png", "server_kv_cache.png", "server_gpu.png",
+                                       "server_request_time.png"}
+    assert all(p.stat().st_size > 5000 for p in drawn)
+    server = ms.server_rows(sc)
+    run = load_run(ms.write_scenario(sc, tmp_path / "run2", server[server["source"] != "dcgm"]))
+    assert "server_gpu.png" not in {p.name for p in server_charts.charts(run, phase_table(run), tmp_path / "out2")}
+    run = load_run(ms.write_scenario(sc, tmp_path / "run3", server.iloc[0:0]))
+    assert server_charts.charts(run, phase_table(run), tmp_path / "out3") == []
+
