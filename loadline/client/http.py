@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from time import perf_counter
@@ -25,9 +26,11 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from loadline.client.keepalive import RetryStaleConnection
-from loadline.client.kernel_clock import KERNEL, USER, is_stamped, kernel_stamped
+from loadline.client.kernel_clock import KERNEL, USER, is_stamped, keep_stamping_on, kernel_stamped
 
-KERNEL_CLOCK = os.environ.get("LOADLINE_KERNEL_CLOCK", "1") != "0"
+KERNEL_CLOCK = os.environ.get("LOADLINE_KERNEL_CLOCK", "1") != "0" and sys.platform.startswith("linux")
+if KERNEL_CLOCK:
+    keep_stamping_on()
 
 
 class _Stamped:

@@ -55,18 +55,38 @@ def _stamped_class(base: type) -> type:
             if nbytes:
                 buffer = memoryview(buffer)[:nbytes]
             n, ancdata, _, _ = self.recvmsg_into((buffer,), _ANC_SPACE, flags)
-            if ancdata:  # the only control message asked for; none on a bare FIN
+            if ancdata:  # the only control message asked for
                 sec, nsec = _TIMESPEC.unpack_from(ancdata[0][2])
                 wall = sec + nsec * 1e-9
                 self.kernel_wall = wall
                 delay = time() - wall
                 if delay > self.read_delay_max:
                     self.read_delay_max = delay
-            return n
+            elif n:  # bytes without a stamp (see keep_stamping_on): the caller falls back to read time
+                self.kernel_wall = 0.0
+            return n  # a bare FIN (n == 0) carries no stamp and keeps the last one
 
     KernelStampedSocket.__name__ = f"KernelStamped{base.__name__.capitalize()}"
     _subclasses[base] = KernelStampedSocket
     return KernelStampedSocket
+
+
+_keeper: list[socket.socket] = []
+
+
+def keep_stamping_on() -> None:
+    """Keep the kernel's receive timestamping switched on for as long as this process lives.
+
+    Linux stamps incoming packets only while some socket asks for it, and switching that on is
+    deferred to a kernel work queue: packets that arrive in between carry no stamp. Without a
+    socket that stays open, every first connection after all others closed would race it (seen in
+    the unit tests: the first response's bytes unstamped), so one idle UDP socket holds the switch
+    on. Called when the HTTP layer is imported, well before the first request.
+    """
+    if not _keeper:
+        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        _keeper.append(keeper)
 
 
 def kernel_stamped(sock: socket.socket) -> socket.socket | None:
@@ -77,6 +97,7 @@ def kernel_stamped(sock: socket.socket) -> socket.socket | None:
     if not sys.platform.startswith("linux") or sock.type != socket.SOCK_STREAM:
         return None
     try:
+        keep_stamping_on()
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     except OSError:
         return None
