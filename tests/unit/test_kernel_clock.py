@@ -8,6 +8,7 @@ same clock, taken when the segment reached the host. Plus the Locust bulk-loggin
 from __future__ import annotations
 
 import socket
+import struct
 import sys
 import threading
 import time
@@ -18,7 +19,7 @@ from locust.stats import RequestStats
 
 import loadline.client.http as http
 from loadline.client.http import stamped_session, wire_times
-from loadline.client.kernel_clock import is_stamped, kernel_stamped
+from loadline.client.kernel_clock import SCM_TIMESTAMPNS, _stamped_class, is_stamped, kernel_stamped
 from loadline.client.locust_stats import log_many
 from loadline.client.measure import fill_timings
 from loadline.client.streaming import StreamResult, chat_content, read_stream
@@ -113,6 +114,29 @@ def test_without_kernel_stamps_the_read_time_is_used_and_said(monkeypatch):
     assert wire.clock == "user" and rec.clock == "user" and rec.read_delay_ms is None
     # token b is stamped when we read it, ~0.1 s after it arrived: the error the kernel clock removes
     assert to_wall(result.arrivals[1], wire) - truth[1] > (LATE_READ_S - GAP_S) / 2
+
+
+class ScriptedSocket:
+    """Stands in for a socket class: recvmsg_into returns the scripted (n, ancdata, flags, address)."""
+
+    def __init__(self, replies: list) -> None:
+        self.replies = replies
+
+    def recvmsg_into(self, buffers, ancbufsize=0, flags=0):
+        return self.replies.pop(0)
+
+
+def test_each_read_keeps_its_own_stamp_and_unstamped_bytes_fall_back_to_read_time():
+    stamp = time.time() - 0.25  # bytes that waited 0.25 s in the socket
+    sec, nsec = int(stamp), int((stamp % 1) * 1e9)
+    anc = [(socket.SOL_SOCKET, SCM_TIMESTAMPNS, struct.pack("qq", sec, nsec))]
+    sock = _stamped_class(ScriptedSocket)([(10, anc, 0, None), (0, [], 0, None), (4, [], 0, None)])
+    sock.kernel_wall = sock.read_delay_max = 0.0
+    buffer = bytearray(16)
+    assert sock.recv_into(buffer) == 10
+    assert sock.kernel_wall == pytest.approx(stamp, abs=1e-6) and 0.2 < sock.read_delay_max < 5
+    assert sock.recv_into(buffer) == 0 and sock.kernel_wall == pytest.approx(stamp, abs=1e-6)  # a bare FIN
+    assert sock.recv_into(buffer, 4) == 4 and sock.kernel_wall == 0.0  # no stamp: not the older one
 
 
 def test_only_stream_sockets_are_stamped():
