@@ -122,8 +122,8 @@ def applicability(slo: SLO, streaming: bool | None) -> tuple[dict[str, str], dic
         elif key in E2E and slo.gate_e2e_on_streams:
             applies[key] = "streaming, and the SLO sets gate_e2e_on_streams = true"
         elif key in E2E:
-            skipped[key] = ("streaming: a long reply takes seconds by design; judged on TTFT and per-token "
-                            "time (set gate_e2e_on_streams = true to judge E2E too)")
+            skipped[key] = ("streaming: a long reply takes seconds by design, so streams are judged on TTFT "
+                            "and per-token time; gate_e2e_on_streams = true judges E2E too")
         elif streaming:
             applies[key] = ("streaming: time to first token is the user's wait (DOMAIN.md)" if key.startswith("ttft")
                             else "streaming: per-token time is how smoothly the reply arrives")
