@@ -31,6 +31,7 @@ from analysis.data.prom_ingest import load_query_range
 from analysis.report.recovery_chart import recovery_chart
 from analysis.report.html import render_html
 from analysis.report.markdown import render_markdown, verdict_sentence
+from analysis.report.workers import worker_lines
 from analysis.verdict.server_gate import server_criteria
 from analysis.verdict import validity
 from analysis.verdict.timesplit import time_split
@@ -213,6 +214,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
         "recovery": recovered,
+        "workers": worker_lines(run.manifest, run.requests, lambda: read_truth(run.path)),  # lost, clocks
         "missing": list(run.missing) + _consistency(run, wall) + recovery_problems,
         "notes": [n for n in [timescale_note(scale), gate.gate_note(criteria)] if n],
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",

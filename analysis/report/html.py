@@ -164,6 +164,8 @@ def render_html(verdict: dict, chart_paths: list[Path]) -> str:
     if verdict.get("chart_problems"):
         body.append("<p class='muted'>" + escape("; ".join(verdict["chart_problems"])) + "</p>")
     body += ["<h2>Definitions</h2>", "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in f.DEFINITIONS.items()) + "</dl>"]
+    if verdict.get("workers"):  # lost workers, worker errors, clock offsets (analysis/report/workers.py)
+        body += ["<h2>Workers</h2>", "<ul>" + "".join(f"<li>{escape(w)}</li>" for w in verdict["workers"]) + "</ul>"]
     if verdict.get("missing"):
         body += ["<h2>Missing inputs</h2>", "<ul>" + "".join(f"<li>{escape(m)}</li>" for m in verdict["missing"]) + "</ul>"]
     title = escape(f"Loadline report - {verdict.get('name', '')}")

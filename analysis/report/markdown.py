@@ -111,6 +111,8 @@ def render_markdown(verdict: dict) -> str:
         lines += ["", RECOVERY_NOTE.format(window=f.num(entries[0]["window_s"]), hold=f.num(entries[0]["hold_s"]))]
     for note in verdict.get("notes") or []:
         lines += ["", f"Note: {note}."]
+    if verdict.get("workers"):  # lost workers, worker errors, clock offsets (analysis/report/workers.py)
+        lines += ["", "### Workers", ""] + [f"- {line}" for line in verdict["workers"]]
     if verdict.get("missing"):
         lines += ["", "Missing inputs: " + "; ".join(verdict["missing"])]
     return "\n".join(lines) + "\n"

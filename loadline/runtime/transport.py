@@ -77,15 +77,15 @@ class WorkerShipper:
     def ship(self) -> None:
         buffer = self.environment.loadline_records
         rows = buffer.drain()
-        if not rows:
-            return
+        # An empty batch is sent too: it tells the master what is in flight (its estimate if we die).
         try:
             # in_flight: what this worker would take with it if it died now (the master's loss estimate)
             self.environment.runner.send_message(RECORDS_MSG, {"worker": self.worker_id, "rows": rows,
                                                                "in_flight": buffer.in_flight})
         except Exception as exc:  # e.g. the master is reconnecting: keep the rows for the next try
             buffer.put_back(rows)
-            log.warning("loadline: could not ship %d records yet: %s", len(rows), exc)
+            if rows:
+                log.warning("loadline: could not ship %d records yet: %s", len(rows), exc)
             return
         self.sent += len(rows)
 

@@ -6,8 +6,10 @@ import re
 from types import SimpleNamespace
 
 import gevent
+import pandas as pd
 import pytest
 
+from analysis.report.workers import worker_lines
 from loadline.core import identity
 from loadline.core.records import COLUMNS
 from loadline.core.schema import PhaseRow
@@ -164,3 +166,20 @@ def test_worker_ids_differ_for_the_same_host_and_pid_and_stay_readable(monkeypat
         assert one.request_id().startswith(one.worker_id[-4:])  # the suffix ties rows to request ids
         ids.add(one.worker_id)
     assert len(ids) >= 19  # 16 random bits: a repeat among 20 is a 0.3 % event
+
+
+def test_report_lines_name_the_lost_worker_and_count_its_loss_from_the_truth_log():
+    manifest = {"workers_lost": [{"worker": "node-1-abcd", "how": "missing", "lost_at": 3600.0, "last_seen": 3596.0,
+                                  "in_flight": 2, "requests_lost_estimate": 3, "phases": ["1:4 users"]}],
+                "worker_errors": [{"worker": "node-2-ffff", "reason": "dataset not found: x.jsonl"}],
+                "clock_offsets": {"node-1-abcd": {"offset_s": 2.0, "uncertainty_ms": 0.4}, "node-3-0000": {"offset_s": None}}}
+    requests = pd.DataFrame({"request_id": ["abcd0001-x", "eeee0001-x"]})
+    truth = pd.DataFrame({"request_id": ["abcd0001-x", "abcd0002-x", "abcd0003-x", "eeee0001-x"]})
+    lines = worker_lines(manifest, requests, lambda: truth)
+    assert lines[0].startswith("Workers lost: node-1-abcd at 01:00:00 UTC (heartbeats stopped; last heard 00:59:56 UTC)")
+    assert "2 request(s) the server saw were never recorded (about 3 estimated)" in lines[0] and "1:4 users" in lines[0]
+    assert lines[1] == "Worker node-2-ffff could not run: dataset not found: x.jsonl"
+    assert "node-1-abcd +2.000 s" in lines[2] and "node-3-0000" not in lines[2]
+    without_truth = worker_lines(manifest, requests, lambda: None)[0]
+    assert "about 3 request(s) in flight or unshipped" in without_truth
+    assert worker_lines({"workers_lost": []}, requests, lambda: None) == []
