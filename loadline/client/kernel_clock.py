@@ -83,10 +83,18 @@ def keep_stamping_on() -> None:
     the unit tests: the first response's bytes unstamped), so one idle UDP socket holds the switch
     on. Called when the HTTP layer is imported, well before the first request.
     """
-    if not _keeper:
+    if _keeper:
+        return
+    try:
         keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:
+        return  # no sockets here at all: nothing to stamp either
+    try:
         keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        _keeper.append(keeper)
+    except OSError:
+        keeper.close()
+        return
+    _keeper.append(keeper)
 
 
 def kernel_stamped(sock: socket.socket) -> socket.socket | None:
