@@ -25,12 +25,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import gevent
 
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
@@ -41,6 +44,7 @@ logger = logging.getLogger(__name__)
 DRILL_KEYS = {"kill_replica", "restart_after_s", "faults", "actions", "fault_after_s"}
 NOTE_PREFIX = "fault: "  # the human-readable phase note of every action outcome
 ACTION_TIMEOUT_S = 3.0
+ADMIN_TOKEN_ENV = "LOADLINE_SIM_ADMIN_TOKEN"  # sent as a bearer token when set (simulator/admin.py)
 MAX_ACTIONS = 20
 
 
@@ -111,8 +115,12 @@ def _parse(entry: dict, where: str) -> list[FaultAction]:
 
 def post(admin_url: str, action: FaultAction, timeout: float = ACTION_TIMEOUT_S) -> str:
     """Send one action; "ok" or "failed: <reason>" (never raises)."""
+    headers = {"Content-Type": "application/json"}
+    token = os.environ.get(ADMIN_TOKEN_ENV)  # a simulator on another host (loadline sim --admin-token)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(admin_url.rstrip("/") + action.path, data=action.body.encode(),
-                                     method="POST", headers={"Content-Type": "application/json"})
+                                     method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             response.read(65536)
@@ -124,17 +132,11 @@ def post(admin_url: str, action: FaultAction, timeout: float = ACTION_TIMEOUT_S)
         return f"failed: {getattr(exc, 'reason', exc)}"
 
 
-# gevent is imported when an action runs, not at the top: `loadline report` imports this module (for the
-# fault notes, analysis.stats.recovery) and must not load gevent; only the master running a drill needs it.
 def _gevent_spawn(function: Callable[[], None]) -> None:
-    import gevent
-
     gevent.spawn(function)
 
 
 def _gevent_sleep(seconds: float) -> None:
-    import gevent
-
     gevent.sleep(seconds)
 
 
