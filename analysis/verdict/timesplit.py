@@ -69,14 +69,43 @@ def _split(client_ms: float | None, engine_s: dict[str, float | None], total: st
     return values
 
 
+def _scrape_window(signals: Signals, start: float, end: float) -> tuple[float, float] | None:
+    """(t_a, t_b]: the observations a histogram delta over [start, end] really holds.
+
+    Signals.histogram subtracts the last scrape at or before `start` (else the first one inside)
+    from the last scrape at or before `end`: with a scrape every few seconds that can be much
+    narrower than the phase, so the client records are matched to the same (t_a, t_b]."""
+    stamps = [signals.samples(c)["ts"] for c in _CONCEPTS.values() if signals.has(c)]
+    ts = np.unique(np.concatenate([s.to_numpy(dtype=float) for s in stamps])) if stamps else np.array([])
+    ts = ts[ts <= end]
+    if ts.size == 0:
+        return None
+    before = ts[ts <= start]
+    t_a = float(before.max()) if before.size else float(ts.min())
+    t_b = float(ts.max())
+    return (t_a, t_b) if t_b > t_a else None
+
+
 def phase_split(requests: pd.DataFrame, signals: Signals, start: float, end: float, scale: float) -> dict:
-    """One window's split: {"ttft": {...} | None, "e2e": {...} | None, client/engine counts}."""
-    rows = requests[(requests["start_wall"] >= start) & (requests["start_wall"] < end)] if len(requests) else requests
-    ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+    """One window's split: {"ttft": {...} | None, "e2e": {...} | None, client/engine counts}.
+
+    The client side is the ok records the engine observed in the same scrape window: TTFT by the
+    moment of their first token, E2E by their end (the engine records each histogram then)."""
+    window = _scrape_window(signals, start, end)
+    ok = requests[requests["status"].astype(str) == "ok"] if len(requests) else requests
+    if window is None or ok.empty:
+        return {"client_requests": 0, "engine_requests": 0.0, "ttft": None, "e2e": None}
+    t_a, t_b = window
+    begin = pd.to_numeric(ok["start_wall"], errors="coerce")
+    first = begin + pd.to_numeric(ok["ttft_ms"], errors="coerce") / 1000
+    last = begin + pd.to_numeric(ok["e2e_ms"], errors="coerce") / 1000
+    ttft_rows = ok[(first > t_a) & (first <= t_b)]
+    e2e_rows = ok[(last > t_a) & (last <= t_b)]
     engine, finished = _engine_means(signals, start, end)
-    ttft = _split(_mean(ok["ttft_ms"]) if len(ok) else None, engine, "ttft", ("queue", "prefill"), scale)
-    e2e = _split(_mean(ok["e2e_ms"]) if len(ok) else None, engine, "e2e", PARTS, scale)
-    return {"client_requests": int(len(ok)), "engine_requests": float(finished), "ttft": ttft, "e2e": e2e}
+    ttft = _split(_mean(ttft_rows["ttft_ms"]), engine, "ttft", ("queue", "prefill"), scale)
+    e2e = _split(_mean(e2e_rows["e2e_ms"]), engine, "e2e", PARTS, scale)
+    return {"client_requests": int(len(e2e_rows)), "engine_requests": float(finished), "ttft": ttft, "e2e": e2e,
+            "window": [t_a, t_b]}
 
 
 def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.DataFrame | None, scale: float,
