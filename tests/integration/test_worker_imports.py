@@ -1,0 +1,67 @@
+"""A Locust worker imports neither pandas nor matplotlib: its CPU is the measuring instrument.
+
+One child process does what `locust --worker -f ...` does before it connects to the master: import
+`locust.main`, then load every entry file in locustfiles/ with Locust's own loader (each one imports
+loadline.runtime.plugin, whose listeners import nothing later). It runs under `python -X importtime`,
+the check issue 11 names; the import-linter "forbidden" contract checks the same thing statically.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRY_FILES = sorted(p for p in (ROOT / "locustfiles").glob("*.py") if not p.name.startswith("_"))
+FORBIDDEN = ("pandas", "matplotlib")
+TIMEOUT_S = 120
+
+PROBE = """
+import json, sys
+import locust.main  # what the `locust` command imports before it reads -f
+from locust.util.load_locustfile import load_locustfile
+for path in sys.argv[1:]:
+    load_locustfile(path)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def probe(entry_files: list[Path], cwd: Path) -> tuple[set[str], list[str]]:
+    """(modules loaded, `-X importtime` lines) after loading `entry_files` as a worker does."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", PROBE, *map(str, entry_files)], cwd=cwd,
+                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    timings = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    other = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    assert done.returncode == 0, "\n".join(other[-30:])
+    return set(json.loads(done.stdout.strip().splitlines()[-1])), timings
+
+
+def forbidden_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in FORBIDDEN)
+
+
+def imported_names(timings: list[str]) -> set[str]:
+    """Module names from `import time: self | cumulative | name` lines (the name is indented by depth)."""
+    return {line.rsplit("|", 1)[-1].strip() for line in timings}
+
+
+def test_every_entry_file_loaded_as_a_worker_imports_neither_pandas_nor_matplotlib(tmp_path):
+    assert {p.name for p in ENTRY_FILES} >= {"chat.py", "single_shot.py", "completion.py"}
+    modules, timings = probe(ENTRY_FILES, tmp_path)
+    # the probe really loaded the worker's code: the plugin and what it wires, the users, the shapes
+    assert {"loadline.runtime.plugin", "loadline.runtime.selfcheck", "loadline.client.users"} <= modules
+    assert any(name.startswith("shapes.") for name in modules)
+    assert forbidden_in(modules) == []
+    assert forbidden_in(imported_names(timings)) == [], "\n".join(
+        line for line in timings if any(name in line for name in FORBIDDEN))
+
+
+def test_the_probe_sees_pandas_when_an_entry_file_imports_it(tmp_path):
+    # the control: the same probe, one more entry file that pulls in the report side
+    extra = tmp_path / "reporting_entry.py"
+    extra.write_text("import loadline.runtime.plugin  # noqa: F401\nimport analysis.report.build  # noqa: F401\n")
+    modules, timings = probe([ROOT / "locustfiles" / "chat.py", extra], tmp_path)
+    assert {"pandas", "matplotlib"} <= set(forbidden_in(modules))
+    assert "pandas" in imported_names(timings)
