@@ -1,4 +1,9 @@
-"""The admin API (loopback only, off unless --admin): switch faults and kill/restart replicas.
+"""The admin API (off unless --admin): switch faults and kill/restart replicas.
+
+Loopback only by default. `--admin-host ADDR` serves it on another address so a drill on another
+host (a distributed master) can reach it; that needs `--admin-token` (or LOADLINE_SIM_ADMIN_TOKEN),
+and every admin request then carries `Authorization: Bearer TOKEN` (401 otherwise). A non-loopback
+address without a token is refused at startup: anyone on the network could kill replicas.
 
     GET  /admin/state                    faults, replicas (up, in flight, KV usage, restarts)
     POST /admin/faults                   {"error_rate": 0.2, "latency_spike": 3, ...}  (subset)
@@ -10,6 +15,7 @@
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
 
@@ -27,12 +33,26 @@ def _is_loopback(peer: str) -> bool:
         return False
 
 
+def check_admin_bind(host: str, token: str | None) -> None:
+    """UsageError for an admin API on a non-loopback address without a token."""
+    if token:
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise UsageError(f"--admin-host {host} is not a loopback address: set --admin-token (or "
+                         "LOADLINE_SIM_ADMIN_TOKEN) so only drills that know it can inject faults")
+
+
 class AdminApp:
-    def __init__(self, app: SimApp) -> None:
+    def __init__(self, app: SimApp, token: str | None = None) -> None:
         self.app = app
+        self._auth = f"Bearer {token}".encode() if token else None
 
     def on_connect(self, conn: Connection) -> None:
-        if not _is_loopback(conn.peer):
+        if self._auth is None and not _is_loopback(conn.peer):  # no token: loopback peers only
             conn.close()
 
     def on_close(self, conn: Connection) -> None:
@@ -46,6 +66,8 @@ class AdminApp:
         conn.finish_response()
 
     def handle(self, conn: Connection, req: Request) -> None:
+        if self._auth is not None and not hmac.compare_digest(req.headers.get("authorization", "").encode(), self._auth):
+            return self._send(conn, 401, error_body("admin API: missing or wrong bearer token", 401))
         try:
             result = self._route(req)
         except (ApiError, UsageError) as exc:

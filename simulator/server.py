@@ -2,8 +2,8 @@
 
 Startup contract (used by `loadline run` and the tests): once the socket is bound, the FIRST line
 on stdout is exactly `loadline-sim listening on http://HOST:PORT` (flushed); with --admin a second
-line `loadline-sim admin on http://127.0.0.1:PORT` follows. SIGTERM or SIGINT stop the server,
-closing connections and flushing the truth log.
+line `loadline-sim admin on http://ADMIN_HOST:PORT` follows (127.0.0.1 unless --admin-host).
+SIGTERM or SIGINT stop the server, closing connections and flushing the truth log.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ class ServeOptions:
     api_key: str | None = None
     admin: bool = False
     admin_port: int = 0
+    admin_host: str = "127.0.0.1"
+    admin_token: str | None = None  # required (Bearer) on every admin request when set
 
 
 def initial_faults(config: SimConfig) -> FaultState:
@@ -97,10 +99,11 @@ async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> int
         port = servers[0].sockets[0].getsockname()[1]
         print(f"loadline-sim listening on http://{options.host}:{port}", file=out, flush=True)
         if options.admin:
-            admin = AdminApp(app)
-            servers.append(await loop.create_server(lambda: Connection(admin), "127.0.0.1", options.admin_port))
+            admin = AdminApp(app, options.admin_token)
+            servers.append(await loop.create_server(lambda: Connection(admin), options.admin_host, options.admin_port))
             admin_port = servers[1].sockets[0].getsockname()[1]
-            print(f"loadline-sim admin on http://127.0.0.1:{admin_port}", file=out, flush=True)
+            shown = f"[{options.admin_host}]" if ":" in options.admin_host else options.admin_host  # IPv6 in a URL
+            print(f"loadline-sim admin on http://{shown}:{admin_port}", file=out, flush=True)
         await _tick_until(stop, Housekeeping(app))
     finally:
         for server in servers:

@@ -7,6 +7,7 @@ import asyncio
 import os
 
 from loadline.core.errors import UsageError
+from simulator.admin import check_admin_bind
 from simulator.config import DEFAULT_PROFILE, build_config, known_profiles, parse_assignment
 from simulator.server import ServeOptions, serve
 
@@ -48,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--admin", action="store_true",
                         help="serve the fault/replica admin API on 127.0.0.1 (printed on the second stdout line)")
     parser.add_argument("--admin-port", type=int, default=0, help="admin API port (default: a free one)")
+    parser.add_argument("--admin-host", default="127.0.0.1",
+                        help="address of the admin API (default 127.0.0.1); another one needs --admin-token, "
+                             "e.g. for drills run by a master on another host")
+    parser.add_argument("--admin-token", default=None,
+                        help="require 'Authorization: Bearer TOKEN' on the admin API (or set "
+                             "LOADLINE_SIM_ADMIN_TOKEN, which drills send; never logged)")
     parser.add_argument("--max-queue", type=int, metavar="N",
                         help="cap on waiting requests per replica; beyond it: 503 + Retry-After "
                         "(= --set max_num_queued_reqs=N; queue_full_status=429 to answer 429)")
@@ -80,9 +87,13 @@ def main(args: argparse.Namespace) -> int:
             open(args.truth, "a").close()  # fail now with a clear line, not later in the event loop
         except OSError as exc:
             raise UsageError(f"cannot write the truth log {args.truth}: {exc.strerror}") from None
+    admin_token = args.admin_token or os.environ.get("LOADLINE_SIM_ADMIN_TOKEN") or None
+    if args.admin:
+        check_admin_bind(args.admin_host, admin_token)
     options = ServeOptions(host=args.host, port=args.port, truth_path=args.truth,
                            api_key=args.api_key or os.environ.get("LOADLINE_SIM_API_KEY") or None,
-                           admin=args.admin, admin_port=args.admin_port)
+                           admin=args.admin, admin_port=args.admin_port, admin_host=args.admin_host,
+                           admin_token=admin_token)
     runner = asyncio.run
     if os.environ.get("LOADLINE_SIM_EVENT_LOOP", "uvloop") == "uvloop":  # "asyncio": the stdlib loop
         try:  # imported here, not at the top: uvloop is optional and only wanted when this variable asks for it
