@@ -200,6 +200,8 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     streaming = streaming_of(run.manifest)
     criteria = (gate.evaluate(table, slo, streaming) + server_criteria(run.server_metrics, slo)
                 + recovery.criteria(recovered, slo.recovery_s_max))
+    stopped = validity.completion_criterion(run.manifest)  # an interrupted run never passes
+    criteria += [stopped] if stopped else []
     passed = gate.gate_passed(criteria)
     knee_wall = knee.find_knee(wall) if run.has_records else {"found": False, "reason": "no per-request records"}
     break_point = knee.find_break_point(table, slo, streaming)

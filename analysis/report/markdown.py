@@ -5,6 +5,7 @@ from __future__ import annotations
 from analysis.report import formatting as f
 from analysis.report import sections
 from analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
+from analysis.verdict import validity
 
 
 def _phases_span(phases: list[dict]) -> float:
@@ -19,6 +20,8 @@ def _clause(c: dict) -> str:
         if not measured:
             return "no failures"
         return f"error rate {f.pct(measured)} stayed within {threshold[3:]}" if c["passed"] else f"error rate reached {f.pct(measured)} in {where}"
+    if name == validity.COMPLETION:
+        return c.get("why") or "the run did not end on its own"
     if name == "OOM restarts":
         return "no OOM restarts" if not measured else f"{f.num(measured)} OOM restart(s) (limit {threshold})"
     if c.get("unit") == "fraction":
@@ -37,7 +40,7 @@ def verdict_sentence(verdict: dict) -> str:
         return f"UNUSABLE RUN: {validity.get('reason')}."
     phases = verdict.get("phases") or []
     requests = sum(int(p["requests"]) for p in phases if not f.missing(p.get("requests")))
-    head = "PASS" if verdict["slo"]["passed"] else "FAIL"
+    head = sections.headline(verdict)  # PASS, FAIL or INTERRUPTED (by SIGTERM/SIGINT)
     criteria = verdict["slo"]["criteria"]
     clauses = [_clause(c) for c in criteria if c.get("passed") is not None]
     unmeasured = [c["name"] for c in criteria if c.get("passed") is None]

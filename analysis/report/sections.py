@@ -8,6 +8,7 @@ never printed beside a failed SLO criterion without the reason (`bottleneck_line
 from __future__ import annotations
 
 from analysis.report import formatting as f
+from analysis.verdict import validity
 
 SETUP_HEADER = ["HTTP status", "content type", "attempts", "body sample (redacted)"]
 FLOOR_HEADER = ["phase", "measured from", "samples", "P50 (wall ms)", "P95 (wall ms)", "floor (model ms)"]
@@ -137,8 +138,18 @@ def time_line(verdict: dict) -> str:
     return str(ts.get("sentence") or "")
 
 
+def interruption(verdict: dict) -> dict | None:
+    """The failed "run completed" criterion of a run that did not end on its own (validity.completion), or None."""
+    return next((c for c in (verdict.get("slo") or {}).get("criteria") or []
+                 if c.get("name") == validity.COMPLETION and c.get("passed") is False), None)
+
+
 def headline(verdict: dict) -> str:
-    """PASS / FAIL, or UNUSABLE for a run whose setup failed (exit 2)."""
+    """PASS / FAIL, INTERRUPTED for a run stopped before its end, or UNUSABLE for a run whose setup failed (exit 2)."""
     if (verdict.get("validity") or {}).get("usable") is False:
         return "UNUSABLE"
+    stopped = interruption(verdict)
+    if stopped:
+        by = (verdict.get("manifest") or {}).get("interrupted_by")
+        return f"INTERRUPTED by {by}" if by else "INTERRUPTED"
     return "PASS" if (verdict.get("slo") or {}).get("passed") else "FAIL"

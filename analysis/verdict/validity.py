@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.verdict.context import Thresholds
+from analysis.verdict.gate import Criterion
 from analysis.verdict.generator import is_saturated
 from loadline.core.redact import redact, sample
 
@@ -250,6 +251,38 @@ def floor_materiality(floor: dict, criteria: list[dict], noise_floor_ms: float =
                        f"{rules_share:.0%} of the {noise_floor_ms:g} ms the verdict rules take as noise")
     return {"material": bool(reasons), "reasons": reasons, "criteria": checks, "rules_noise_floor_ms": noise_floor_ms,
             "share_of_rules_noise_floor": rules_share}
+
+
+# --- 4. did the run end on its own? -------------------------------------------------------------------
+FINISHED = "finished"  # loadline/runtime/collector.py writes it when Locust's test ended normally
+COMPLETION = "run completed"  # the gate criterion an interrupted run fails
+
+
+def completion(manifest: dict | None) -> dict | None:
+    """None when the run ended on its own; else {status, by, reason}: a run stopped by a signal
+    (`loadline run` writes status=interrupted, interrupted_by=SIGTERM/SIGINT) or whose master died
+    (status still `running`). Its records stop early and the late phases are partial, so no SLO pass
+    can rest on it. A folder without a manifest status (plain `locust --csv` exports) is not judged here."""
+    status = (manifest or {}).get("status")
+    if status is None or status == FINISHED:
+        return None
+    by = str((manifest or {}).get("interrupted_by") or "")
+    if status == "interrupted":
+        reason = f"the run was interrupted by {by or 'a signal'} before it ended: its last phase is partial"
+    elif status == "running":
+        reason = "the run never recorded its end (the manifest still says running): the master died or was killed"
+    else:
+        reason = f"the run ended with status {status!r}, not {FINISHED!r}"
+    return {"status": str(status), "by": by, "reason": reason}
+
+
+def completion_criterion(manifest: dict | None) -> Criterion | None:
+    """The gate's failed "run completed" criterion for an incomplete run (exit 1, never PASS), or None."""
+    ended = completion(manifest)
+    if ended is None:
+        return None
+    return Criterion(COMPLETION, f"status = {FINISHED}", 1.0, None, False, where=ended["status"], unit="run",
+                     why=ended["reason"])
 
 
 # --- all together ------------------------------------------------------------------------------------

@@ -1,0 +1,49 @@
+"""A run that did not end on its own (SIGTERM/SIGINT, or a master that died) never passes the report (issue 12)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.report.build import build_report
+from analysis.verdict import validity
+from loadline.core.slo import SLO
+from tests.synthetic import make_requests, write_run
+
+
+def _healthy_run(path, **manifest):
+    # 100 streamed replies well inside the default SLO: a finished run with these records passes
+    requests = make_requests(1000.0 + np.arange(100) * 0.1, np.full(100, 900.0), ttft_ms=200.0, output_tokens=64)
+    return write_run(path, requests, manifest={"name": "healthy", "streaming": True, **manifest})
+
+
+def test_a_finished_healthy_run_passes(tmp_path):
+    result = build_report(_healthy_run(tmp_path / "run", status="finished"), SLO())
+    assert result.exit_code == 0 and result.summary.startswith("## Loadline report: PASS")
+    assert validity.COMPLETION not in result.summary
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_an_interrupted_run_fails_the_run_completed_criterion_and_says_by_what(tmp_path, signal_name):
+    run = _healthy_run(tmp_path / "run", status="interrupted", interrupted_by=signal_name)
+    result = build_report(run, SLO())
+    assert result.exit_code == 1 and result.verdict["slo"]["passed"] is False
+    first = result.summary.splitlines()[0]
+    assert first.startswith(f"## Loadline report: INTERRUPTED by {signal_name}"), first
+    assert result.verdict["sentence"].startswith(f"INTERRUPTED by {signal_name}:")
+    row = next(c for c in result.verdict["slo"]["criteria"] if c["name"] == validity.COMPLETION)
+    assert row["passed"] is False and signal_name in row["why"]
+    junit = (run / "report" / "junit.xml").read_text()
+    assert 'failures="1"' in junit and validity.COMPLETION in junit
+
+
+def test_a_run_whose_manifest_still_says_running_is_incomplete(tmp_path):
+    result = build_report(_healthy_run(tmp_path / "run", status="running"), SLO())
+    assert result.exit_code == 1 and result.summary.startswith("## Loadline report: INTERRUPTED")
+    assert "master died" in result.summary
+
+
+def test_a_folder_without_a_status_is_not_judged_on_completion():
+    # plain `locust --csv` exports and hand-made folders carry no status: nothing to say about their end
+    assert validity.completion({}) is None and validity.completion(None) is None
+    assert validity.completion_criterion({"status": "finished"}) is None
