@@ -47,7 +47,9 @@ TIERS = ("unit", "integration", "e2e")
 
 def pytest_collection_modifyitems(items):
     """Each test is marked by its folder: unit (in process, no sockets to other processes),
-    integration (one real local process: the simulator, a Locust runner), e2e (whole runs)."""
+    integration (one real local process: the simulator, a Locust runner; or a whole in-process pipeline that
+    takes seconds: a report with charts, recorded exports through the full verdict), e2e (whole runs).
+    docs/architecture.md "Tests" says what goes where."""
     for item in items:
         parts = Path(str(item.fspath)).parts
         for tier in TIERS:
