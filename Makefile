@@ -1,9 +1,10 @@
 # The two commands of the README. Everything installs into .venv; nothing global but the
-# browser packages the web UI test needs (Debian's chromium and chromium-driver).
+# browser packages the web UI test needs (Debian's chromium and chromium-driver) and Debian's
+# faketime (libfaketime shifts a worker's clock in the cross-host test, tests/e2e/test_cross_host.py).
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint-layers install browser real-engine test-real build-tools
+.PHONY: demo test test-fast lint-layers install browser faketime real-engine test-real build-tools
 
 # A stepped test (2, 4, 8, 16... users until the SLO breaks) against the small simulated engine,
 # 5x faster than real time (about four minutes); the report is in model time.
@@ -18,7 +19,7 @@ demo: install
 	  -- --step-start-users 2 --event-interval 1 --max-tokens 64; \
 	  code=$$?; [ $$code -le 1 ] || exit $$code
 
-test: install browser lint-layers
+test: install browser faketime lint-layers
 	$(BIN)/python -m pytest -q
 
 # The inner loop: unit tests only (in process, under a minute).
@@ -59,3 +60,8 @@ $(VENV)/.installed: pyproject.toml
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
+
+# Only as root (the cross-host test needs root for network namespaces and skips otherwise).
+faketime:
+	@[ "$$(id -u)" != 0 ] || [ -e /usr/lib/$$(uname -m)-linux-gnu/faketime/libfaketime.so.1 ] || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null)

@@ -49,6 +49,7 @@ def test_services_images_and_volumes(compose):
     # the master waits for exactly the workers of `--scale worker=N` (WORKERS=N)
     master = dh.container_command(services["master"], {"WORKERS": "7"})
     assert master[master.index("--expect-workers") + 1] == "7"
+    assert "--enable-rebalancing" in master  # a lost worker's users move at once (tests/e2e/test_cross_host.py)
     assert "--headless" not in master  # headless comes from LOCUST_HEADLESS, so HEADLESS=false gives the UI
     assert dh.container_environment(services["master"], {})["LOCUST_HEADLESS"] == "true"
     assert dh.container_environment(services["master"], {"HEADLESS": "false"})["LOCUST_HEADLESS"] == "false"

@@ -78,6 +78,7 @@ def test_master_command_and_conf_parse_with_locust(manifests, tmp_path):
     workers = manifests[("Deployment", "loadline-worker")]["spec"]["replicas"]
     assert options["master"] and options["expect_workers"] == workers
     assert options["out"] == "/runs" and options["metrics_port"] == 9646
+    assert options["enable_rebalancing"]  # a lost worker's users move at once: the phase keeps its user count
     # the conf's values arrive, typed
     assert options["locustfile"] == "locustfiles/chat.py" and (REPO / options["locustfile"]).is_file()
     assert options["host"] == "http://loadline-sim:8000" and options["num_users"] == 50
