@@ -86,10 +86,11 @@ def _guarded(name: str, call: Callable[[], Any], fallback: dict) -> Any:
         return {**fallback, "error": f"{name} failed: {type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"}
 
 
-def _bottleneck(run: RunData, table: pd.DataFrame, criteria: list[dict]) -> dict:
+def _bottleneck(run: RunData, table: pd.DataFrame, criteria: list[dict], floor_model_ms: float | None = None) -> dict:
     fallback = {"layer": None, "evidence": [], "actions": [], "secondary": [], "not_judged": ["bottleneck verdict unavailable"]}
     failed = [c for c in criteria if c.get("passed") is False]  # a failed SLO is a limit: never "headroom"
-    return _guarded("bottleneck verdict", lambda: judge(run, table, slo_failures=failed), fallback)
+    return _guarded("bottleneck verdict", lambda: judge(run, table, slo_failures=failed,
+                                                        measurement_floor_ms=floor_model_ms), fallback)
 
 
 def _validity(run: RunData, criteria: list[dict], scale: float) -> dict:
@@ -232,7 +233,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         verdict["capacity"] = {}
     else:
         # the server-metrics analyses read the wall-time table and scale by themselves
-        verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"]), verdict["validity"])
+        verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
         verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
     verdict["sentence"] = verdict_sentence(verdict)
     return table, verdict

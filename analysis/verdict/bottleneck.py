@@ -30,6 +30,13 @@ from analysis.verdict.run_rules import gateway, load_generator, memory_leak, not
 LAYERS = ("gpu-compute", "kv-cache", "memory-leak", "scheduler", "host-cpu", "gateway", "outside-engine",
           "load-generator", "unidentified", "headroom")
 CONFIDENCE = ("low", "medium", "high")
+MAX_REASONS = 4  # limit reasons quoted; the windows that showed one are all listed in limit.windows
+
+
+def _slo_reason(c: dict) -> str:
+    measured = c.get("measured")
+    value = f"{measured:,.0f}" if isinstance(measured, (int, float)) and c.get("unit", "ms") == "ms" else str(measured)
+    return f"SLO criterion failed: {c.get('name')} {value} {c.get('unit', '')} (limit {c.get('threshold')}) in {c.get('where') or 'the run'}"
 
 
 def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | None = None,
@@ -46,13 +53,13 @@ def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | N
     probe = findings if judged or not ctx.windows or base is None else findings + [
         rule(ctx, readings[id(w)], base) for w in ctx.windows[-1:] for rule in WINDOW_RULES]  # what could not be judged
     not_judged = list(dict.fromkeys(f.unjudged for f in probe if f.unjudged))
-    reasons = [f"SLO criterion failed: {c.get('name')} {c.get('measured')} (limit {c.get('threshold')}) in "
-               f"{c.get('where') or 'the run'}" for c in ctx.slo_failures]
-    reasons += [line for w in limited for line in w.limits + readings[id(w)].saturation]
+    reasons = [_slo_reason(c) for c in ctx.slo_failures]
+    seen = [line for w in limited for line in w.limits + readings[id(w)].saturation]
+    reasons += seen[:MAX_REASONS] + ([f"... and {len(seen) - MAX_REASONS} more"] if len(seen) > MAX_REASONS else [])
     fired = [f for f in findings if f.fired]
-    primary = _primary(fired, readings)
+    primary = _primary(fired, readings, ctx.th)
     if primary is not None:
-        confidence, notes = _confidence(ctx, primary, readings)
+        confidence, notes = _confidence(ctx, primary, fired)
     elif reasons:
         primary, confidence, notes = _unexplained(window_findings, reasons), "low", []
     else:
@@ -99,16 +106,21 @@ def _load(f: Finding, readings: dict[int, Reading]) -> tuple[float, float]:
     return (f.window.users, r.in_engine() if r else 0.0)
 
 
-def _primary(fired: list[Finding], readings: dict[int, Reading]) -> Finding | None:
+def _primary(fired: list[Finding], readings: dict[int, Reading], th: Thresholds) -> Finding | None:
     by_layer = {f.layer: f for f in fired}
-    # causal precedence, not rule order: a starved generator invalidates every reading, and a
-    # proven leak (idle residue, OOM restart, floor rising at constant load) explains a full pool
-    for layer in ("load-generator", "memory-leak"):
-        if layer in by_layer:
-            return by_layer[layer]
+    if "load-generator" in by_layer:
+        # a starved generator makes the client's timings suspect, so it outranks every layer proven
+        # by them; what the engine's own metrics prove (a queue, a full pool) it cannot fake: a
+        # late client only offers less load. Those stand, with the generator as secondary.
+        fired = [f for f in fired if f.engine_side]
+        if not fired:
+            return by_layer["load-generator"]
+    # a proven leak (idle residue, OOM restart, floor rising at constant load) explains a full pool
+    if "memory-leak" in by_layer and by_layer["memory-leak"] in fired:
+        return by_layer["memory-leak"]
     if not fired:
         return None
-    return max(fired, key=lambda f: (round(f.margin, 6), _load(f, readings)))
+    return max(fired, key=lambda f: (_level(f, th), round(f.margin, 6), _load(f, readings)))
 
 
 def _secondary(fired: list[Finding], primary: Finding) -> list[dict]:
@@ -123,21 +135,29 @@ def _band(margin: float, th: Thresholds) -> int:
     return 2 if margin >= th.margin_high else 1 if margin >= th.margin_medium else 0
 
 
-def _confidence(ctx: Context, f: Finding, readings: dict[int, Reading]) -> tuple[str, list[str]]:
-    th = ctx.th
-    level, notes = _band(f.margin, th), []
+def _level(f: Finding, th: Thresholds) -> int:
+    """The margin's band, capped at medium when a supporting signal was not measured, one step
+    lower for each further one (a window with no lighter window to compare with cannot show
+    per-token time, for instance: a clearer window is preferred)."""
+    level = _band(f.margin, th)
+    if f.unmeasured:
+        level = max(0, min(level, 1) - (len(f.unmeasured) - 1))
+    return level
+
+
+def _confidence(ctx: Context, f: Finding, fired: list[Finding]) -> tuple[str, list[str]]:
+    """The band of the weakest defining signal's margin, capped when supporting signals were not scraped.
+
+    The client's measurement floor lowers it in the report (analysis/verdict/validity.py qualify());
+    here the floor only widens the latency noise floor (context.mark_client_limits)."""
     if f.layer == "load-generator":
         return "high", []
+    level, notes = _level(f, ctx.th), []
     if f.unmeasured:
-        # each supporting signal that was not scraped costs one step, from at most medium
-        level = max(0, min(level, 1) - (len(f.unmeasured) - 1))
-        notes.append(f"confidence at most {CONFIDENCE[level]}: not scraped - " + "; ".join(f.unmeasured))
-    floor = ctx.measurement_floor_ms
-    ttft = f.window.stat("ttft_p50_ms") if f.window else None
-    if floor and ttft and floor >= th.floor_share * ttft * ctx.time_scale:
-        level = max(0, level - 1)
-        notes.append(f"the client's measurement floor ({floor:.0f} ms, model time) is {floor / (ttft * ctx.time_scale):.0%} "
-                     f"of the TTFT p50 judged in {f.window.label}: confidence lowered one step")
+        notes.append(f"confidence at most {CONFIDENCE[level]}: not measured - " + "; ".join(f.unmeasured))
+    if f.layer != "load-generator" and any(x.layer == "load-generator" for x in fired):
+        notes.append("the load generator was saturated too: client timings are suspect, but this layer is proven "
+                     "by the engine's own metrics")
     return CONFIDENCE[level], notes
 
 

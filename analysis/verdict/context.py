@@ -56,7 +56,6 @@ class Thresholds:
     # three widths is high.
     margin_medium: float = 0.15
     margin_high: float = 0.50
-    floor_share: float = 0.2  # the measurement floor eating >= 20 % of a latency margin lowers confidence
     slices: int = 6  # time slices of a one/two-phase run (>= 3 scrapes each, see slice_windows)
     min_slice_scrapes: int = 3
 
@@ -230,6 +229,7 @@ def needs_slices(phases: pd.DataFrame, timeline: pd.DataFrame | None) -> bool:
 
 
 # --- client-side limits ------------------------------------------------------------------------
+TAIL_SAMPLES = 20  # a P95 of fewer samples is the maximum: one hiccup, not a tail
 def mark_client_limits(windows: list[Window], baseline: Window | None, th: Thresholds, floor_ms: float,
                        requests: pd.DataFrame | None, scale: float) -> None:
     """Attach to each window the client-side reasons it shows a limit (errors, latency, flat throughput).
@@ -245,6 +245,8 @@ def mark_client_limits(windows: list[Window], baseline: Window | None, th: Thres
         if baseline is not None and w is not baseline:
             # the median first, then the tail: queueing often shows in P95 well before it moves the median
             for metric, stat in (("ttft", "p50"), ("e2e", "p50"), ("ttft", "p95"), ("e2e", "p95")):
+                if stat == "p95" and min(w.stat("requests") or 0, baseline.stat("requests") or 0) < TAIL_SAMPLES:
+                    continue
                 base, now = baseline.stat(f"{metric}_{stat}_ms"), w.stat(f"{metric}_{stat}_ms")
                 if base and now and now / base >= th.latency_rise and now - base >= floor_ms:
                     w.limits.append(f"{metric.upper()} {stat} {now * scale:.0f} ms in {w.label} vs "
@@ -282,7 +284,9 @@ def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | N
     if needs_slices(phases, getattr(run, "phases", None)):
         windows += slice_windows(phases, requests, getattr(run, "generator", None), signals, th)
     baseline = _baseline(windows, signals)
-    mark_client_limits(windows, baseline, th, th.noise_floor_ms / scale, requests, scale)
+    # a latency rise must clear the noise floor and the client's own measurement floor (model ms)
+    floor_ms = max(th.noise_floor_ms, measurement_floor_ms or 0.0) / scale
+    mark_client_limits(windows, baseline, th, floor_ms, requests, scale)
     return Context(run, phases, windows, baseline, signals, th, list(slo_failures or []), scale, measurement_floor_ms)
 
 

@@ -32,6 +32,7 @@ class Finding:
     window: Window | None = None
     unjudged: str | None = None  # why the rule could not be evaluated
     any_of: bool = False  # one held check is enough (leak, gateway, generator: independent symptoms)
+    engine_side: bool = False  # proven by the engine's (or host's) own metrics, not by client timings
 
     @property
     def fired(self) -> bool:
@@ -117,7 +118,7 @@ def _per_token_ratio(ctx: Context, r: Reading, base: Reading) -> tuple[float | N
 
 
 def scheduler(ctx: Context, r: Reading, base: Reading) -> Finding:
-    f = Finding("scheduler", window=r.window)
+    f = Finding("scheduler", window=r.window, engine_side=True)
     if r.running is None or r.waiting is None:
         f.unjudged = "scheduler (no running/waiting request gauges from the engine)"
         return f
@@ -133,8 +134,8 @@ def scheduler(ctx: Context, r: Reading, base: Reading) -> Finding:
               r.waiting_share, th.waiting_share, bounded=True),
         Check(f"queue time share of time to first token: {how}", share, th.queue_share, bounded=True),
         # a queue shorter than the latency noise floor is not what limits anyone
-        Check(f"queue time {queue_ms * ctx.time_scale if queue_ms is not None else 0:.0f} ms against the "
-              f"{th.noise_floor_ms:g} ms noise floor", queue_ms, ctx.floor_ms),
+        Check(f"queue time {queue_ms * ctx.time_scale if queue_ms is not None else 0:.0f} ms (model time) against "
+              f"the noise floor", queue_ms * ctx.time_scale if queue_ms is not None else None, th.noise_floor_ms),
         _kv_room(r, ctx),
         Check("per-token time not limiting: " + token_text, ratio, th.tpot_rise, above=False, required=False),
     ]
@@ -154,6 +155,7 @@ def gpu_compute(ctx: Context, r: Reading, base: Reading) -> Finding:
     if ratio is None:
         f.unjudged = "gpu-compute (no per-token time: engine ITL histogram or client TPOT)"
         return f
+    f.engine_side = r.per_token_source.startswith("engine") and base.per_token_source == r.per_token_source
     grew = None
     if r.running is not None and base.running is not None:
         grew = r.running.mean / base.running.mean if base.running.mean > 0 else float("inf")
@@ -175,7 +177,7 @@ def gpu_compute(ctx: Context, r: Reading, base: Reading) -> Finding:
 
 def kv_cache(ctx: Context, r: Reading, base: Reading) -> Finding:
     del base  # the pool's state in the window decides; no comparison needed
-    f = Finding("kv-cache", window=r.window)
+    f = Finding("kv-cache", window=r.window, engine_side=True)
     if r.kv is None:
         f.unjudged = "kv-cache (no KV-cache usage metric, e.g. vllm:kv_cache_usage_perc / sglang:token_usage)"
         return f
@@ -206,7 +208,7 @@ def kv_cache(ctx: Context, r: Reading, base: Reading) -> Finding:
 
 def host_cpu(ctx: Context, r: Reading, base: Reading) -> Finding:
     del base
-    f = Finding("host-cpu", window=r.window)
+    f = Finding("host-cpu", window=r.window, engine_side=True)
     busy = ctx.signals.host_cpu_busy(r.window.start, r.window.end)
     if busy is None:
         f.unjudged = "host-cpu (no host CPU metric: scrape node_exporter's node_cpu_seconds_total)"

@@ -51,7 +51,7 @@ def not_the_gpu(ctx: Context, window) -> str | None:
 
 # --- memory leak -------------------------------------------------------------------------------
 def memory_leak(ctx: Context) -> Finding:
-    f = Finding("memory-leak", any_of=True)
+    f = Finding("memory-leak", any_of=True, engine_side=True)
     s = ctx.signals
     if not (s.has("kv_usage") or s.has("gpu_mem_used")):
         f.unjudged = "memory-leak (no KV-cache usage or GPU memory metric)"

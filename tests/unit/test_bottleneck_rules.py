@@ -83,13 +83,21 @@ def test_limit_without_any_server_signal_is_low_confidence(tmp_path):
 
 
 def test_secondary_findings_are_kept(tmp_path):
-    """A starved generator is named first; the server problem it hides is still listed."""
+    """A starved generator cannot fake what the engine's own metrics prove (a full, preempting pool):
+    that layer stands, the generator is kept as secondary; a layer seen only in client timings does not."""
     sc = ms.kv_cache()
     for phase in sc.phases[3:]:
         phase.gen_cpu = 99.0
     verdict = verdict_of(sc, tmp_path)
+    assert verdict["layer"] == "kv-cache"
+    assert "load-generator" in [s["layer"] for s in verdict["secondary"]]
+    assert any("load generator was saturated" in line for line in verdict["evidence"])
+    sc = ms.outside_engine()
+    for phase in sc.phases[3:]:
+        phase.gen_cpu = 99.0
+    verdict = verdict_of(sc, tmp_path / "client-side")
     assert verdict["layer"] == "load-generator"
-    assert "kv-cache" in [s["layer"] for s in verdict["secondary"]]
+    assert "outside-engine" in [s["layer"] for s in verdict["secondary"]]
 
 
 def test_idle_gpu_under_a_flat_throughput_is_called_out(tmp_path):
