@@ -47,9 +47,10 @@ TICK_S = os.sysconf("SC_CLK_TCK")
 
 
 def flat_model(step_ms: float, ttft_ms: float) -> list[str]:
-    """Every engine step costs step_ms, every request ttft_ms before its first token; no batch limit."""
+    """Every engine step costs step_ms (however many sequences), every request ttft_ms before its first
+    token; no batch limit."""
     return ["weights_gib=0.001", "kv_bytes_per_token=1", "hbm_bandwidth_gbs=100000", "peak_tflops=100000",
-            f"step_overhead_ms={step_ms}", "per_layer_overhead_us=0", f"request_overhead_ms={ttft_ms}",
+            f"step_overhead_ms={step_ms}", "per_layer_overhead_us=0", "per_seq_overhead_us=0", f"request_overhead_ms={ttft_ms}",
             "max_num_seqs=1024", "num_gpu_blocks=200000", "max_num_batched_tokens=65536", "max_model_len=65536"]
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 from spine_helpers import REPO, requests_table, truth_table
 
 FLAT = ["weights_gib=0.001", "kv_bytes_per_token=1", "hbm_bandwidth_gbs=100000", "peak_tflops=100000",
-        "step_overhead_ms=60", "per_layer_overhead_us=0", "request_overhead_ms=100", "max_num_seqs=64",
+        "step_overhead_ms=60", "per_layer_overhead_us=0", "per_seq_overhead_us=0", "request_overhead_ms=100", "max_num_seqs=64",
         "num_gpu_blocks=20000", "max_num_batched_tokens=65536"]
 TOLERANCE_MS = 5.0  # the issue's bar for TTFT/ITL error vs truth at p99 with a CPU hog (issue 15)
 
@@ -60,7 +60,7 @@ def stamp_errors_ms(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 def test_kernel_stamps_stay_true_under_a_cpu_hog_and_read_time_stamps_do_not(sim_server, tmp_path):
     kernel = hogged_run(sim_server, tmp_path, kernel=True)
     user = hogged_run(sim_server, tmp_path, kernel=False)
-    assert len(kernel) > 40 and len(user) > 40
+    assert len(kernel) > 20 and len(user) > 20  # steady-state streams; ~40-70 on a busy 2-core box
     assert (kernel.clock == "kernel").all() and (user.clock == "user").all()
 
     first_k, last_k = stamp_errors_ms(kernel)
