@@ -105,4 +105,5 @@ def test_html_login_page_with_200_is_not_an_event_stream(foreign_server, tmp_pat
     assert setup["kind"] == "not_event_stream" and "<title>Sign in" in setup["body_sample"]
     assert "hunter2pass" not in (done.run_dir / "report" / "report.html").read_text()
     records = requests_table(done.run_dir)
-    assert (records.content_type.astype(str).str.startswith("text/html")).all()
+    answered = records[records.http_status > 0]  # an attempt cancelled at the stop never got headers
+    assert len(answered) and answered.content_type.astype(str).str.startswith("text/html").all()
