@@ -128,9 +128,19 @@ class StepShape(PhasedShape):
         self.slo: SLO | None = None
         self.time_scale = 1.0
         self.streaming: bool | None = None
+        self.verdicts: list[tuple[str, str]] = []  # (step label, what the stop rule said): the web UI shows them
+
+    def stop_rule_state(self) -> dict:
+        """The stop rule as it stands, for the web UI: on or off, its error limit, and each judged step's verdict."""
+        settings = self.settings
+        return {"enabled": bool(settings and settings.stop_on_slo),
+                "max_error_rate": settings.max_error_rate if settings else None,
+                "min_requests": settings.min_requests if settings else None,
+                "verdicts": [{"phase": label, "verdict": verdict} for label, verdict in self.verdicts]}
 
     def plan(self, options: Any) -> list[Phase]:
         self.settings = StepSettings.from_options(options)
+        self.verdicts = []
         slo_file = getattr(options, "slo_file", "") if options is not None else ""
         self.slo = SLO.from_file(slo_file or None)
         self.time_scale = time_scale(options)
@@ -149,14 +159,19 @@ class StepShape(PhasedShape):
             summary = NO_REQUESTS  # records flow, yet none in this step: everything is stuck
         if summary is None:
             logger.warning("stop rule: no live stats for %s, step not judged", phase.label)
+            self.verdicts.append((phase.label, "not judged: no live stats"))
             return None
         if 0 < summary.requests < self.settings.min_requests:
             logger.warning("stop rule: %s had only %d requests (< --step-min-requests %d), not judged",
                            phase.label, summary.requests, self.settings.min_requests)
         # loadline.runtime.live reports a time-scaled run in model time (latencies x scale): so is the window
         model_window_s = (window_end - start_wall) * self.time_scale
-        return judge_window(summary, self.slo, self.settings.max_error_rate, model_window_s,
-                            self.settings.min_requests, self.streaming)
+        reason = judge_window(summary, self.slo, self.settings.max_error_rate, model_window_s,
+                              self.settings.min_requests, self.streaming)
+        few = 0 < summary.requests < self.settings.min_requests
+        self.verdicts.append((phase.label, f"broke the SLO: {reason}" if reason
+                              else f"not judged: {summary.requests} requests" if few else "held the SLO"))
+        return reason
 
     def _window(self, start_wall: float, end_wall: float, itl: bool = False) -> Any:
         """The live window; pooled ITL percentiles (costly) only when `itl` (the SLO judges ITL)."""

@@ -46,6 +46,7 @@ class WindowSummary:
     itl_p99_ms: float | None = None
     tpot_p95_ms: float | None = None
     tpot_p99_ms: float | None = None
+    itl_pooled_p50_ms: float | None = None  # pooled gaps, like itl_p95_ms (the web UI's ITL chart)
 
 
 class LiveStats:
@@ -120,6 +121,7 @@ class LiveStats:
             ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], ttft_p99_ms=ttft[2], itl_p50_ms=itl_median[0],
             output_tokens_per_s=sum(r[4] or 0 for r in ok) / span, rps=len(ok) / span, errors_by_class=by_class,
             itl_p95_ms=pooled_itl[1], itl_p99_ms=pooled_itl[2], tpot_p95_ms=tpot[1], tpot_p99_ms=tpot[2],
+            itl_pooled_p50_ms=pooled_itl[0],
         )
 
     def _pooled_gaps_us(self, start_wall: float, end_wall: float) -> np.ndarray | None:

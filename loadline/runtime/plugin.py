@@ -22,6 +22,7 @@ from loadline.runtime.exporter import install as install_exporter
 from loadline.runtime.scraper import scrape_targets, start_scraper
 from loadline.runtime.timeline import active_timeline
 from loadline.runtime.transport import RECORDS_MSG, FLUSH_MSG, FlushCoordinator, RecordBuffer, WorkerShipper
+from loadline.runtime import webui_files, webui_live
 from loadline.runtime.webui import install_tab
 
 log = logging.getLogger("loadline")
@@ -69,6 +70,8 @@ def _on_init(environment, **_) -> None:
         install_exporter(environment, port)
     if environment.web_ui is not None:
         install_tab(environment)
+        webui_live.install(environment)
+        webui_files.install(environment)
 
 
 @events.test_start.add_listener

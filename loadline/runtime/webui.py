@@ -1,15 +1,15 @@
 """The web UI's "LLM" tab: live TTFT / ITL / tokens/s, the current phase and the run folder.
 
 Built on Locust's extension points (template_args extended_tabs/tables/csv_files and an
-`extended_stats` field added to /stats/requests), so the stock React UI renders it. Two routes
-serve the run folder's requests table and build-and-serve the report of the last run.
+`extended_stats` field added to /stats/requests), so the stock React UI renders it. Its tables
+show text only: the live charts and the SLO panel are a page of their own (webui_live.py), which an
+injected script embeds above this table; the report and the zip are webui_files.py's. Here: the
+table, the requests.csv route, and a start form that remembers the last values.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -60,15 +60,14 @@ def _whole_run(environment, start: float, end: float, itl: bool = False):
 
 
 def table_rows(environment) -> list[dict]:
-    collector = getattr(environment, "loadline_collector", None)
-    run_dir = getattr(collector, "run_dir", None) or getattr(collector, "last_run_dir", None)
+    run_dir = run_dir_of(environment)
     span = _run_span(run_dir, time.time())
     recent = whole = None
     if getattr(environment, "loadline_live", None) is not None and span is not None:
         # Rates divide by the window's length: never count time before the run started or after it ended.
         # live.window speaks model time in a time-scaled rehearsal, like the report.
         start, end = span
-        itl = _wants_itl(environment)
+        itl = wants_itl(environment)
         recent = window(environment, max(start, end - WINDOW_S), end, itl)
         whole = _whole_run(environment, start, end, itl)
 
@@ -114,13 +113,24 @@ def slo_rows(environment, recent, whole) -> list[dict]:
 _slo_cache: dict[str, SLO] = {}
 
 
-def _wants_itl(environment) -> bool:
+def wants_itl(environment) -> bool:
     """Pooled ITL percentiles only when the SLO judges ITL (they parse every gap of every reply)."""
     options = environment.parsed_options
     try:
         return judges_itl(_slo(getattr(options, "slo_file", "") or ""), streaming_of_options(options))
     except UsageError:
         return False
+
+
+def active_slo(environment) -> SLO:
+    """The SLO of the run (--slo-file, else the built-in defaults); UsageError on a bad file."""
+    return _slo(getattr(environment.parsed_options, "slo_file", "") or "")
+
+
+def run_dir_of(environment) -> Path | None:
+    """The run folder of the run in progress, else of the last one (None before any run)."""
+    collector = getattr(environment, "loadline_collector", None)
+    return getattr(collector, "run_dir", None) or getattr(collector, "last_run_dir", None)
 
 
 def _slo(path: str) -> SLO:
@@ -173,6 +183,7 @@ def install_tab(environment) -> None:
     web_ui = environment.web_ui
     app = web_ui.app
     hide_secrets(environment)
+    remember_form_values(environment)
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
     web_ui.template_args["extended_tables"] = [{
         "key": TAB,
@@ -180,8 +191,10 @@ def install_tab(environment) -> None:
                       {"key": "run", "title": "Whole run"}],
     }]
     web_ui.template_args["extended_csv_files"] = [
-        {"href": "/loadline/requests.csv", "title": "Download the request records (requests.csv) of the run"},
+        {"href": "/loadline/live", "title": "Live LLM charts and the SLO as it stands (also in the LLM tab)"},
         {"href": "/loadline/report", "title": "Build and open the Loadline report of the run"},
+        {"href": "/loadline/requests.csv", "title": "Download the request records (requests.csv) of the run"},
+        {"href": "/loadline/run.zip", "title": "Download the run folder (zip)"},
     ]
 
     @app.after_request
@@ -193,29 +206,31 @@ def install_tab(environment) -> None:
         response.set_data(json.dumps(data))
         return response
 
-    def _run_dir() -> Path | None:
-        collector = environment.loadline_collector
-        return collector.run_dir or getattr(collector, "last_run_dir", None)
-
     @app.route("/loadline/requests.csv")
     def _requests_csv():
-        run_dir = _run_dir()
+        run_dir = run_dir_of(environment)
         if run_dir is None or not (run_dir / runfolder.REQUESTS).exists():
             return Response("no run yet\n", status=404, mimetype="text/plain")
         return send_file(run_dir / runfolder.REQUESTS, mimetype="text/csv", as_attachment=True)
 
-    @app.route("/loadline/report")
-    def _report():
-        run_dir = _run_dir()
-        if run_dir is None:
-            return Response("no run yet\n", status=404, mimetype="text/plain")
-        # In a child process: pandas and matplotlib would otherwise hold the master's event loop
-        # (worker heartbeats, record batches) for seconds.
-        slo_file = getattr(environment.parsed_options, "slo_file", "") or ""
-        cmd = [sys.executable, "-m", "loadline", "report", str(run_dir)] + (["--slo", slo_file] if slo_file else [])
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        page = run_dir / runfolder.REPORT_DIR / "report.html"
-        if done.returncode == 2 or not page.exists():
-            reason = (done.stderr.strip().splitlines() or ["no report"])[-1]
-            return Response(f"could not build the report: {reason}\n", status=500, mimetype="text/plain")
-        return send_file(page, mimetype="text/html")
+
+def remember_form_values(environment) -> None:
+    """The start form shows the values of the last start, not the command line's.
+
+    Locust copies the submitted form into `parsed_options` but fills the form from the command line
+    again on every page load (argument_parser.ui_extra_args_dict): a reload forgot what was typed.
+    Secrets stay empty (webui_secrets.py)."""
+    web_ui = environment.web_ui
+    refresh = web_ui.update_template_args
+
+    def refresh_with_last_values() -> None:
+        refresh()
+        options = environment.parsed_options
+        for name, option in (web_ui.template_args.get("extra_options") or {}).items():
+            value = getattr(options, name, None)
+            if option.get("is_secret") or not isinstance(value, (str, int, float, bool)):
+                continue
+            option["default_value"] = value
+
+    web_ui.update_template_args = refresh_with_last_values
+    refresh_with_last_values()

@@ -6,34 +6,23 @@ tmp folder (its path is in the failure message).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import sys
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
 import process_helpers as ph
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
-from selenium.webdriver.chrome.service import Service
+from browser_helpers import (PAGE_TIMEOUT_S, button, chromium, fetch, needs_browser, screenshot_on_failure,
+                             type_into, wait_for)
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
 from spine_helpers import REPO, assert_every_request_once, truth_table
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "32"]
-CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--no-first-run", "--window-size=1400,1000"]
-PAGE_TIMEOUT_S = 20.0
 SECRET = "sk-loadline-webui-SECRET-7331"
 
-pytestmark = pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
-                                reason="chromium/chromedriver missing: run `make browser`")
+pytestmark = needs_browser
 
 
 @pytest.fixture
@@ -59,51 +48,8 @@ def web_ui(sim_server, tmp_path):
 
 @pytest.fixture
 def browser(tmp_path):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROME_FLAGS:
-        options.add_argument(flag)
-    profile = tmp_path / "chromium-profile"
-    options.add_argument(f"--user-data-dir={profile}")
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(PAGE_TIMEOUT_S)
-    driver.set_script_timeout(PAGE_TIMEOUT_S)
-    try:
+    with chromium(tmp_path / "chromium-profile") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def screenshot_on_failure(driver, path: Path):
-    try:
-        yield
-    except (AssertionError, WebDriverException) as exc:
-        with contextlib.suppress(WebDriverException):
-            driver.save_screenshot(str(path))
-        raise AssertionError(f"{exc}\n(screenshot: {path})") from exc
-
-
-def wait_for(driver, find, timeout_s: float, what: str):
-    """`find(driver)` until it returns something truthy; element lookups that fail count as 'not yet'."""
-    def attempt():
-        try:
-            return find(driver)
-        except WebDriverException:
-            return None
-    return ph.wait_until(attempt, timeout_s, what)
-
-
-def button(driver, text: str):
-    matches = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip().upper() == text]
-    return matches[0] if matches and matches[0].is_displayed() else None
-
-
-def type_into(driver, name: str, value: str) -> None:
-    box = driver.find_element(By.NAME, name)
-    box.send_keys(Keys.CONTROL, "a")
-    box.send_keys(value)
 
 
 def llm_table(driver) -> dict[str, tuple[str, str]]:
@@ -121,11 +67,6 @@ def as_ms(text: str) -> float | None:
         return float(text.removesuffix(" ms").replace(",", ""))
     except ValueError:
         return None
-
-
-def fetch(url: str) -> tuple[int, str, bytes]:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.status, response.headers.get("Content-Type", ""), response.read()
 
 
 def test_start_form_offers_loadline_options_and_masks_the_api_key(web_ui, browser, tmp_path):

@@ -91,6 +91,16 @@ def test_stepped_run_ends_at_the_step_that_breaks_the_slo_and_says_so(run_dir):
     assert len(calls) == 3 and all(end - start == pytest.approx(16.0) for start, end in calls)
 
 
+def test_stop_rule_state_lists_each_judged_step_for_the_web_ui(run_dir):
+    shape = make_shape(StepShape, time_scale=10.0, step_settle=2.0)
+    shape.window_function = FakeLive(shape, breaks_at=20)
+    drive(shape)
+    state = shape.stop_rule_state()
+    assert state["enabled"] is True and state["max_error_rate"] == shape.settings.max_error_rate
+    assert state["verdicts"] == [{"phase": "step-1 (10 users)", "verdict": "held the SLO"},
+                                 {"phase": "step-2 (20 users)", "verdict": "broke the SLO: TTFT P95 2,500 ms > 800 ms"}]
+
+
 def test_stop_rule_off_runs_every_step(run_dir):
     shape = make_shape(StepShape, time_scale=10.0, step_stop_on_slo="false", step_max_users=80)
     shape.window_function = FakeLive(shape, breaks_at=20)
