@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,12 +108,20 @@ def _read_requests(path: Path, missing: list[str]) -> pd.DataFrame:
     dtypes = {c: "float64" for c in _FLOAT_COLUMNS}
     dtypes.update({c: "category" for c in _CATEGORY_COLUMNS})
     dtypes.update({c: "object" for c in _UNIQUE_TEXT})
-    frame = read_csv_tolerant(path, dtype=dtypes, keep_default_na=False, na_values={c: [""] for c in _FLOAT_COLUMNS})
-    if frame.empty:
+    try:  # the fast path: a clean table parses straight into its types
+        frame = read_csv_tolerant(path, dtype=dtypes, keep_default_na=False, na_values={c: [""] for c in _FLOAT_COLUMNS})
+    except UsageError:  # one garbage row must not cost the whole run (issue 12, item 6): skip it, count it
+        frame, garbage = _read_requests_skipping_garbage(path)
+        if garbage:
+            missing.append(f"{path.name}: {garbage} garbage row(s) skipped (wrong number of fields, a non-number "
+                           f"where a number belongs, or bytes that are not UTF-8)")
+    if frame.empty and not len(frame.columns):
         return _empty_requests()
     absent = [c for c in ("start_wall", "status", "e2e_ms") if c not in frame.columns]
     if absent:
         raise UsageError(f"{path} lacks the column(s) {', '.join(absent)}: not a loadline requests table")
+    if frame.empty:
+        return _empty_requests()
     for name in COLUMNS:
         if name not in frame.columns:
             frame[name] = np.nan if name in _FLOAT_COLUMNS else ""
@@ -125,6 +134,34 @@ def _read_requests(path: Path, missing: list[str]) -> pd.DataFrame:
     frame = frame[frame["start_wall"].notna()]
     frame["end_wall"] = frame["start_wall"] + frame["e2e_ms"].fillna(0.0) / 1000.0
     return frame.reset_index(drop=True)
+
+
+def _read_requests_skipping_garbage(path: Path) -> tuple[pd.DataFrame, int]:
+    """The slow path: every cell read as text, rows with the wrong number of fields skipped (Locust's
+    and pandas' own count, from its warnings), then rows whose number columns hold a non-number dropped.
+    Returns (table with numeric number columns, rows skipped)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", pd.errors.ParserWarning)
+        frame = read_csv_tolerant(path, dtype=str, keep_default_na=False, on_bad_lines="warn",
+                                  encoding_errors="replace")
+    skipped = sum(str(w.message).count("Skipping line") for w in caught if issubclass(w.category, pd.errors.ParserWarning))
+    if frame.empty:
+        return frame, skipped
+    bad = pd.Series(False, index=frame.index)
+    for name in _FLOAT_COLUMNS:
+        if name in frame.columns:
+            text = frame[name].fillna("").astype(str).str.strip()
+            number = pd.to_numeric(text.where(text != ""), errors="coerce")
+            bad |= number.isna() & (text != "")
+            frame[name] = number
+    # U+FFFD: a byte that was not UTF-8 (encoding_errors="replace"); a record never holds one
+    text_columns = [c for c in frame.columns if c not in _FLOAT_COLUMNS]
+    bad |= frame[text_columns].apply(lambda col: col.astype(str).str.contains("\ufffd", regex=False)).any(axis=1)
+    frame = frame[~bad].copy()
+    for name in _CATEGORY_COLUMNS:
+        if name in frame.columns:
+            frame[name] = frame[name].astype("category")
+    return frame, skipped + int(bad.sum())
 
 
 def _empty_requests() -> pd.DataFrame:
@@ -171,8 +208,10 @@ def _whole_run_phase(requests: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([row], columns=list(runfolder.PHASE_COLUMNS))
 
 
-def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str], finished: bool = True) -> pd.DataFrame:
-    phases = _read_table(path / runfolder.PHASES, schema.PHASES, missing)
+def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str], finished: bool = True,
+                 shaped: bool = True) -> pd.DataFrame:
+    """`shaped`: a shape ran, so phases.csv should exist; without one the whole run is the one phase."""
+    phases = _read_table(path / runfolder.PHASES, schema.PHASES, missing, absent_is_missing=shaped)
     phases = phases.dropna(subset=["start_wall"]) if len(phases) else phases
     if phases.empty:
         if (path / runfolder.PHASES).exists():
@@ -257,7 +296,8 @@ def load_run(path: str | Path) -> RunData:
         if requests_file.exists():
             raise UsageError(f"empty run: {requests_file} has no request rows")
         raise UsageError(f"{root} holds neither {runfolder.REQUESTS} nor Locust *_stats.csv: nothing to analyse")
-    phases = _read_phases(root, requests, missing, finished=manifest.get("status") == "finished")
+    phases = _read_phases(root, requests, missing, finished=manifest.get("status") == "finished",
+                          shaped=bool(manifest.get("shape")))
     server = _read_table(root / runfolder.SERVER_METRICS, schema.SERVER_METRICS, missing)
     generator = _read_table(root / runfolder.GENERATOR_METRICS, schema.GENERATOR, missing)
     # only drills write faults.csv: its absence is normal, not a gap in the run folder

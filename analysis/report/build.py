@@ -208,8 +208,10 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     break_point = knee.find_break_point(table, slo, streaming)
     verdict = {
         "run": str(run.path), "name": run.manifest.get("name", run.path.resolve().name), "manifest": run.manifest,
-        "passed": passed, "exit_code": 0 if passed else 1, "time_scale": scale,
+        # a pass that could not judge a criterion that applies is INCOMPLETE: exit 1, never a silent PASS
+        "passed": passed, "exit_code": 0 if passed and not gate.unjudged(criteria) else 1, "time_scale": scale,
         "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo),
+                "unjudged": gate.unjudged(criteria),
                 "streaming": streaming, "not_applied": gate.not_applied(slo, streaming)},
         "knee": point_to_model(knee_wall, scale), "break_point": break_point,
         "max_slo_throughput": (best := knee.max_compliant_throughput(table, slo, streaming)),

@@ -144,7 +144,7 @@ def _bottleneck(verdict: dict) -> str:
 
 
 def render_html(verdict: dict, chart_paths: list[Path]) -> str:
-    passed = verdict["slo"]["passed"] and (verdict.get("validity") or {}).get("usable") is not False
+    passed = verdict.get("exit_code") == 0  # not INCOMPLETE, INTERRUPTED or UNUSABLE either
     body = [
         f"<h1>Loadline report: {escape(str(verdict.get('name', '')))}</h1>",
         f"<div class='verdict {'pass' if passed else 'fail'}'>{escape(verdict['sentence'])}</div>",

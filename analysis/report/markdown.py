@@ -40,11 +40,14 @@ def verdict_sentence(verdict: dict) -> str:
         return f"UNUSABLE RUN: {validity.get('reason')}."
     phases = verdict.get("phases") or []
     requests = sum(int(p["requests"]) for p in phases if not f.missing(p.get("requests")))
-    head = sections.headline(verdict)  # PASS, FAIL or INTERRUPTED (by SIGTERM/SIGINT)
+    head = sections.headline(verdict)  # PASS, FAIL, INCOMPLETE or INTERRUPTED (by SIGTERM/SIGINT)
     criteria = verdict["slo"]["criteria"]
     clauses = [_clause(c) for c in criteria if c.get("passed") is not None]
     unmeasured = [c["name"] for c in criteria if c.get("passed") is None]
     tail = f" (not measured: {', '.join(unmeasured)})" if unmeasured else ""
+    if head == "INCOMPLETE":
+        tail += (f"; {', '.join(verdict['slo']['unjudged'])} applies to this run but had no data, so it cannot "
+                 f"pass (an SLO file setting it to \"none\" gates without it)")
     span = _phases_span(phases) * verdict.get("time_scale", 1.0)  # model time, like every other number
     return (f"{head}: in a {f.duration(span)} test ({len(phases)} phase{'s' * (len(phases) != 1)}, "
             f"{requests:,} requests), " + ", ".join(clauses) + tail + ".")

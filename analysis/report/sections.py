@@ -145,11 +145,15 @@ def interruption(verdict: dict) -> dict | None:
 
 
 def headline(verdict: dict) -> str:
-    """PASS / FAIL, INTERRUPTED for a run stopped before its end, or UNUSABLE for a run whose setup failed (exit 2)."""
+    """PASS / FAIL; INTERRUPTED for a run stopped before its end; INCOMPLETE when nothing failed but a
+    criterion that applies had no data (exit 1); UNUSABLE for a run whose setup failed (exit 2)."""
     if (verdict.get("validity") or {}).get("usable") is False:
         return "UNUSABLE"
     stopped = interruption(verdict)
     if stopped:
         by = (verdict.get("manifest") or {}).get("interrupted_by")
         return f"INTERRUPTED by {by}" if by else "INTERRUPTED"
+    slo = verdict.get("slo") or {}
+    if slo.get("passed") and slo.get("unjudged"):  # no failure, but a criterion that applies had no data
+        return "INCOMPLETE"
     return "PASS" if (verdict.get("slo") or {}).get("passed") else "FAIL"

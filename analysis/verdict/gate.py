@@ -8,7 +8,9 @@ phase's, named (the comparison is monotone, so the worst phase decides). So a st
 pushed past its break point fails the gate by design; gate CI on a constant-load run at the target
 rate. The throughput criterion (only with `target_qps`) takes the best phase that met every other
 criterion. A criterion with no data (e.g. TTFT from a plain Locust CSV) is "not judged": it does not
-fail the gate, and `gate_note` says the pass is incomplete.
+fail the gate, `gate_note` says the pass is incomplete, and the report calls such a run INCOMPLETE
+with exit 1, never a silent PASS (issue 12, item 6): an SLO file that sets the criterion to "none"
+gates without it.
 """
 
 from __future__ import annotations
@@ -92,15 +94,20 @@ def not_applied(slo: SLO, streaming: bool | None) -> list[dict]:
     return [{"name": LATENCY[key], "why": why} for key, why in skipped.items()]
 
 
-def gate_note(criteria: list[Criterion]) -> str | None:
-    """Said beside a pass that rests on fewer criteria than the SLO asks for (None when all were judged).
+def unjudged(criteria: list[Criterion]) -> list[str]:
+    """The judge's criteria that apply to this run but had no data (e.g. TTFT from a plain Locust CSV).
 
     Only the judge's criteria count (they carry `why`); server-side ones (GPU memory, OOM restarts)
     are documented as judged only when scraped and say "not measured" in their own row."""
-    unjudged = [c.name for c in criteria if c.passed is None and c.why]
-    if not unjudged or any(c.passed is False for c in criteria):
+    return [c.name for c in criteria if c.passed is None and c.why]
+
+
+def gate_note(criteria: list[Criterion]) -> str | None:
+    """Said beside a pass that rests on fewer criteria than the SLO asks for (None when all were judged)."""
+    missing = unjudged(criteria)
+    if not missing or any(c.passed is False for c in criteria):
         return None
-    return f"the SLO gate passed without judging {', '.join(unjudged)} (no data in this run)"
+    return f"the SLO gate passed without judging {', '.join(missing)} (no data in this run)"
 
 
 def gate_passed(criteria: list[Criterion]) -> bool:

@@ -6,17 +6,18 @@ import argparse
 import sys
 
 from analysis.report.build import build_report, unusable_reason
-from loadline.core.slo import SLO
+from loadline.core.slo import SLO, defaults_text
 
 HELP = ("Analyse a run folder (or a folder of plain `locust --csv` exports): per-phase percentiles, knee, break "
         "point, SLO gate, bottleneck verdict, charts. Writes RUN/report/ (report.html, summary.md, verdict.json, "
-        "junit.xml). Exit 0: SLO passed, 1: SLO failed, 2: unusable input or an unusable run (most requests "
-        "rejected, or not an event stream: the reason is printed).")
+        "junit.xml). Exit 0: SLO passed, 1: SLO failed, INCOMPLETE (a criterion that applies had no data, e.g. "
+        "TTFT in a plain Locust CSV) or INTERRUPTED (the run did not end on its own), 2: unusable input or an "
+        "unusable run (most requests rejected, or not an event stream: the reason is printed).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="the run folder")
-    parser.add_argument("--slo", metavar="FILE", help="SLO thresholds (TOML, see configs/slo/); default: DOMAIN.md's")
+    parser.add_argument("--slo", metavar="FILE", help=f"SLO thresholds (TOML, see configs/slo/); default: {defaults_text()}")
     parser.add_argument("--out", metavar="DIR", help="where to write the report (default: RUN/report)")
     parser.add_argument("--prometheus", metavar="FILE", nargs="+", action="extend", default=[],
                         help="Prometheus query_range JSON exports to merge into the server metrics")

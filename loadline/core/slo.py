@@ -105,3 +105,12 @@ def _problem(name: str, value: Any) -> str | None:
         bounds = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
         return f"must be {bounds} (got {value!r})"
     return None
+
+
+def defaults_text() -> str:
+    """The default SLO in one line, for help texts (users have no DOMAIN.md to look it up in)."""
+    d = SLO()
+    errors = "no failed requests" if d.max_error_rate == 0 else f"error rate <= {d.max_error_rate:g}"
+    # no percent sign: argparse %-formats help texts
+    return (f"TTFT P95 <= {d.ttft_p95_ms:g} ms on streams, E2E P95 <= {d.e2e_p95_ms:g} ms and P99 <= "
+            f"{d.e2e_p99_ms:g} ms on request-response, {errors}")

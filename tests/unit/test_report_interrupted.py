@@ -1,8 +1,10 @@
-"""A run that did not end on its own (SIGTERM/SIGINT, or a master that died) never passes the report (issue 12)."""
+"""A report never passes a run it cannot fully judge (issue 12): one that did not end on its own (SIGTERM/SIGINT,
+or a master that died) and one where a criterion that applies had no data (a plain Locust CSV has no TTFT)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis.report.build import build_report
@@ -47,3 +49,28 @@ def test_a_folder_without_a_status_is_not_judged_on_completion():
     # plain `locust --csv` exports and hand-made folders carry no status: nothing to say about their end
     assert validity.completion({}) is None and validity.completion(None) is None
     assert validity.completion_criterion({"status": "finished"}) is None
+
+
+def _plain_locust_export(folder):
+    # what `locust --csv mytest` leaves: no requests.csv, no manifest, so no TTFT anywhere (issue 12, item 6)
+    folder.mkdir()
+    pd.DataFrame([
+        {"Type": "POST", "Name": "/v1/chat/completions", "Request Count": 200, "Failure Count": 0,
+         "Requests/s": 4.0, "50%": 400, "90%": 700, "95%": 900, "99%": 1400, "Max Response Time": 2100.5},
+        {"Type": "", "Name": "Aggregated", "Request Count": 200, "Failure Count": 0,
+         "Requests/s": 4.0, "50%": 400, "90%": 700, "95%": 900, "99%": 1400, "Max Response Time": 2100.5},
+    ]).to_csv(folder / "mytest_stats.csv", index=False)
+    return folder
+
+
+def test_a_plain_locust_export_without_ttft_is_incomplete_not_a_silent_pass(tmp_path):
+    result = build_report(_plain_locust_export(tmp_path / "plain"), SLO())
+    assert result.verdict["slo"]["passed"] is True  # nothing failed...
+    assert result.exit_code == 1 and result.verdict["slo"]["unjudged"] == ["TTFT P95"]  # ...but TTFT was never judged
+    assert result.summary.startswith("## Loadline report: INCOMPLETE")
+    assert "TTFT P95 applies to this run but had no data" in result.verdict["sentence"]
+
+
+def test_an_slo_that_switches_the_unmeasurable_criterion_off_passes_the_export(tmp_path):
+    result = build_report(_plain_locust_export(tmp_path / "plain"), SLO(ttft_p95_ms=None))
+    assert result.exit_code == 0 and result.summary.startswith("## Loadline report: PASS")
