@@ -78,7 +78,7 @@ def _assert_unusable(done, status: int, content_type: str) -> dict:
 def test_wrong_api_key_is_unusable_with_the_401_shown(sim_server, tmp_path):
     sim = sim_server("tiny", "--api-key", "right-key")
     wrong = "sk-wrong-key-0123456789abcdef"
-    done = loadline("run", "--host", sim.url, "--users", "2", "--run-time", "3s", "--out", str(tmp_path),
+    done = loadline("run", "--host", sim.url, "--users", "2", "--run-time", "6s", "--out", str(tmp_path),
                     "--", *FAST_USER, env={"LOADLINE_API_KEY": wrong})
     verdict = _assert_unusable(done, 401, "application/json")
     assert "--api-key" in verdict["validity"]["reason"]
@@ -91,14 +91,14 @@ def test_wrong_api_key_is_unusable_with_the_401_shown(sim_server, tmp_path):
 
 
 def test_wrong_path_is_unusable_with_the_404_and_body_shown(foreign_server, tmp_path):
-    done = loadline("run", "--host", foreign_server("404"), "--users", "2", "--run-time", "3s",
+    done = loadline("run", "--host", foreign_server("404"), "--users", "2", "--run-time", "6s",
                     "--out", str(tmp_path), "--", *FAST_USER)
     verdict = _assert_unusable(done, 404, "text/plain")
     assert verdict["validity"]["setup_failure"]["body_sample"] == "404 page not found"
 
 
 def test_html_login_page_with_200_is_not_an_event_stream(foreign_server, tmp_path):
-    done = loadline("run", "--host", foreign_server("html"), "--users", "2", "--run-time", "3s",
+    done = loadline("run", "--host", foreign_server("html"), "--users", "2", "--run-time", "6s",
                     "--out", str(tmp_path), "--", *FAST_USER)
     verdict = _assert_unusable(done, 200, "text/html")
     setup = verdict["validity"]["setup_failure"]
