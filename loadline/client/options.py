@@ -7,6 +7,7 @@ env vars work only with `env_var=`, and workers read option values at test_start
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import Any
 
 from loadline.core.errors import UsageError
 from loadline.core.runsettings import time_scale_of_options
+from loadline.core.slo import defaults_text
 from loadline.client.prompts import PromptSource, load_dataset, parse_mix, system_prompt_of
 from loadline.client.workload import LogNormal, SessionLength, ThinkTime
 
@@ -72,7 +74,7 @@ def add_arguments(parser: Any) -> None:
     add("--run-dir", default="", include_in_web_ui=False,
         help="write the run folder here (default: a new folder under --out at each test start)")
     add("--out", default="runs", include_in_web_ui=True, help="where run folders are created")
-    add("--slo-file", default="", include_in_web_ui=True, help="SLO thresholds (TOML); default: DOMAIN.md's")
+    add("--slo-file", default="", include_in_web_ui=True, help=f"SLO thresholds (TOML); default: {defaults_text()}")
     # Read by `loadline run` from a conf file (the embedded simulator a profile was written for);
     # declared here so that Locust accepts the keys in the same file.
     add("--sim-profile", default="", include_in_web_ui=False,
@@ -112,9 +114,7 @@ class UserSettings:
     @classmethod
     def from_options(cls, o: Any) -> "UserSettings":
         time_scale = time_scale_of_options(o)  # the one validation (loadline/core/runsettings.py)
-        for name in ("connect_timeout", "first_token_timeout", "request_timeout"):
-            if getattr(o, name) <= 0:
-                raise UsageError(f"--{name.replace('_', '-')} must be > 0")
+        check_ranges(o)
         dataset = load_dataset(o.dataset) if o.dataset else ()
         prompts = PromptSource(parse_mix(o.prompt_mix), system_prompt_of(o.system_prompt_tokens), dataset)
         api_key = (o.api_key or os.environ.get("OPENAI_API_KEY", "")).strip()
@@ -134,12 +134,34 @@ class UserSettings:
             connect_timeout=o.connect_timeout,
             first_token_timeout=o.first_token_timeout,
             request_timeout=o.request_timeout,
-            max_retries=max(0, o.max_retries),
+            max_retries=o.max_retries,
             retry_cap=o.retry_cap,
             time_scale=time_scale,
             seed=o.seed,
             request_id_header=header_name(getattr(o, "request_id_header", REQUEST_ID_HEADER)),
         )
+
+
+# Each numeric option's range: (lowest allowed, whether the lowest itself is allowed). A negative
+# count or a NaN would otherwise run a whole test wrongly (issue 12: --max-tokens -5 ran 60 s).
+RANGES: dict[str, tuple[float, bool]] = {
+    "max_tokens": (0, True), "system_prompt_tokens": (0, True), "max_context_tokens": (-1, True),
+    "turns_mean": (0, False), "turns_max": (1, True), "think_mean": (0, True), "think_p90": (0, True),
+    "reading_speed": (0, True), "event_interval": (0, True), "max_retries": (0, True), "retry_cap": (0, True),
+    "connect_timeout": (0, False), "first_token_timeout": (0, False), "request_timeout": (0, False),
+    "scrape_interval": (0, False),
+}
+
+
+def check_ranges(o: Any) -> None:
+    """UsageError (one line) for the first numeric option out of its range (RANGES) or not finite."""
+    for name, (low, inclusive) in RANGES.items():
+        value = getattr(o, name, None)
+        if value is None:
+            continue
+        ok = math.isfinite(value) and (value >= low if inclusive else value > low)
+        if not ok:
+            raise UsageError(f"--{name.replace('_', '-')} must be {'>=' if inclusive else '>'} {low:g} (got {value!r})")
 
 
 def header_name(name: str) -> str:

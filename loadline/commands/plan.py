@@ -12,7 +12,7 @@ from analysis.stats.phases import phase_table
 from analysis.verdict import capacity
 from loadline.core.errors import UsageError
 
-HELP = """Capacity plan (DOMAIN.md): replicas = ceil(target / per-replica x 1.2) + 1 spare, the horizontal
+HELP = """Capacity plan: replicas = ceil(target / per-replica x 1.2) + 1 spare, the horizontal
 efficiency assumed (2 replicas = 1.6-1.8x one), water levels (green < 70 %, yellow 70-85 %, red > 85 %)
 and, with --params-b, the GPU memory for weights + KV cache + 20 % runtime.
 The per-replica figure is given (--per-replica-qps) or read from a run folder (--run: its best

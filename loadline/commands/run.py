@@ -81,6 +81,7 @@ def main(args: argparse.Namespace) -> int:
     _validate(args)
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     conf_locustfile = _conf_value(args.config, "locustfile")
+    _precheck(_locust_command(args, args.host or PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
     shape = args.shape or _conf_value(args.config, "shape")
     name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), shape) if x)
     run_dir = runfolder.new_run_dir(args.out, name)
@@ -152,10 +153,29 @@ def _validate(args: argparse.Namespace) -> None:
     # A user's relative path: the current directory first, then Loadline's shipped configs/.
     args.config = str(resources.resolve(args.config)) if args.config else args.config
     args.slo = str(resources.resolve(args.slo)) if args.slo else args.slo
-    if args.config and not Path(args.config).is_file():
-        raise UsageError(f"config file not found: {args.config}")
-    if args.slo and not Path(args.slo).is_file():
-        raise UsageError(f"SLO file not found: {args.slo}")
+    for what, path in (("config file", args.config), ("SLO file", args.slo)):
+        if path and Path(path).is_dir():
+            raise UsageError(f"{what} {path} is a directory: give a file")
+        if path and not Path(path).is_file():
+            raise UsageError(f"{what} not found: {path}")
+    SLO.from_file(args.slo)  # types and ranges now, not after a 30-minute run (issue 12, item 3)
+    _conf_value(args.config, "locustfile")  # a conf file that is not one: said before anything starts
+
+
+# Locust as a child; argv[0] set so that its parser's messages say `locust: error:`, not `__main__.py: error:`
+LOCUST = [sys.executable, "-c", "import sys; sys.argv[0] = 'locust'; from locust.main import main; main()"]
+PRECHECK_HOST = "http://127.0.0.1:9"  # stands in for the simulator's URL, not started yet: never contacted
+
+
+def _precheck(cmd: list[str]) -> None:
+    """Locust's whole command line checked in a throwaway child before anything starts (commands/precheck.py):
+    every option's type, the conf file, the users' settings, the shape's phases and stage file."""
+    child = [sys.executable, "-m", "loadline.commands.precheck", *cmd[len(LOCUST):]]
+    done = subprocess.run(child, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=os.getcwd())
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        message = lines[-1] if lines else f"the Locust options were refused (exit {done.returncode})"
+        raise UsageError(message.removeprefix("loadline run: error: "))
 
 
 # Locust's own timespan grammar (locust.util.timespan), checked here before anything starts. Not
@@ -229,7 +249,7 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
         files.append(str(resources.locustfile(SCENARIOS[args.scenario or "chat"])))
         if args.shape:
             files.append(str(resources.locustfile(SHAPE_ENTRY_FILE)))
-    cmd = [sys.executable, "-m", "locust"]
+    cmd = list(LOCUST)
     if args.config:
         cmd += ["--config", args.config]
     if files:

@@ -118,14 +118,14 @@ def applicability(slo: SLO, streaming: bool | None) -> tuple[dict[str, str], dic
         if streaming is None:
             applies[key] = "traffic kind unknown: every latency criterion set applies"
         elif key in E2E and not streaming:
-            applies[key] = "non-streaming calls: end-to-end time is the user's wait (DOMAIN.md)"
+            applies[key] = "non-streaming calls: end-to-end time is the user's wait"
         elif key in E2E and slo.gate_e2e_on_streams:
             applies[key] = "streaming, and the SLO sets gate_e2e_on_streams = true"
         elif key in E2E:
             skipped[key] = ("streaming: a long reply takes seconds by design, so streams are judged on TTFT "
                             "and per-token time; gate_e2e_on_streams = true judges E2E too")
         elif streaming:
-            applies[key] = ("streaming: time to first token is the user's wait (DOMAIN.md)" if key.startswith("ttft")
+            applies[key] = ("streaming: time to first token is the user's wait" if key.startswith("ttft")
                             else "streaming: per-token time is how smoothly the reply arrives")
         else:
             skipped[key] = "non-streaming calls have no first token or token gaps"

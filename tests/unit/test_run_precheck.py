@@ -1,0 +1,94 @@
+"""`loadline run` checks every input before any process starts (issue 12, items 3 and 4): its own
+options and files in process (`_validate`), Locust's whole command line in a throwaway child
+(loadline/commands/precheck.py, driven in process here): one line, UsageError (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from loadline.commands import precheck, run
+from loadline.core.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[2]
+ENTRY = ["-f", f"{REPO}/locustfiles/chat.py,{REPO}/locustfiles/shape.py"]
+
+
+def parsed(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+@pytest.mark.parametrize("text, words", [
+    ("garbage {{{\n", "not valid TOML"),
+    ('[slo]\nttft_p95_ms = "fast"\n', "ttft_p95_ms must be a number"),
+    ("[slo]\ne2e_p95_ms = -5\n", "e2e_p95_ms"),
+    ("[slo]\nno_such_key = 1\n", "unknown keys"),
+])
+def test_a_bad_slo_file_is_refused_before_the_run(tmp_path, text, words):
+    slo = tmp_path / "slo.toml"
+    slo.write_text(text)
+    with pytest.raises(UsageError, match=words) as raised:
+        run._validate(parsed("--slo", str(slo)))
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("option", ["--slo", "--config"])
+def test_a_directory_for_a_file_is_one_line(tmp_path, option):
+    with pytest.raises(UsageError, match="is a directory"):
+        run._validate(parsed(option, str(tmp_path)))
+
+
+def test_a_binary_conf_file_is_one_line():
+    with pytest.raises(UsageError, match="not a Locust conf file"):
+        run._validate(parsed("--config", "/bin/true"))
+
+
+def _conf(tmp_path, text: str) -> str:
+    path = tmp_path / "profile.conf"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--think-mean", "abc"], "argument --think-mean: invalid float value: 'abc'"),
+    (["--bogus-option", "3"], "unrecognized arguments: --bogus-option"),
+    (["--max-tokens", "-5"], "--max-tokens must be >= 0"),
+    (["--turns-max", "0"], "--turns-max must be >= 1"),
+    (["--think-mean", "nan"], "--think-mean must be >= 0"),
+    (["--connect-timeout", "0"], "--connect-timeout must be > 0"),
+    (["--prompt-mix", "foo=1"], "unknown length class 'foo'"),
+    (["--request-id-header", "a b"], "not a valid HTTP header name"),
+    (["--shape", "stages"], "needs --stages-file"),
+    (["--shape", "stages", "--stages-file", "/nonexistent/stages.toml"], "stages file not found"),
+    (["--shape", "stepped", "--step-factor", "0.5"], "--step-factor must be >= 1"),
+    (["--shape", "nope"], "unknown shape"),
+])
+def test_locusts_command_line_is_checked_before_anything_starts(argv, words):
+    with pytest.raises((UsageError, SystemExit)) as raised:
+        precheck.check([*ENTRY, "--headless", *argv])
+    if raised.type is UsageError:
+        assert words in str(raised.value) and "\n" not in str(raised.value)
+    else:  # the shape entry file itself said why and exited 2
+        assert raised.value.code == 2
+
+
+def test_a_profile_with_a_bad_loadline_value_is_refused(tmp_path):
+    conf = _conf(tmp_path, f"locustfile = {REPO}/locustfiles/chat.py,{REPO}/locustfiles/shape.py\nshape = stepped\nstep-hold = abc\n")
+    with pytest.raises(UsageError, match="argument --step-hold: invalid float value"):
+        precheck.check(["--config", conf, "--headless"])
+
+
+def test_a_garbage_stages_file_is_refused(tmp_path):
+    stages = tmp_path / "stages.toml"
+    stages.write_bytes(b"not toml: [\n\x00\x01")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        precheck.check([*ENTRY, "--shape", "stages", "--stages-file", str(stages)])
+
+
+def test_a_sound_command_line_passes(tmp_path):
+    precheck.check([*ENTRY, "--headless", "--shape", "stepped", "--users", "3", "--max-tokens", "0"])
+    precheck.check(run._locust_command(parsed("--users", "2"), run.PRECHECK_HOST, tmp_path / "x", "")[len(run.LOCUST):])
