@@ -11,7 +11,8 @@ data).
 A stream counts as complete only when it ends the way the API says a finished reply ends: a
 finish_reason, then `data: [DONE]` or a clean end of the body. `[DONE]` or a clean end without a
 finish_reason is `truncated` (llama-cpp-python's server cuts a stream that way when a new request
-interrupts it); a connection cut before the end is `reset`. Neither is ever a success.
+interrupts it); a connection cut before the end is `reset`. Neither is ever a success. Nothing is
+read after `[DONE]` but the end of the body, for at most DONE_GRACE_S (`_body_ends_now`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from loadline.core.records import ErrorClass
 
 READ_SIZE = 65536
 NO_WAIT_S = 0.0002  # a read returning faster than this found its bytes already buffered
+# After [DONE], how long the end of the body may lag it before the connection is given up (closed,
+# not reused): the end is written right behind [DONE] (uvicorn: the empty last chunk), so this only
+# bounds what a server that holds the body open can cost a user; it never moves a measured time.
+DONE_GRACE_S = 0.05
 
 
 class StreamFailure(Exception):
@@ -156,9 +161,12 @@ def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamRes
         for event in sseclient.SSEClient(reads).events():
             data = event.data
             if data == "[DONE]":
+                # The reply is over: stop reading. A server that holds the body open after it would
+                # otherwise block this user until the read timeout while the run looks healthy.
                 result.done = True
                 result.ended_at = reads.last_arrival
-                continue
+                result.body_complete = _body_ends_now(reads)
+                break
             try:
                 chunk = loads(data)
                 choices = chunk.get("choices")
@@ -180,18 +188,43 @@ def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamRes
                     result.usage = valid_usage(usage)
             except (ValueError, AttributeError, TypeError, IndexError, KeyError):
                 raise StreamFailure(ErrorClass.MALFORMED, f"not an OpenAI chunk: {data[:80]!r}") from None
-    except TRANSPORT_EXCEPTIONS as exc:
-        if not result.done:
-            error_class = classify(exc)
-            message = _CUT_MESSAGES.get(error_class, "stream cut: {}").format(type(exc).__name__)
-            raise StreamFailure(error_class, message) from None
-        # [DONE] arrived; a server that then holds the body open costs us only the connection
-    result.body_complete = reads.clean_eof
+    except TRANSPORT_EXCEPTIONS as exc:  # before [DONE]: reading stops at it
+        error_class = classify(exc)
+        message = _CUT_MESSAGES.get(error_class, "stream cut: {}").format(type(exc).__name__)
+        raise StreamFailure(error_class, message) from None
     if not result.done:
+        result.body_complete = reads.clean_eof
         result.ended_at = reads.last_arrival or perf_counter()
     if not result.finish_reason:
         end = "[DONE]" if result.done else "the end of the body"
         raise StreamFailure(ErrorClass.TRUNCATED, f"{end} without a finish_reason: the reply was cut short")
+
+
+def _body_ends_now(reads: _TimedReads) -> bool:
+    """After [DONE]: whether the body ends within DONE_GRACE_S (then the connection can be reused).
+
+    The end of the body (the last chunk of a chunked response) comes in the same packet as [DONE]
+    or right behind it; a server that holds the body open, or sends more after [DONE], costs only
+    its connection, which the caller then closes (requests closes a response whose content was not
+    consumed). Without a socket to bound the wait (a response that is not urllib3's) nothing more is
+    read and the connection is not reused."""
+    sock = getattr(getattr(reads.raw, "connection", None), "sock", None)
+    if sock is None:
+        return False
+    try:
+        previous = sock.gettimeout()
+        sock.settimeout(DONE_GRACE_S)
+    except OSError:
+        return False
+    try:
+        return not reads.raw.read1(READ_SIZE)  # b"": the body ended; bytes after [DONE]: give it up
+    except (*TRANSPORT_EXCEPTIONS, OSError):
+        return False
+    finally:
+        try:
+            sock.settimeout(previous)
+        except OSError:
+            pass
 
 
 def is_event_stream(content_type: str | None) -> bool:

@@ -37,7 +37,7 @@ def token(text: str, finish=None) -> bytes:
 
 @contextmanager
 def scripted_server(script: list):
-    """Serve one connection: read the request head, then for each item sleep (float) or send (bytes)."""
+    """Serve one connection: read the request head, then for each item sleep (float), send (bytes) or call."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(10)
     port = listener.getsockname()[1]
@@ -56,6 +56,8 @@ def scripted_server(script: list):
             for item in script:
                 if isinstance(item, float):
                     time.sleep(item)
+                elif callable(item):  # a marker the test reads: how far the script got
+                    item()
                 else:
                     conn.sendall(item)
 
@@ -219,6 +221,39 @@ def test_done_ends_the_response_even_if_the_body_stays_open():
             read_stream(response.raw, chat_content, result)
     assert result.done and not result.body_complete  # complete, but the connection is not reusable
     assert result.ended_at - t0 == pytest.approx(0.05, abs=0.03)
+
+
+def test_after_done_the_reader_stops_while_the_server_still_holds_the_body_open():
+    # issue 12, item 7: before, the reader waited for the end of the body until the read timeout (here
+    # 10 s, 60 s by default) and the user sat idle; now it returns at [DONE] and gives the connection up
+    released = threading.Event()
+    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), 3.0, released.set]
+    with scripted_server(script) as url:
+        result = StreamResult()
+        with requests.post(url, json={}, stream=True, timeout=(5, 10)) as response:
+            read_stream(response.raw, chat_content, result)
+            held = not released.is_set()  # the server is still holding the body open
+    assert held, "the reader waited for the server to end the body"
+    assert result.done and result.finish_reason == "stop" and result.text == " a"
+    assert not result.body_complete  # the caller closes this connection instead of reusing it
+
+
+def test_after_done_a_body_that_ends_at_once_keeps_its_connection():
+    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), chunk(b"")]
+    with scripted_server(script) as url:
+        result = StreamResult()
+        with requests.post(url, json={}, stream=True, timeout=(5, 5)) as response:
+            read_stream(response.raw, chat_content, result)
+    assert result.done and result.body_complete
+
+
+def test_bytes_after_done_are_not_read_as_events():
+    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), chunk(b"data: {not json}\n\n"),
+              chunk(b"")]
+    with scripted_server(script) as url:
+        result, _, error = stream(url)
+    assert error is None and result.done and result.text == " a"
+    assert not result.body_complete  # something other than the end followed [DONE]: not reused
 
 
 def test_connection_setup_is_charged_once_to_the_request_that_paid_it():
