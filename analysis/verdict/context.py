@@ -242,7 +242,9 @@ def mark_client_limits(windows: list[Window], baseline: Window | None, th: Thres
         err = w.stat("error_rate") if err is None else err
         if err is not None and err >= th.error_rate:
             w.limits.append(f"{err:.1%} of requests failed in {w.label} (invalid-request 4xx excluded)")
-        if baseline is not None and w is not baseline:
+        # a capacity limit is latency that rises with load: a window no more loaded than the baseline
+        # (the slices of a fixed-user run) that is slower had a transient, not a limit
+        if baseline is not None and w is not baseline and w.users > baseline.users:
             # the median first, then the tail: queueing often shows in P95 well before it moves the median
             for metric, stat in (("ttft", "p50"), ("e2e", "p50"), ("ttft", "p95"), ("e2e", "p95")):
                 if stat == "p95" and min(w.stat("requests") or 0, baseline.stat("requests") or 0) < TAIL_SAMPLES:

@@ -8,7 +8,9 @@ preempts (DOMAIN.md, issue 9: "any of these works in a single phase").
 A `Check` is one defining signal against its threshold. Its margin says how far past the
 threshold the signal is, relative to the threshold (0 = exactly at it, 0.5 = 50 % past it); for
 fractions bounded by 1 (KV usage, the share of scrapes with a queue, running against its cap) the
-margin is taken on the room left (1 - value), where a fixed step means more near the bound.
+margin is taken on the room left (1 - value), where a fixed step means more near the bound; for
+ratios (per-token time against the baseline) on the rise above 1 (2.0x against a 1.5x threshold is
+the rise doubled: +100 %).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Check:
     bounded: bool = False  # a 0-1 fraction: margin on the room left below 1
     required: bool = True  # unmeasured and required -> the rule cannot judge; else it caps confidence
     decisive: bool = False  # an event that settles it once seen (an OOM restart): held means far past
+    origin: float = 0.0  # where the quantity means "nothing": 1 for ratios (a 1.0x rise is no rise)
 
     @property
     def measured(self) -> bool:
@@ -52,6 +55,7 @@ class Check:
             v, t = 1.0 - v, 1.0 - t  # room left: smaller is further past an "above" threshold
             ratio = _ratio(t, v) if self.above else _ratio(v, t)
         else:
+            v, t = v - self.origin, t - self.origin  # a ratio's margin is on the rise, not on the ratio
             ratio = _ratio(v, t) if self.above else _ratio(t, v)
         return max(-1.0, min(MARGIN_CAP, ratio - 1.0))
 

@@ -137,7 +137,7 @@ def scheduler(ctx: Context, r: Reading, base: Reading) -> Finding:
         Check(f"queue time {queue_ms * ctx.time_scale if queue_ms is not None else 0:.0f} ms (model time) against "
               f"the noise floor", queue_ms * ctx.time_scale if queue_ms is not None else None, th.noise_floor_ms),
         _kv_room(r, ctx),
-        Check("per-token time not limiting: " + token_text, ratio, th.tpot_rise, above=False, required=False),
+        Check("per-token time not limiting: " + token_text, ratio, th.tpot_rise, above=False, required=False, origin=1.0),
     ]
     f.actions = ["raise max_num_seqs (llama.cpp: --parallel slots) and max_num_batched_tokens while KV usage and GPU have room",
                  "check that continuous batching is on and the batching window is not too wide",
@@ -160,9 +160,9 @@ def gpu_compute(ctx: Context, r: Reading, base: Reading) -> Finding:
     if r.running is not None and base.running is not None:
         grew = r.running.mean / base.running.mean if base.running.mean > 0 else float("inf")
     f.checks = [
-        Check("per-token time rising: " + token_text, ratio, th.tpot_rise),
+        Check("per-token time rising: " + token_text, ratio, th.tpot_rise, origin=1.0),
         Check(f"running batch mean {r.running.mean if r.running else 0:.1f} vs {base.running.mean if base.running else 0:.1f} "
-              f"in {base.window.label}", grew, th.batch_growth, required=False),
+              f"in {base.window.label}", grew, th.batch_growth, required=False, origin=1.0),
         Check(f"GPU utilisation p50 {_pct(r.gpu.p50) if r.gpu else 'n/a'}", r.gpu.p50 if r.gpu else None,
               th.gpu_busy, bounded=True, required=False),
         _kv_room(r, ctx),
@@ -243,7 +243,7 @@ def outside_engine(ctx: Context, r: Reading, base: Reading) -> Finding:
     scale = ctx.time_scale  # quoted in model time, like the report
     f.checks = [Check(f"client {concept.upper()} mean {client_s * 1000 * scale:.0f} ms vs the server's own "
                       f"{server_s * 1000 * scale:.0f} ms: ratio", client_s / server_s if server_s > 0 else None,
-                      ctx.th.outside_ratio),
+                      ctx.th.outside_ratio, origin=1.0),
                 Check(f"{gap_ms * scale:.0f} ms spent outside the engine (network, gateway, auth, client), "
                       f"against the noise floor in ms", gap_ms * scale, ctx.th.noise_floor_ms)]
     f.actions = ["trace one slow request through the chain (gateway, auth, service mesh) and time each hop",

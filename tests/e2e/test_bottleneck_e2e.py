@@ -74,7 +74,8 @@ def test_simulated_bottleneck_is_named(layer, tmp_path):
     assert bottleneck["layer"] == layer, json.dumps(bottleneck, indent=1)
     assert bottleneck["evidence"], bottleneck
     if layer != "headroom":
-        assert bottleneck["confidence"] == "high" and bottleneck["actions"]
+        # the verdict's own margin; the final confidence is lowered by the validity check on a busy machine
+        assert bottleneck["margin"] >= 0.5 and bottleneck["actions"], bottleneck
         assert bottleneck["limit"]["reached"] or layer in ("memory-leak", "load-generator")
 
 

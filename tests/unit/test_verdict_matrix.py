@@ -78,3 +78,39 @@ def test_a_kv_pool_filled_by_queued_long_prompts_is_not_a_leak(tmp_path):
     verdict = verdict_of(vm.Variant("kv-cache", "tiny", "single", "stepped", 1.0), tmp_path)
     assert verdict["layer"] == "kv-cache"
     assert "memory-leak" not in [s["layer"] for s in verdict["secondary"]]
+
+
+def test_a_web_ui_run_whose_users_changed_mid_phase_is_judged_on_time_windows(tmp_path):
+    """One phase whose user count was raised by hand from 2 to 32 (users_start != users_end): the
+    verdict reads the time window where the queue is, not the phase's average."""
+    import pandas as pd
+
+    from loadline.core import runfolder
+
+    variant = vm.Variant("scheduler", "tiny", "single", "stepped", 1.0)
+    sc = vm.scenario(variant)
+    run_dir = ms.write_scenario(sc, tmp_path / "webui", vm.server_table(variant, sc), one_phase=True)
+    phases = pd.read_csv(run_dir / runfolder.PHASES)
+    phases.loc[0, ["users_start", "users_end", "kind", "label"]] = [2, 32, "webui", "web UI"]
+    phases.to_csv(run_dir / runfolder.PHASES, index=False)
+    run = load_run(run_dir)
+    verdict = judge(run, phase_table(run))
+    assert verdict["layer"] == "scheduler", verdict
+    assert verdict["window"]["kind"] == "slice"
+
+
+def test_confidence_follows_the_margin_of_the_weakest_signal(tmp_path):
+    """The same scheduler limit with the queue seen in 6 of 10 scrapes instead of all: just past the
+    50 % threshold, so the verdict holds with less confidence and a smaller margin."""
+    clear = vm.Variant("scheduler", "tiny", "single", "stepped", 1.0)
+    sc = vm.scenario(clear)
+    for phase in sc.phases:
+        if phase.waiting:
+            phase.waiting_duty = 0.6
+    run = load_run(ms.write_scenario(sc, tmp_path / "borderline", vm.server_table(clear, sc)))
+    borderline = judge(run, phase_table(run))
+    sure = verdict_of(clear, tmp_path)
+    assert borderline["layer"] == sure["layer"] == "scheduler"
+    assert borderline["margin"] < sure["margin"]
+    # 60 % of scrapes against 50 %: the room left (40 %) is 25 % inside the threshold's (50 %): medium
+    assert (borderline["confidence"], sure["confidence"]) == ("medium", "high"), (borderline["evidence"], sure["evidence"])
