@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from loadline.commands import run as run_command
 from loadline.commands import sim as sim_command
 from loadline.commands.main import main as cli
 
@@ -49,6 +50,16 @@ def bounded_serve(monkeypatch):
 
     monkeypatch.setattr(sim_command, "serve", serve)
     monkeypatch.setenv("LOADLINE_SIM_EVENT_LOOP", "asyncio")
+
+
+@pytest.fixture
+def nothing_starts(monkeypatch):
+    """`loadline run` input that should be refused: if it were accepted, fail instead of starting anything."""
+    def refuse(*_, **__):
+        raise AssertionError("the input was accepted: loadline run went on to start a process")
+
+    monkeypatch.setattr(run_command, "start_simulator", refuse)
+    monkeypatch.setattr(run_command, "_run_locust", refuse)
 
 
 def test_sim_help_explains_every_option(capsys):
@@ -92,7 +103,7 @@ def test_plan_command_bad_input_exits_2_with_one_line(capsys, argv):
     (["--time-scale", "0"], "time-scale"),
     (["--config", "/nonexistent.conf"], "not found"),
 ])
-def test_run_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, message):
+def test_run_bad_input_is_one_line_and_exit_2(capsys, tmp_path, nothing_starts, args, message):
     done = run_cli(capsys, "run", "--out", str(tmp_path), "--run-time", "2s", *args)
     assert done.code == 2
     lines = [line for line in done.stderr.splitlines() if line.startswith("loadline run: error:")]
