@@ -6,7 +6,7 @@ Routes (on Locust's Flask app, master or local runner):
 - /loadline/status  each SLO criterion judged on the last 30 s by the report's judge, the phase and
                     time left in it, the stepped stop rule's state, and the stop reason of a stopped run
 - /loadline/ui.js   injected into Locust's own page: the live view embedded in the LLM tab, the shapes'
-                    one-line summaries in the class picker
+                    one-line summaries in the class picker, the custom parameters in groups (webui_form.py)
 
 Everything reads the master's live records (loadline.runtime.live), not Locust's stats: a "reset
 stats" in the UI changes nothing here, and `--processes N` / workers look the same as one process.
@@ -30,6 +30,7 @@ from loadline.runtime.live import window
 from loadline.runtime.series import SAMPLE_S, PhaseSpan, Series
 from loadline.runtime.timeline import active_timeline, current_phase
 from loadline.runtime.webui import WINDOW_S, active_slo, run_dir_of, wants_itl
+from loadline.runtime.webui_form import form_groups
 from loadline.runtime.webui_page import LIVE_HTML, UI_JS
 
 log = logging.getLogger("loadline")
@@ -52,6 +53,10 @@ class Sampler:
             gevent.sleep(SAMPLE_S)
             try:
                 self.tick(time.time())
+            except KeyboardInterrupt:
+                # Ctrl-C (SIGINT) lands in whichever greenlet runs, often this busy one: hand it to
+                # the main greenlet, where Locust stops the test, instead of gevent printing it as a crash
+                gevent.get_hub().parent.throw(KeyboardInterrupt())
             except Exception:  # noqa: BLE001 - a chart must never take the master's loop down
                 log.exception("loadline: web UI series sample failed")
 
@@ -64,9 +69,8 @@ class Sampler:
             return
         if series is None or series.started_wall != active.started_wall:
             environment = self.environment
-            # itl=True: the ITL chart pools every gap of the window's replies, as the report does
             series = self.series = Series(active.started_wall, time_scale_of_options(environment.parsed_options),
-                                          lambda start, end: window(environment, start, end, True))
+                                          lambda start, end, itl: window(environment, start, end, itl))
         phase = current_phase()
         runner = self.environment.runner
         series.sample(now, int(getattr(runner, "user_count", 0) or 0), phase["label"] if phase else "",
@@ -82,7 +86,7 @@ def _phase_spans() -> list[PhaseSpan]:
     return [PhaseSpan(row.label, row.kind, row.start_wall, row.end_wall) for row in rows]
 
 
-def status(environment, sampler: Sampler, now: float) -> dict:
+def status(environment, now: float) -> dict:
     """The SLO as it stands (last WINDOW_S seconds), the phase, the stop rule and the stop reason."""
     options = environment.parsed_options
     active = runfolder.active()
@@ -181,18 +185,25 @@ def install(environment) -> Sampler:
         since = request.args.get("since", type=float)
         return jsonify(series.as_json(since))
 
+    cache: dict = {}
+
     @app.route("/loadline/status")
     def _status():
-        data = status(environment, sampler, time.time())
-        slo = data["slo"]
-        if sampler.series is not None:  # limits for the charts' SLO lines
-            slo["limits"] = {c["key"]: c["limit"] for c in slo["checks"] if c["unit"] == "ms"}
-        return jsonify(data)
+        # Judging ITL parses every gap of the last 30 s: every open page polls, they share one answer per tick
+        now = time.monotonic()
+        if cache.get("at", -SAMPLE_S) <= now - SAMPLE_S / 2:
+            data = status(environment, time.time())
+            slo = data["slo"]
+            slo["limits"] = {c["key"]: c["limit"] for c in slo["checks"] if c["unit"] == "ms"}  # the charts' lines
+            cache.update(at=now, data=data)
+        return jsonify(cache["data"])
 
     @app.route("/loadline/ui.js")
     def _ui_js():
         summaries = json.dumps(shape_summaries(environment))
-        return Response(UI_JS.replace("__SHAPE_SUMMARIES__", summaries), mimetype="text/javascript")
+        groups = json.dumps(form_groups(list(environment.web_ui.template_args.get("extra_options") or {})))
+        script = UI_JS.replace("__SHAPE_SUMMARIES__", summaries).replace("__FORM_GROUPS__", groups)
+        return Response(script, mimetype="text/javascript")
 
     @app.after_request
     def _inject_ui_script(response):

@@ -233,10 +233,12 @@ applyTheme(); refresh(); setInterval(refresh, 2000);
 </script></body></html>
 """
 
-UI_JS = r"""// Loadline additions to Locust's page: the live view inside the LLM tab, shape summaries in the picker.
+UI_JS = r"""// Loadline additions to Locust's page: the live view inside the LLM tab, shape summaries in the picker,
+// the custom parameters in groups.
 (function () {
   "use strict";
   const SHAPES = __SHAPE_SUMMARIES__;
+  const GROUPS = __FORM_GROUPS__;
   let frame = null;
   window.addEventListener("message", e => {
     if (frame && e.source === frame.contentWindow && e.data && e.data.loadlineHeight) frame.style.height = e.data.loadlineHeight + "px";
@@ -273,6 +275,27 @@ UI_JS = r"""// Loadline additions to Locust's page: the live view inside the LLM
     }
     help.textContent = SHAPES[select.value] || "";
   }
-  setInterval(() => { try { llmTab(); shapePicker(); } catch (e) { /* Locust's page changed shape: leave it be */ } }, 700);
+  function formGroups() {
+    // "Custom parameters" in groups with headings (webui_form.py): CSS order in Locust's flex column
+    const wrap = el => el.closest(".MuiFormControl-root, .MuiFormControlLabel-root");
+    const fields = Object.entries(GROUPS).map(([name, g]) => [document.querySelector("[name='" + name + "']"), g])
+      .filter(([el]) => el && wrap(el));
+    if (!fields.length) return;
+    const container = wrap(fields[0][0]).parentNode;
+    if (container.dataset.loadlineGrouped || fields.some(([el]) => wrap(el).parentNode !== container)) return;
+    const headings = new Map();
+    for (const [el, g] of fields) {
+      wrap(el).style.order = g.order;
+      headings.set(g.group, g.base);
+    }
+    for (const [title, base] of headings) {
+      const h = document.createElement("div");
+      h.className = "loadline-group"; h.textContent = title;
+      h.style.cssText = "order:" + base + ";font-weight:600;margin-top:12px;opacity:0.85";
+      container.appendChild(h);
+    }
+    container.dataset.loadlineGrouped = "1";
+  }
+  setInterval(() => { try { llmTab(); shapePicker(); formGroups(); } catch (e) { /* Locust's page changed shape: leave it be */ } }, 700);
 })();
 """

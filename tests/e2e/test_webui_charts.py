@@ -79,6 +79,11 @@ def test_stepped_run_from_the_form_draws_charts_phases_slo_and_serves_report_and
             browser.get(url + "/")
             wait_for(browser, lambda d: button(d, "START"), PAGE_TIMEOUT_S, "the start form")
             # the class picker: shapes with their one-line summaries
+            # the custom parameters in groups (Locust lists them alphabetically), each with its help line
+            headings = wait_for(browser, lambda d: [e.get_attribute("textContent")
+                                                    for e in d.find_elements(By.CLASS_NAME, "loadline-group")], 10,
+                                "the option groups")
+            assert {"Server and connection", "Workload: what each user sends", "Stepped shape (StepShape)"} <= set(headings)
             picker = Select(browser.find_element(By.NAME, "shapeClass"))
             step = next(o for o in picker.options if o.get_attribute("value") == "StepShape")
             wait_for(browser, lambda d: STEP_SUMMARY in step.text, 5, "the shape's summary in the picker")

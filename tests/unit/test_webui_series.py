@@ -17,10 +17,11 @@ class FakeRecords:
 
     def __init__(self) -> None:
         self.rows: list[tuple[float, float, str | None]] = []
-        self.calls = 0
+        self.itl_calls: list[tuple[float, float]] = []
 
-    def __call__(self, start: float, end: float):
-        self.calls += 1
+    def __call__(self, start: float, end: float, itl: bool):
+        if itl:
+            self.itl_calls.append((start, end))
         rows = [r for r in self.rows if start <= r[0] < end]
         if not rows:
             return None
@@ -30,7 +31,7 @@ class FakeRecords:
             if r[2] is not None:
                 errors[r[2]] = errors.get(r[2], 0) + 1
         return SimpleNamespace(requests=len(rows), ttft_p95_ms=max(ok) if ok else None, rps=len(ok) / (end - start),
-                               errors_by_class=errors)
+                               errors_by_class=errors, itl_p99_ms=(max(ok) / 10 if ok else None) if itl else None)
 
 
 def test_a_point_covers_the_trailing_window_and_later_records_settle_it():
@@ -44,10 +45,31 @@ def test_a_point_covers_the_trailing_window_and_later_records_settle_it():
     records.rows.append((START + 3, 900.0, None))
     s.sample(START + 6, users=2, phase="baseline")
     assert s.points()[0].values["ttft_p95_ms"] == 900.0
-    # once a point is older than SETTLE_S it is left alone
+    # once older than SETTLE_S a point is computed one last time, then left alone
     records.rows.append((START + 3.5, 5000.0, None))
     s.sample(START + 4 + SETTLE_S + 1, users=2, phase="baseline")
-    assert s.points()[0].values["ttft_p95_ms"] == 900.0
+    assert s.points()[0].settled and s.points()[0].values["ttft_p95_ms"] == 5000.0
+    records.rows.append((START + 3.7, 9000.0, None))
+    s.sample(START + 4 + SETTLE_S + 3, users=2, phase="baseline")
+    assert s.points()[0].values["ttft_p95_ms"] == 5000.0
+
+
+def test_pooled_itl_is_computed_when_a_point_is_new_and_when_it_settles_only():
+    records = FakeRecords()
+    records.rows.append((START + 1, 100.0, None))
+    s = Series(START, 1.0, records, window_s=10.0)
+    first = s.sample(START + 4, users=1, phase="")
+    assert first.values["itl_p99_ms"] == 10.0
+    records.rows.append((START + 2, 700.0, None))
+    for k in range(1, int(SETTLE_S / 2) + 2):
+        s.sample(START + 4 + 2 * k, users=1, phase="")
+        if not first.settled:
+            assert first.values["itl_p99_ms"] == 10.0  # provisional: kept while the point settles
+    assert first.settled and first.values["itl_p99_ms"] == 70.0 and first.values["ttft_p95_ms"] == 700.0
+    assert records.itl_calls.count((first.start_wall, first.end_wall)) == 2
+    s.finish(START + 100)  # the run ends: every point left is settled, with its ITL
+    assert all(p.settled for p in s.points())
+    assert all(records.itl_calls.count((p.start_wall, p.end_wall)) == 2 for p in s.points())
 
 
 def test_no_records_gives_zero_requests_and_no_latency():

@@ -1,0 +1,44 @@
+"""The start form's option groups (loadline/runtime/webui_form.py): every Loadline option has a home."""
+
+from __future__ import annotations
+
+import argparse
+
+from loadline.client import options as loadline_options
+from loadline.runtime.webui_form import OTHER, camel, form_groups
+
+
+def test_form_field_names_are_locusts_camel_case():
+    assert camel("prompt_mix") == "promptMix" and camel("think_p90") == "thinkP90" and camel("model") == "model"
+
+
+def test_groups_order_the_fields_and_unknown_options_go_last():
+    groups = form_groups(["step_hold", "api_key", "prompt_mix", "baseline_hold", "burst_gap", "someone_elses"])
+    order = sorted(groups, key=lambda name: groups[name]["order"])
+    assert order == ["apiKey", "promptMix", "baselineHold", "stepHold", "burstGap", "someoneElses"]
+    assert groups["stepHold"]["group"] == groups["baselineHold"]["group"] == "Stepped shape (StepShape)"
+    assert groups["someoneElses"]["group"] == OTHER
+    # a heading sorts before its own fields and after the previous group's
+    assert groups["promptMix"]["base"] < groups["promptMix"]["order"] < groups["baselineHold"]["base"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Locust's parser keywords; remembers which options the web UI shows."""
+
+    in_web_ui: set[str] = set()
+
+    def add_argument(self, *args, include_in_web_ui=False, is_secret=False, env_var=None, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        if include_in_web_ui:
+            self.in_web_ui.add(action.dest)
+        return action
+
+
+def test_every_user_option_of_the_form_has_a_group_and_a_help_line():
+    parser = _Parser()
+    loadline_options.add_arguments(parser)
+    actions = [a for a in parser._actions if a.dest in parser.in_web_ui]
+    assert len(actions) > 10
+    groups = form_groups([a.dest for a in actions])
+    assert {name for name, g in groups.items() if g["group"] == OTHER} == set()
+    assert all(a.help for a in actions)
