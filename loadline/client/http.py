@@ -55,6 +55,17 @@ class _Stamped:
     def getresponse(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         response = super().getresponse(*args, **kwargs)  # type: ignore[misc]
         self.headers_perf = self.arrival()
+        if self.headers_perf < self.sent_perf:
+            # The reply's kernel stamp precedes our "sent" stamp: the OS took the CPU away between
+            # the write and the clock read (seen up to 8 ms on a loaded box, 20x time scale), and the
+            # server answered meanwhile. The request left before its reply came, so "sent" moves back
+            # to the reply's stamp (TTFB 0, never negative; the offset wall - perf is kept).
+            # Exact would be the kernel's TX stamp (SO_TIMESTAMPING, read from the error queue); not
+            # taken: a stamp queued after our drain (deferred transmit, retransmit) makes epoll report
+            # the socket readable until drained, so a waiting greenlet would spin (docs/benchmarks.md).
+            early = self.sent_perf - self.headers_perf
+            self.sent_perf -= early
+            self.sent_wall -= early
         return response
 
     @property

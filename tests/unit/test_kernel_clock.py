@@ -116,6 +116,32 @@ def test_without_kernel_stamps_the_read_time_is_used_and_said(monkeypatch):
     assert to_wall(result.arrivals[1], wire) - truth[1] > (LATE_READ_S - GAP_S) / 2
 
 
+PREEMPTED_S = 0.05
+
+
+def test_a_sent_stamp_taken_after_the_reply_arrived_moves_back_to_the_reply(monkeypatch):
+    """The OS may run other work between our write and our clock read while the server answers:
+    the reply's kernel stamp then precedes "sent". TTFB and TTFT must not come out negative."""
+    real_perf, real_wall = time.perf_counter, time.time
+    monkeypatch.setattr(http, "perf_counter", lambda: real_perf() + PREEMPTED_S)  # both clocks read late
+    monkeypatch.setattr(http, "time", type("LateTime", (), {"time": staticmethod(lambda: real_wall() + PREEMPTED_S)}))
+    result, wire, truth, rec = late_stream()
+    assert wire.clock == "kernel"
+    ttfb = wire.headers_perf - wire.sent_perf
+    assert ttfb == 0.0  # sent moved back to the reply's stamp (unclamped: -50 ms)
+    # >= 0 up to the wall clock's float resolution (~0.24 us at 1.8e9 s); unclamped it was -50 ms
+    assert rec.ttft_ms is not None and -0.001 <= rec.ttft_ms < PREEMPTED_S * 1000 / 2
+    # the wall/perf offset is kept: arrivals still land on the server's writes
+    a, b = (to_wall(t, wire) for t in result.arrivals)
+    assert abs(a - truth[0]) < 0.005 and abs(b - truth[1]) < 0.005, (a - truth[0], b - truth[1])
+
+
+def test_a_sent_stamp_before_the_reply_is_kept():
+    result, wire, truth, rec = late_stream()
+    assert wire.headers_perf > wire.sent_perf
+    assert abs(to_wall(wire.sent_perf, wire) - truth[0]) < 0.005  # the server answered on receipt
+
+
 class ScriptedSocket:
     """Stands in for a socket class: recvmsg_into returns the scripted (n, ancdata, flags, address)."""
 
