@@ -23,7 +23,7 @@ from analysis.report import charts, server_charts
 
 from analysis.verdict import gate
 
-from analysis.stats import knee, recovery
+from analysis.stats import arrivals, knee, recovery
 from analysis.verdict.bottleneck import judge
 from analysis.verdict.capacity import plan_from_run
 from analysis.data.load import RunData, load_run
@@ -113,6 +113,14 @@ def _not_judged(reason: str) -> dict:
 
 def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> dict:
     return _guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {})
+
+
+def _open_loop(run: RunData, scale: float, slo: SLO) -> dict:
+    """Arrival-rate runs: target vs achieved rate, lateness, latency from due (analysis/stats/arrivals.py)."""
+    if not run.has_records:
+        return {}
+    return _guarded("open loop", lambda: arrivals.summary(run.requests, run.phases, run.manifest.get("options") or {},
+                                                          scale, slo), {})
 
 
 def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
@@ -237,6 +245,8 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         # the server-metrics analyses read the wall-time table and scale by themselves
         verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
         verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
+    verdict["open_loop"] = _open_loop(run, scale, slo)
+    verdict["notes"] += (verdict["open_loop"] or {}).get("notes") or []
     verdict["sentence"] = verdict_sentence(verdict)
     return table, verdict
 

@@ -8,7 +8,7 @@ from html import escape
 from pathlib import Path
 
 from analysis.report import formatting as f
-from analysis.report import sections
+from analysis.report import open_loop, sections
 from analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 
 _CSS = """
@@ -71,6 +71,14 @@ def _mapping(data: dict) -> str:
 def _phases(verdict: dict) -> str:
     rows = [[escape(fmt(p.get(key))) for _, key, fmt in f.PHASE_COLUMNS] for p in verdict.get("phases", [])]
     return _table([t for t, _, _ in f.PHASE_COLUMNS], rows) + "<p class='muted'>Latencies in ms.</p>"
+
+
+def _open_loop(verdict: dict) -> list[str]:
+    rows = open_loop.rows(verdict)
+    if not rows:
+        return []
+    return ["<h2>Open loop (arrival rate)</h2>", _table(open_loop.HEADER, [[escape(c) for c in r] for r in rows])
+            + f"<p class='muted'>{escape(open_loop.NOTE)}</p>"]
 
 
 def _errors(verdict: dict) -> str:
@@ -156,6 +164,7 @@ def render_html(verdict: dict, chart_paths: list[Path]) -> str:
         "<h2>Bottleneck</h2>", _bottleneck(verdict),
         "<h2>Where the time goes</h2>", _time_split(verdict),
         "<h2>Capacity plan</h2>", _mapping(verdict.get("capacity") or {}),
+        *_open_loop(verdict),
         "<h2>Phases</h2>", _phases(verdict),
         "<h2>Errors by class</h2>", _errors(verdict),
         *_recovery(verdict),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.report import formatting as f
-from analysis.report import sections
+from analysis.report import open_loop, sections
 from analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 from analysis.verdict import validity
 
@@ -100,6 +100,9 @@ def render_markdown(verdict: dict) -> str:
     if sections.time_line(verdict):
         lines.append(f"- Where the time goes: {sections.time_line(verdict)}")
     lines += _time_split(verdict)
+    if open_loop.rows(verdict):
+        lines += ["", "### Open loop (arrival rate)", ""] + _table(open_loop.rows(verdict), open_loop.HEADER)
+        lines += ["", open_loop.NOTE]
     lines += ["", "### Phases", ""]
     rows = [[fmt(p.get(key)) for _, key, fmt in f.PHASE_COLUMNS] for p in verdict.get("phases", [])]
     lines += _table(rows, [title for title, _, _ in f.PHASE_COLUMNS])

@@ -16,6 +16,7 @@ from typing import Any
 from loadline.core.errors import UsageError
 from loadline.core.runsettings import time_scale_of_options
 from loadline.core.slo import defaults_text
+from loadline.client.arrivals import PROCESSES, ArrivalSettings
 from loadline.client.prompts import PromptSource, load_dataset, parse_mix, system_prompt_of
 from loadline.client.workload import LogNormal, SessionLength, ThinkTime
 
@@ -55,6 +56,18 @@ def add_arguments(parser: Any) -> None:
         help="add reading time: reply tokens / this many tokens per second (0 = off)")
     add("--event-interval", type=float, default=5.0, include_in_web_ui=True,
         help="single-shot and completion users: mean seconds between events (exponential)")
+    # Open loop (users/arrivals.py, `loadline run --scenario rate`): rates are in model time.
+    add("--arrival-rate", type=float, default=0.0, include_in_web_ui=True,
+        help="arrival-rate users: requests (or sessions) per second over all workers; 0 = set by a rate shape")
+    add("--arrival", default="poisson", choices=list(PROCESSES), include_in_web_ui=True,
+        help="arrival process: constant, poisson, or gamma (with --burstiness, as vllm bench serve)")
+    add("--burstiness", type=float, default=1.0, include_in_web_ui=True,
+        help="gamma arrivals: shape factor (1 = Poisson, < 1 burstier, > 1 more regular)")
+    add("--max-inflight", type=int, default=1000, include_in_web_ui=True,
+        help="arrival-rate users: cap on requests (sessions) in flight over all workers; arrivals over it "
+             "wait for a free slot and count as late")
+    add("--arrival-sessions", action="store_true", default=False, include_in_web_ui=True,
+        help="arrival-rate users: each arrival starts a multi-turn chat session (turns, think time)")
     add("--request-id-header", default=REQUEST_ID_HEADER, include_in_web_ui=True,
         help="header carrying each request's id (a UUID, every server accepts it; the record's request_id, "
              "which the simulator logs as its truth); another name for gateways that want one, empty = none")
@@ -110,6 +123,7 @@ class UserSettings:
     time_scale: float
     seed: int
     request_id_header: str = REQUEST_ID_HEADER  # "" = send no id header
+    arrivals: ArrivalSettings | None = None  # open-loop options (only arrival-rate users read them)
 
     @classmethod
     def from_options(cls, o: Any) -> "UserSettings":
@@ -139,6 +153,7 @@ class UserSettings:
             time_scale=time_scale,
             seed=o.seed,
             request_id_header=header_name(getattr(o, "request_id_header", REQUEST_ID_HEADER)),
+            arrivals=ArrivalSettings.from_options(o),
         )
 
 

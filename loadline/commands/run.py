@@ -18,12 +18,14 @@ import socket
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from analysis.report.build import build_report, unusable_reason
 from loadline.core import resources, runfolder
 from loadline.core.errors import UsageError
+from loadline.core.redact import MARK, redact
 from loadline.core.runsettings import validate_time_scale
 from loadline.core.slo import SLO
 from loadline.runtime import preflight
@@ -31,7 +33,8 @@ from loadline.runtime.simprocess import SimProcess, start_simulator
 from shapes.catalog import ShapeEntry, catalog
 
 HELP = "Run a load test headless (master + optional local workers) and leave a run folder with a report."
-SCENARIOS = {"chat": "chat.py", "single": "single_shot.py", "completion": "completion.py"}
+SCENARIOS = {"chat": "chat.py", "single": "single_shot.py", "completion": "completion.py", "rate": "rate.py"}
+OPEN_LOOP = "rate"  # the arrival-rate scenario: one scheduler user per process (users/arrivals.py)
 SHAPE_ENTRY_FILE = "shape.py"  # every registered shape; Locust's --shape NAME puts NAME first (shapes/registry.py)
 # Without a shape: these, unless the command line or the conf file (--config) says otherwise.
 DEFAULT_USERS, DEFAULT_SPAWN_RATE, DEFAULT_RUN_TIME = 10, 10.0, "60s"
@@ -45,6 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim-option", action="append", default=[], metavar="KEY=VALUE",
                    help="override a simulator profile value, e.g. max_num_seqs=4 (repeatable)")
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None, help="user behaviour (default chat)")
+    p.add_argument("--rate", type=float, default=None,
+                   help="open loop: requests/s over all workers (implies --scenario rate; model time with --time-scale)")
+    p.add_argument("--arrival", choices=("constant", "poisson", "gamma"), default=None,
+                   help="open loop: arrival process (default poisson; gamma takes -- --burstiness B)")
     p.add_argument("--shape", choices=list(shapes), default=None,
                    help="load shape (listed below; its options go after `--`, see docs/shapes.md); "
                         "without it: --users for --run-time")
@@ -105,6 +112,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if sim is not None:
             sim.stop()
+    _scrub_credentials(run_dir / runfolder.LOCUST_HTML, host)
     if interrupted and (run_dir / runfolder.MANIFEST).exists():
         # The report reads this and does not PASS a run that did not end on its own.
         runfolder.update_manifest(run_dir, status="interrupted", interrupted_by=interrupted[0])
@@ -130,6 +138,12 @@ def _manifest_status(run_dir: Path) -> str:
 
 def _validate(args: argparse.Namespace) -> None:
     args.time_scale = validate_time_scale(args.time_scale)  # the one validation (loadline/core/runsettings.py)
+    if args.rate is not None or args.arrival is not None:
+        if args.scenario not in (None, OPEN_LOOP):
+            raise UsageError(f"--rate/--arrival are for --scenario {OPEN_LOOP} (got --scenario {args.scenario})")
+        args.scenario = OPEN_LOOP
+    if args.rate is not None and not (args.rate > 0 and args.rate < float("inf")):
+        raise UsageError(f"--rate must be > 0 requests/s (got {args.rate})")
     if args.workers < 0:
         raise UsageError(f"--workers must be >= 0 (got {args.workers})")
     if args.users is not None and args.users < 1:
@@ -146,7 +160,7 @@ def _validate(args: argparse.Namespace) -> None:
     if args.host and (args.sim_profile or args.sim_option):
         raise UsageError("--sim-profile/--sim-option configure the embedded simulator; they make no sense with --host")
     if args.host and not args.host.startswith(("http://", "https://")):
-        raise UsageError(f"--host must be a URL like http://127.0.0.1:8000 (got {args.host!r})")
+        raise UsageError(f"--host must be a URL like http://127.0.0.1:8000 (got {redact(args.host)!r})")
     for option in args.sim_option:
         if "=" not in option:
             raise UsageError(f"--sim-option takes KEY=VALUE (got {option!r})")
@@ -227,14 +241,35 @@ def _warn_time_scale(args: argparse.Namespace) -> None:
 
 
 def _preflight(host: str) -> None:
-    """Fail in one line, before any load, when the target does not answer at all."""
+    """Fail in one line, before any load, when the target does not answer at all.
+
+    urllib cannot open a URL with credentials in it (user:key@host reads as a port): the check goes
+    to the host alone, and the host is never shown with them (issue 12, item 8)."""
     try:
-        urllib.request.urlopen(f"{host.rstrip('/')}/v1/models", timeout=5).close()
+        urllib.request.urlopen(f"{without_userinfo(host).rstrip('/')}/v1/models", timeout=5).close()
     except urllib.error.HTTPError:
         return  # it answered (401/404 are the load test's business)
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise UsageError(f"target {host} is unreachable: {reason}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = redact(str(getattr(exc, "reason", exc)))
+        raise UsageError(f"target {redact(host)} is unreachable: {reason}") from None
+
+
+def _scrub_credentials(path: Path, host: str) -> None:
+    """Locust's own HTML report prints the host: credentials in it (user:key@host) become [REDACTED]."""
+    userinfo = urllib.parse.urlsplit(host).netloc.rpartition("@")[0]
+    if not userinfo or not path.is_file():
+        return
+    secrets = {userinfo, userinfo.partition(":")[2]} - {""}
+    text = path.read_text(errors="replace")
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, MARK)
+    path.write_text(text)
+
+
+def without_userinfo(url: str) -> str:
+    """`url` without `user:password@` (IPv6 brackets and ports kept)."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_locustfile: str) -> list[str]:
@@ -266,6 +301,10 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
                 "--master-host", "127.0.0.1", "--master-port", port]
     if args.shape:
         cmd += ["--shape", args.shape]  # the entry file puts this shape first (it wins over the conf file's)
+    if args.rate is not None:
+        cmd += ["--arrival-rate", f"{args.rate:g}"]
+    if args.arrival is not None:
+        cmd += ["--arrival", args.arrival]
     if args.slo:
         cmd += ["--slo-file", args.slo]
     # A time-scaled phase lasts seconds: scrape often enough to see it (later --scrape-interval wins).
@@ -280,6 +319,8 @@ def _load_options(args: argparse.Namespace) -> list[str]:
     shape = args.shape or _conf_value(args.config, "shape")
     for name, default in LOAD_OPTIONS:
         value = getattr(args, name.replace("-", "_"))
+        if name == "users" and value is None and args.scenario == OPEN_LOOP:
+            value = max(1, args.workers)  # one arrival scheduler per process: the rate splits evenly
         if value is None and not shape and not _conf_value(args.config, name):
             value = default
         if value is not None:

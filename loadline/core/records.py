@@ -19,6 +19,11 @@ Definitions (the README repeats them; analysis uses them everywhere):
   same clock as the connection.
   read_delay_ms: with the kernel clock, the longest time any read of this attempt's response found
   its newest bytes already waiting (how far behind the generator was); empty with the user clock.
+- due_wall: open-loop (arrival-rate) runs only: `time.time()` at which the arrival schedule said the
+  request was due (a retry keeps its request's due time); empty in closed-loop runs.
+  lateness_ms: start_wall - due_wall (the generator's lateness: waiting for a free in-flight slot,
+  a busy event loop). Latency from due = lateness_ms + ttft_ms / e2e_ms: what a user would have felt
+  (coordinated omission made visible); the other latencies stay measured from sent (t0).
 - output_tokens: the server's streamed `usage` when present (`tokens_source="usage"`), else the
   number of content chunks (`tokens_source="chunks"`).
 """
@@ -92,6 +97,8 @@ class RequestRecord:
     finish_reason: str = ""
     clock: str = ""  # arrival stamps: "kernel" (receive time, plain HTTP) or "user" (read time)
     read_delay_ms: float | None = None  # kernel clock: longest a read's newest bytes waited unread
+    due_wall: float | None = None  # arrival-rate runs: when the schedule said this request was due
+    lateness_ms: float | None = None  # arrival-rate runs: due -> sent (start_wall - due_wall)
     itl_us: str = field(default="", repr=False)
 
     def to_row(self) -> list:

@@ -16,7 +16,7 @@ from loadline.client import options as loadline_options
 from loadline.client.options import INVALID
 from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
-from loadline.runtime import clocksync, fleet, selfcheck
+from loadline.runtime import arrivals, clocksync, fleet, selfcheck
 from loadline.runtime.collector import RunCollector, close_phase_timeline
 from loadline.runtime.exporter import install as install_exporter
 from loadline.runtime.scraper import scrape_targets, start_scraper
@@ -46,6 +46,7 @@ def _on_init(environment, **_) -> None:
         shipper = WorkerShipper(environment, worker_id())
         environment.loadline_shipper = shipper
         runner.register_message(FLUSH_MSG, shipper.on_flush_request, concurrent=True)
+        arrivals.install_worker(runner)
         clocksync.install_worker(runner, worker_id(), shipper.status)
         # Locust's own worker `quitting` listener tells the master "quit" before the users stop, and
         # the master then stops listening: stop (and ship) first. Listeners registered later run
@@ -101,6 +102,8 @@ def _on_test_start(environment, **_) -> None:
     if isinstance(environment.runner, WorkerRunner):
         environment.loadline_shipper.start()
         return
+    if environment.loadline_settings.arrivals.rate > 0:  # a rate shape publishes its own rates
+        arrivals.publish(environment, environment.loadline_settings.arrivals.rate)
     collector: RunCollector = environment.loadline_collector
     run_dir = collector.start()
     if scrape_urls:
@@ -118,6 +121,7 @@ def _on_test_stopping(environment, **_) -> None:
 
 @events.test_stop.add_listener
 def _on_test_stop(environment, **_) -> None:
+    arrivals.stop()
     if isinstance(environment.runner, WorkerRunner):
         environment.loadline_shipper.stop()
         return

@@ -13,6 +13,7 @@ import json
 import logging
 import random
 import time
+from dataclasses import dataclass
 from time import perf_counter
 
 import gevent
@@ -57,6 +58,14 @@ def settings_for(environment) -> UserSettings | None:
         settings = UserSettings.from_options(environment.parsed_options)
         environment.loadline_settings = settings
     return settings
+
+
+@dataclass
+class Lane:
+    """One open-loop request slot: its own keep-alive connection, and when its current request was due."""
+
+    http: requests.Session
+    due_wall: float | None = None  # time.time() the arrival schedule said the request was due
 
 
 class LLMUser(User):
@@ -104,6 +113,12 @@ class LLMUser(User):
     def on_stop(self) -> None:
         self.http.close()
 
+    def open_lane(self) -> Lane:
+        """A new connection with this user's headers (open-loop users run one per request in flight)."""
+        http = stamped_session()
+        http.headers.update(self.http.headers)
+        return Lane(http)
+
     def check_settings(self) -> None:
         """Tasks call this first: a user whose options failed validation stops without a traceback."""
         if self.settings is None:
@@ -125,23 +140,26 @@ class LLMUser(User):
         return body
 
     # -- sending --------------------------------------------------------------------------------
-    def send(self, body: dict, session_id: str = "", turn: int = 0) -> StreamResult | None:
-        """One logical request: attempts with capped, Retry-After-honouring retries on 429/503."""
+    def send(self, body: dict, session_id: str = "", turn: int = 0, lane: Lane | None = None) -> StreamResult | None:
+        """One logical request: attempts with capped, Retry-After-honouring retries on 429/503.
+
+        `lane`: open-loop users' connection and due time for this request (users/arrivals.py)."""
         payload = json.dumps(body).encode()
         attempt = 0
-        result, retry_after = self._attempt(payload, session_id, turn, attempt)
+        result, retry_after = self._attempt(payload, session_id, turn, attempt, lane)
         while retry_after is not None and attempt < self.settings.max_retries:
             gevent.sleep(min(retry_after, self.settings.retry_cap))
             attempt += 1
-            result, retry_after = self._attempt(payload, session_id, turn, attempt)
+            result, retry_after = self._attempt(payload, session_id, turn, attempt, lane)
         return result
 
-    def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int):
+    def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int, lane: Lane | None = None):
         s = self.settings
+        http = lane.http if lane is not None else self.http
         rec = RequestRecord(
             request_id=next_request_id(), worker_id=worker_id(), user_id=self.user_id,
             user_class=type(self).__name__, session_id=session_id, turn=turn, endpoint=self.endpoint,
-            model=self.model, start_wall=0.0, attempt=attempt,
+            model=self.model, start_wall=0.0, attempt=attempt, due_wall=lane.due_wall if lane is not None else None,
         )
         self.environment.loadline_records.begin()  # in flight until _finish adds the row (a lost worker's count)
         result = StreamResult()
@@ -154,9 +172,9 @@ class LLMUser(User):
         t0 = perf_counter()
         try:
             # Preparing the request is client CPU, not service latency: the clock restarts at the wire.
-            prepared = self.http.prepare_request(requests.Request("POST", self.url, data=payload, headers=headers))
+            prepared = http.prepare_request(requests.Request("POST", self.url, data=payload, headers=headers))
             with gevent.Timeout(s.request_timeout, TotalTimeout):
-                response = self.http.send(prepared, stream=True, timeout=(s.connect_timeout, s.first_token_timeout),
+                response = http.send(prepared, stream=True, timeout=(s.connect_timeout, s.first_token_timeout),
                                           **self.send_settings)
                 headers_at = perf_counter()
                 wire = wire_times(response)
@@ -252,6 +270,8 @@ class LLMUser(User):
 
     def _finish(self, rec: RequestRecord, result: StreamResult, t0: float) -> None:
         gaps = fill_timings(rec, result, t0, result.ended_at or perf_counter())
+        if rec.due_wall is not None and rec.start_wall:
+            rec.lateness_ms = max(0.0, (rec.start_wall - rec.due_wall) * 1000)
         self.environment.loadline_records.add(rec)
         if rec.status != CANCELLED:
             self._report_to_locust(rec, gaps)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import gevent
 from locust import task
 
 from loadline.client.prompts import fit_history
-from loadline.client.users.base import LLMUser
+from loadline.client.users.base import Lane, LLMUser
 
 
 class ChatSessionUser(LLMUser):
@@ -17,6 +19,14 @@ class ChatSessionUser(LLMUser):
     @task
     def session(self) -> None:
         self.check_settings()
+        reply_tokens = self.converse()
+        gevent.sleep(self.settings.think.sample(self.rng, reply_tokens))  # before the next conversation
+
+    def converse(self, lane: Lane | None = None) -> int:
+        """One conversation, turn by turn; returns the last reply's token count (for the reading time).
+
+        Open-loop sessions (users/arrivals.py) pass their `lane`: the first turn is due when the session
+        arrived, each later turn when its think time ended."""
         s = self.settings
         session_id = f"{self.user_id}-s{self.rng.getrandbits(32):08x}"
         messages: list[dict] = [{"role": "system", "content": s.prompts.system_prompt}] if s.prompts.system_prompt else []
@@ -25,8 +35,10 @@ class ChatSessionUser(LLMUser):
         for turn, text in enumerate(human_turns):
             if turn:
                 gevent.sleep(s.think.sample(self.rng, reply_tokens))
+                if lane is not None:
+                    lane.due_wall = time.time()
             messages.append({"role": "user", "content": text})
-            result = self.send(self.body(fit_history(messages, self.prompt_budget)), session_id, turn)
+            result = self.send(self.body(fit_history(messages, self.prompt_budget)), session_id, turn, lane)
             if result is None:
                 # A failed turn leaves no trace in the conversation (chat front ends drop the
                 # errored exchange; resending it would make every later turn fail the same way).
@@ -35,4 +47,4 @@ class ChatSessionUser(LLMUser):
                 continue
             reply_tokens = len(result.arrivals)
             messages.append({"role": "assistant", "content": result.text})
-        gevent.sleep(s.think.sample(self.rng, reply_tokens))  # before the next conversation
+        return reply_tokens

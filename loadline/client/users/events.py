@@ -10,6 +10,14 @@ from loadline.client.streaming import completion_content
 from loadline.client.users.base import LLMUser
 
 
+def event_messages(user: LLMUser) -> list[dict]:
+    """One event's chat messages: the shared system prompt (if any) and one fresh user message."""
+    s = user.settings
+    messages = [{"role": "system", "content": s.prompts.system_prompt}] if s.prompts.system_prompt else []
+    messages.append({"role": "user", "content": s.prompts.message(user.rng)})
+    return fit_history(messages, user.prompt_budget)
+
+
 class SingleShotUser(LLMUser):
     """One chat completion per event, then an exponential pause (mean --event-interval) before the next.
 
@@ -24,9 +32,7 @@ class SingleShotUser(LLMUser):
     def event(self) -> None:
         self.check_settings()
         s = self.settings
-        messages = [{"role": "system", "content": s.prompts.system_prompt}] if s.prompts.system_prompt else []
-        messages.append({"role": "user", "content": s.prompts.message(self.rng)})
-        self.send(self.body(self.prompt_of(fit_history(messages, self.prompt_budget))))
+        self.send(self.body(self.prompt_of(event_messages(self))))
         if s.event_interval > 0:
             gevent.sleep(self.rng.expovariate(1.0 / s.event_interval))
 
