@@ -14,6 +14,7 @@ from typing import Any
 
 from loadline import __version__
 from loadline.core import resources
+from loadline.core.redact import redact as redact_text
 from loadline.core.runfolder import redact
 from loadline.core.runsettings import streaming_of_options, time_scale_of_options
 
@@ -35,7 +36,9 @@ def options_dict(parsed_options: Any) -> dict[str, Any]:
     raw = {k: v for k, v in vars(parsed_options).items() if not k.startswith("_")} if parsed_options else {}
     for key in SECRET_OPTIONS & raw.keys():
         raw[key] = "***" if raw[key] else ""
-    return redact({k: v if isinstance(v, (str, int, float, bool, type(None), list)) else str(v) for k, v in raw.items()})
+    plain = {k: v if isinstance(v, (str, int, float, bool, type(None), list)) else str(v) for k, v in raw.items()}
+    # values too: --host http://user:key@host, a scrape URL with a token
+    return redact({k: redact_text(v) if isinstance(v, str) else v for k, v in plain.items()})
 
 
 def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
@@ -45,7 +48,7 @@ def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
         "run_id": run_dir.name,
         "started_at": time.time(),
         "started_at_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "target": environment.host,
+        "target": redact_text(environment.host) if environment.host else environment.host,  # user:key@host
         "user_classes": sorted(environment.user_classes_by_name) if environment.user_classes_by_name else [],
         "shape": type(shape).__name__ if shape is not None else None,
         "runner": type(runner).__name__,

@@ -16,8 +16,8 @@ SAMPLE_CHARS = 200  # enough to recognise a login page or an error object, short
 _PATTERNS = (
     # Authorization header values: "Bearer xyz", "Basic xyz", "Token xyz"
     (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{6,}"), r"\1 " + MARK),
-    # credentials inside URLs: scheme://user:password@host
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@"), r"\1" + MARK + "@"),
+    # credentials inside URLs: scheme://user:password@host, and scheme://token@host (a bare token as user)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@"), r"\1" + MARK + "@"),
     # key=value / "key": "value" pairs whose key names a secret (api_key, apikey, token, password, secret...)
     (re.compile(r"""(?i)(["']?\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|pwd|session(?:id)?|authorization)\b["']?\s*[:=]\s*["']?)[^"'\s&,;<>]{3,}"""),
      r"\1" + MARK),
