@@ -245,6 +245,10 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         # the server-metrics analyses read the wall-time table and scale by themselves
         verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
         verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
+        # a lagging generator: a warning, or exit 2 when a criterion lies within its error (validity.py)
+        lag_note, untrustworthy = validity.generator_gate_note(verdict["validity"], passed)
+        verdict["notes"] += [lag_note] if lag_note else []
+        verdict["exit_code"] = EXIT_UNUSABLE if untrustworthy else verdict["exit_code"]
     verdict["open_loop"] = _open_loop(run, scale, slo)
     verdict["notes"] += (verdict["open_loop"] or {}).get("notes") or []
     verdict["sentence"] = verdict_sentence(verdict)

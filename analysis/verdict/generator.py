@@ -1,21 +1,17 @@
-"""Was the load generator saturated? Judged from generator_metrics.csv (loadline.runtime.selfcheck
-samples it in every worker; the thresholds live here, with the judge, so the sampler stays free of them
-and `loadline report` never imports the sampler's gevent/psutil)."""
+"""Was the load generator saturated or behind? Saturated: judged from generator_metrics.csv
+(loadline.runtime.selfcheck samples CPU and loop lag in every worker; `loadline report` never imports
+the sampler's gevent/psutil). Behind: judged from the records' `read_delay_ms` (kernel clock).
+The thresholds, and why, are in loadline/core/saturation.py."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from loadline.core.runfolder import GENERATOR_SAMPLE_INTERVAL_S
-
-# Saturation: sustained, not a blip. A gevent process is single-threaded, so 90 % of one core
-# leaves no room for bursts of token events; 20 ms of loop lag is larger than typical ITLs
-# (10-25 ms, REFERENCE-serving.md), so every gap measured while it lasts is the client's, not the
-# server's. "Sustained" = the median over a rolling window of samples, so single GC pauses or a
-# noisy neighbour's spike do not flag a run.
-CPU_SATURATED_PCT = 90.0
-LOOP_LAG_SATURATED_MS = 20.0
-SUSTAIN_SAMPLES = 5
+# the thresholds and why: loadline/core/saturation.py (the live web UI reads them too)
+from loadline.core.saturation import (CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, READ_DELAY_FALLBACK_MS,
+                                      READ_DELAY_MIN_RECORDS, READ_DELAY_QUANTILE, SUSTAIN_SAMPLES)
 
 
 def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_PCT,
@@ -51,3 +47,43 @@ def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_
 def _median_step(ts: pd.Series) -> float:
     steps = ts.diff().dropna()
     return float(steps.median()) if len(steps) else GENERATOR_SAMPLE_INTERVAL_S
+
+
+def behind_phases(requests: pd.DataFrame, phases: pd.DataFrame) -> list[dict]:
+    """Phases where the generator read its sockets later than one token gap (loadline/core/saturation.py).
+
+    Per phase (records assigned by start_wall, wall ms): the p99 of `read_delay_ms` over
+    kernel-stamped records against the phase's ITL p50 (median of the records' per-request ITL p50),
+    or READ_DELAY_FALLBACK_MS without one. Each entry: phase, records, read_delay_p99_ms, itl_p50_ms,
+    threshold_ms. User-clock records (TLS) have no read delay: the loop lag speaks for them.
+    """
+    if not len(requests) or "read_delay_ms" not in requests or not len(phases):
+        return []
+    delay = pd.to_numeric(requests["read_delay_ms"], errors="coerce")
+    ok = (requests["status"].astype(str) == "ok") & delay.notna()
+    if not ok.any():
+        return []
+    rows = requests[ok]
+    starts = pd.to_numeric(rows["start_wall"], errors="coerce").to_numpy(dtype=float)
+    itl = pd.to_numeric(rows.get("itl_p50_ms", pd.Series(np.nan, index=rows.index)), errors="coerce")
+    out = []
+    for phase in phases.itertuples(index=False):
+        begin, end = float(phase.start_wall), float(phase.end_wall) if pd.notna(phase.end_wall) else np.inf
+        inside = (starts >= begin) & (starts < end)
+        if inside.sum() < READ_DELAY_MIN_RECORDS:
+            continue
+        p99 = float(delay[ok][inside].quantile(READ_DELAY_QUANTILE))
+        gap = itl[inside].median()
+        threshold = float(gap) if pd.notna(gap) and gap > 0 else READ_DELAY_FALLBACK_MS
+        if p99 > threshold:
+            out.append({"phase": str(phase.label), "records": int(inside.sum()), "read_delay_p99_ms": p99,
+                        "itl_p50_ms": None if pd.isna(gap) else float(gap), "threshold_ms": threshold})
+    return out
+
+
+def behind_evidence(behind: list[dict], scale: float = 1.0) -> list[str]:
+    """One line per phase from behind_phases, in model time (x scale) like the rest of the report."""
+    return [f"{b['phase']}: read delay p99 {b['read_delay_p99_ms'] * scale:,.1f} ms > "
+            + (f"ITL p50 {b['itl_p50_ms'] * scale:,.1f} ms" if b["itl_p50_ms"] else f"{b['threshold_ms'] * scale:g} ms")
+            + f" ({b['records']} replies, model time): tokens waited together in the socket and the earlier "
+            "ones were stamped late" for b in behind]

@@ -5,8 +5,10 @@ Three questions (issue 9, item 1):
    request: 400/401/403/404/405/501; or it answered 2xx with something that is not the API's reply,
    e.g. an HTML login page)? Then nothing about capacity can be said: the run is *unusable* and the
    commands exit 2. The report shows status, content type and a short redacted body sample.
-2. Was the load generator saturated (analysis/verdict/generator.py)? Then the client's numbers
-   include its own queueing.
+2. Was the load generator saturated or behind (analysis/verdict/generator.py, thresholds in
+   loadline/core/saturation.py)? Then the client's numbers include its own queueing. `gate_doubts`
+   names the SLO criteria whose verdict lies within the error that lag implies (the report then
+   exits 2: the rig, not the server, decided the gate).
 3. The measurement floor: how much the client side (sockets, event loop, stamping) adds to what it
    measures, per phase, in model time (x time scale: a run compressed 20x multiplies the client's
    milliseconds by 20 too).
@@ -36,7 +38,7 @@ import pandas as pd
 
 from analysis.verdict.context import Thresholds
 from analysis.verdict.gate import Criterion
-from analysis.verdict.generator import is_saturated
+from analysis.verdict.generator import behind_evidence, behind_phases, is_saturated
 from loadline.core.redact import redact, sample
 
 # The statuses a misconfigured test gets, not an overloaded service (RFC 9110): 400 bad request
@@ -302,21 +304,83 @@ def assess(requests: pd.DataFrame, phases: pd.DataFrame, generator: pd.DataFrame
     if saturated:
         findings.append({"kind": "generator-saturated", "severity": "untrustworthy",
                          "message": "the load generator was saturated: " + "; ".join(gen_evidence)})
+    behind = behind_phases(requests, phases)
+    if behind:
+        findings.append({"kind": "generator-behind", "severity": "untrustworthy",
+                         "message": "the load generator was behind (read its sockets later than one token gap): "
+                                    + "; ".join(behind_evidence(behind, scale))})
+    lag_error = _lag_error_model_ms(behind, generator if saturated else None, scale)
+    doubts = gate_doubts(criteria, lag_error)
     floor = measurement_floor(requests, phases, scale, truth, generator)
     floor.update(floor_materiality(floor, criteria))
     for reason in floor["reasons"]:
         findings.append({"kind": "measurement-floor", "severity": "untrustworthy", "message": reason})
-    steps = int(saturated) + int(floor["material"])
+    steps = int(saturated or bool(behind)) + int(floor["material"])
     return {
         "usable": setup is None,
         "trustworthy": setup is None and steps == 0,
         "reason": setup["reason"] if setup else None,
         "findings": findings,
         "setup_failure": setup,
-        "generator": {"saturated": saturated, "evidence": gen_evidence},
+        "generator": {"saturated": saturated, "evidence": gen_evidence, "behind": behind,
+                      "lag_error_model_ms": lag_error, "gate_doubts": doubts},
         "floor": floor,
         "confidence_steps": steps,  # how many steps (high -> medium -> low) the verdict's confidence drops
     }
+
+
+LATENCY_CRITERIA = ("TTFT", "ITL", "TPOT", "E2E")  # what late stamps move
+
+
+def _lag_error_model_ms(behind: list[dict], generator: pd.DataFrame | None, scale: float) -> float | None:
+    """How late a stamp may be while the generator lagged, model ms: the worst phase's read delay p99
+    (kernel clock) or, when the self-check saw saturation, the sampled loop lag's P95 (how late a
+    greenlet resumed); the larger. None when neither applies."""
+    values = [b["read_delay_p99_ms"] for b in behind]
+    if generator is not None and len(generator):
+        values.append(_q(pd.to_numeric(generator["loop_lag_ms"], errors="coerce"), FLOOR_QUANTILE))
+    values = [v for v in values if v is not None]
+    return max(values) * scale if values else None
+
+
+def gate_doubts(criteria: list[dict], lag_error_model_ms: float | None) -> list[str]:
+    """Latency criteria (ms) whose pass or failure lies within the lag's error: |measured - limit| <= error.
+
+    Only those make the gate untrustworthy (exit 2); a criterion far from its limit keeps its verdict
+    and the lag is a warning."""
+    if not lag_error_model_ms:
+        return []
+    out = []
+    for c in criteria:
+        name = str(c.get("name", ""))
+        if c.get("unit") != "ms" or c.get("measured") is None or not name.upper().startswith(LATENCY_CRITERIA):
+            continue
+        margin = abs(float(c["measured"]) - float(c["limit"]))
+        if margin <= lag_error_model_ms:
+            verdict = "passed" if c.get("passed") else "failed"
+            out.append(f"{name} {verdict} by {margin:,.0f} ms, within the {lag_error_model_ms:,.0f} ms the lagging "
+                       f"generator may add (model time)")
+    return out
+
+
+def generator_gate_note(validity: dict, passed: bool) -> tuple[str | None, bool]:
+    """(note for the gate, untrustworthy) when the generator was saturated or behind, else (None, False).
+
+    Untrustworthy (the report exits 2, like an unusable run: the test rig, not the server, decided)
+    only when a latency criterion's verdict lies within the lag's error (gate_doubts); otherwise the
+    verdict stands with a warning, since the lag can only have moved latencies by less than the margin."""
+    generator = validity.get("generator") or {}
+    if not (generator.get("saturated") or generator.get("behind")):
+        return None, False
+    outcome = "PASS" if passed else "FAIL"
+    doubts = generator.get("gate_doubts") or []
+    if doubts:
+        return (f"{outcome}, but the load generator was behind: numbers not trustworthy ({'; '.join(doubts)}); "
+                "rerun with more generator CPU (--workers N)"), True
+    error = generator.get("lag_error_model_ms")
+    size = f" (up to {error:,.0f} ms, model time)" if error else ""
+    return (f"{outcome}, but the load generator was behind: latencies include its own delay{size}; every "
+            "criterion is further than that from its limit, so the verdict stands"), False
 
 
 _LEVELS = ("low", "medium", "high")
@@ -338,7 +402,8 @@ def qualify(bottleneck: dict, validity: dict) -> dict:
     if not bottleneck or bottleneck.get("validity_considered") or not bottleneck.get("layer"):
         return bottleneck
     floor = validity.get("floor") or {}
-    saturated = bool((validity.get("generator") or {}).get("saturated"))
+    generator = validity.get("generator") or {}
+    saturated = bool(generator.get("saturated") or generator.get("behind"))
     steps = int(bool(floor.get("material"))) + int(saturated and bottleneck["layer"] != "load-generator")
     if steps == 0:
         return bottleneck

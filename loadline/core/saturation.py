@@ -1,0 +1,24 @@
+"""When is the load generator too busy to measure honestly? The thresholds, shared by the live web UI
+(loadline/runtime/webui.py, no pandas) and the report's judge (analysis/verdict/generator.py).
+
+Saturation: sustained, not a blip. A gevent process is single-threaded, so 90 % of one core leaves
+no room for bursts of token events; 20 ms of loop lag is larger than typical ITLs (10-25 ms,
+REFERENCE-serving.md), so every gap measured while it lasts is the client's, not the server's.
+"Sustained" = the median over a rolling window of samples, so single GC pauses or a noisy
+neighbour's spike do not flag a run.
+
+Behind (read delay, `read_delay_ms` per kernel-stamped record: how long the newest bytes of a read
+had waited in the socket): TCP merges segments that wait together and the merged read keeps only
+the newest segment's stamp (loadline/client/kernel_clock.py). A read that waited less than one gap
+between server writes carried one write, so every stamp is exact; once a phase's read delay p99
+exceeds the phase's typical gap (its ITL p50), at least 1 % of replies had tokens stamped late (the
+earlier tokens of a merged read get the later stamp) and TTFT/ITL are no longer the server's alone.
+Without an ITL (non-streaming, one-token replies) the loop-lag bound above stands in.
+"""
+
+CPU_SATURATED_PCT = 90.0
+LOOP_LAG_SATURATED_MS = 20.0
+SUSTAIN_SAMPLES = 5
+READ_DELAY_QUANTILE = 0.99  # "at least 1 % of replies"
+READ_DELAY_FALLBACK_MS = LOOP_LAG_SATURATED_MS  # no ITL to compare with
+READ_DELAY_MIN_RECORDS = 20  # a p99 of fewer kernel-stamped replies is one outlier's value

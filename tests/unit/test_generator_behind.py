@@ -1,0 +1,94 @@
+"""A generator that read its sockets later than one token gap is said to be behind, and the gate says so
+(issue 15, item 3): a warning when every criterion is far from its limit, exit 2 when one lies within
+the error the lag implies."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from analysis.report.build import build_report
+from analysis.verdict import validity
+from analysis.verdict.generator import behind_phases
+from loadline.core.slo import SLO
+from tests.synthetic import make_requests, write_run
+
+PHASES = pd.DataFrame({"label": ["step 1", "step 2"], "start_wall": [1000.0, 1010.0], "end_wall": [1010.0, 1020.0]})
+N = 40  # per phase, above READ_DELAY_MIN_RECORDS
+
+
+def _run(delay_ms: tuple[float, float], itl_ms: float = 20.0, clock: str = "kernel") -> pd.DataFrame:
+    starts = np.concatenate([np.linspace(1000.5, 1009.0, N), np.linspace(1010.5, 1019.0, N)])
+    delay = np.concatenate([np.full(N, delay_ms[0]), np.full(N, delay_ms[1])])
+    return make_requests(starts, np.full(2 * N, 500.0), ttft_ms=100.0, itl_p50_ms=itl_ms, clock=clock,
+                         read_delay_ms=delay if clock == "kernel" else np.nan)
+
+
+def _criterion(measured: float, limit: float = 200.0) -> dict:
+    return {"name": "TTFT P95", "limit": limit, "measured": measured, "passed": measured <= limit,
+            "where": "step 2", "unit": "ms"}
+
+
+def test_a_read_delay_above_the_token_gap_marks_its_phase_behind():
+    (behind,) = behind_phases(_run((2.0, 35.0)), PHASES)
+    assert behind["phase"] == "step 2" and behind["records"] == N
+    assert abs(behind["read_delay_p99_ms"] - 35.0) < 1e-9 and behind["threshold_ms"] == 20.0
+    # the gap sets the bar: slow tokens (60 ms apart) make a 35 ms read delay harmless
+    assert behind_phases(_run((2.0, 35.0), itl_ms=60.0), PHASES) == []
+    # user-clock records (TLS) carry no read delay: nothing to judge here (the loop lag speaks)
+    assert behind_phases(_run((2.0, 35.0), clock="user"), PHASES) == []
+
+
+def test_a_behind_generator_is_a_validity_finding_with_its_error_in_model_time():
+    result = validity.assess(_run((2.0, 35.0)), PHASES, None, [_criterion(100.0)], 10.0)
+    assert not result["trustworthy"] and result["confidence_steps"] == 1
+    (finding,) = [f for f in result["findings"] if f["kind"] == "generator-behind"]
+    assert "step 2" in finding["message"] and "350.0 ms" in finding["message"]  # 35 ms x time scale 10
+    assert abs(result["generator"]["lag_error_model_ms"] - 350.0) < 1e-9
+    healthy = validity.assess(_run((2.0, 3.0)), PHASES, None, [_criterion(100.0)], 10.0)
+    assert healthy["generator"]["behind"] == [] and healthy["generator"]["lag_error_model_ms"] is None
+    assert validity.generator_gate_note(healthy, True) == (None, False)
+
+
+def test_a_pass_within_the_lags_error_is_not_trustworthy_and_a_far_one_is_a_warning():
+    close = validity.assess(_run((2.0, 35.0)), PHASES, None, [_criterion(180.0)], 1.0)  # 20 ms from the limit
+    note, untrustworthy = validity.generator_gate_note(close, passed=True)
+    assert untrustworthy and note.startswith("PASS, but the load generator was behind: numbers not trustworthy")
+    assert "TTFT P95 passed by 20 ms" in note
+
+    far = validity.assess(_run((2.0, 35.0)), PHASES, None, [_criterion(100.0)], 1.0)  # 100 ms from it
+    note, untrustworthy = validity.generator_gate_note(far, passed=True)
+    assert not untrustworthy and note.startswith("PASS, but the load generator was behind")
+    assert "verdict stands" in note
+
+    failed = validity.assess(_run((2.0, 35.0)), PHASES, None, [_criterion(210.0)], 1.0)
+    note, untrustworthy = validity.generator_gate_note(failed, passed=False)
+    assert untrustworthy and note.startswith("FAIL, but") and "TTFT P95 failed by 10 ms" in note
+
+
+def test_a_saturated_self_check_counts_as_behind_with_its_loop_lag_as_the_error():
+    generator = pd.DataFrame({"ts": np.arange(1000.0, 1020.0), "worker_id": "w0", "cpu_percent": 97.0,
+                              "loop_lag_ms": 30.0, "users": 8, "inflight": 8})
+    result = validity.assess(_run((2.0, 3.0), clock="user"), PHASES, generator, [_criterion(180.0)], 1.0)
+    assert result["generator"]["saturated"] and abs(result["generator"]["lag_error_model_ms"] - 30.0) < 1e-9
+    note, untrustworthy = validity.generator_gate_note(result, passed=True)
+    assert untrustworthy and "within the 30 ms" in note
+
+
+def _behind_run(path):
+    # 100 streamed replies well inside the default SLO, but read 35 ms late against 20 ms between tokens
+    requests = make_requests(1000.0 + np.arange(100) * 0.1, np.full(100, 900.0), ttft_ms=200.0, output_tokens=64,
+                             itl_p50_ms=20.0, clock="kernel", read_delay_ms=35.0)
+    return write_run(path, requests, manifest={"name": "behind", "streaming": True, "status": "finished"})
+
+
+def test_the_report_warns_on_a_far_pass_and_exits_2_on_a_pass_within_the_lag(tmp_path):
+    far = build_report(_behind_run(tmp_path / "far"), SLO())  # TTFT P95 200 vs 800 ms
+    assert far.exit_code == 0 and far.verdict["slo"]["passed"]
+    assert "Note: PASS, but the load generator was behind" in far.summary and "verdict stands" in far.summary
+
+    close = build_report(_behind_run(tmp_path / "close"), dataclasses.replace(SLO(), ttft_p95_ms=220.0))
+    assert close.exit_code == 2 and close.verdict["slo"]["passed"]
+    assert "numbers not trustworthy" in close.summary and "TTFT P95 passed by 20 ms" in close.summary
