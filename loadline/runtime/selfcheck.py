@@ -11,7 +11,9 @@ pandas here: this runs in every worker.
 from __future__ import annotations
 
 import logging
+import statistics
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +23,7 @@ import psutil
 from gevent.event import Event
 
 from loadline.core import runfolder
+from loadline.core.saturation import CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, SUSTAIN_SAMPLES
 
 log = logging.getLogger("loadline.runtime.selfcheck")
 
@@ -93,6 +96,8 @@ class GeneratorWriter:
     def __init__(self, environment: Any = None):
         self.environment = environment
         self.latest_cpu: dict[str, float] = {}
+        self._recent: dict[str, deque] = {}  # worker -> its last SUSTAIN_SAMPLES (cpu %, loop lag ms)
+        self.saturated_once: set[str] = set()  # workers saturated at some point since start
         self._appender: runfolder.CsvAppender | None = None
         self._path: Path | None = None
 
@@ -101,6 +106,10 @@ class GeneratorWriter:
             return 0
         for row in rows:
             self.latest_cpu[str(row[1])] = float(row[2])
+            recent = self._recent.setdefault(str(row[1]), deque(maxlen=SUSTAIN_SAMPLES))
+            recent.append((float(row[2]), float(row[3])))
+            if len(recent) == SUSTAIN_SAMPLES and _saturated(recent):
+                self.saturated_once.add(str(row[1]))
         exporter = getattr(self.environment, "loadline_exporter", None)
         if exporter is not None:
             for worker, cpu in self.latest_cpu.items():
@@ -115,6 +124,24 @@ class GeneratorWriter:
             self._appender, self._path = runfolder.CsvAppender(path, runfolder.GENERATOR_COLUMNS), path
         rows = [r for r in rows if r[0] >= active.started_wall - LOCAL_DRAIN_S]
         return self._appender.write_rows(rows)
+
+
+    def status(self) -> str:
+        """The web UI's line: each worker's CPU and loop lag (medians of its last samples), and whether
+        that is saturated by the report's own thresholds (loadline/core/saturation.py)."""
+        if not self._recent:
+            return "-"
+        parts = []
+        for worker, recent in sorted(self._recent.items()):
+            cpu, lag = (statistics.median(v) for v in zip(*recent))
+            hot = " SATURATED: numbers not trustworthy" if len(recent) == SUSTAIN_SAMPLES and _saturated(recent) else ""
+            parts.append(f"{worker}: CPU {cpu:.0f} %, loop lag {lag:.0f} ms{hot}")
+        return "; ".join(parts)
+
+
+def _saturated(recent: deque) -> bool:
+    cpu, lag = (statistics.median(v) for v in zip(*recent))
+    return cpu >= CPU_SATURATED_PCT or lag >= LOOP_LAG_SATURATED_MS
 
 
 def install(environment: Any, worker_id: str, on_worker: bool) -> SelfCheck:

@@ -89,9 +89,20 @@ def table_rows(environment) -> list[dict]:
         {"metric": "E2E p99", **both("e2e_p99_ms", " ms")},
         {"metric": "Error rate", "last": _pct(recent), "run": _pct(whole)},
         {"metric": "Errors by class", "last": _classes(recent), "run": _classes(whole)},
+        {"metric": "Load generator (self-check)", **_generator(environment)},
         {"metric": "Run folder", "last": str(run_dir or "-"), "run": ""},
     ]
     return rows + slo_rows(environment, recent, whole)
+
+
+def _generator(environment) -> dict:
+    """Each worker's CPU and loop lag now, and who was saturated during the run (runtime/selfcheck.py);
+    a saturated generator's latencies are its own, so the row says so while the run goes."""
+    writer = getattr(environment, "loadline_generator_writer", None)
+    if writer is None:
+        return {"last": "-", "run": ""}
+    once = sorted(writer.saturated_once)
+    return {"last": writer.status(), "run": f"saturated: {', '.join(once)}" if once else "not saturated"}
 
 
 def slo_rows(environment, recent, whole) -> list[dict]:

@@ -1,0 +1,29 @@
+"""The web UI's LLM table says, while the run goes, when a worker is saturated (issue 15, item 3)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from loadline.core.saturation import SUSTAIN_SAMPLES
+from loadline.runtime.selfcheck import GeneratorWriter
+from loadline.runtime.webui import _generator
+
+
+def test_the_generator_row_says_which_worker_is_saturated_now_and_during_the_run():
+    writer = GeneratorWriter(SimpleNamespace())  # no active run: rows are judged, not written
+    env = SimpleNamespace(loadline_generator_writer=writer)
+    assert _generator(SimpleNamespace()) == {"last": "-", "run": ""}
+    assert _generator(env)["last"] == "-"
+    writer.write([(1000.0 + i, "w1", 40.0, 1.0, 8, None) for i in range(SUSTAIN_SAMPLES)])
+    writer.write([(1000.0 + i, "w2", 97.0, 35.0, 8, None) for i in range(SUSTAIN_SAMPLES)])
+    row = _generator(env)
+    assert "w1: CPU 40 %, loop lag 1 ms;" in row["last"] and "w1: CPU 40 %, loop lag 1 ms SATURATED" not in row["last"]
+    assert "w2: CPU 97 %, loop lag 35 ms SATURATED: numbers not trustworthy" in row["last"]
+    assert row["run"] == "saturated: w2"
+    # w2 recovers: the row's "now" clears, the run column remembers
+    writer.write([(1010.0 + i, "w2", 30.0, 1.0, 8, None) for i in range(SUSTAIN_SAMPLES)])
+    row = _generator(env)
+    assert "SATURATED" not in row["last"] and row["run"] == "saturated: w2"
+    # one hot sample is a blip, not saturation (the median over SUSTAIN_SAMPLES)
+    writer.write([(1020.0, "w1", 99.0, 50.0, 8, None)])
+    assert "SATURATED" not in _generator(env)["last"]
