@@ -38,6 +38,7 @@ class Build:
     process: subprocess.Popen
     log: Path
     started: float = field(default_factory=time.monotonic)
+    started_wall: float = field(default_factory=time.time)
     number: int = 0
 
     def finished(self) -> bool:
@@ -47,9 +48,14 @@ class Build:
         return self.process.poll() is not None
 
     def error(self) -> str | None:
+        """None when this build wrote the report: whatever its exit code says (1 = an SLO failed, 2 = numbers
+        not trustworthy), the report itself explains it."""
         page = report_page(self.run_dir)
-        if self.process.returncode == 0 and page.exists() or self.process.returncode == 1 and page.exists():
-            return None  # 1 = the report's gate failed: the report exists and says why
+        try:
+            if page.stat().st_mtime >= self.started_wall - 1.0:  # a coarse file clock: a second of slack
+                return None
+        except OSError:
+            pass
         lines = self.log.read_text(errors="replace").strip().splitlines() if self.log.exists() else []
         return lines[-1] if lines else f"loadline report exited with {self.process.returncode}"
 

@@ -171,16 +171,6 @@ function drawChart(c) {
   g.textAlign = "right"; g.fillStyle = css("--muted");
   g.fillText(series.scale !== 1 ? "model time (×" + series.scale + ")" : "time since start", L + pw, T + ph + 20);
   g.textAlign = "left";
-  // SLO limits
-  let above = 0;
-  for (const [k, v] of limits) {
-    g.strokeStyle = COLORS.slo; g.fillStyle = COLORS.slo; g.lineWidth = 1.5; g.setLineDash([6, 4]);
-    if (shown.some(s => s[0] === k)) {
-      const yy = y(v, yL); g.beginPath(); g.moveTo(L, yy); g.lineTo(L + pw, yy); g.stroke();
-      g.textBaseline = "bottom"; g.textAlign = "right"; g.fillText("SLO " + SLO_NAMES[k], L + pw - 2, yy - 1); g.textAlign = "left";
-    } else { g.textBaseline = "top"; g.textAlign = "right"; g.fillText("SLO " + SLO_NAMES[k] + " " + fmtNum(v) + " ms (above)", L + pw - 2, T + 16 + 14 * above++); g.textAlign = "left"; }
-    g.setLineDash([]); g.lineWidth = 1;
-  }
   // the series
   for (const l of lines) {
     const top = l[3] === "right" ? yR : yL;
@@ -192,11 +182,27 @@ function drawChart(c) {
     }
     g.stroke(); g.lineWidth = 1;
   }
+  // SLO limits
+  let above = 0;
+  for (const [k, v] of limits) {
+    g.strokeStyle = COLORS.slo; g.fillStyle = COLORS.slo; g.lineWidth = 1.5; g.setLineDash([6, 4]);
+    if (shown.some(s => s[0] === k)) {
+      const yy = y(v, yL); g.beginPath(); g.moveTo(L, yy); g.lineTo(L + pw, yy); g.stroke();
+      label(g, "SLO " + SLO_NAMES[k], L + pw - 2, yy - 2);
+    } else { label(g, "SLO " + SLO_NAMES[k] + " " + fmtNum(v) + " ms (above)", L + pw - 2, T + 30 + 15 * above++); }
+    g.setLineDash([]); g.lineWidth = 1;
+  }
   if (!pts.length) { g.fillStyle = css("--muted"); g.textAlign = "center"; g.fillText("waiting for a run…", L + pw / 2, T + ph / 2); g.textAlign = "left"; }
   canvas.setAttribute("data-points", String(pts.length));
   canvas.setAttribute("data-phase-markers", String(markers));
 }
 
+function label(g, text, right, bottom) {
+  // right-aligned text on a panel-coloured box: readable over the lines it sits on
+  g.font = "12px Roboto, Arial, sans-serif"; const w = g.measureText(text).width;
+  g.fillStyle = css("--panel"); g.globalAlpha = 0.85; g.fillRect(right - w - 4, bottom - 14, w + 6, 15); g.globalAlpha = 1;
+  g.fillStyle = COLORS.slo; g.textAlign = "right"; g.textBaseline = "bottom"; g.fillText(text, right, bottom); g.textAlign = "left";
+}
 function draw() { for (const c of CHARTS) drawChart(c); postHeight(); }
 function postHeight() { if (window.parent !== window) window.parent.postMessage({ loadlineHeight: document.body.scrollHeight + 20 }, "*"); }
 
@@ -216,8 +222,9 @@ function showStatus() {
   body.innerHTML = rows;
   document.getElementById("notapplied").textContent = slo.not_applied.length ? "Not applied: " + slo.not_applied.map(n => n.name).join(", ") + " (" + slo.not_applied[0].why + ")" : "";
   const rule = status.stop_rule;
-  document.getElementById("stoprule").textContent = rule ? "Stepped stop rule: " + (rule.enabled ? "on" : "off") + " (errors ≤ " + (rule.max_error_rate * 100).toFixed(1) + " %, ≥ " + rule.min_requests + " requests per step)" +
-    (rule.verdicts.length ? "; " + rule.verdicts.map(v => v.phase + ": " + v.verdict).join("; ") : "; no step judged yet") : "";
+  document.getElementById("stoprule").textContent = !rule ? "" : !rule.enabled ? "Stepped stop rule: off (--step-stop-on-slo false: every step runs)" :
+    "Stepped stop rule: on (errors ≤ " + (rule.max_error_rate * 100).toFixed(1) + " %, ≥ " + rule.min_requests + " requests per step)" +
+    (rule.verdicts.length ? "; " + rule.verdicts.map(v => v.phase + ": " + v.verdict).join("; ") : "; no step judged yet");
   document.getElementById("stopreason").textContent = status.stop_reason ? "Stopped: " + status.stop_reason : "";
 }
 function esc(s) { return String(s).replace(/[&<>'"]/g, ch => ({ "&":"&amp;", "<":"&lt;", ">":"&gt;", "'":"&#39;", '"':"&quot;" })[ch]); }

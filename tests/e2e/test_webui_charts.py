@@ -102,6 +102,7 @@ def test_stepped_run_from_the_form_draws_charts_phases_slo_and_serves_report_and
             red = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#slo tr[data-outcome=fail]"), 40,
                            "an SLO criterion in red")
             assert any(row.get_attribute("data-key") == "ttft_p95_ms" for row in red), [r.text for r in red]
+            browser.save_screenshot(str(tmp_path / "webui-llm-tab-running.png"))  # while the overloaded step runs
             assert "step" in browser.find_element(By.ID, "phase").text or "Stopped" in browser.page_source
             # the stop rule ends the run at the overloaded step and the tab says why
             reason = wait_for(browser, lambda d: d.find_element(By.ID, "stopreason").text, 60, "the stop reason")
@@ -133,6 +134,7 @@ def test_stepped_run_from_the_form_draws_charts_phases_slo_and_serves_report_and
             assert names == expected
             assert archive.read(f"{run_dir.name}/requests.csv") == (run_dir / "requests.csv").read_bytes()
     finally:
+        browser.get("about:blank")  # no page polls while Locust stops (Ctrl-C would land in a request)
         ph.stop(proc)
     assert "Traceback" not in ph.tail(log, 100_000), ph.tail(log)
 
