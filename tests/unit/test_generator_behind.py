@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.report.build import build_report
 from analysis.verdict import validity
-from analysis.verdict.generator import behind_phases
+from analysis.verdict.generator import behind_evidence, behind_phases
 from loadline.core.slo import SLO
 from tests.synthetic import make_requests, write_run
 
@@ -92,3 +92,10 @@ def test_the_report_warns_on_a_far_pass_and_exits_2_on_a_pass_within_the_lag(tmp
     close = build_report(_behind_run(tmp_path / "close"), dataclasses.replace(SLO(), ttft_p95_ms=220.0))
     assert close.exit_code == 2 and close.verdict["slo"]["passed"]
     assert "numbers not trustworthy" in close.summary and "TTFT P95 passed by 20 ms" in close.summary
+
+
+def test_gaps_merged_to_zero_fall_back_to_the_loop_lag_bound_and_say_why():
+    (behind,) = behind_phases(_run((2.0, 35.0), itl_ms=0.0), PHASES)
+    assert behind["threshold_ms"] == 20.0 and behind["itl_p50_ms"] == 0.0
+    (line,) = behind_evidence([behind])
+    assert "> 20 ms (ITL p50 0 ms: most gaps merged away)" in line
