@@ -246,7 +246,8 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
         verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
         # a lagging generator: a warning, or exit 2 when a criterion lies within its error (validity.py)
-        lag_note, untrustworthy = validity.generator_gate_note(verdict["validity"], passed)
+        lag_note, untrustworthy = validity.generator_gate_note(verdict["validity"], passed, verdict["slo"]["criteria"],
+                                                               verdict["slo"]["unjudged"])
         verdict["notes"] += [lag_note] if lag_note else []
         verdict["exit_code"] = EXIT_UNUSABLE if untrustworthy else verdict["exit_code"]
     verdict["open_loop"] = _open_loop(run, scale, slo)

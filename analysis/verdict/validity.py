@@ -343,11 +343,11 @@ def _lag_error_model_ms(behind: list[dict], generator: pd.DataFrame | None, scal
     return max(values) * scale if values else None
 
 
-def gate_doubts(criteria: list[dict], lag_error_model_ms: float | None) -> list[str]:
+def gate_doubts(criteria: list[dict], lag_error_model_ms: float | None) -> list[dict]:
     """Latency criteria (ms) whose pass or failure lies within the lag's error: |measured - limit| <= error.
 
-    Only those make the gate untrustworthy (exit 2); a criterion far from its limit keeps its verdict
-    and the lag is a warning."""
+    Only those can make the gate untrustworthy (exit 2); a criterion far from its limit keeps its
+    verdict and the lag is a warning. Each: criterion, passed, margin_ms, message."""
     if not lag_error_model_ms:
         return []
     out = []
@@ -358,29 +358,38 @@ def gate_doubts(criteria: list[dict], lag_error_model_ms: float | None) -> list[
         margin = abs(float(c["measured"]) - float(c["limit"]))
         if margin <= lag_error_model_ms:
             verdict = "passed" if c.get("passed") else "failed"
-            out.append(f"{name} {verdict} by {margin:,.0f} ms, within the {lag_error_model_ms:,.0f} ms the lagging "
-                       f"generator may add (model time)")
+            out.append({"criterion": name, "passed": c.get("passed"), "margin_ms": margin,
+                        "message": f"{name} {verdict} by {margin:,.0f} ms, within the {lag_error_model_ms:,.0f} ms "
+                                   "the lagging generator may add (model time)"})
     return out
 
 
-def generator_gate_note(validity: dict, passed: bool) -> tuple[str | None, bool]:
+def generator_gate_note(validity: dict, passed: bool, criteria: list[dict] = (),
+                        unjudged: list[str] = ()) -> tuple[str | None, bool]:
     """(note for the gate, untrustworthy) when the generator was saturated or behind, else (None, False).
 
     Untrustworthy (the report exits 2, like an unusable run: the test rig, not the server, decided)
-    only when a latency criterion's verdict lies within the lag's error (gate_doubts); otherwise the
-    verdict stands with a warning, since the lag can only have moved latencies by less than the margin."""
+    only when a latency criterion's verdict lies within the lag's error (gate_doubts) and that could
+    change the outcome: a criterion the lag cannot move that failed (error rate, run completed), or
+    one that had no data, makes the run fail anyway (exit 1). Otherwise the verdict stands with a
+    warning, since the lag can only have moved latencies by less than the margin."""
     generator = validity.get("generator") or {}
     if not (generator.get("saturated") or generator.get("behind")):
         return None, False
     outcome = "PASS" if passed else "FAIL"
     doubts = generator.get("gate_doubts") or []
-    if doubts:
-        return (f"{outcome}, but the load generator was behind: numbers not trustworthy ({'; '.join(doubts)}); "
+    doubtful = {d["criterion"] for d in doubts}
+    fails_anyway = bool(unjudged) or any(c.get("passed") is False and str(c.get("name")) not in doubtful
+                                         for c in criteria)
+    if doubts and not fails_anyway:
+        within = "; ".join(d["message"] for d in doubts)
+        return (f"{outcome}, but the load generator was behind: numbers not trustworthy ({within}); "
                 "rerun with more generator CPU (--workers N)"), True
     error = generator.get("lag_error_model_ms")
     size = f" (up to {error:,.0f} ms, model time)" if error else ""
-    return (f"{outcome}, but the load generator was behind: latencies include its own delay{size}; every "
-            "criterion is further than that from its limit, so the verdict stands"), False
+    why = ("a criterion failed beyond the lag's reach (or had no data), so the run fails anyway" if doubts else
+           "every criterion is further than that from its limit, so the verdict stands")
+    return f"{outcome}, but the load generator was behind: latencies include its own delay{size}; {why}", False
 
 
 _LEVELS = ("low", "medium", "high")

@@ -99,3 +99,14 @@ def test_gaps_merged_to_zero_fall_back_to_the_loop_lag_bound_and_say_why():
     assert behind["threshold_ms"] == 20.0 and behind["itl_p50_ms"] == 0.0
     (line,) = behind_evidence([behind])
     assert "> 20 ms (ITL p50 0 ms: most gaps merged away)" in line
+
+
+def test_a_failure_the_lag_cannot_flip_keeps_exit_1_even_with_a_doubtful_criterion():
+    close = validity.assess(_run((2.0, 35.0)), PHASES, None, [_criterion(180.0)], 1.0)
+    stopped = {"name": validity.COMPLETION, "passed": False, "unit": "run", "measured": None, "limit": None}
+    note, untrustworthy = validity.generator_gate_note(close, False, [_criterion(180.0), stopped])
+    assert not untrustworthy and note.startswith("FAIL, but the load generator was behind") and "fails anyway" in note
+    far_fail = {**_criterion(400.0), "name": "TTFT P99"}  # failed by 200 ms, beyond the 35 ms error
+    assert validity.generator_gate_note(close, False, [_criterion(180.0), far_fail])[1] is False
+    assert validity.generator_gate_note(close, True, [_criterion(180.0)], unjudged=["ITL P95"])[1] is False
+    assert validity.generator_gate_note(close, True, [_criterion(180.0)])[1] is True
