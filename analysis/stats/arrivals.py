@@ -76,8 +76,10 @@ def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: f
     arrivals = arrivals_of(requests)
     limit = lateness_limit_ms(slo)
     rows = []
+    first_due = float(scheduled["due_wall"].min()) if len(scheduled) else math.inf
     for _, phase in phases.iterrows():
-        start, end = float(phase["start_wall"]), float(phase["end_wall"])
+        # the schedule starts when the arrival users do (after their spawn), not when the phase opens
+        start, end = max(float(phase["start_wall"]), first_due), float(phase["end_wall"])
         if not end > start:
             continue
         sent = arrivals[(arrivals["start_wall"] >= start) & (arrivals["start_wall"] < end)]
