@@ -50,10 +50,13 @@ def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.2):
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
-def stop(proc: subprocess.Popen, timeout_s: float = 20.0) -> int:
-    """SIGINT first (Locust then stops the test and closes the run folder), kill as a last resort."""
+def stop(proc: subprocess.Popen, timeout_s: float = 20.0, sig: int = signal.SIGINT) -> int:
+    """SIGINT first (Locust then stops the test and closes the run folder), kill as a last resort.
+
+    `sig=signal.SIGTERM`: Locust's own handler shuts down in its main greenlet; a SIGINT raises
+    KeyboardInterrupt in whichever greenlet runs (printed as a crash when it is not the main one)."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

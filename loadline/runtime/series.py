@@ -53,7 +53,8 @@ class Point:
 
     def as_json(self) -> dict:
         return {"t": round(self.t, 3), "start_wall": self.start_wall, "end_wall": self.end_wall,
-                "users": self.users, "phase": self.phase, **self.values, "errors_per_s": self.errors_per_s}
+                "users": self.users, "phase": self.phase, **self.values, "errors_per_s": self.errors_per_s,
+                "settled": self.settled}
 
 
 @dataclass
@@ -125,8 +126,8 @@ class Series:
         point.errors_per_s = {name: count / seconds for name, count in sorted(by_class.items())}
 
     def as_json(self, since_t: float | None = None) -> dict:
-        """Everything the charts draw; `since_t` keeps only later points (the page asks for what it lacks,
-        but points younger than SETTLE_S change, so it asks again from before them)."""
+        """Everything the charts draw; `since_t` keeps only later points: the page keeps the settled
+        points it has and asks for those after the last one (younger points still change)."""
         points = [p for p in self.points() if since_t is None or p.t > since_t]
         return {
             "started_wall": self.started_wall,

@@ -229,12 +229,28 @@ function showStatus() {
 }
 function esc(s) { return String(s).replace(/[&<>'"]/g, ch => ({ "&":"&amp;", "<":"&lt;", ">":"&gt;", "'":"&#39;", '"':"&quot;" })[ch]); }
 
+const MAX_POINTS = 5000;  // the page's own bound: beyond it the older half is thinned (one in two)
 async function refresh() {
   try {
-    const [s, st] = await Promise.all([fetch("./series").then(r => r.json()), fetch("./status").then(r => r.json())]);
+    // only what changed: the points after the last settled one we have (a new run: everything)
+    const settled = series.points.filter(p => p.settled);
+    const since = settled.length ? settled[settled.length - 1].t : null;
+    const [s, st] = await Promise.all([
+      fetch("./series" + (since === null ? "" : "?since=" + since)).then(r => r.json()),
+      fetch("./status").then(r => r.json())]);
+    if (since !== null && s.started_wall === series.started_wall) {
+      s.points = series.points.filter(p => p.t <= since).concat(s.points);
+    } else if (since !== null) {
+      return refreshAll();  // another run started: its whole history
+    }
+    if (s.points.length > MAX_POINTS) {
+      const half = Math.floor(s.points.length / 2);
+      s.points = s.points.slice(0, half).filter((p, i) => i % 2 === 0).concat(s.points.slice(half));
+    }
     series = s; status = st; showStatus(); draw();
   } catch (e) { /* the master stopped or restarts: try again at the next tick */ }
 }
+function refreshAll() { series = { points:[], phases:[], scale:1 }; return refresh(); }
 window.addEventListener("resize", draw);
 applyTheme(); refresh(); setInterval(refresh, 2000);
 </script></body></html>

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import signal
 import sys
 import time
 import urllib.parse
@@ -135,7 +136,7 @@ def test_stepped_run_from_the_form_draws_charts_phases_slo_and_serves_report_and
             assert archive.read(f"{run_dir.name}/requests.csv") == (run_dir / "requests.csv").read_bytes()
     finally:
         browser.get("about:blank")  # no page polls while Locust stops (Ctrl-C would land in a request)
-        ph.stop(proc)
+        ph.stop(proc, sig=signal.SIGTERM)  # a clean shutdown: no KeyboardInterrupt in a busy greenlet
     assert "Traceback" not in ph.tail(log, 100_000), ph.tail(log)
 
 
@@ -206,5 +207,5 @@ def test_processes_and_reset_stats_keep_the_series_and_the_form_remembers(overlo
         assert args["extra_options"]["max_tokens"]["default_value"] == 16
         assert args["extra_options"]["max_tokens"]["help_text"]  # every LLM option has a help line
     finally:
-        ph.stop(proc)
+        ph.stop(proc, sig=signal.SIGTERM)  # a clean shutdown: no KeyboardInterrupt in a busy greenlet
     assert "Traceback" not in ph.tail(log, 100_000), ph.tail(log)

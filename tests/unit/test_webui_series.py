@@ -100,6 +100,7 @@ def test_phases_survive_the_end_of_the_run_and_since_keeps_later_points():
     s.finish(START + 9)
     data = s.as_json(since_t=4.0)
     assert [p["t"] for p in data["points"]] == [6.0, 8.0]
+    assert all(p["settled"] for p in data["points"])  # the page keeps these and asks only for later ones
     assert [p["label"] for p in data["phases"]] == ["baseline", "step-1"]
     assert data["ended_wall"] == START + 9
 
