@@ -47,6 +47,11 @@ def worker_lines(manifest: dict, requests: pd.DataFrame, truth: Callable[[], pd.
         lines.append("Workers lost: " + "; ".join(parts))
     elif lost:  # an older manifest: bare ids of workers that did not flush at the stop
         lines.append("Workers lost: " + ", ".join(map(str, lost)) + " (their last records never arrived)")
+    back = [e for e in manifest.get("workers_back") or [] if isinstance(e, dict)]
+    if back:
+        lines.append("Workers missing for a while (heartbeats late, then back; their users were moved meanwhile): "
+                     + "; ".join(f"{e.get('worker')} {_clock(e.get('lost_at'))} to {_clock(e.get('rejoined_at'))}"
+                                 for e in back))
     for error in manifest.get("worker_errors") or []:
         lines.append(f"Worker {error.get('worker')} could not run: {error.get('reason')}")
     offsets = {w: e for w, e in (manifest.get("clock_offsets") or {}).items() if e.get("offset_s") is not None}

@@ -158,8 +158,8 @@ class Fleet:
                           lost_at=self.wall(), in_flight=seen.in_flight if seen else None,
                           unshipped_estimate=max(seen.last_batch_rows, seen.unshipped) if seen else 0, how=how)
         self.lost[node] = lost
-        log.warning("loadline: worker %s lost (%s); about %d request(s) in flight or unshipped are not recorded",
-                    lost.worker, how, lost.requests_lost_estimate)
+        log.warning("loadline: worker %s lost (%s); about %d request(s) in flight or unshipped will not be recorded "
+                    "unless it comes back", lost.worker, how, lost.requests_lost_estimate)
         if self.annotate is not None:
             self.annotate(f"worker {lost.worker} lost")
         return lost
@@ -171,11 +171,14 @@ class Fleet:
                 self._declare(node, "no flush at stop")
 
     def manifest_fields(self, phases: list[Any]) -> dict[str, Any]:
-        lost = []
+        """workers_lost: gone for good; workers_back: missed heartbeats, then came back (no records lost,
+        but Locust took its users away meanwhile); worker_errors: could not run."""
+        lost, back = [], []
         for entry in self.lost.values():
-            entry.phases = affected_phases(phases, entry.last_seen, entry.lost_at)
-            lost.append(entry.as_dict())
-        return {"workers_lost": sorted(lost, key=lambda e: e["lost_at"]), "worker_errors": list(self.errors)}
+            entry.phases = affected_phases(phases, entry.last_seen, entry.rejoined_at or entry.lost_at)
+            (back if entry.rejoined_at else lost).append(entry.as_dict())
+        return {"workers_lost": sorted(lost, key=lambda e: e["lost_at"]),
+                "workers_back": sorted(back, key=lambda e: e["lost_at"]), "worker_errors": list(self.errors)}
 
 
 def report_error(runner: Any, worker_id: str, reason: str) -> None:

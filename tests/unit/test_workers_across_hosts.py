@@ -119,9 +119,12 @@ def test_a_worker_marked_missing_is_recorded_once_with_its_loss_and_phases():
     fields = watch.manifest_fields([_phase(0, "2 users", 90.0, 99.0), _phase(1, "4 users", 99.0, 103.0),
                                     _phase(2, "8 users", 103.0, 110.0), _phase(3, "16 users", 110.0, 120.0)])
     assert fields["workers_lost"][0]["phases"] == ["1:4 users", "2:8 users"]
+    now[0] = 106.0
     runner.clients.all[0].state = "running"
     watch.check()
-    assert watch.lost["node-a"].rejoined_at == 104.0
+    assert watch.lost["node-a"].rejoined_at == 106.0
+    fields = watch.manifest_fields([])
+    assert fields["workers_lost"] == [] and fields["workers_back"][0]["worker"] == "host-1-abcd"
 
 
 def test_no_loss_is_recorded_between_runs():
@@ -183,3 +186,6 @@ def test_report_lines_name_the_lost_worker_and_count_its_loss_from_the_truth_log
     without_truth = worker_lines(manifest, requests, lambda: None)[0]
     assert "about 3 request(s) in flight or unshipped" in without_truth
     assert worker_lines({"workers_lost": []}, requests, lambda: None) == []
+    back = worker_lines({"workers_back": [{"worker": "w", "lost_at": 0.0, "rejoined_at": 5.0}]}, requests, lambda: None)
+    assert back == ["Workers missing for a while (heartbeats late, then back; their users were moved meanwhile): "
+                    "w 00:00:00 UTC to 00:00:05 UTC"]
