@@ -95,11 +95,6 @@ class Context:
     measurement_floor_ms: float | None = None  # model time, from the validity check when it ran
 
     @property
-    def floor_ms(self) -> float:
-        """The latency noise floor in wall time (server histograms and the phase table are wall time)."""
-        return self.th.noise_floor_ms / self.time_scale
-
-    @property
     def span(self) -> tuple[float, float]:
         if self.windows:
             return min(w.start for w in self.windows), max(w.end for w in self.windows)

@@ -244,8 +244,10 @@ def outside_engine(ctx: Context, r: Reading, base: Reading) -> Finding:
     f.checks = [Check(f"client {concept.upper()} mean {client_s * 1000 * scale:.0f} ms vs the server's own "
                       f"{server_s * 1000 * scale:.0f} ms: ratio", client_s / server_s if server_s > 0 else None,
                       ctx.th.outside_ratio, origin=1.0),
-                Check(f"{gap_ms * scale:.0f} ms spent outside the engine (network, gateway, auth, client), "
-                      f"against the noise floor in ms", gap_ms * scale, ctx.th.noise_floor_ms)]
+                # the client's own measurement floor (validity check) would show up here as "outside" time
+                Check(f"{gap_ms * scale:.0f} ms spent outside the engine (network, gateway, auth, client), against the "
+                      f"noise floor or the client's measurement floor (model ms)", gap_ms * scale,
+                      max(ctx.th.noise_floor_ms, ctx.measurement_floor_ms or 0.0))]
     f.actions = ["trace one slow request through the chain (gateway, auth, service mesh) and time each hop",
                  "check connection set-up: TLS handshakes and keep-alive reuse between client, gateway and engine",
                  "test the engine directly (bypass the gateway) to confirm the split"]

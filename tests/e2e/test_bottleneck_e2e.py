@@ -58,9 +58,13 @@ def run_verdict(sim_options: list[str], run_args: list[str], out: Path, profile:
     command = [sys.executable, "-m", "loadline", "run", *(["--sim-profile", profile] if profile else []), *sim,
                "--out", str(out), *run_args]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    assert done.returncode in (0, 1), done.stderr[-3000:]
+    # 2: the validity check found the numbers untrustworthy (a lagging generator on a busy machine);
+    # the report and its bottleneck verdict are still written, and judged here
+    assert done.returncode in (0, 1, 2), done.stderr[-3000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
-    return json.loads((run_dir / "report" / "verdict.json").read_text())
+    verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
+    assert done.returncode != 2 or (verdict.get("validity") or {}).get("usable") is not False, verdict.get("validity")
+    return verdict
 
 
 def run_case(sim_options: list[str], run_args: list[str], out: Path) -> dict:
