@@ -50,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     name, rest = argv[0], argv[1:]
     module_name, help_text = COMMANDS[name]
-    module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"loadline {name}", description=getattr(module, "HELP", help_text))
-    module.add_arguments(parser)
-    args = parser.parse_args(rest)
-    try:
+    try:  # Ctrl-C while the command's modules load (pandas, matplotlib: seconds) is one line too
+        module = importlib.import_module(module_name)
+        parser = argparse.ArgumentParser(prog=f"loadline {name}", description=getattr(module, "HELP", help_text))
+        module.add_arguments(parser)
+        args = parser.parse_args(rest)
         return int(module.main(args) or 0)
     except UsageError as exc:
         print(f"loadline {name}: error: {exc}", file=sys.stderr)

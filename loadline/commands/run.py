@@ -116,6 +116,9 @@ def main(args: argparse.Namespace) -> int:
     if interrupted and (run_dir / runfolder.MANIFEST).exists():
         # The report reads this and does not PASS a run that did not end on its own.
         runfolder.update_manifest(run_dir, status="interrupted", interrupted_by=interrupted[0])
+    if interrupted and not (run_dir / runfolder.REQUESTS).exists():  # stopped while Locust was still starting
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing was measured
+        raise KeyboardInterrupt(interrupted[0])  # main.py: "loadline run: interrupted", exit 130
     if code == 2 or not (run_dir / runfolder.REQUESTS).exists():
         raise UsageError(f"locust stopped before the test ran (exit {code}); see the messages above. Run folder: {run_dir}")
     status = _manifest_status(run_dir)
@@ -177,7 +180,10 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 # Locust as a child; argv[0] set so that its parser's messages say `locust: error:`, not `__main__.py: error:`
-LOCUST = [sys.executable, "-c", "import sys; sys.argv[0] = 'locust'; from locust.main import main; main()"]
+# A Ctrl-C while Locust still imports (seconds on a busy machine, before its own handler is in place)
+# ends it quietly with 130, not with a KeyboardInterrupt traceback.
+LOCUST = [sys.executable, "-c", "import sys\nsys.argv[0] = 'locust'\ntry:\n    from locust.main import main\n    main()\n"
+                                "except KeyboardInterrupt:\n    sys.exit(130)\n"]
 PRECHECK_HOST = "http://127.0.0.1:9"  # stands in for the simulator's URL, not started yet: never contacted
 
 
