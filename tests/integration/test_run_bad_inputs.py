@@ -54,3 +54,13 @@ def test_bad_input_is_one_line_exit_2_before_anything_starts(tmp_path, argv, wor
     assert len(lines) == 1 and words in lines[0] and lines[0].startswith("loadline run: error:"), lines
     assert "__main__.py" not in done.stderr
     assert not out.exists() or not any(out.iterdir())  # no run folder: the simulator never started
+
+
+def test_locusts_own_option_errors_say_locust_not___main__(tmp_path):
+    from loadline.commands.run import LOCUST  # the launcher loadline run starts Locust with
+
+    done = subprocess.run([*LOCUST, "-f", str(REPO / "locustfiles" / "chat.py"), "--headless", "--think-mean", "abc"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "locust: error: argument --think-mean: invalid float value: 'abc'" in done.stderr, done.stderr[-1000:]
+    assert "__main__.py" not in done.stderr
