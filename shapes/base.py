@@ -78,6 +78,9 @@ class PhasedShape(LoadTestShape):
     def plan(self, options: Any) -> list[Phase]:
         """The phases of one run, in unscaled seconds, built from Locust's parsed options."""
 
+    def on_phase_enter(self, phase: Phase) -> None:
+        """Called when a phase begins (rate shapes publish the phase's arrival rate here)."""
+
     def on_phase_end(self, phase: Phase, start_wall: float, end_wall: float) -> str | None:
         """Called when a phase has run its full duration; a returned reason ends the test."""
         return None
@@ -143,7 +146,8 @@ class PhasedShape(LoadTestShape):
             rate = spawn_rate_for(previous_users, phase)
         state.index, state.entered_at, state.last_tick = index, self.clock.monotonic(), (phase.target_users, rate)
         row = state.timeline.begin(index, phase.label, phase.kind, phase.target_users, rate,
-                                   self.users_now(), self.clock.wall(), phase.duration_s)
+                                   self.users_now(), self.clock.wall(), phase.duration_s, phase.target_rate)
+        self.on_phase_enter(phase)
         if phase.actions:
             timeline = state.timeline
             self.actions.start(SIM_ADMIN_URL.read(self.options), phase.label, phase.actions,

@@ -25,6 +25,7 @@ class Phase:
     spawn_rate: float | None = None  # explicit users/s (stages files); wins over ramp_s
     judged: bool = False  # the stepped stop rule evaluates this phase when it ends
     actions: tuple[FaultAction, ...] = ()  # drill fault actions run when the phase begins (shapes.drill)
+    target_rate: float | None = None  # rate shapes: arrival rate (model requests/s; the users publish x time scale)
 
 
 def users_text(n: int) -> str:

@@ -62,7 +62,8 @@ def point(p: dict, what: str) -> str:
     """One line about a knee / break point / max-throughput dict."""
     if not p or not p.get("found"):
         return f"{what}: not found ({(p or {}).get('reason', 'no data')})"
-    text = f"{what}: {num(p.get('users'))} users, {num(p.get('rps'))} req/s, E2E P95 {ms(p.get('e2e_p95_ms'))} ({p.get('label')})"
+    level = f"{num(p['target_rate'])} req/s offered" if p.get("target_rate") is not None else f"{num(p.get('users'))} users"
+    text = f"{what}: {level}, {num(p.get('rps'))} req/s, E2E P95 {ms(p.get('e2e_p95_ms'))} ({p.get('label')})"
     reasons = p.get("reasons") or []
     return text + (f" - {'; '.join(reasons)}" if reasons else "")
 

@@ -9,10 +9,7 @@ Open-loop records carry `due_wall` (when the arrival schedule said the request w
   would have felt, coordinated omission made visible.
 
 A phase whose generator fell behind is flagged when either holds:
-- achieved_rate < 98 % of target (MIN_ACHIEVED), by more than the schedule's own noise: a renewal
-  process with gap coefficient of variation c sends N ~ expected +- sqrt(expected * c^2) arrivals
-  (c^2 = 0 constant, 1 Poisson, 1/B gamma with burstiness B), so the count must also fall 3 sd short
-  (NOISE_SD) before a random schedule is blamed on the generator;
+- achieved_rate < 98 % of target, by more than the schedule's own noise (loadline/core/arrival_rate.py);
 - lateness P95 > 10 % of the SLO's TTFT P95 limit (LATENESS_SHARE; 80 ms with DOMAIN.md's default
   800 ms; E2E's 1,500 ms when TTFT is not judged): lateness adds one for one to what the user feels,
   and a generator eating a tenth of the latency budget changes the verdict at the SLO's edge
@@ -26,10 +23,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.slo import SLO
 
-MIN_ACHIEVED = 0.98
-NOISE_SD = 3.0
 LATENESS_SHARE = 0.10
 PERCENTILES = (50, 95, 99)
 
@@ -53,20 +49,6 @@ def arrivals_of(requests: pd.DataFrame) -> pd.DataFrame:
 def _percentiles(values: pd.Series, name: str, scale: float) -> dict[str, float | None]:
     values = values.dropna()
     return {f"{name}_p{p}_ms": (float(np.percentile(values, p)) * scale if len(values) else None) for p in PERCENTILES}
-
-
-def gap_cv2(process: str | None, burstiness: float | None) -> float:
-    """Squared coefficient of variation of the arrival gaps (loadline/client/arrivals.py's processes)."""
-    if process == "constant":
-        return 0.0
-    if process == "gamma" and burstiness:
-        return 1.0 / float(burstiness)
-    return 1.0
-
-
-def fell_short(arrivals: int, expected: float, cv2: float) -> bool:
-    """Fewer arrivals than 98 % of expected and than the schedule's noise explains (module docstring)."""
-    return arrivals < min(MIN_ACHIEVED * expected, expected - NOISE_SD * math.sqrt(expected * cv2))
 
 
 def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: float | None, scale: float,

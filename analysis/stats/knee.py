@@ -10,6 +10,11 @@ that still scaled. The median is used rather than P95 because short steps give P
 Both conditions matter: latency alone also grows below saturation (bigger batches decode slower),
 and throughput alone can stall from noise at low load.
 
+Rate phases (open loop, shapes/rate_steps.py) are load levels by their offered arrival rate
+(`target_rate`) instead of users: the same test with r = the rate ratio; and a rate phase that did
+not carry its rate (fewer completions than the rate asks for, beyond the schedule's noise:
+loadline/core/arrival_rate.py) breaks, since past that point the offered load is not what was served.
+
 Break point: the first phase, in time order, that breaks the SLO's latency or error criteria.
 Safe operating point: 60-70 % of the break point's throughput (DOMAIN.md); without a break point
 60-70 % of the highest SLO-compliant throughput, flagged as a lower bound. The matching users are read
@@ -25,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.verdict.gate import compliant_phases, phase_violations
+from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.slo import SLO
 
 MIN_LEVELS = 3
@@ -36,22 +42,31 @@ def _num(value) -> float | None:
     return None if value is None or pd.isna(value) else round(float(value), 3)
 
 
+def level_column(table: pd.DataFrame) -> str:
+    """What a load level is: the offered arrival rate for rate phases, else the users."""
+    return "target_rate" if "target_rate" in table.columns and table["target_rate"].notna().any() else "users"
+
+
 def _point(row: pd.Series) -> dict:
-    return {"users": _num(row["users"]), "rps": _num(row["rps"]), "output_tokens_per_s": _num(row["output_tokens_per_s"]),
+    rate = _num(row.get("target_rate"))
+    return {**({"target_rate": rate} if rate is not None else {}), "users": _num(row["users"]), "rps": _num(row["rps"]), "output_tokens_per_s": _num(row["output_tokens_per_s"]),
             "e2e_p50_ms": _num(row["e2e_p50_ms"]), "e2e_p95_ms": _num(row["e2e_p95_ms"]),
             "e2e_p99_ms": _num(row["e2e_p99_ms"]), "phase_index": int(row["phase_index"]), "label": str(row["label"])}
 
 
 def load_curve(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per concurrency level (the latest phase at that level), ordered by users."""
-    usable = table[table["users"].notna() & (table["users"] > 0) & (table["ok"] > 0) & table["e2e_p50_ms"].notna()
+    """One row per load level (the latest phase at that level), ordered by users (or offered rate)."""
+    level = level_column(table)
+    usable = table[table[level].notna() & (table[level] > 0) & (table["ok"] > 0) & table["e2e_p50_ms"].notna()
                    & table["rps"].notna()]
     usable = usable[~usable["kind"].isin(["recover", "burst"])]  # transients, not steady load levels
-    return usable.drop_duplicates("users", keep="last").sort_values("users").reset_index(drop=True)
+    return usable.drop_duplicates(level, keep="last").sort_values(level).reset_index(drop=True)
 
 
 def find_knee(table: pd.DataFrame) -> dict:
     curve = load_curve(table)
+    level = level_column(table)
+    unit = "req/s offered" if level == "target_rate" else "users"
     method = ("first step where throughput gained < half of the added users' share and E2E P50 grew faster than "
               "throughput; knee = the level before it")
     if len(curve) < MIN_LEVELS:
@@ -63,14 +78,14 @@ def find_knee(table: pd.DataFrame) -> dict:
             continue
         gain = after["rps"] / before["rps"] - 1.0
         growth = after["e2e_p50_ms"] / before["e2e_p50_ms"] - 1.0
-        added = after["users"] / before["users"] - 1.0
+        added = after[level] / before[level] - 1.0
         if gain < LINEAR_SHARE * added and growth > max(gain, 0.0):
             return {"found": True, **_point(before), "method": method,
-                    "reason": (f"from {before['users']:g} to {after['users']:g} users throughput changed {gain:+.0%} "
+                    "reason": (f"from {before[level]:g} to {after[level]:g} {unit} throughput changed {gain:+.0%} "
                                f"while E2E P50 grew {growth:+.0%}")}
     last = curve.iloc[-1]
     return {"found": False, "method": method, "highest_tested": _point(last),
-            "reason": f"throughput kept scaling with users up to {last['users']:g} users: no knee in the tested range"}
+            "reason": f"throughput kept scaling with the load up to {last[level]:g} {unit}: no knee in the tested range"}
 
 
 def find_break_point(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> dict:
@@ -78,15 +93,27 @@ def find_break_point(table: pd.DataFrame, slo: SLO, streaming: bool | None = Non
     for _, row in table.sort_values("start_wall").iterrows():
         if row["ok"] + row["errors"] <= 0:
             continue
-        reasons = phase_violations(row, slo, streaming)
+        reasons = phase_violations(row, slo, streaming) + _not_carried(row)
         if reasons:
             return {"found": True, **_point(row), "reasons": reasons}
     return {"found": False, "reasons": [], "reason": "every phase met the SLO: the break point lies beyond the tested load"}
 
 
+def _not_carried(row: pd.Series) -> list[str]:
+    """A rate phase that served fewer requests than it offered (rps and target_rate in the same time base)."""
+    rate = row.get("target_rate")
+    if rate is None or pd.isna(rate) or not row["rps"] > 0:
+        return []
+    seconds = row["requests"] / row["rps"]
+    if fell_short(row["rps"] * seconds, rate * seconds, gap_cv2("poisson", None)):
+        return [f"carried {row['rps']:.3g} req/s of the {rate:.3g}/s offered"]
+    return []
+
+
 def max_compliant_throughput(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> dict:
     good = compliant_phases(table, slo, streaming)
     good = good[good["rps"].notna()]
+    good = good[[not _not_carried(row) for _, row in good.iterrows()]]  # an unserved offer is no compliance
     if good.empty:
         return {"found": False, "reason": "no phase met the SLO"}
     return {"found": True, **_point(good.loc[good["rps"].idxmax()])}
@@ -114,7 +141,7 @@ def safe_operating_point(table: pd.DataFrame, break_point: dict, best: dict | No
 def _users_at(table: pd.DataFrame, rps: list[float]) -> list[float] | None:
     """Users that carried the given throughputs on the rising part of the load curve (None if unknown)."""
     curve = load_curve(table)
-    if len(curve) < 2:
+    if len(curve) < 2 or level_column(table) != "users":
         return None
     rising = curve.iloc[: int(curve["rps"].to_numpy().argmax()) + 1]
     rates, users = rising["rps"].to_numpy(dtype=float), rising["users"].to_numpy(dtype=float)

@@ -28,7 +28,7 @@ from loadline.core.slo import SLO
 METRICS = ("e2e", "ttft", "tpot", "itl")
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("max", 100.0))
 PHASE_TABLE_COLUMNS = [
-    "phase_index", "label", "kind", "start_wall", "end_wall", "target_users", "users", "requests",
+    "phase_index", "label", "kind", "start_wall", "end_wall", "target_users", "users", "target_rate", "requests",
     "ok", "errors", "cancelled", "error_rate", "rps", "output_tokens_per_s", "goodput_rps",
 ] + [f"{m}_{p}_ms" for m in METRICS for p, _ in PERCENTILES]
 _ITL_CHUNK_ROWS = 50_000  # bounds the joined string parsed at once (~15 MB at 300 B/row)
@@ -116,6 +116,12 @@ def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) 
     return samples
 
 
+def _target_rate(phase: pd.Series) -> float:
+    """The arrival rate a rate shape offered in this phase (model requests/s); NaN for user phases."""
+    value = phase.get("target_rate")
+    return float(value) if value is not None and pd.notna(value) else float("nan")
+
+
 def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO, scale: float) -> dict:
     phase = run.phases.iloc[position]
     rows = run.requests[where == position]
@@ -133,7 +139,7 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO, scale: 
         "label": phase["label"], "kind": phase["kind"],
         "start_wall": float(phase["start_wall"]), "end_wall": float(phase["end_wall"]),
         "target_users": float(phase["target_users"]) if pd.notna(phase["target_users"]) else float("nan"),
-        "users": _users(phase), "requests": len(rows), "ok": ok, "errors": errors, "cancelled": cancelled,
+        "users": _users(phase), "target_rate": _target_rate(phase), "requests": len(rows), "ok": ok, "errors": errors, "cancelled": cancelled,
         "error_rate": errors / (ok + errors) if ok + errors else float("nan"),
         "rps": per_s(ok), "output_tokens_per_s": per_s(float(ok_rows["output_tokens"].sum())),
         "goodput_rps": per_s(int(meets.sum())),

@@ -53,6 +53,7 @@ class PhaseRow:
     users_start: int  # users actually running when the phase began (Locust runner.user_count)
     users_end: int | None  # users actually running when the phase ended
     note: str = ""  # human-readable only: e.g. the stop rule's reason; machine-read facts have tables
+    target_rate: float | None = None  # rate shapes: the arrival rate offered (model requests/s); empty otherwise
 
     def as_csv(self) -> tuple:
         return tuple(_csv_cell(v) for v in astuple(self))

@@ -42,10 +42,11 @@ class Timeline:
         self._written = 0
 
     def begin(self, index: int, label: str, kind: str, target_users: int, spawn_rate: float,
-              users_now: int, wall: float, planned_s: float) -> PhaseRow:
+              users_now: int, wall: float, planned_s: float, target_rate: float | None = None) -> PhaseRow:
         if self.open is not None:
             self.finish(users_now, wall)
-        self.open = PhaseRow(index, label, kind, wall, None, target_users, spawn_rate, users_now, None)
+        self.open = PhaseRow(index, label, kind, wall, None, target_users, spawn_rate, users_now, None,
+                             target_rate=target_rate)
         self._open_planned_s = planned_s
         logger.info("Phase %d/%d: %s (target %d users, spawn rate %.2f/s, %.0f s)",
                     index + 1, self.planned_phases, label, target_users, spawn_rate, planned_s)

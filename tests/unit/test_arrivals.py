@@ -11,6 +11,7 @@ import pytest
 
 from analysis.stats import arrivals as stats
 from loadline.client.arrivals import ArrivalSettings, RateControl, next_gap
+from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.errors import UsageError
 from loadline.core.slo import SLO
 from tests.ks import exponential_cdf, ks_pvalue
@@ -88,9 +89,9 @@ def test_a_generator_behind_its_schedule_is_flagged_for_rate_or_lateness():
 
 def test_a_poisson_count_within_its_own_noise_is_not_blamed_on_the_generator():
     # 600 expected arrivals: Poisson sd ~24.5; 570 (95 %) is within 3 sd, 500 is not
-    assert not stats.fell_short(570, 600.0, stats.gap_cv2("poisson", 1.0))
-    assert stats.fell_short(500, 600.0, stats.gap_cv2("poisson", 1.0))
-    assert stats.fell_short(585, 600.0, stats.gap_cv2("constant", 1.0))
+    assert not fell_short(570, 600.0, gap_cv2("poisson", 1.0))
+    assert fell_short(500, 600.0, gap_cv2("poisson", 1.0))
+    assert fell_short(585, 600.0, gap_cv2("constant", 1.0))
 
 
 def test_closed_loop_runs_have_no_open_loop_section():

@@ -1,0 +1,127 @@
+"""Rate steps: the stepped shape in requests/s for open-loop (arrival-rate) users.
+
+Each step holds an arrival rate (model requests/s) for --rate-hold seconds; rates start at
+--rate-start and grow x --rate-factor (+ --rate-add) up to --rate-max. The users are schedulers
+(loadline/client/users/arrivals.py), one per process; at each step the shape tells every process
+its share of the rate (loadline/runtime/arrivals.py). phases.csv carries each step's `target_rate`.
+
+With the stop rule on (the stepped shape's options), the test ends at the first step that breaks
+the SLO, passes the error threshold, or did not carry its rate (fewer completed requests than the
+rate asks for, beyond the schedule's noise: loadline/core/arrival_rate.py) - the break point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from locust.runners import MasterRunner
+
+from loadline.core.arrival_rate import fell_short, gap_cv2
+from loadline.runtime import arrivals
+from shapes.options import ShapeOption, require
+from shapes.phase import Phase
+from shapes.stepped import MAX_ERROR_RATE, MAX_STEPS, MIN_REQUESTS, SETTLE, STOP_ON_SLO, StepShape
+
+START = ShapeOption("--rate-start", 1.0, "Rate steps: arrival rate of the first step (model requests/s)")
+FACTOR = ShapeOption("--rate-factor", 2.0, "Rate steps: multiply the rate by this at each step (1 = add only)")
+ADD = ShapeOption("--rate-add", 0.0, "Rate steps: then add this many requests/s at each step")
+MAX_RATE = ShapeOption("--rate-max", 64.0, "Rate steps: never go above this rate (the last step)")
+HOLD = ShapeOption("--rate-hold", 120.0, "Rate steps: seconds each step holds its rate")
+
+
+@dataclass(frozen=True)
+class RateSettings:
+    start: float
+    factor: float
+    add: float
+    max_rate: float
+    hold_s: float
+    stop_on_slo: bool  # the stop rule's settings: the same options and meaning as the stepped shape's
+    max_error_rate: float
+    min_requests: int
+    settle_s: float
+
+    @classmethod
+    def from_options(cls, options: Any) -> RateSettings:
+        settings = cls(START.read(options), FACTOR.read(options), ADD.read(options), MAX_RATE.read(options),
+                       HOLD.read(options), STOP_ON_SLO.read(options), MAX_ERROR_RATE.read(options),
+                       MIN_REQUESTS.read(options), SETTLE.read(options))
+        require(settings.start > 0, "--rate-start must be > 0")
+        require(settings.factor >= 1 and settings.add >= 0, "--rate-factor must be >= 1 and --rate-add >= 0")
+        require(settings.factor > 1 or settings.add > 0, "rate steps need --rate-factor > 1 or --rate-add > 0")
+        require(settings.max_rate >= settings.start, "--rate-max must be >= --rate-start")
+        require(settings.hold_s > 0, "--rate-hold must be > 0")
+        require(0 <= settings.max_error_rate <= 1, "--step-max-error-rate must be between 0 and 1")
+        return settings
+
+
+def step_rates(start: float, factor: float, add: float, cap: float) -> list[float]:
+    rates = [start]
+    while rates[-1] < cap and len(rates) < MAX_STEPS:
+        rates.append(min(cap, rates[-1] * factor + add))
+    return rates
+
+
+def rate_text(rate: float) -> str:
+    return f"{rate:.3g}/s"
+
+
+class RateShape(StepShape):
+    """Base of the shapes whose phases are arrival rates: one scheduler user per process, rates published."""
+
+    abstract = True
+
+    def schedulers(self) -> int:
+        """Users to run: one arrival scheduler per process (the rate is split between them)."""
+        return max(1, self.runner.worker_count) if isinstance(self.runner, MasterRunner) else 1
+
+    def rate_phase(self, label: str, rate: float, hold_s: float, judged: bool) -> Phase:
+        return Phase(f"{label} ({rate_text(rate)})", "step", hold_s, self.schedulers(), judged=judged,
+                     target_rate=rate)
+
+    def on_phase_enter(self, phase: Phase) -> None:
+        if phase.target_rate is not None:
+            arrivals.publish(self.runner.environment, phase.target_rate)
+
+    def on_phase_end(self, phase: Phase, start_wall: float, end_wall: float) -> str | None:
+        reason = super().on_phase_end(phase, start_wall, end_wall)
+        if reason or not phase.judged or phase.target_rate is None:
+            return reason
+        carried = self._carried(start_wall, end_wall, phase.target_rate)
+        if carried is not None and fell_short(carried[0], carried[1], self._cv2()):
+            rate = carried[0] / max(carried[1], 1e-9) * phase.target_rate
+            reason = f"carried {rate:.3g}/s of the {rate_text(phase.target_rate)} offered"
+            self.verdicts[-1] = (phase.label, f"broke: {reason}")
+        return reason
+
+    def _carried(self, start_wall: float, end_wall: float, rate: float) -> tuple[float, float] | None:
+        """(completed requests, expected arrivals) of the judged window, or None without live stats."""
+        assert self.settings is not None
+        settle = min(self.settings.settle_s, (end_wall - start_wall) / 2)
+        summary = self._window(start_wall, end_wall - settle)
+        if summary is None:
+            return None
+        seconds = (end_wall - settle - start_wall) * self.time_scale  # model seconds; summary.rps is model /s
+        return summary.rps * seconds, rate * seconds
+
+    def _cv2(self) -> float:
+        options = self.options
+        return gap_cv2(getattr(options, "arrival", "poisson"), getattr(options, "burstiness", 1.0))
+
+
+class RateStepShape(RateShape):
+    """Stepped, in requests/s: open-loop arrival rates that grow until one breaks the SLO.
+
+    Run with arrival-rate users (`loadline run --scenario rate --shape rate-steps`); see the module docstring.
+    """
+
+    shape_name = "rate-steps"
+    shape_options = (START, FACTOR, ADD, MAX_RATE, HOLD, STOP_ON_SLO, MAX_ERROR_RATE, MIN_REQUESTS, SETTLE)
+
+    def plan(self, options: Any) -> list[Phase]:
+        super().plan(options)  # the SLO, time scale and streaming the stop rule judges with
+        self.settings = RateSettings.from_options(options)
+        s = self.settings
+        return [self.rate_phase(f"rate-{n}", rate, s.hold_s, s.stop_on_slo)
+                for n, rate in enumerate(step_rates(s.start, s.factor, s.add, s.max_rate), start=1)]
