@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+# Patch first, as Locust itself does at import: many test modules import locust (which patches
+# with gevent), and a patch that lands after ssl/urllib3 were imported by an earlier test module
+# recurses inside ssl (RecursionError at collection, depending on file order).
+from gevent import monkey
+
+monkey.patch_all()
+
 from dataclasses import dataclass
 from pathlib import Path
 

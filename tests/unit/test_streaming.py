@@ -36,8 +36,11 @@ def token(text: str, finish=None) -> bytes:
 
 
 @contextmanager
-def scripted_server(script: list):
-    """Serve one connection: read the request head, then for each item sleep (float), send (bytes) or call."""
+def scripted_server(script: list, sent_at: list[float] | None = None):
+    """Serve one connection: read the request head, then for each item sleep (float), send (bytes) or call.
+
+    `sent_at` receives perf_counter() after each send: the server's truth, since a busy machine
+    oversleeps the script's pauses."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(10)
     port = listener.getsockname()[1]
@@ -60,6 +63,8 @@ def scripted_server(script: list):
                     item()
                 else:
                     conn.sendall(item)
+                    if sent_at is not None:
+                        sent_at.append(time.perf_counter())
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -84,14 +89,18 @@ def stream(url: str) -> tuple[StreamResult, float, Exception | None]:
 def test_arrival_times_follow_the_bytes():
     script = [HEAD_CHUNKED, chunk(token("")), 0.10, chunk(token(" a")), 0.05, chunk(token(" b")),
               0.05, chunk(token(" c", "stop")), chunk(event(b"[DONE]")), chunk(b"")]
-    with scripted_server(script) as url:
+    sent_at: list[float] = []
+    with scripted_server(script, sent_at) as url:
         result, t0, error = stream(url)
     assert error is None and result.done and result.finish_reason == "stop"
     assert result.text == " a b c"
     assert len(result.arrivals) == 3
-    assert (result.arrivals[0] - t0) == pytest.approx(0.10, abs=0.03)
+    content_sent = [sent_at[2], sent_at[3], sent_at[4]]  # head, role chunk, then " a", " b", " c"
+    assert result.arrivals[0] - t0 >= 0.09  # not stamped at the headers or the role chunk
+    lateness = [arrival - sent for arrival, sent in zip(result.arrivals, content_sent)]
+    assert all(-0.001 <= late < 0.02 for late in lateness), lateness
     gaps = [b - a for a, b in zip(result.arrivals, result.arrivals[1:])]
-    assert gaps == pytest.approx([0.05, 0.05], abs=0.02)
+    assert gaps == pytest.approx([b - a for a, b in zip(content_sent, content_sent[1:])], abs=0.02)
 
 
 def test_an_event_split_across_reads_is_stamped_when_it_completes():
