@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from collections.abc import Iterator
@@ -97,7 +96,8 @@ class ReportBuilds:
     def _start(self, run_dir: Path) -> Build:
         slo_file = getattr(self.environment.parsed_options, "slo_file", "") or ""
         cmd = [sys.executable, "-m", "loadline", "report", str(run_dir)] + (["--slo", slo_file] if slo_file else [])
-        log = Path(tempfile.gettempdir()) / f"loadline-webui-report-{id(self)}.log"
+        log = run_dir / runfolder.REPORT_DIR / "webui-build.log"  # what `loadline report` said, kept with the report
+        log.parent.mkdir(parents=True, exist_ok=True)
         self._count += 1
         with log.open("wb") as out:  # a file, not a pipe: a chatty build must never block on a full pipe
             process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
