@@ -64,3 +64,11 @@ def test_the_runtime_finds_files_through_resources_only():
                  for line in path.read_text(encoding="utf-8").splitlines()
                  if "Path(__file__)" in line and ("parents[" in line or "parent.parent" in line)]
     assert offenders == []
+
+
+def test_test_files_have_unique_names_across_tiers():
+    # The tiers' folders are not packages, so pytest imports test files by their base name: two
+    # files with one name in two tiers stop the whole collection ("import file mismatch").
+    tests = Path(__file__).resolve().parents[1]
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)
