@@ -77,7 +77,7 @@ def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | N
         "layer": primary.layer,
         "confidence": confidence,
         "margin": round(primary.margin, 3) if primary.layer not in ("headroom", "unidentified") else None,
-        "sentence": on_call_sentence(primary.layer, confidence, primary, ctx),
+        "sentence": on_call_sentence(primary.layer, primary),
         "evidence": evidence,
         "actions": list(primary.actions),
         "secondary": secondary,
@@ -209,7 +209,7 @@ def _describe(windows: list[Window]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
 
 
-def on_call_sentence(layer: str, confidence: str, f: Finding, ctx: Context) -> str:
+def on_call_sentence(layer: str, f: Finding) -> str:
     """One sentence a person on call can act on: the layer, where, the deciding numbers, the first action."""
     where = f.window.label if f.window else "the run"
     action = f.actions[0] if f.actions else ""
@@ -219,4 +219,5 @@ def on_call_sentence(layer: str, confidence: str, f: Finding, ctx: Context) -> s
         return f"A limit was reached but no measured layer explains it; {action}."
     held = [c.text for c in f.checks if c.held and c.required][:2]
     why = ("; ".join(held)) if held else "see the evidence"
-    return f"Capacity is limited by {layer} in {where} ({confidence} confidence: {why}); first action: {action}."
+    # no confidence in the sentence: the report may still lower it (validity.qualify); it is shown beside it
+    return f"Capacity is limited by {layer} in {where} ({why}); first action: {action}."
