@@ -52,7 +52,7 @@ def users_profile(peak: int, shape: str) -> list[int]:
     return [max(1, peak // 4), max(1, peak // 2), peak, peak, peak, peak]
 
 
-def _phase(p: Profile, u: int, busy: float, running: float, waiting: float, itl: float, **kw) -> ms.Phase:
+def _phase(p: Profile, u: int, running: float, waiting: float, itl: float, **kw) -> ms.Phase:
     service_s = (p.ttft_ms + itl * 99) / 1000
     rps = max(running, 0.5) / service_s
     queue_ms = waiting / rps * 1000 if waiting else 2.0
@@ -69,7 +69,7 @@ def scheduler(v: Variant) -> list[ms.Phase]:
         inflight = u * busy
         running, waiting = min(inflight, cap), max(0.0, round(inflight - cap))
         itl = p.itl_ms * (1 + 0.1 * running / cap)  # per-token time barely moves: the batch is capped
-        phases.append(_phase(p, u, busy, running, waiting, itl, kv=0.04 + 0.3 * running / cap,
+        phases.append(_phase(p, u, running, waiting, itl, kv=0.04 + 0.3 * running / cap,
                              gpu=0.5 + 0.49 * running / cap, waiting_duty=duty if waiting else 1.0))
     return phases
 
@@ -84,7 +84,7 @@ def gpu_compute(v: Variant) -> list[ms.Phase]:
     for u in seq:
         running = u * busy
         itl = p.itl_ms * (1 + (v.param - 1) * (running - 1) / max(top - 1, 1))
-        phases.append(_phase(p, u, busy, running, 0.0, itl, ttft_ms=p.ttft_ms * itl / p.itl_ms,
+        phases.append(_phase(p, u, running, 0.0, itl, ttft_ms=p.ttft_ms * itl / p.itl_ms,
                              kv=0.05 + 0.3 * running / top, gpu=min(0.99, 0.6 + 0.4 * running / top)))
     return phases
 
@@ -100,7 +100,7 @@ def kv_cache(v: Variant) -> list[ms.Phase]:
         running, waiting = min(inflight, slots), max(0.0, round(inflight - slots))
         full = inflight >= slots
         # queued long prompts fill the pool: the KV floor rises with load, running is held by the pool
-        phases.append(_phase(p, u, busy, running, waiting, p.itl_ms * 1.1,
+        phases.append(_phase(p, u, running, waiting, p.itl_ms * 1.1,
                              kv=min(0.99, 0.25 + 0.74 * inflight / slots), gpu=0.9,
                              preempt_per_s=preempt if full else 0.0, waiting_duty=duty if waiting else 1.0))
     return phases
@@ -115,7 +115,7 @@ def memory_leak(v: Variant) -> list[ms.Phase]:
     phases = []
     for w, u in enumerate(users_profile(users, "fixed") if v.shape == "fixed" else [users] * 6):
         lo = 0.2 + 0.12 * w
-        phase = _phase(p, u, busy, u * busy, 0.0, p.itl_ms, kv=lo, kv_end=lo + 0.1, gpu=0.8)
+        phase = _phase(p, u, u * busy, 0.0, p.itl_ms, kv=lo, kv_end=lo + 0.1, gpu=0.8)
         phases.append(phase)
     if v.param == 1:
         phases[-2].kv_end, phases[-2].restart_at_end = 0.97, True
@@ -133,7 +133,7 @@ def healthy(v: Variant) -> list[ms.Phase]:
     phases = []
     for u in users_profile(max(2, int(p.cap * v.param)), v.shape):
         running = u * busy
-        phases.append(_phase(p, u, busy, running, 0.0, p.itl_ms * (1 + 0.02 * running), kv=0.02 + 0.01 * running,
+        phases.append(_phase(p, u, running, 0.0, p.itl_ms * (1 + 0.02 * running), kv=0.02 + 0.01 * running,
                              gpu=min(0.9, 0.3 + 0.05 * running)))
     return phases
 
