@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simulator.config import build_config
+from simulator.costmodel import step_seconds
 from tests.ks import exponential_cdf, ks_pvalue
 from tests.spine_helpers import loadline, requests_table
 
@@ -69,3 +71,40 @@ def test_above_capacity_latency_from_due_grows_while_latency_from_sent_does_not(
     assert verdict["open_loop"]["sustained"] is False
     summary = (run_dir / "report" / "summary.md").read_text()
     assert "the target rate was not sustained" in summary and "of the target 28/s" in summary
+
+
+def implied_max_rate(prompt_tokens: float, output_tokens: int, max_num_seqs: int) -> float:
+    """The highest constant arrival rate the tiny engine model carries (simulator/costmodel.py).
+
+    A request holds one of the `max_num_seqs` batch slots for `output_tokens` engine steps (its prefill
+    step gives the first token, then one decode step per token; the API server's request_overhead_ms
+    comes before the queue and holds no slot). With the batch full, one step costs
+    step_seconds(tokens = max_num_seqs, KV read = every sequence's context, sequences = max_num_seqs):
+    for tiny (0.5 GiB weights, 256 KiB KV/token, 80 GB/s effective) with 4 sequences of ~35 + 8
+    tokens that is 7.3 ms of memory reads + 12.0 ms step overhead + 0.2 ms per-sequence work =
+    19.5 ms, so a 16-token request holds its slot 0.31 s and 4 slots carry ~12.8 requests/s.
+    Constant arrivals below that never queue (TTFT stays at its light-load value); above it the
+    queue grows by (rate - capacity) every second, and within one 24 s hold a 5 % overload already
+    queues ~15 requests, ~1.2 s > the SLO's 800 ms TTFT P95: the SLO limit is the capacity.
+    """
+    config = build_config("tiny", {"max_num_seqs": max_num_seqs})
+    context = max_num_seqs * (prompt_tokens + output_tokens / 2)
+    step = step_seconds(config, max_num_seqs, int(context), max_num_seqs)
+    return max_num_seqs / (output_tokens * step)
+
+
+def test_a_sweep_finds_the_highest_slo_compliant_rate_the_engine_model_implies(tmp_path):
+    run_dir, verdict = run(tmp_path, "--scenario", "rate", "--shape", "rate-sweep", "--arrival", "constant",
+                           "--sim-option", "max_num_seqs=4", "--time-scale", "4", "--",
+                           "--sweep-start-rate", "1", "--sweep-max-rate", "40", "--sweep-hold", "24",
+                           "--sweep-probes", "5", "--step-settle", "1", "--prompt-mix", "short=1",
+                           "--max-tokens", "16", "--ignore-eos", "--max-inflight", "32")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    records = requests_table(run_dir)
+    implied = implied_max_rate(float(records["prompt_tokens"].mean()), 16, 4)
+    assert manifest["sweep_max_rate"] == pytest.approx(implied, rel=0.10), manifest["sweep"]
+    # the report's highest SLO-compliant throughput (what `loadline plan` reads) is the same probe
+    best = verdict["max_slo_throughput"]
+    assert best["found"] and best["target_rate"] == pytest.approx(manifest["sweep_max_rate"], abs=0.01)
+    planned = loadline("plan", "--run", str(run_dir), "--target-qps", "30")
+    assert planned.code == 0 and f"{best['rps']:.3f}" in planned.stdout, planned.stdout + planned.stderr

@@ -20,7 +20,7 @@ from shapes.stepped import StepShape
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "square_shape.py"
-BUILT_IN = {"pulse": "PulseShape", "rate-steps": "RateStepShape", "soak": "SoakShape", "stages": "StagesShape", "stepped": "StepShape"}
+BUILT_IN = {"pulse": "PulseShape", "rate-steps": "RateStepShape", "rate-sweep": "RateSweepShape", "soak": "SoakShape", "stages": "StagesShape", "stepped": "StepShape"}
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def run_parser() -> argparse.ArgumentParser:
 def test_a_shape_in_a_fixture_file_reaches_the_cli_locusts_options_and_the_class_picker(square, capsys):
     # `loadline run --shape`: a choice, listed in --help with its docstring's first line
     text = loadline_run_help(capsys)
-    assert "--shape {pulse,rate-steps,soak,square,stages,stepped}" in text
+    assert "--shape {pulse,rate-steps,rate-sweep,soak,square,stages,stepped}" in text
     assert re.search(r"\n  square +Does the service keep up when load flips between two levels\?\n", text)
     assert run_parser().parse_args(["--shape", "square"]).shape == "square"
     # Locust's --help and web UI form: its options, from Locust's own parser (listeners fire as in Locust)
@@ -77,8 +77,8 @@ def test_the_catalog_read_from_source_agrees_with_the_imported_classes(square):
 
 def test_the_entry_file_puts_the_selected_shape_first_and_keeps_every_other():
     assert list(registry.locustfile_classes(["--shape", "stepped"])) == [
-        "StepShape", "PulseShape", "RateStepShape", "SoakShape", "StagesShape"]
-    assert list(registry.locustfile_classes([])) == ["PulseShape", "RateStepShape", "SoakShape", "StagesShape", "StepShape"]
+        "StepShape", "PulseShape", "RateStepShape", "RateSweepShape", "SoakShape", "StagesShape"]
+    assert list(registry.locustfile_classes([])) == ["PulseShape", "RateStepShape", "RateSweepShape", "SoakShape", "StagesShape", "StepShape"]
     with pytest.raises(UsageError, match="--shape zigzag: unknown shape"):
         registry.locustfile_classes(["--shape", "zigzag"])
 
