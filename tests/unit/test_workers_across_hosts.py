@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import gevent
 import pandas as pd
 import pytest
+from locust.event import EventHook
 
 from analysis.report.workers import worker_lines
 from loadline.core import identity
@@ -189,3 +190,20 @@ def test_report_lines_name_the_lost_worker_and_count_its_loss_from_the_truth_log
     back = worker_lines({"workers_back": [{"worker": "w", "lost_at": 0.0, "rejoined_at": 5.0}]}, requests, lambda: None)
     assert back == ["Workers missing for a while (heartbeats late, then back; their users were moved meanwhile): "
                     "w 00:00:00 UTC to 00:00:05 UTC"]
+
+
+def test_a_connecting_worker_gets_a_burst_of_probes_and_a_web_ui_run_only_stops():
+    runner = _Runner()
+    runner.environment = SimpleNamespace(events=SimpleNamespace(worker_connect=EventHook()))
+    sync = ClockSync(runner).install()
+    try:
+        runner.environment.events.worker_connect.fire(client_id="node-z")
+        gevent.sleep(clocksync.BURST * clocksync.BURST_SPACING_S + 0.2)
+    finally:
+        sync._greenlet.kill()
+    assert [client for kind, _, client in runner.sent if kind == clocksync.PROBE_MSG] == ["node-z"] * clocksync.BURST
+    stops = []
+    web = SimpleNamespace(runner=SimpleNamespace(stop=lambda: stops.append(1)), web_ui=object(), process_exit_code=None)
+    fleet_mod.Fleet(web, active=lambda: True).on_error(web, SimpleNamespace(data={"reason": "x"}, node_id="n"))
+    gevent.sleep(0)
+    assert stops == [1] and web.process_exit_code is None  # the user fixes the form and starts again
