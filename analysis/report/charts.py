@@ -89,23 +89,31 @@ def latency_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
 
 
 def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict, slo: SLO, path: Path) -> Path:
+    """Throughput and latency per load level: users, or the offered arrival rate for rate phases (open loop)."""
+    by_rate = "target_rate" in curve.columns and curve["target_rate"].notna().any()
+    level, unit = ("target_rate", "req/s offered") if by_rate else ("users", "users")
+    xlabel = "offered arrival rate (req/s)" if by_rate else "concurrent users"
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7))
     if len(curve):
-        top.plot(curve["users"], curve["rps"], "o-", label="requests/s (ok)")
-        top.plot(curve["users"], curve["goodput_rps"], "s--", label="goodput (req/s meeting SLO)")
-        bottom.plot(curve["users"], curve["e2e_p95_ms"], "o-", label="E2E P95")
-        bottom.plot(curve["users"], curve["e2e_p99_ms"], "o-", label="E2E P99")
-        bottom.plot(curve["users"], curve["ttft_p95_ms"], "^--", label="TTFT P95")
+        x = curve[level]
+        top.plot(x, curve["rps"], "o-", label="requests/s (ok)")
+        top.plot(x, curve["goodput_rps"], "s--", label="goodput (req/s meeting SLO)")
+        if by_rate:  # open loop: a server that keeps up carries what it is offered
+            top.plot(x, x, color="grey", lw=0.8, ls="--", label="carried = offered")
+        bottom.plot(x, curve["e2e_p95_ms"], "o-", label="E2E P95")
+        bottom.plot(x, curve["e2e_p99_ms"], "o-", label="E2E P99")
+        bottom.plot(x, curve["ttft_p95_ms"], "^--", label="TTFT P95")
     for ax in (top, bottom):
-        if knee.get("found"):
-            ax.axvline(knee["users"], color="tab:green", ls=":", label=f"knee ({knee['users']:g} users)")
-        if break_point.get("found") and break_point.get("users") is not None:
-            ax.axvline(break_point["users"], color="tab:red", ls=":", label=f"break point ({break_point['users']:g} users)")
+        if knee.get("found") and knee.get(level) is not None:
+            ax.axvline(knee[level], color="tab:green", ls=":", label=f"knee ({knee[level]:g} {unit})")
+        if break_point.get("found") and break_point.get(level) is not None:
+            ax.axvline(break_point[level], color="tab:red", ls=":", label=f"break point ({break_point[level]:g} {unit})")
     for limit, name in ((slo.e2e_p95_ms, "SLO E2E P95"), (slo.e2e_p99_ms, "SLO E2E P99")):
         if limit is not None:
             bottom.axhline(limit, color="grey", lw=0.8, ls="--", label=f"{name} {limit:g} ms")
-    top.set(title="Throughput vs concurrency", xlabel="concurrent users", ylabel="requests/s")
-    bottom.set(title="Latency vs concurrency", xlabel="concurrent users", ylabel="latency (ms)")
+    what = "offered rate" if by_rate else "concurrency"
+    top.set(title=f"Throughput vs {what}", xlabel=xlabel, ylabel="requests/s")
+    bottom.set(title=f"Latency vs {what}", xlabel=xlabel, ylabel="latency (ms)")
     _legend(top, loc="upper left")
     _legend(bottom, loc="upper left")
     return _save(fig, path)
