@@ -19,6 +19,7 @@ PROFILES = {  # profile -> (shape, planned minutes)
     "burst": ("pulse", 14.0),
     "traffic-surprise": ("stages", 15.0),
     "drill-kill-replica": ("stages", 11.0),
+    "rate-sweep": ("rate-sweep", 4.0),  # its planned part (light + flood); the probes are added as it goes
 }
 
 
