@@ -1,6 +1,7 @@
 """Worker clock offsets, NTP style: records are placed in phases by the master's clock.
 
-A worker stamps `start_wall` (and its generator-metric `ts`) with its own `time.time()`; phases are
+A worker stamps `start_wall` (open loop: `due_wall` too; and its generator-metric `ts`) with its own
+`time.time()`; phases are
 timed by the master's. Hosts whose clocks disagree by a second or two put records in the wrong
 phase. So the master probes every worker every few seconds: it sends t1 (its clock), the worker
 answers with t2 (arrival, its clock) and t3 (departure, its clock), the master stamps t4 on
@@ -12,8 +13,9 @@ arrival. As in NTP (RFC 5905, section 8):
 The offset's error is at most delay / 2, so of the recent samples the one with the smallest round
 trip is kept (a busy worker or master answers late and its sample says less). The master then
 subtracts the offset from each worker timestamp as the rows arrive, before anything joins them to
-phases; durations are differences of one clock and stay as measured. The requests.csv value is
-therefore on the master's clock; the worker's raw value is `start_wall + offset_s` with the offset
+phases; durations (lateness_ms too) are differences of one clock and stay as measured. The
+requests.csv values are therefore on the master's clock; the worker's raw value is
+`start_wall + offset_s` with the offset
 the manifest lists for that worker (`clock_offsets`, with the range of offsets applied).
 """
 
@@ -158,17 +160,18 @@ class ClockSync:
         estimate = self.estimates.get(worker)
         return estimate.offset_s if estimate is not None else None
 
-    def correct(self, worker: str, rows: list, column: int) -> None:
-        """Rewrite rows[i][column] (a worker wall time) onto the master's clock, in place."""
+    def correct(self, worker: str, rows: list, columns: tuple[int, ...]) -> None:
+        """Rewrite rows[i][c] for c in `columns` (worker wall times; None stays None) onto the master's clock."""
         offset = self.offset(worker)
         if offset is None:
             self.uncorrected[worker] = self.uncorrected.get(worker, 0) + len(rows)
             return
         self.estimates[worker].note_applied(offset)
         for row in rows:
-            value = row[column]
-            if isinstance(value, (int, float)):
-                row[column] = value - offset
+            for column in columns:
+                value = row[column]
+                if isinstance(value, (int, float)):
+                    row[column] = value - offset
 
     def correct_each(self, rows: list, worker_column: int, column: int) -> list[list]:
         """Rows of several workers (generator metrics: the worker id is in the row): each onto the master's clock."""

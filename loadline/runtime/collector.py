@@ -25,6 +25,8 @@ from loadline.runtime.timeline import active_timeline, close_timeline
 log = logging.getLogger("loadline")
 
 START_WALL = COLUMNS.index("start_wall")
+# worker wall-clock columns, put on the master's clock as rows arrive (runtime/clocksync.py)
+WALL_COLUMNS = tuple(COLUMNS.index(name) for name in ("start_wall", "due_wall") if name in COLUMNS)
 
 
 class RunCollector:
@@ -122,7 +124,7 @@ class RunCollector:
         if self.fleet is not None:
             self.fleet.heard(msg.node_id, worker, data.get("in_flight"), len(rows))
         if self.clock is not None:  # onto the master's clock before anything joins rows to phases
-            self.clock.correct(worker, rows, START_WALL)
+            self.clock.correct(worker, rows, WALL_COLUMNS)
         self.write(rows, worker)
 
     def write(self, rows: list[list], worker: str) -> None:

@@ -17,7 +17,7 @@ from loadline.core.schema import PhaseRow
 from loadline.runtime import clocksync
 from loadline.runtime import fleet as fleet_mod
 from loadline.runtime.clocksync import ClockSample, ClockSync, OffsetEstimate, offset_warnings
-from loadline.runtime.collector import START_WALL
+from loadline.runtime.collector import START_WALL, WALL_COLUMNS
 from loadline.runtime.transport import RecordBuffer
 
 
@@ -82,12 +82,17 @@ def test_master_probe_and_worker_reply_give_the_worker_offset_and_correct_rows()
     assert sync.offset("host-1-abcd") == pytest.approx(-3.0)
     row = [None] * len(COLUMNS)
     row[START_WALL] = 1497.0  # worker clock
-    sync.correct("host-1-abcd", [row], START_WALL)
-    assert row[START_WALL] == pytest.approx(1500.0)
+    row[COLUMNS.index("due_wall")] = 1496.5  # open loop: when the schedule said it was due
+    sync.correct("host-1-abcd", [row], WALL_COLUMNS)
+    assert row[START_WALL] == pytest.approx(1500.0) and row[COLUMNS.index("due_wall")] == pytest.approx(1499.5)
+    closed_loop = [None] * len(COLUMNS)
+    closed_loop[START_WALL] = 1497.0
+    sync.correct("host-1-abcd", [closed_loop], WALL_COLUMNS)
+    assert closed_loop[COLUMNS.index("due_wall")] is None
     # rows of a worker never probed stay as they are, and are counted
     other = [None] * len(COLUMNS)
     other[START_WALL] = 10.0
-    sync.correct("host-2-ffff", [other], START_WALL)
+    sync.correct("host-2-ffff", [other], WALL_COLUMNS)
     assert other[START_WALL] == 10.0 and sync.manifest(set())["host-2-ffff"]["rows_uncorrected"] == 1
     # generator rows carry their worker id: each is corrected by its own worker's offset
     assert sync.correct_each([(1497.0, "host-1-abcd", 50.0)], 1, 0)[0][0] == pytest.approx(1500.0)
