@@ -108,3 +108,14 @@ def test_a_sweep_finds_the_highest_slo_compliant_rate_the_engine_model_implies(t
     assert best["found"] and best["target_rate"] == pytest.approx(manifest["sweep_max_rate"], abs=0.01)
     planned = loadline("plan", "--run", str(run_dir), "--target-qps", "30")
     assert planned.code == 0 and f"{best['rps']:.3f}" in planned.stdout, planned.stdout + planned.stderr
+
+
+def test_sessions_arrive_on_schedule_and_run_their_turns(tmp_path):
+    run_dir, _ = run(tmp_path, "--rate", "2", "--arrival", "constant", "--run-time", "8s", "--", "--arrival-sessions",
+                     "--turns-mean", "3", "--think-mean", "1", "--think-p90", "2", *SHORT, report=False)
+    records = requests_table(run_dir).query("attempt == 0")
+    starts = records[records["turn"] == 0].sort_values("due_wall")
+    assert len(starts) > 30
+    assert np.allclose(np.diff(starts["due_wall"]), 1 / (2 * SCALE), atol=1e-3)  # one session every 0.1 s (wall)
+    later = records[records["turn"] > 0]
+    assert len(later) and later["due_wall"].notna().all()  # each turn is due when its think time ended

@@ -69,7 +69,7 @@ class ArrivalRateUser(ChatSessionUser):
         while True:
             rate = CONTROL.process_rate()
             if not rate:
-                if not warned and perf_counter() - perf0 > NO_RATE_WARNING_S:
+                if CONTROL.total is None and not warned and perf_counter() - perf0 > NO_RATE_WARNING_S:
                     log.warning("arrival-rate user: no rate set (give --arrival-rate R or a rate shape)")
                     warned = True
                 CONTROL.wait(0.5)
