@@ -119,6 +119,9 @@ def main(args: argparse.Namespace) -> int:
     if interrupted and not (run_dir / runfolder.REQUESTS).exists():  # stopped while Locust was still starting
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing was measured
         raise KeyboardInterrupt(interrupted[0])  # main.py: "loadline run: interrupted", exit 130
+    if code != 0 and _disk_full(run_dir):
+        raise UsageError(f"the disk holding {run_dir} is full (No space left on device): the run folder could not be "
+                         f"finished; what was written is kept and readable: loadline report {run_dir} --out DIR")
     if code == 2 or not (run_dir / runfolder.REQUESTS).exists():
         raise UsageError(f"locust stopped before the test ran (exit {code}); see the messages above. Run folder: {run_dir}")
     status = _manifest_status(run_dir)
@@ -130,6 +133,16 @@ def main(args: argparse.Namespace) -> int:
         exit_code = _report(run_dir, args.slo)
     print(run_dir)
     return exit_code
+
+
+DISK_FULL_BYTES = 1 << 20  # less than this free after a failed run: the disk filled up (a run writes MBs)
+
+
+def _disk_full(run_dir: Path) -> bool:
+    try:
+        return shutil.disk_usage(run_dir).free < DISK_FULL_BYTES
+    except OSError:
+        return False
 
 
 def _manifest_status(run_dir: Path) -> str:

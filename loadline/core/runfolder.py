@@ -82,8 +82,13 @@ def new_run_dir(out_dir: str | os.PathLike, name: str = "run") -> Path:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
+    """The old file stays whole until the new one is complete; a failed write (disk full) leaves no .tmp."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
 
 

@@ -93,7 +93,10 @@ class RunCollector:
         fields = {"ended_at": time.time(), "status": "finished", "requests_written": self.appender.rows_written,
                   "rows_by_worker": self.rows_by_worker, "workers_lost": lost}
         fields.update(self._worker_facts())  # a master's lost workers replace the bare ids of `lost`
-        runfolder.update_manifest(self.run_dir, **fields)
+        try:
+            runfolder.update_manifest(self.run_dir, **fields)
+        except OSError as exc:  # disk full: the manifest keeps status=running, the records stay readable
+            log.error("loadline: cannot finish %s in %s: %s", runfolder.MANIFEST, self.run_dir, exc.strerror or exc)
         log.info("loadline: %d request records in %s", self.appender.rows_written, self.run_dir)
         runfolder.set_active(None)
         self.last_run_dir, self.run_dir = self.run_dir, None
