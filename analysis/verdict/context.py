@@ -148,15 +148,18 @@ def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float)
 
 
 # --- windows -------------------------------------------------------------------------------------
-def phase_windows(phases: pd.DataFrame, requests: pd.DataFrame | None) -> list[Window]:
+def phase_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator: pd.DataFrame | None = None) -> list[Window]:
     out = []
     for _, row in phases.iterrows():
+        users = _users(row)
+        if users <= 0:  # a run with no shape records no users in its phase: the generator's samples do
+            users = _generator_users(generator, float(row["start_wall"]), float(row["end_wall"])) or 0.0
         stats = {name: num(row.get(name)) for name in CLIENT_STATS}
         rows = requests_between(requests, float(row["start_wall"]), float(row["end_wall"]))
         ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
         ttft = pd.to_numeric(ok.get("ttft_ms", pd.Series(dtype=float)), errors="coerce").dropna()
         stats["ttft_mean_ms"] = float(ttft.mean()) if len(ttft) else None
-        out.append(Window(str(row["label"]), float(row["start_wall"]), float(row["end_wall"]), _users(row), "phase", stats))
+        out.append(Window(str(row["label"]), float(row["start_wall"]), float(row["end_wall"]), users, "phase", stats))
     return out
 
 
@@ -277,7 +280,7 @@ def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | N
     phases = _phases_with_traffic(phase_table)
     scale = _time_scale(getattr(run, "manifest", None) or {})
     requests = getattr(run, "requests", None)
-    windows = phase_windows(phases, requests)
+    windows = phase_windows(phases, requests, getattr(run, "generator", None))
     if needs_slices(phases, getattr(run, "phases", None)):
         windows += slice_windows(phases, requests, getattr(run, "generator", None), signals, th)
     baseline = _baseline(windows, signals)

@@ -114,3 +114,26 @@ def test_confidence_follows_the_margin_of_the_weakest_signal(tmp_path):
     assert borderline["margin"] < sure["margin"]
     # 60 % of scrapes against 50 %: the room left (40 %) is 25 % inside the threshold's (50 %): medium
     assert (borderline["confidence"], sure["confidence"]) == ("medium", "high"), (borderline["evidence"], sure["evidence"])
+
+
+def test_a_slow_moment_at_fixed_load_is_not_a_limit(tmp_path):
+    """A no-shape run (its phase records no user count): one time slice 3x slower at the same load is
+    a transient, not a capacity limit; the users come from the generator's samples."""
+    import pandas as pd
+
+    from loadline.core import runfolder
+
+    variant = vm.Variant("headroom", "h100-llama3-8b", "single", "fixed", 0.5)
+    sc = vm.scenario(variant)
+    sc.phases = [sc.phases[-1]] * 6  # the same users throughout, no ramp
+    run_dir = ms.write_scenario(sc, tmp_path / "noshape", vm.server_table(variant, sc), one_phase=True)
+    phases = pd.read_csv(run_dir / runfolder.PHASES)
+    phases.loc[0, ["target_users", "users_start", "users_end"]] = [float("nan")] * 3
+    phases.to_csv(run_dir / runfolder.PHASES, index=False)
+    requests = pd.read_csv(run_dir / runfolder.REQUESTS)
+    hiccup = (requests["start_wall"] >= ms.T0 + 30) & (requests["start_wall"] < ms.T0 + 40)
+    requests.loc[hiccup, "ttft_ms"] *= 3
+    requests.to_csv(run_dir / runfolder.REQUESTS, index=False)
+    run = load_run(run_dir)
+    verdict = judge(run, phase_table(run))
+    assert verdict["layer"] == "headroom", verdict
