@@ -6,6 +6,7 @@ installed locust package, so both links answered HTTP 500 (issue 12, item 1).
 
 from __future__ import annotations
 
+import re
 import sys
 import urllib.parse
 import urllib.request
@@ -46,8 +47,19 @@ def test_llm_tab_links_serve_the_run_folder_without_out(sim_server, tmp_path):
         status, csv_body = _get(url + "/loadline/requests.csv")
         assert status == 200 and csv_body.decode().splitlines()[0].startswith("request_id"), csv_body[:300]
         _get(url + "/stop")
-        status, page = _get(url + "/loadline/report")
-        assert status == 200 and b"<html" in page[:500].lower(), page[:300]
+        # The report builds in a child process: 202 with a progress page that refreshes itself to
+        # ./report?build=N until it is ready; follow it as a browser does.
+        report: dict = {"url": url + "/loadline/report"}
+
+        def report_ready() -> bool:
+            report["status"], report["page"] = _get(report["url"])
+            refresh = re.search(rb"url=\./report\?build=(\d+)", report["page"])
+            if refresh:
+                report["url"] = f"{url}/loadline/report?build={refresh.group(1).decode()}"
+            return report["status"] != 202
+
+        ph.wait_until(report_ready, 120, "the report", interval_s=1.0)
+        assert report["status"] == 200 and b"<html" in report["page"][:500].lower(), report["page"][:300]
         [run_dir] = list(runs.iterdir())
         assert (run_dir / "report" / "report.html").is_file()
     finally:
