@@ -120,6 +120,11 @@ def _primary(fired: list[Finding], readings: dict[int, Reading], th: Thresholds)
         return by_layer["memory-leak"]
     if not fired:
         return None
+    # a pinned cap with a dominant queue and per-token time rising too (scheduler.also): both limits
+    # are real; the cap is what users hit first (queue time dominates TTFT, proven by the engine's
+    # gauges), so it leads and gpu-compute follows as secondary, whatever their margins
+    if any(f.layer == "scheduler" and f.also for f in fired):
+        fired = [f for f in fired if f.layer != "gpu-compute"] or fired
     return max(fired, key=lambda f: (_level(f, th), round(f.margin, 6), _load(f, readings)))
 
 
@@ -220,4 +225,5 @@ def on_call_sentence(layer: str, f: Finding) -> str:
     held = [c.text for c in f.checks if c.held and c.required][:2]
     why = ("; ".join(held)) if held else "see the evidence"
     # no confidence in the sentence: the report may still lower it (validity.qualify); it is shown beside it
-    return f"Capacity is limited by {layer} in {where} ({why}); first action: {action}."
+    also = f"; {f.also}" if f.also else ""
+    return f"Capacity is limited by {layer} in {where} ({why}){also}; first action: {action}."

@@ -33,6 +33,7 @@ class Finding:
     unjudged: str | None = None  # why the rule could not be evaluated
     any_of: bool = False  # one held check is enough (leak, gateway, generator: independent symptoms)
     engine_side: bool = False  # proven by the engine's (or host's) own metrics, not by client timings
+    also: str | None = None  # a second limit the same window shows, said in the on-call sentence
 
     @property
     def fired(self) -> bool:
@@ -127,22 +128,45 @@ def scheduler(ctx: Context, r: Reading, base: Reading) -> Finding:
     share, queue_ms, how = queue_share(r, ctx.time_scale)
     ratio, token_text = _per_token_ratio(ctx, r, base) if r.window is not base.window else (None, "per-token time: n/a")
     f.checks = [
-        Check(f"running requests p50 {r.running.p50:.0f} vs "
+        Check(f"running requests p50 {r.running.p50:.0f}{_named(ctx, 'running')} vs "
               + (f"the engine's cap {cap:.0f}" if exported else f"the largest batch {cap or 0:.0f} seen in the run"),
               pinned, th.running_plateau, bounded=True),
-        Check(f"requests waiting in {r.waiting_share or 0:.0%} of scrapes (mean {r.waiting.mean:.1f})",
+        Check(f"requests waiting in {r.waiting_share or 0:.0%} of scrapes{_named(ctx, 'waiting')} (mean {r.waiting.mean:.1f})",
               r.waiting_share, th.waiting_share, bounded=True),
         Check(f"queue time share of time to first token: {how}", share, th.queue_share, bounded=True),
         # a queue shorter than the latency noise floor is not what limits anyone
         Check(f"queue time {queue_ms * ctx.time_scale if queue_ms is not None else 0:.0f} ms (model time) against "
               f"the noise floor", queue_ms * ctx.time_scale if queue_ms is not None else None, th.noise_floor_ms),
         _kv_room(r, ctx),
-        Check("per-token time not limiting: " + token_text, ratio, th.tpot_rise, above=False, required=False, origin=1.0),
     ]
+    if ratio is not None and ratio >= th.tpot_rise:
+        # The cap is pinned, requests wait and their queue time dominates TTFT: that is the limit
+        # users hit (DOMAIN.md rule 5, "TTFT high: requests queue in the scheduler"). But each
+        # token also got slower as the batch filled (rule 1's "TTFT and TPOT both high"): a larger
+        # cap would move the queue into the batch and slow every stream, not add throughput.
+        # The cap stays the finding (what the engine's own gauges prove), compute the next limit.
+        f.evidence.append(f"per-token time also rises with the batch: {token_text} (threshold >= {th.tpot_rise:g}): "
+                          f"the compute behind the batch is the next limit")
+        f.also = f"per-token time also rose {ratio:.1f}x with the batch, so raising the cap alone will not help"
+        f.actions = ["do not raise the cap alone (max_num_seqs; llama.cpp: --parallel slots): per-token time already "
+                     "rises with the batch, so a larger batch slows every stream; add compute first (replicas, "
+                     "quantised weights, faster kernels; llama.cpp: more threads -t or a GPU)",
+                     "cap concurrency at the batch cap (admission control) so queue time stays inside the TTFT SLO",
+                     "then raise the cap while per-token time stays within the SLO"]
+        return f
+    f.checks.append(Check("per-token time not limiting: " + token_text, ratio, th.tpot_rise, above=False,
+                          required=False, origin=1.0))
     f.actions = ["raise max_num_seqs (llama.cpp: --parallel slots) and max_num_batched_tokens while KV usage and GPU have room",
                  "check that continuous batching is on and the batching window is not too wide",
                  "add replicas only after the batch cap is raised and the GPU is the limit"]
     return f
+
+
+def _named(ctx: Context, concept: str) -> str:
+    """The vendor metric a gauge was read from, e.g. " (llamacpp:requests_processing)": evidence a
+    person can look up on the engine's own dashboard."""
+    source = ctx.signals.source(concept)
+    return f" ({source.name})" if source is not None else ""
 
 
 def gpu_compute(ctx: Context, r: Reading, base: Reading) -> Finding:
