@@ -34,6 +34,7 @@ if KERNEL_CLOCK:
 
 
 class _Stamped:
+    before_perf = 0.0  # just before urllib3 started writing the request
     sent_perf = 0.0
     sent_wall = 0.0
     headers_perf = 0.0
@@ -45,6 +46,7 @@ class _Stamped:
         self.connect_ms = (perf_counter() - start) * 1000
 
     def request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.before_perf = perf_counter()
         super().request(*args, **kwargs)  # type: ignore[misc]
         self.sent_perf = perf_counter()
         self.sent_wall = time.time()
@@ -58,12 +60,18 @@ class _Stamped:
         if self.headers_perf < self.sent_perf:
             # The reply's kernel stamp precedes our "sent" stamp: the OS took the CPU away between
             # the write and the clock read (seen up to 8 ms on a loaded box, 20x time scale), and the
-            # server answered meanwhile. The request left before its reply came, so "sent" moves back
-            # to the reply's stamp (TTFB 0, never negative; the offset wall - perf is kept).
+            # server answered meanwhile. The request left after the stamp taken before the write and
+            # before its reply came, so "sent" moves back to that earlier stamp (off by urllib3's
+            # ~0.5 ms of Python, not by the whole preemption), or to the reply's stamp when the OS
+            # took the CPU before the write too (TTFB 0, never negative). Clamping to the reply
+            # alone made TTFT ~0 when the first token came with the headers (real llama-server: a
+            # TTFT of 0.00005 ms against the server's own prompt_ms ~30 ms). The offset wall - perf
+            # is kept.
             # Exact would be the kernel's TX stamp (SO_TIMESTAMPING, read from the error queue); not
             # taken: a stamp queued after our drain (deferred transmit, retransmit) makes epoll report
             # the socket readable until drained, so a waiting greenlet would spin (docs/benchmarks.md).
-            early = self.sent_perf - self.headers_perf
+            early = self.sent_perf - min(self.before_perf, self.headers_perf) if self.before_perf else \
+                self.sent_perf - self.headers_perf
             self.sent_perf -= early
             self.sent_wall -= early
         return response

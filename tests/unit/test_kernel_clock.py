@@ -16,6 +16,7 @@ from collections import defaultdict
 
 import pytest
 from locust.stats import RequestStats
+from urllib3.connection import HTTPConnection
 
 import loadline.client.http as http
 from loadline.client.http import stamped_session, wire_times
@@ -134,6 +135,29 @@ def test_a_sent_stamp_taken_after_the_reply_arrived_moves_back_to_the_reply(monk
     # the wall/perf offset is kept: arrivals still land on the server's writes
     a, b = (to_wall(t, wire) for t in result.arrivals)
     assert abs(a - truth[0]) < 0.005 and abs(b - truth[1]) < 0.005, (a - truth[0], b - truth[1])
+
+
+def test_a_preemption_after_the_write_moves_sent_back_to_before_the_write(monkeypatch):
+    """The OS took the CPU only after the write (the common case: the write wakes the server): "sent"
+    goes back to the stamp taken before the write, so TTFT keeps the server's time instead of
+    collapsing to 0 (seen against llama-server when the first token came with the headers)."""
+    late = {"on": False}
+    real_perf, real_wall = time.perf_counter, time.time
+    monkeypatch.setattr(http, "perf_counter", lambda: real_perf() + (PREEMPTED_S if late["on"] else 0.0))
+    monkeypatch.setattr(http, "time", type("LateTime", (), {
+        "time": staticmethod(lambda: real_wall() + (PREEMPTED_S if late["on"] else 0.0))}))
+    write = HTTPConnection.request
+
+    def preempted_after_write(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        write(self, *args, **kwargs)
+        late["on"] = True  # every clock read from here on is late: the OS ran something else
+
+    monkeypatch.setattr(HTTPConnection, "request", preempted_after_write)
+    result, wire, truth, rec = late_stream()
+    ttfb = wire.headers_perf - wire.sent_perf
+    assert 0.0 < ttfb < PREEMPTED_S / 2  # from the stamp before the write; clamping to the reply gave 0
+    # sent lies before the server's answer (it answered on receipt), by urllib3's write path only
+    assert -PREEMPTED_S / 2 < to_wall(wire.sent_perf, wire) - truth[0] <= 0.001
 
 
 def test_a_sent_stamp_before_the_reply_is_kept():
