@@ -74,6 +74,25 @@ def scheduler(v: Variant) -> list[ms.Phase]:
     return phases
 
 
+def capped_compute(v: Variant) -> list[ms.Phase]:
+    """The cap pinned with requests waiting AND each token slower as the batch fills (llama.cpp's slots
+    sharing one CPU thread; vLLM at max_num_seqs on a busy GPU): `param` = per-token rise at the cap."""
+    p = PROFILES[v.profile]
+    cap = p.cap
+    busy, duty = USER_CLASSES[v.user_class]
+    phases = []
+    # a fixed-user run ramps in from a quarter of its users: at twice the cap, its lightest window
+    # runs a small batch, so the rise with the batch is visible against it
+    for u in users_profile(cap * 2, v.shape):
+        inflight = u * busy
+        running, waiting = min(inflight, cap), max(0.0, round(inflight - cap))
+        itl = p.itl_ms * (1 + (v.param - 1) * running / cap)
+        phases.append(_phase(p, u, running, waiting, itl, ttft_ms=p.ttft_ms * itl / p.itl_ms,
+                             kv=0.04 + 0.3 * running / cap, gpu=min(0.99, 0.5 + 0.49 * running / cap),
+                             waiting_duty=duty if waiting else 1.0))
+    return phases
+
+
 def gpu_compute(v: Variant) -> list[ms.Phase]:
     """No cap in reach, KV with room; each extra sequence costs the decode step; `param` = ITL rise at the top."""
     p = PROFILES[v.profile]
@@ -168,6 +187,15 @@ VARIANTS = [
     Variant("headroom", "a100-llama70b-tp4", "chat", "stepped", 0.25),
 ]
 
+# Both limits at once: the cap is named (primary: what users hit, queue time dominates TTFT), with
+# gpu-compute secondary and the advice that raising the cap alone will not help
+COMBINED = [
+    Variant("scheduler", "tiny", "single", "stepped", 3.0),
+    Variant("scheduler", "h100-llama3-8b", "chat", "fixed", 5.0),
+    Variant("scheduler", "a100-llama70b-tp4", "single", "stepped", 4.0),
+    Variant("scheduler", "tiny", "single", "fixed", 8.0, dialect="llamacpp"),
+]
+
 # the defining evidence each layer must quote (the words of its rule's checks)
 DEFINING = {
     "scheduler": ("running requests p50", "requests waiting in", "queue time share of time to first token"),
@@ -178,8 +206,8 @@ DEFINING = {
 }
 
 
-def scenario(v: Variant) -> ms.Scenario:
-    return ms.Scenario(v.id, BUILDERS[v.layer](v), kind="step" if v.shape == "stepped" else "fixed")
+def scenario(v: Variant, builder=None) -> ms.Scenario:
+    return ms.Scenario(v.id, (builder or BUILDERS[v.layer])(v), kind="step" if v.shape == "stepped" else "fixed")
 
 
 def server_table(v: Variant, sc: ms.Scenario):

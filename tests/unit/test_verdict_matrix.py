@@ -15,8 +15,8 @@ from analysis.stats.phases import phase_table
 from analysis.verdict.bottleneck import judge
 
 
-def verdict_of(v: vm.Variant, tmp_path, slo_failures=None) -> dict:
-    sc = vm.scenario(v)
+def verdict_of(v: vm.Variant, tmp_path, slo_failures=None, builder=None) -> dict:
+    sc = vm.scenario(v, builder)
     run = load_run(ms.write_scenario(sc, tmp_path / v.id, vm.server_table(v, sc), one_phase=v.shape == "fixed"))
     return judge(run, phase_table(run), slo_failures=slo_failures)
 
@@ -137,3 +137,43 @@ def test_a_slow_moment_at_fixed_load_is_not_a_limit(tmp_path):
     run = load_run(run_dir)
     verdict = judge(run, phase_table(run))
     assert verdict["layer"] == "headroom", verdict
+
+
+@pytest.mark.parametrize("variant", vm.COMBINED, ids=lambda v: v.id)
+def test_a_pinned_cap_with_rising_per_token_time_names_the_cap_then_compute(variant, tmp_path):
+    """Slots/max_num_seqs pinned, requests waiting, queue time dominating TTFT, and per-token time
+    rising with the batch: the cap leads (with the engine's own gauge names), gpu-compute is
+    secondary, and neither the sentence nor the first action tells the on-call person to raise the cap."""
+    verdict = verdict_of(variant, tmp_path, builder=vm.capped_compute)
+    assert verdict["layer"] == "scheduler", verdict["evidence"]
+    assert "gpu-compute" in [s["layer"] for s in verdict["secondary"]], verdict["secondary"]
+    text = " ".join(verdict["evidence"])
+    for words in (*vm.DEFINING["scheduler"], "per-token time also rises with the batch"):
+        assert words in text, (words, verdict["evidence"])
+    running, waiting = (("llamacpp:requests_processing", "llamacpp:requests_deferred") if variant.dialect == "llamacpp"
+                        else ("vllm:num_requests_running", "vllm:num_requests_waiting"))
+    assert running in verdict["sentence"] and waiting in verdict["sentence"], verdict["sentence"]
+    assert "raising the cap alone will not help" in verdict["sentence"], verdict["sentence"]
+    assert verdict["actions"][0].startswith("do not raise the cap alone"), verdict["actions"]
+
+
+def test_jittery_small_slices_of_a_healthy_run_are_headroom(tmp_path):
+    """1 then 2 users pausing between requests (~10 requests per time slice), one slice slow for most
+    of its requests (a busy machine): its median is 3.5x the quietest slice's, but from so few
+    values that is sampling noise, not a limit (real llama-server run, E2E p50 265 vs 74 ms)."""
+    import pandas as pd
+
+    from loadline.core import runfolder
+
+    sc = ms.Scenario("paced", [ms.Phase(1, rps=1.5, ttft_ms=40.0, tpot_ms=0.6, running=0.1, gpu=0.1, kv=0.01),
+                               ms.Phase(2, rps=3.0, ttft_ms=40.0, tpot_ms=0.6, running=0.2, gpu=0.1, kv=0.01)])
+    run_dir = ms.write_scenario(sc, tmp_path / "paced")
+    requests = pd.read_csv(run_dir / runfolder.REQUESTS)
+    last = requests.index[requests["start_wall"] >= ms.T0 + 16.7]  # the last slice: 10 requests at 2 users
+    slow = [i for n, i in enumerate(last) if n % 3 != 2]  # two in three of them
+    for column in ("ttft_ms", "e2e_ms"):
+        requests.loc[slow, column] *= 3.5
+    requests.to_csv(run_dir / runfolder.REQUESTS, index=False)
+    run = load_run(run_dir)
+    verdict = judge(run, phase_table(run))
+    assert verdict["layer"] == "headroom", (verdict["evidence"], verdict["limit"])
