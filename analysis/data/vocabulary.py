@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 
@@ -254,51 +255,110 @@ def _matches(labels: dict[str, str], source: Source) -> bool:
     return all(labels.get(k) == v for k, v in source.match) and not any(labels.get(k) == v for k, v in source.exclude)
 
 
-def concept_samples(server_metrics: pd.DataFrame | None, concept: str) -> pd.DataFrame:
-    """The samples of `concept`, unit-converted: columns ts, series, suffix, le, value.
+def _per_distinct(values: pd.Series, fn, dtype=object) -> pd.Series:
+    """`values.map(fn)`, with `fn` run once per distinct value: a table repeats each label set once
+    per scrape, and parsing its JSON for every row was most of the verdict's cost."""
+    try:
+        codes, distinct = pd.factorize(values, use_na_sentinel=False)
+    except TypeError:  # unhashable values (labels already parsed into dicts): nothing to share
+        return values.map(fn).astype(dtype)
+    mapped = np.empty(len(distinct), dtype=dtype)
+    for i, value in enumerate(distinct):
+        mapped[i] = fn(value)
+    return pd.Series(mapped[codes], index=values.index, dtype=dtype)
 
-    The first vendor name present in the data wins (a fleet exposing both an old and a new vLLM
-    name would otherwise be counted twice). `series` identifies one time series (source + labels
-    without `le`); `suffix` is "" for gauges and counters, "_bucket"/"_sum"/"_count" for histograms.
+
+class MetricTable:
+    """One server_metrics table indexed by metric name, its label texts parsed once.
+
+    The verdict asks for about ten concepts per run, each used to filter the whole table and parse
+    every row's JSON labels again; `Signals` holds one of these per table instead. Lookups are cached:
+    the table must not be changed while this index is in use.
     """
-    empty = pd.DataFrame(columns=["ts", "series", "suffix", "le", "value"])
-    found = _first_source(server_metrics, concept)
-    if found is None:
-        return empty
-    spec = CONCEPTS[concept]
-    source, rows, labels = found
-    out = pd.DataFrame({
-        "ts": pd.to_numeric(rows["ts"], errors="coerce"),
-        "series": rows["source"].astype(str) + "|" + labels.map(
-            lambda lab: json.dumps({k: v for k, v in lab.items() if k != "le"}, sort_keys=True)),
-        "suffix": rows["metric"].astype(str).str[len(source.name):],
-        "le": labels.map(lambda lab: _le(lab.get("le"))),
-        "value": pd.to_numeric(rows["value"], errors="coerce"),
-    })
-    if spec.kind != "histogram":
-        out["value"] = out["value"] * source.scale
-    return out.dropna(subset=["ts", "value"]).reset_index(drop=True)
 
+    def __init__(self, server_metrics: pd.DataFrame | None):
+        self.table = server_metrics
+        self._rows: dict[str, np.ndarray] = {}
+        if server_metrics is not None and len(server_metrics):
+            names = server_metrics["metric"].astype(str)
+            self._rows = {str(k): v for k, v in names.groupby(names, sort=False).indices.items()}
+        self._found: dict[str, tuple[Source, pd.DataFrame] | None] = {}
 
-def _first_source(server_metrics: pd.DataFrame | None, concept: str) -> tuple[Source, pd.DataFrame, pd.Series] | None:
-    """The first of the concept's vendor names with matching rows: (source, rows, parsed labels)."""
-    if server_metrics is None or len(server_metrics) == 0:
+    def names(self) -> set[str]:
+        return set(self._rows)
+
+    def first_source(self, concept: str) -> tuple[Source, pd.DataFrame] | None:
+        """The first of the concept's vendor names with matching rows: (source, rows)."""
+        if concept not in self._found:
+            self._found[concept] = self._first_source(concept)
+        return self._found[concept]
+
+    def _first_source(self, concept: str) -> tuple[Source, pd.DataFrame] | None:
+        spec = CONCEPTS[concept]
+        for source in spec.sources:
+            wanted = [source.name + s for s in _HIST_SUFFIXES] if spec.kind == "histogram" else [source.name]
+            positions = [self._rows[name] for name in wanted if name in self._rows]
+            if not positions:
+                continue
+            rows = self.table.iloc[np.sort(np.concatenate(positions))]  # table order, as a mask keeps it
+            keep = _per_distinct(rows["labels"], lambda text: _matches(_labels(text), source), dtype=bool)
+            if keep.any():
+                return source, rows[keep]
         return None
-    spec = CONCEPTS[concept]
-    names = server_metrics["metric"].astype(str)
-    for source in spec.sources:
-        if spec.kind == "histogram":
-            mask = names.isin([source.name + s for s in _HIST_SUFFIXES])
-        else:
-            mask = names == source.name
-        if not mask.any():
-            continue
-        rows = server_metrics[mask]
-        labels = rows["labels"].map(_labels)
-        keep = labels.map(lambda lab: _matches(lab, source))
-        if keep.any():
-            return source, rows[keep], labels[keep]
-    return None
+
+    def samples(self, concept: str) -> pd.DataFrame:
+        """The samples of `concept`, unit-converted: columns ts, series, suffix, le, value.
+
+        The first vendor name present in the data wins (a fleet exposing both an old and a new vLLM
+        name would otherwise be counted twice). `series` identifies one time series (source + labels
+        without `le`); `suffix` is "" for gauges and counters, "_bucket"/"_sum"/"_count" for histograms.
+        """
+        found = self.first_source(concept)
+        if found is None:
+            return pd.DataFrame(columns=["ts", "series", "suffix", "le", "value"])
+        spec = CONCEPTS[concept]
+        source, rows = found
+        texts = _per_distinct(rows["labels"], lambda text: _series_labels(_labels(text)))
+        out = pd.DataFrame({
+            "ts": pd.to_numeric(rows["ts"], errors="coerce"),
+            "series": rows["source"].astype(str) + "|" + texts,
+            "suffix": rows["metric"].astype(str).str[len(source.name):],
+            "le": _per_distinct(rows["labels"], lambda text: _le(_labels(text).get("le")), dtype=float),
+            "value": pd.to_numeric(rows["value"], errors="coerce"),
+        })
+        if spec.kind != "histogram":
+            out["value"] = out["value"] * source.scale
+        return out.dropna(subset=["ts", "value"]).reset_index(drop=True)
+
+    def present(self) -> list[str]:
+        """Concepts with at least one sample in the table."""
+        found = []
+        for concept in CONCEPTS.values():
+            for source in concept.sources:
+                wanted = [source.name + s for s in _HIST_SUFFIXES] if concept.kind == "histogram" else [source.name]
+                if not any(name in self._rows for name in wanted):
+                    continue
+                # one family can carry several concepts in a label (Triton's request_type=active|waiting|max):
+                # present only if a series with the right labels is there
+                if (source.match or source.exclude) and self.first_source(concept.name) is None:
+                    continue
+                found.append(concept.name)
+                break
+        return found
+
+    def source(self, concept: str) -> Source | None:
+        """The vendor name `samples` reads for `concept` in this table (None if absent)."""
+        found = self.first_source(concept)
+        return found[0] if found else None
+
+
+def _series_labels(labels: dict[str, str]) -> str:
+    return json.dumps({k: v for k, v in labels.items() if k != "le"}, sort_keys=True)
+
+
+def concept_samples(server_metrics: pd.DataFrame | None, concept: str) -> pd.DataFrame:
+    """The samples of `concept` in a table (MetricTable.samples; hold a MetricTable to ask for several)."""
+    return MetricTable(server_metrics).samples(concept)
 
 
 def _le(text: str | None) -> float:
@@ -312,22 +372,7 @@ def _le(text: str | None) -> float:
 
 def present_concepts(server_metrics: pd.DataFrame | None) -> list[str]:
     """Concepts with at least one sample in the table."""
-    if server_metrics is None or len(server_metrics) == 0:
-        return []
-    names = set(server_metrics["metric"].astype(str).unique())
-    found = []
-    for concept in CONCEPTS.values():
-        for source in concept.sources:
-            wanted = [source.name + s for s in _HIST_SUFFIXES] if concept.kind == "histogram" else [source.name]
-            if not names.intersection(wanted):
-                continue
-            # one family can carry several concepts in a label (Triton's request_type=active|waiting|max):
-            # present only if a series with the right labels is there
-            if (source.match or source.exclude) and _first_source(server_metrics, concept.name) is None:
-                continue
-            found.append(concept.name)
-            break
-    return found
+    return MetricTable(server_metrics).present()
 
 
 # --- engine dialects ------------------------------------------------------------------------------
@@ -413,5 +458,4 @@ def dialect_gaps(server_metrics: pd.DataFrame | None) -> dict[str, str]:
 
 def source_of(server_metrics: pd.DataFrame | None, concept: str) -> Source | None:
     """The vendor name `concept_samples` reads for `concept` in this table (None if absent)."""
-    found = _first_source(server_metrics, concept)
-    return found[0] if found else None
+    return MetricTable(server_metrics).source(concept)

@@ -10,12 +10,12 @@ fraction. Pure pandas; no I/O.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from analysis.data.vocabulary import CONCEPTS, Source, concept_samples, dialect_gaps, engine_dialects, present_concepts, source_of
+from analysis.data.vocabulary import CONCEPTS, MetricTable, Source, dialect_gaps, engine_dialects
 
 
 @dataclass
@@ -91,17 +91,20 @@ class Signals:
 
     def __init__(self, server_metrics: pd.DataFrame | None):
         self.table = server_metrics if server_metrics is not None else pd.DataFrame()
-        self.present = set(present_concepts(server_metrics))
+        self.metrics = MetricTable(server_metrics)  # labels parsed once, rows indexed by metric name
+        self.present = set(self.metrics.present())
         self._cache: dict[str, pd.DataFrame] = {}
         self._inc_cache: dict[str, pd.DataFrame] = {}
         self._gauge_cache: dict[str, pd.Series] = {}
+        self._inc_arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._window_cache: dict[tuple[str, float, float], GaugeStats | None] = {}
 
     def has(self, concept: str) -> bool:
         return concept in self.present
 
     def samples(self, concept: str) -> pd.DataFrame:
         if concept not in self._cache:
-            self._cache[concept] = concept_samples(self.table, concept)
+            self._cache[concept] = self.metrics.samples(concept)
         return self._cache[concept]
 
     # --- gauges ------------------------------------------------------------------------------
@@ -114,6 +117,14 @@ class Signals:
         return self._gauge_cache[concept]
 
     def gauge(self, concept: str, start: float, end: float) -> GaugeStats | None:
+        """The gauge's level in [start, end] (cached per window: rules ask for the same windows again)."""
+        key = (concept, start, end)
+        if key not in self._window_cache:
+            self._window_cache[key] = self._gauge(concept, start, end)
+        stats = self._window_cache[key]
+        return None if stats is None else replace(stats)  # a copy: a caller may annotate its own
+
+    def _gauge(self, concept: str, start: float, end: float) -> GaugeStats | None:
         series = self.gauge_series(concept)
         window = series[(series.index >= start) & (series.index <= end)]
         if window.empty:
@@ -147,9 +158,15 @@ class Signals:
     def _grown(self, concept: str, start: float, end: float, suffix: str = "") -> pd.DataFrame | None:
         """The increments that happened in (start, end]; None when the concept was never scraped by `end`."""
         inc = self._increments(concept, suffix)
-        if inc.empty or not (inc["ts"] <= end).any():
+        if inc.empty:
             return None
-        return inc[(inc["ts"] > start) & (inc["ts"] <= end) & inc["inc"].notna()]
+        key = f"{concept}\0{suffix}"
+        if key not in self._inc_arrays:  # numpy masks: a pandas comparison per window cost more than the sums
+            self._inc_arrays[key] = (inc["ts"].to_numpy(dtype=float), inc["inc"].notna().to_numpy())
+        ts, has_inc = self._inc_arrays[key]
+        if not (ts <= end).any():
+            return None
+        return inc[(ts > start) & (ts <= end) & has_inc]
 
     def increase(self, concept: str, start: float, end: float) -> float | None:
         """How much a counter grew in [start, end], summed over series; None if never scraped there."""
@@ -234,7 +251,7 @@ class Signals:
 
     def source(self, concept: str) -> Source | None:
         """The vendor metric read for `concept` (its name and vendor go into evidence)."""
-        return source_of(self.table, concept)
+        return self.metrics.source(concept)
 
     def _running_waiting(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
         """running and waiting at the scrapes that have both, optionally inside [start, end]."""
