@@ -1,6 +1,6 @@
 """Where the time goes, against a real simulator process: directly, and behind a slow proxy.
 
-The proxy (stdlib asyncio, in this test) holds every client->server chunk for DELAY_S before
+The proxy (stdlib asyncio, a child process of this test) holds every client->server chunk for DELAY_S before
 forwarding it: what a slow gateway or auth hop does to each request. The engine never sees that
 time, so its own TTFT histogram stays small while the client's TTFT grows by the delay; the split
 must name `outside-engine` with the numbers, and must not when the client talks to the engine directly.
@@ -9,7 +9,9 @@ must name `outside-engine` with the numbers, and must not when the client talks 
 from __future__ import annotations
 
 import asyncio
-import threading
+import select
+import subprocess
+import sys
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -26,7 +28,13 @@ DELAY_S = 0.4
 REQUESTS = 6
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay_s: float) -> None:
+PROXY = """
+import asyncio, sys
+
+UPSTREAM, DELAY_S = int(sys.argv[1]), float(sys.argv[2])
+
+
+async def pipe(reader, writer, delay_s):
     try:
         while data := await reader.read(65536):
             if delay_s:
@@ -39,30 +47,33 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dela
         writer.close()
 
 
+async def handle(client_reader, client_writer):
+    up_reader, up_writer = await asyncio.open_connection("127.0.0.1", UPSTREAM)
+    await asyncio.gather(pipe(client_reader, up_writer, DELAY_S), pipe(up_reader, client_writer, 0.0))
+
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
 @contextmanager
 def delaying_proxy(upstream_port: int, delay_s: float):
-    """A TCP proxy on a free loopback port; yields its base URL. Stopped (loop and thread) on exit."""
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    holder: dict = {}
-
-    async def handle(client_reader, client_writer):
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
-        await asyncio.gather(_pipe(client_reader, up_writer, delay_s), _pipe(up_reader, client_writer, 0.0))
-
-    async def start():
-        holder["server"] = await asyncio.start_server(handle, "127.0.0.1", 0)
-        ready.set()
-
-    thread = threading.Thread(target=lambda: (loop.run_until_complete(start()), loop.run_forever()), daemon=True)
-    thread.start()
-    assert ready.wait(10), "the proxy did not start"
+    """A TCP proxy on a free loopback port, in its own process (an asyncio loop in a thread of this
+    gevent-patched test process would share the thread's running loop); yields its base URL."""
+    proc = subprocess.Popen([sys.executable, "-c", PROXY, str(upstream_port), str(delay_s)],
+                            stdout=subprocess.PIPE, text=True)
     try:
-        yield f"http://127.0.0.1:{holder['server'].sockets[0].getsockname()[1]}"
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        assert ready, "the proxy did not start"
+        yield f"http://127.0.0.1:{int(proc.stdout.readline())}"
     finally:
-        loop.call_soon_threadsafe(holder["server"].close)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        proc.kill()
+        proc.wait(10)
 
 
 def _metrics(url: str) -> pd.DataFrame:
