@@ -16,7 +16,7 @@ from loadline.client import options as loadline_options
 from loadline.client.options import INVALID
 from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
-from loadline.runtime import arrivals, clocksync, fleet, selfcheck
+from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, selfcheck  # noqa: F401 (locust_fixes patches at import)
 from loadline.runtime.collector import RunCollector, close_phase_timeline
 from loadline.runtime.exporter import install as install_exporter
 from loadline.runtime.scraper import scrape_targets, start_scraper

@@ -79,4 +79,11 @@ def test_exit_code_follows_the_slo(stepped_run, tmp_path):
     tight = tmp_path / "tight.toml"
     tight.write_text("[slo]\nttft_p95_ms = 1\n")  # a streaming run: judged on TTFT, not E2E (loadline/core/judge.py)
     assert cli_main(["report", str(run_dir), "--slo", str(generous), "--out", str(tmp_path / "a")]) == 0
-    assert cli_main(["report", str(run_dir), "--slo", str(tight), "--out", str(tmp_path / "b")]) == 1
+    code = cli_main(["report", str(run_dir), "--slo", str(tight), "--out", str(tmp_path / "b")])
+    verdict = json.loads((tmp_path / "b" / "verdict.json").read_text())
+    if verdict["validity"]["generator"].get("behind") and verdict["validity"]["generator"].get("gate_doubts"):
+        # A generator that read its sockets late can only have inflated TTFT: when that error reaches
+        # down to the limit, the report says "not trustworthy" (exit 2) instead of blaming the server.
+        assert code == 2
+    else:
+        assert code == 1
