@@ -13,11 +13,17 @@ BIN := $(VENV)/bin
 # 5-50 ms P95 in wall time, i.e. 100-1,000 ms of model time at 20x against an 800 ms TTFT limit; at 20x
 # and 10x the break point moved between runs (steps 1-3), at 5x it held at 16 users in 2 runs of 3.
 # The report's "Is this run valid?" says when the floor still matters (it lowers the verdict's confidence).
-# Exit code 1 means "the SLO failed", which a stepped test driven to its break point does by design.
+# Exit code 1 means "the SLO failed", which a stepped test driven to its break point does by design;
+# 2 with a written report means the machine was too busy for trustworthy numbers (the report says
+# so under "Is this run valid?"): the demo still did its job of showing a report.
 demo: install
-	@$(BIN)/loadline run --shape stepped --time-scale 5 --sim-profile tiny --scenario single \
-	  -- --step-start-users 2 --event-interval 1 --max-tokens 64; \
-	  code=$$?; [ $$code -le 1 ] || exit $$code
+	@out=$$($(BIN)/loadline run --shape stepped --time-scale 5 --sim-profile tiny --scenario single \
+	  -- --step-start-users 2 --event-interval 1 --max-tokens 64); code=$$?; echo "$$out"; \
+	  dir=$$(echo "$$out" | tail -n 1); \
+	  if [ $$code -le 1 ]; then exit 0; fi; \
+	  if [ $$code -eq 2 ] && [ -f "$$dir/report/verdict.json" ]; then \
+	    echo "make demo: the report in $$dir says this machine was too busy for trustworthy numbers" >&2; exit 0; fi; \
+	  exit $$code
 
 test: install browser faketime lint-layers
 	$(BIN)/python -m pytest -q
