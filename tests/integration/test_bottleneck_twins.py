@@ -3,7 +3,7 @@
 The files in tests/data/ are Prometheus query_range exports (see make_metric_twins.py there); the
 client side of each run is the same constructed table, so only the server's naming differs.
 In process, but each case replays a whole recorded export through ingest and the full verdict
-(seconds each): integration tier. The rules on constructed runs: tests/unit/test_bottleneck_rules.py.
+(seconds each): integration tier. The rules on constructed runs: tests/integration/test_bottleneck_rules.py.
 """
 
 from __future__ import annotations
