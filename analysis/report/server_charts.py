@@ -80,15 +80,20 @@ def _scheduler(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def _percent_panel(ax, series: pd.Series, axis: "_Axis", label: str, limit: float, limit_label: str) -> None:
+    """A 0-100 % gauge with the domain's threshold drawn as a dotted red line."""
+    _plot(ax, series, axis, label)
+    ax.axhline(limit, color="#cc3333", linestyle=":", linewidth=1, label=limit_label)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("%")
+    _legend(ax, loc="upper left")
+
+
 def _kv(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | None:
     if not (s.has("kv_usage") or s.has("preemptions")):
         return None
     fig, (ax, ax2) = _figure(run, axis, "KV cache: usage and preemptions", rows=2)
-    _plot(ax, s.gauge_series("kv_usage") * 100, axis, "KV-cache usage %")
-    ax.axhline(90, color="#cc3333", linestyle=":", linewidth=1, label="90 % (pinned)")
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("%")
-    _legend(ax, loc="upper left")
+    _percent_panel(ax, s.gauge_series("kv_usage") * 100, axis, "KV-cache usage %", 90, "90 % (pinned)")
     _plot(ax2, s.rate_series("preemptions"), axis, "preemptions / s", color="#cc3333")
     ax2.set_ylabel("per second")
     _legend(ax2, loc="upper left")
@@ -99,11 +104,7 @@ def _gpu(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | None:
     if not (s.has("gpu_util") or s.has("gpu_mem_used")):
         return None
     fig, (ax, ax2) = _figure(run, axis, "GPU: utilisation and memory", rows=2)
-    _plot(ax, s.gauge_series("gpu_util") * 100, axis, "GPU utilisation % (mean over GPUs)")
-    ax.axhline(95, color="#cc3333", linestyle=":", linewidth=1, label="95 %")
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("%")
-    _legend(ax, loc="upper left")
+    _percent_panel(ax, s.gauge_series("gpu_util") * 100, axis, "GPU utilisation % (mean over GPUs)", 95, "95 %")
     used, free = s.gauge_series("gpu_mem_used"), s.gauge_series("gpu_mem_free")
     if len(used) and len(free):
         share = (used / (used + free)).dropna() * 100
