@@ -34,14 +34,16 @@ test-fast: install lint-layers
 
 # The real-engine suite (tests/real/, never part of `make test`): builds llama.cpp's llama-server from the
 # sources vendored in PyPI's llama-cpp-python sdist (~15 min on 2 cores the first time, then cached in
-# ~/.cache/loadline), writes a tiny random-weight GGUF model, and runs Loadline against the server.
+# ~/.cache/loadline), puts llama-cpp-python's llama_cpp.server on those same libraries (a venv in the cache,
+# no second compile), writes a tiny random-weight GGUF model, and runs Loadline against both servers.
 # The pytest -v output goes to runs/real-suite.txt, the summary table to runs/real-suite-summary.md,
 # the run folders to runs/real-suite/.
 real-engine: install build-tools
 	$(BIN)/pip install -q -e '.[test,real]'
 	@bin=$$(PYTHON=$(BIN)/python bash tests/real/build_llama_server.sh) && \
+	  py=$$(bash tests/real/install_llama_cpp_python.sh) && \
 	  $(BIN)/python tests/real/make_tiny_gguf.py >/dev/null && mkdir -p runs && \
-	  { LOADLINE_REAL=1 LLAMA_SERVER=$$bin $(BIN)/python -m pytest -v -p no:cacheprovider tests/real \
+	  { LOADLINE_REAL=1 LLAMA_SERVER=$$bin LLAMA_CPP_PYTHON=$$py $(BIN)/python -m pytest -v -p no:cacheprovider tests/real \
 	    > runs/real-suite.txt 2>&1; code=$$?; cat runs/real-suite.txt; exit $$code; }
 
 test-real: real-engine

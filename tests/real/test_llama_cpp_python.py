@@ -5,36 +5,47 @@ chunk, maybe some content, then `data: [DONE]` with no finish_reason. Those repl
 (`truncated`), and a run full of them must not PASS. The server also accepts only UUIDs in
 X-Request-Id (anything else: an empty HTTP 400).
 
-Needs `pip install 'llama-cpp-python[server]==0.3.36'`, which compiles llama.cpp (~15-20 min on
-2 cores): not installed by `make real-engine`, so this test skips with that reason when the module
-is missing.
+The server runs under the interpreter in LLAMA_CPP_PYTHON, which `make real-engine` sets from
+tests/real/install_llama_cpp_python.sh: the sdist's Python package on the shared libraries that
+build_llama_server.sh already compiled (LLAMA_CPP_LIB_PATH), so llama.cpp is compiled once. Without
+it, this interpreter is used if it can import llama_cpp.server; otherwise the test skips and says so.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from real_helpers import free_port, wait_healthy
+from real_helpers import free_port, llama_server_binary, wait_healthy
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None,
-    reason="llama_cpp.server not importable: pip install 'llama-cpp-python[server]==0.3.36' "
-           "(compiles llama.cpp, ~15-20 min on 2 cores)")
+
+def server_python() -> tuple[str, dict[str, str]]:
+    """The interpreter that runs llama_cpp.server and its environment, or skip with the way to get one."""
+    python = os.environ.get("LLAMA_CPP_PYTHON", sys.executable)
+    env = dict(os.environ)
+    env.setdefault("LLAMA_CPP_LIB_PATH", str(Path(llama_server_binary()).parent))
+    probe = subprocess.run([python, "-c", "import llama_cpp.server.app"], env=env, capture_output=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(f"{python} cannot import llama_cpp.server: run tests/real/install_llama_cpp_python.sh "
+                    "and set LLAMA_CPP_PYTHON to the interpreter it prints (make real-engine does both)")
+    return python, env
 
 
 @pytest.fixture
 def python_server(llama_model, real_dir):
+    python, env = server_python()
     port = free_port()
     log = real_dir / "llama_cpp.server.log"
     with open(log, "wb") as handle:
         # its defaults: one request at a time behind a lock, interrupt_requests=true
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(llama_model),
-                                 "--host", "127.0.0.1", "--port", str(port)], stdout=handle, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([python, "-m", "llama_cpp.server", "--model", str(llama_model),
+                                 "--host", "127.0.0.1", "--port", str(port)], stdout=handle,
+                                stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url + "/v1/models", proc, log)
