@@ -34,9 +34,12 @@ MAX_REASONS = 4  # limit reasons quoted; the windows that showed one are all lis
 
 
 def _slo_reason(c: dict) -> str:
-    measured = c.get("measured")
-    value = f"{measured:,.0f}" if isinstance(measured, (int, float)) and c.get("unit", "ms") == "ms" else str(measured)
-    return f"SLO criterion failed: {c.get('name')} {value} {c.get('unit', '')} (limit {c.get('threshold')}) in {c.get('where') or 'the run'}"
+    measured, unit = c.get("measured"), c.get("unit", "ms")
+    if isinstance(measured, (int, float)):
+        value = f"{measured:.2%}" if unit == "fraction" else f"{measured:,.0f} {unit}"
+    else:
+        value = str(measured)
+    return f"SLO criterion failed: {c.get('name')} {value} (limit {c.get('threshold')}) in {c.get('where') or 'the run'}"
 
 
 def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | None = None,
@@ -61,12 +64,15 @@ def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | N
     if primary is not None:
         confidence, notes = _confidence(ctx, primary, fired)
     elif reasons:
-        primary, confidence, notes = _unexplained(window_findings, reasons), "low", []
+        primary, confidence, notes = _unexplained(ctx, window_findings, reasons), "low", []
     else:
         primary, confidence, notes = _headroom(ctx), ("high" if ctx.windows else "low"), []
     secondary = _secondary(fired, primary)
     note = not_the_gpu(ctx, primary.window) if reasons else None
-    evidence = [_headline(primary), *primary.lines(), *notes]
+    lines = primary.lines()
+    if primary.layer in ("headroom", "unidentified") and primary.evidence:  # the headline already says it
+        lines = [line for line in lines if line != primary.evidence[0]]
+    evidence = [_headline(primary), *lines, *notes]
     if reasons:
         evidence.append("limit reached: " + "; ".join(dict.fromkeys(reasons)))
     if note:
@@ -190,7 +196,36 @@ def _headroom(ctx: Context) -> Finding:
     return f
 
 
-def _unexplained(window_findings: list[Finding], reasons: list[str]) -> Finding:
+# What a failure class says about where it came from, when no layer's metrics explain the limit.
+FAILURE_HINTS = {
+    "truncated": ("streams ended in order but without a finish_reason: the server or a proxy stopped them "
+                  "(llama-cpp-python's server does this to the stream in flight when a new request arrives, "
+                  "interrupt_requests=true)",
+                  "check the server's concurrency and request-interruption settings and the proxy's stream timeouts"),
+    "not_event_stream": ("2xx replies that were not event streams (a login page, a proxy's page)",
+                         "check the URL, auth and what answers in front of the engine"),
+    "malformed": ("event streams whose events were not OpenAI chunks", "check what answers on the route"),
+    "stream_error": ("error objects inside the stream (the engine aborted generation)",
+                     "read the server's log for the aborted requests"),
+    "timeout": ("client timeouts", "compare the client's timeouts with the longest replies"),
+}
+
+
+def _failure_mix(ctx: Context) -> tuple[str, list[str]]:
+    """The failed requests by class, and the actions their leading class suggests."""
+    rows = ctx.requests_in(*ctx.span)
+    failed = rows[rows["status"].astype(str) == "error"] if not rows.empty else rows
+    if failed.empty:
+        return "", []
+    counts = failed["error_class"].astype(str).replace("", "unknown").value_counts()
+    mix = ", ".join(f"{n} {cls}" for cls, n in counts.items())
+    lead = str(counts.index[0])
+    meaning, action = FAILURE_HINTS.get(lead, ("", ""))
+    line = f"the failures: {mix} of {len(rows)} requests" + (f"; {lead}: {meaning}" if meaning else "")
+    return line, [action] if action else []
+
+
+def _unexplained(ctx: Context, window_findings: list[Finding], reasons: list[str]) -> Finding:
     judged = [f for f in window_findings if not f.unjudged and f.score >= 0.5]
     best = max(judged, key=lambda f: f.score, default=None)
     if best is not None:
@@ -202,7 +237,10 @@ def _unexplained(window_findings: list[Finding], reasons: list[str]) -> Finding:
     f = Finding("unidentified")
     f.evidence = ["a limit was reached (" + reasons[0] + ") but no measured layer explains it: the engine's, GPU's and "
                   "host's metrics show no saturation, or were not scraped"]
-    f.actions = ["scrape the engine's /metrics, the DCGM exporter and node_exporter during the run (--scrape-url)",
+    mix, actions = _failure_mix(ctx)
+    if mix:
+        f.evidence.append(mix)
+    f.actions = [*actions, "scrape the engine's /metrics, the DCGM exporter and node_exporter during the run (--scrape-url)",
                  "time each hop between the client and the engine"]
     return f
 

@@ -421,6 +421,7 @@ def qualify(bottleneck: dict, validity: dict) -> dict:
     out["confidence"] = lower_confidence(before, steps)
     doubts = [f["message"] for f in validity.get("findings") or [] if f.get("severity") == "untrustworthy"]
     out["evidence"] = list(out.get("evidence") or []) + [
-        f"confidence lowered from {before} to {out['confidence']}: {doubt}" for doubt in doubts[:1]] + [
+        (f"confidence lowered from {before} to {out['confidence']}: {doubt}" if out["confidence"] != before
+         else f"confidence stays {before}: {doubt}") for doubt in doubts[:1]] + [
         f"also: {doubt}" for doubt in doubts[1:]]
     return out
