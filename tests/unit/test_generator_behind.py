@@ -110,3 +110,47 @@ def test_a_failure_the_lag_cannot_flip_keeps_exit_1_even_with_a_doubtful_criteri
     assert validity.generator_gate_note(close, False, [_criterion(180.0), far_fail])[1] is False
     assert validity.generator_gate_note(close, True, [_criterion(180.0)], unjudged=["ITL P95"])[1] is False
     assert validity.generator_gate_note(close, True, [_criterion(180.0)])[1] is True
+
+
+def _truth(requests: pd.DataFrame, overhead_ms: float) -> pd.DataFrame:
+    """The simulator's truth for `requests`: its first token `overhead_ms` before the client's TTFT."""
+    arrival = requests["start_wall"].to_numpy(dtype=float)
+    first = arrival + (requests["ttft_ms"].to_numpy(dtype=float) - overhead_ms) / 1000
+    last = arrival + (requests["e2e_ms"].to_numpy(dtype=float) - overhead_ms) / 1000
+    return pd.DataFrame({"request_id": requests["request_id"], "arrival": arrival, "first_token": first,
+                         "last_token": last})
+
+
+def _itl_criterion(measured: float, limit: float) -> dict:
+    return {"name": "ITL P99", "limit": limit, "measured": measured, "passed": measured <= limit,
+            "where": "step 2", "unit": "ms"}
+
+
+def test_with_the_simulators_truth_a_small_measured_floor_outranks_the_read_delay_proxy():
+    """Read 35 ms late against 20 ms between tokens, but the truth log says TTFT and E2E were off by
+    0.5 ms: the proxy is a note, the run is trustworthy, and the gate has nothing to doubt."""
+    requests = _run((2.0, 35.0))
+    for criterion in (_criterion(180.0), _criterion(100.0)):  # close to and far from the limit
+        result = validity.assess(requests, PHASES, None, [criterion], 1.0, truth=_truth(requests, 0.5))
+        assert result["trustworthy"] and result["confidence_steps"] == 0, result["findings"]
+        (finding,) = [f for f in result["findings"] if f["kind"] == "generator-behind"]
+        assert finding["severity"] == "note" and "truth log measured" in finding["message"]
+        assert result["generator"]["behind"] == [] and result["generator"]["behind_seen"]
+        assert validity.generator_gate_note(result, passed=True) == (None, False)
+
+
+def test_with_truth_the_proxy_still_speaks_for_token_gaps_near_their_limit():
+    """Merged stamps move ITL, which the truth log (first and last token) does not time."""
+    requests = _run((2.0, 35.0))
+    truth = _truth(requests, 0.5)
+    close = validity.assess(requests, PHASES, None, [_criterion(100.0), _itl_criterion(90.0, 100.0)], 1.0, truth=truth)
+    assert not close["trustworthy"] and close["generator"]["behind"]
+    assert [d["criterion"] for d in close["generator"]["gate_doubts"]] == ["ITL P99"]
+    far = validity.assess(requests, PHASES, None, [_criterion(100.0), _itl_criterion(20.0, 100.0)], 1.0, truth=truth)
+    assert far["trustworthy"] and far["generator"]["gate_doubts"] == []
+
+
+def test_with_truth_a_large_measured_floor_still_makes_the_run_untrustworthy():
+    requests = _run((2.0, 35.0))
+    result = validity.assess(requests, PHASES, None, [_criterion(180.0)], 1.0, truth=_truth(requests, 15.0))
+    assert not result["trustworthy"] and result["floor"]["material"]

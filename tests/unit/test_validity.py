@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.verdict import floor as floor_mod
 from analysis.verdict import validity
 from loadline.core.redact import MARK, redact, sample
 from tests.synthetic import make_requests
@@ -62,7 +63,7 @@ def _truth_run(overhead_ms: tuple[float, float], n: int = 40):
 
 def test_floor_from_truth_is_per_phase_and_in_model_time():
     requests, truth = _truth_run((2.0, 30.0))
-    floor = validity.measurement_floor(requests, PHASES, 20.0, truth, None)
+    floor = floor_mod.measurement_floor(requests, PHASES, 20.0, truth, None)
     assert floor["method"] == "truth"
     by_phase = {r["phase"]: r for r in floor["phases"]}
     assert abs(by_phase["step 1"]["floor_ms"] - 2.0) < 1e-6
@@ -72,10 +73,10 @@ def test_floor_from_truth_is_per_phase_and_in_model_time():
 
 def test_a_failure_within_the_floor_may_be_the_clients_and_is_material():
     requests, truth = _truth_run((2.0, 30.0))
-    floor = validity.measurement_floor(requests, PHASES, 20.0, truth, None)
+    floor = floor_mod.measurement_floor(requests, PHASES, 20.0, truth, None)
     criteria = [{"name": "TTFT P95", "limit": 800.0, "measured": 1100.0, "passed": False, "where": "step 2", "unit": "ms"},
                 {"name": "error rate", "limit": 0.0, "measured": 0.0, "passed": True, "where": "", "unit": "fraction"}]
-    result = validity.floor_materiality(floor, criteria)
+    result = floor_mod.floor_materiality(floor, criteria)
     assert result["material"]
     (check,) = result["criteria"]
     assert check["may_flip"] and abs(check["floor_model_ms"] - 600.0) < 1e-6
@@ -84,16 +85,16 @@ def test_a_failure_within_the_floor_may_be_the_clients_and_is_material():
 
 def test_a_small_steady_floor_is_not_material():
     requests, truth = _truth_run((0.5, 0.6))
-    floor = validity.measurement_floor(requests, PHASES, 1.0, truth, None)
+    floor = floor_mod.measurement_floor(requests, PHASES, 1.0, truth, None)
     criteria = [{"name": "TTFT P95", "limit": 800.0, "measured": 300.0, "passed": True, "where": "step 2", "unit": "ms"}]
-    assert not validity.floor_materiality(floor, criteria)["material"]
+    assert not floor_mod.floor_materiality(floor, criteria)["material"]
 
 
 def test_without_truth_the_floor_is_the_generators_loop_lag():
     generator = pd.DataFrame({"ts": [1001.0, 1002.0, 1011.0, 1012.0], "worker_id": "w0",
                               "cpu_percent": 20.0, "loop_lag_ms": [1.0, 1.0, 8.0, 8.0], "users": 1, "inflight": 1})
     requests = make_requests([1001.0, 1011.0], [100.0, 100.0], ttfb_ms=[3.0, 4.0])
-    floor = validity.measurement_floor(requests, PHASES, 10.0, None, generator)
+    floor = floor_mod.measurement_floor(requests, PHASES, 10.0, None, generator)
     assert floor["method"] == "loop-lag"
     assert abs(floor["floor_model_ms"] - 80.0) < 1e-6 and abs(floor["ttfb_min_model_ms"] - 30.0) < 1e-6
 
@@ -125,5 +126,5 @@ def test_the_loop_lag_floor_is_called_an_upper_bound_when_the_kernel_stamped_arr
     generator = pd.DataFrame({"ts": [1001.0, 1011.0], "worker_id": "w0", "cpu_percent": 20.0,
                               "loop_lag_ms": [5.0, 5.0], "users": 1, "inflight": 1})
     requests = make_requests([1001.0, 1011.0], [100.0, 100.0], clock="kernel")
-    floor = validity.measurement_floor(requests, PHASES, 1.0, None, generator)
+    floor = floor_mod.measurement_floor(requests, PHASES, 1.0, None, generator)
     assert "upper bound" in floor["why"]
