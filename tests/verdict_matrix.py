@@ -160,7 +160,7 @@ def healthy(v: Variant) -> list[ms.Phase]:
 BUILDERS = {"scheduler": scheduler, "gpu-compute": gpu_compute, "kv-cache": kv_cache, "memory-leak": memory_leak,
             "headroom": healthy}
 
-# llama.cpp's names for the same gauges (analysis/data/vocabulary.py): a slot cap reads as scheduler
+# llama.cpp's names for the same gauges (analysis/data/metric_names.py): a slot cap reads as scheduler
 LLAMACPP = {"vllm:num_requests_running": "llamacpp:requests_processing",
             "vllm:num_requests_waiting": "llamacpp:requests_deferred"}
 

@@ -1,6 +1,6 @@
 """Where does the time go? Per phase, the client's TTFT and E2E split into what the engine says it spent.
 
-The engine's own histograms (analysis/data/vocabulary.py maps vLLM, SGLang and TGI names) give, for
+The engine's own histograms (analysis/data/metric_names.py maps the engines' names) give, for
 the requests it finished in a window, the mean queue, prefill, decode, TTFT and E2E time. The client
 records give the mean TTFT and E2E the user saw. Means, not percentiles: means add up (client TTFT =
 outside + queue + prefill + the engine's other front-end time), percentiles do not, and a histogram's

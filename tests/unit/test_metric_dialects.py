@@ -3,7 +3,7 @@
 The llama.cpp pages in tests/data/llamacpp_metrics/ are real `/metrics` scrapes of `llama-server`
 (8 slots, one thread, the tiny model of tests/real/make_tiny_gguf.py): a fresh idle server, five
 scrapes at 2 users, eight at 16 users (slots pinned, requests deferred), and idle afterwards. The
-Triton pages are written from the exposition in NVIDIA's sources (see analysis/data/vocabulary.py).
+Triton pages are written from the exposition in NVIDIA's sources (see analysis/data/metric_names.py).
 """
 
 from __future__ import annotations
