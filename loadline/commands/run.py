@@ -25,6 +25,7 @@ from pathlib import Path
 from analysis.report.build import build_report, unusable_reason
 from loadline.core import resources, runfolder
 from loadline.core.errors import UsageError
+from loadline.core.lifeline import child_env
 from loadline.core.redact import MARK, redact
 from loadline.core.runsettings import validate_time_scale
 from loadline.core.slo import SLO
@@ -361,7 +362,7 @@ def _run_locust(cmd: list[str], args: argparse.Namespace, admin_url: str = "",
     interrupted = [] if interrupted is None else interrupted
     # Drills reach the simulator's admin API through --sim-admin-url, a shape option: given as its
     # environment variable, Locust ignores it when no shape (hence no such option) is loaded.
-    env = {**os.environ, "LOCUST_SIM_ADMIN_URL": admin_url} if admin_url else None
+    env = child_env({**os.environ, "LOCUST_SIM_ADMIN_URL": admin_url} if admin_url else None)
     proc = subprocess.Popen(cmd, stdout=sys.stderr, stderr=sys.stderr, cwd=os.getcwd(), start_new_session=True,
                             env=env)
     try:

@@ -7,6 +7,7 @@ import asyncio
 import os
 
 from loadline.core.errors import UsageError
+from loadline.core.lifeline import die_with_parent
 from simulator.admin import check_admin_bind
 from simulator.config import DEFAULT_PROFILE, build_config, known_profiles, parse_assignment
 from simulator.server import ServeOptions, serve
@@ -79,6 +80,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main(args: argparse.Namespace) -> int:
+    die_with_parent()  # started by `loadline run`: end with it, even when it is killed
     config = build_config(args.profile, overrides_from(args))
     if not 0 <= args.port <= 65535 or not 0 <= args.admin_port <= 65535:
         raise UsageError("ports must be within 0..65535")

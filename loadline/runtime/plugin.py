@@ -16,6 +16,7 @@ from loadline.client import options as loadline_options
 from loadline.client.options import INVALID
 from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
+from loadline.core.lifeline import die_with_parent
 from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, selfcheck  # noqa: F401 (locust_fixes patches at import)
 from loadline.runtime.collector import RunCollector, close_phase_timeline
 from loadline.runtime.exporter import install as install_exporter
@@ -36,6 +37,7 @@ def _add_options(parser, **_) -> None:
 
 @events.init.add_listener
 def _on_init(environment, **_) -> None:
+    die_with_parent()  # started by `loadline run`: end with it, even when it is killed
     environment.loadline_records = RecordBuffer()
     environment.loadline_settings = None
     environment.loadline_observers = []

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadline.core.errors import UsageError
+from loadline.core.lifeline import child_env
 
 READY_PREFIX = "loadline-sim listening on "
 ADMIN_PREFIX = "loadline-sim admin on "  # second line, with --admin
@@ -42,7 +43,7 @@ def start_simulator(args: list[str], log_path: Path | None = None, startup_timeo
         # Own session: a Ctrl-C in the terminal stops Locust gracefully while the target keeps serving
         # the streams in flight (they end as "cancelled", not as resets); we stop the simulator after.
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=os.getcwd(),
-                                start_new_session=True)
+                                start_new_session=True, env=child_env())
     finally:
         if log_path:
             stderr.close()  # the child has its own copy
