@@ -1,0 +1,396 @@
+"""CPU per token of HTTP client stacks on the per-token path: today's requests/urllib3 vs geventhttpclient.
+
+Issue 15 ("one core drives everything offered"): the SSE + JSON + stamp part of the path costs
+~6-7 us per token in-process; the rest is gevent socket reads, urllib3's read1 wrapper, http.client's
+chunked decoding and requests. This measures whole stacks in one gevent process pinned to core 1
+(the embedded simulator, flat cost model, on core 0): N users each stream chat replies of TOKENS
+tokens (ignore_eos) back to back for SECONDS, every stack in a fresh child process, rounds
+interleaved. Stacks (every one reads a chunk as soon as any bytes arrive):
+  loadline       today's path: stamped_session() + read_stream() (kernel receive stamps)
+  loadline-user  the same with LOADLINE_KERNEL_CLOCK=0 (stamp = perf_counter() at the read)
+  ghc            geventhttpclient's HTTPClient (a keep-alive pool of one connection per user) under the
+                 same read_stream() (sseclient-py + orjson) through a read1() adapter; read-time stamps
+  ghc-kernel     ghc on kernel_clock.py's recvmsg socket class, plus the recv() geventhttpclient calls
+  ghc-find       ghc with a bytes.find(b"\\n\\n") framer instead of sseclient-py (sizes SSE framing)
+Columns: tokens/s and CPU-s per 1,000 tokens (time.process_time of the child) over the window
+WARMUP_S .. SECONDS - COOLDOWN_S; TTFT error |measured - truth| and first-token stamp error
+|sent_wall + TTFT - truth first_token| (both wall clocks) from the simulator's truth log, for requests
+inside the window; read delay p99 (kernel stacks: how late the newest bytes of a read were read);
+/proc/loadavg after the run; failed requests by exception type.
+Every completed reply must carry exactly TOKENS content chunks, the server's usage count and the
+truth log's output_tokens (asserted).
+
+    python benchmarks/client_stacks.py [--streams 16 256] [--seconds 10] [--rounds 3] [--stacks ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from time import perf_counter
+
+REPO = Path(__file__).resolve().parent.parent
+STACKS = ("loadline", "loadline-user", "ghc", "ghc-kernel", "ghc-find")
+WARMUP_S = 3.0  # every user is in its steady request cycle
+COOLDOWN_S = 1.0  # users stop starting requests at SECONDS; the window ends before that
+NO_WAIT_S = 0.0002  # as streaming.py: a read faster than this found its bytes already buffered
+
+
+# -- the child: one stack, N users, in one gevent process ------------------------------------------
+def loadline_stack(url: str, path: str):  # type: ignore[no-untyped-def]
+    """Today's path, as loadline/client/users/base.py drives it."""
+    import requests
+
+    from loadline.client.http import stamped_session, wire_times
+    from loadline.client.streaming import StreamResult, chat_content, read_stream
+
+    def user():  # type: ignore[no-untyped-def]
+        http = stamped_session()
+        merged = http.merge_environment_settings(url + path, {}, None, None, None)
+        settings = {k: merged[k] for k in ("proxies", "verify", "cert")}
+
+        def send(payload: bytes, rid: str):  # type: ignore[no-untyped-def]
+            headers = {"Content-Type": "application/json", "X-Request-Id": rid}
+            result = StreamResult()
+            prepared = http.prepare_request(requests.Request("POST", url + path, data=payload, headers=headers))
+            response = http.send(prepared, stream=True, timeout=(5, 30), **settings)
+            try:
+                wire = wire_times(response)
+                assert response.status_code == 200 and wire is not None, response.status_code
+                read_stream(response.raw, chat_content, result, wire.headers_perf)
+                response._content_consumed = result.body_complete
+            finally:
+                response.close()
+            return wire.sent_perf, wire.sent_wall, result
+        return send
+    return user
+
+
+def ghc_stack(url: str, path: str, kernel: bool, framer: str):  # type: ignore[no-untyped-def]
+    """geventhttpclient underneath; read_stream() (or the find framer) on top."""
+    import socket
+
+    import gevent.socket
+    from geventhttpclient import HTTPClient
+    from geventhttpclient.connectionpool import ConnectionPool
+    from geventhttpclient.response import HTTPConnectionClosed
+
+    from loadline.client import kernel_clock
+    from loadline.client.http import _Stamped
+    from loadline.client.streaming import StreamResult, chat_content, read_stream
+
+    base = kernel_clock._stamped_class(gevent.socket.socket) if kernel else gevent.socket.socket
+
+    class Socket(base):  # type: ignore[valid-type, misc]
+        """Stamps "sent" after the request's one sendall(); the kernel variant also stamps recv()."""
+        __slots__ = ("sent_perf", "sent_wall")
+
+        def sendall(self, data, flags: int = 0):  # type: ignore[no-untyped-def]
+            super().sendall(data, flags)
+            self.sent_perf, self.sent_wall = perf_counter(), time.time()
+            if kernel:
+                self.kernel_wall = self.read_delay_max = 0.0
+
+        if kernel:
+            def recv(self, bufsize: int, flags: int = 0) -> bytes:
+                # geventhttpclient reads with recv(); kernel_clock's class stamps recv_into() only.
+                # Its stamping, on recvmsg() (recv_into a fresh 64 KiB bytearray zero-fills it first)
+                data, ancdata, _, _ = self.recvmsg(bufsize, kernel_clock._ANC_SPACE, flags)
+                if ancdata:
+                    sec, nsec = kernel_clock._TIMESPEC.unpack_from(ancdata[0][2])
+                    self.kernel_wall = wall = sec + nsec * 1e-9
+                    delay = time.time() - wall
+                    if delay > self.read_delay_max:
+                        self.read_delay_max = delay
+                elif data:
+                    self.kernel_wall = 0.0
+                return data
+
+    if kernel:  # is_stamped() (kernel_clock.py) recognises its own classes only
+        kernel_clock._subclasses[Socket] = Socket
+        kernel_clock.keep_stamping_on()
+
+    class Pool(ConnectionPool):
+        current = None  # the socket of the request in flight (a response read whole with its headers lets go of it)
+
+        def get_socket(self):  # type: ignore[no-untyped-def]
+            self.current = super().get_socket()
+            return self.current
+
+        def _create_tcp_socket(self, family: int, socktype: int, protocol: int):  # type: ignore[no-untyped-def]
+            sock = Socket(family, socktype, protocol)
+            sock.sent_perf = sock.sent_wall = 0.0
+            if kernel:
+                sock.kernel_wall = sock.read_delay_max = 0.0
+                sock.setsockopt(socket.SOL_SOCKET, kernel_clock.SO_TIMESTAMPNS, 1)
+            return sock
+
+    class Connection(_Stamped):  # what kernel_reads() looks for on `raw.connection`
+        def __init__(self, sock) -> None:  # type: ignore[no-untyped-def]
+            self.sock = sock
+            self.sent_perf, self.sent_wall = sock.sent_perf, sock.sent_wall
+
+    class Raw:
+        """urllib3's read1()/close() over a geventhttpclient response: whatever one recv() brought.
+
+        HTTPSocketResponse.read(n) waits until n bytes are buffered (and read() for the whole body),
+        so this feeds the response's parser itself: private `_body_buffer` and `feed()`."""
+        __slots__ = ("response", "connection", "sock")
+
+        def __init__(self, response, sock) -> None:  # type: ignore[no-untyped-def]
+            self.response, self.sock = response, sock
+            self.connection = Connection(sock)
+
+        def read1(self, n: int = 65536) -> bytes:
+            response = self.response
+            buffer = response._body_buffer
+            while not buffer:
+                if response.message_complete:
+                    return b""
+                data = self.sock.recv(n)
+                if not data:
+                    raise HTTPConnectionClosed("connection closed before the end of the body")
+                response.feed(data)  # releases the socket to the pool when the body is complete
+            data = bytes(buffer)
+            del buffer[:]
+            return data
+
+        def close(self) -> None:
+            self.response.release()
+
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+
+    def user():  # type: ignore[no-untyped-def]
+        client = HTTPClient(host, int(port), concurrency=1, connection_timeout=5, network_timeout=30)
+        client._connection_pool = pool = Pool(host, int(port), host, int(port), size=1, connection_timeout=5,
+                                              network_timeout=30)
+
+        def send(payload: bytes, rid: str):  # type: ignore[no-untyped-def]
+            response = client.request("POST", path, body=payload,
+                                      headers={"Content-Type": "application/json", "X-Request-Id": rid})
+            headers_at = perf_counter()
+            try:
+                assert response.status_code == 200, response.status_code
+                sock = pool.current
+                raw = Raw(response, sock)
+                sent_perf, sent_wall = sock.sent_perf, sock.sent_wall
+                if kernel and sock.kernel_wall:
+                    headers_at = sock.kernel_wall - sent_wall + sent_perf
+                    if headers_at < sent_perf:  # preempted between write and clock read (http.py)
+                        sent_wall -= sent_perf - headers_at
+                        sent_perf = raw.connection.sent_perf = headers_at
+                        raw.connection.sent_wall = sent_wall
+                result = StreamResult()
+                if framer == "find":
+                    read_find(raw, result, headers_at)
+                else:
+                    read_stream(raw, chat_content, result, headers_at)
+            finally:
+                response.release()
+            return sent_perf, sent_wall, result
+        return send
+    return user
+
+
+def read_find(raw, result, headers_at: float) -> None:  # type: ignore[no-untyped-def]
+    """Minimal SSE framing: `data: ` lines ended by a blank line, LF only (what the simulator sends);
+    the per-chunk handling and the stamping rule are read_stream()'s user-clock branch."""
+    import orjson
+    loads = orjson.loads
+    arrivals, pieces = result.arrivals, result.pieces
+    pending = b""
+    first = True
+    for _ in range(1_000_000):
+        before = perf_counter()
+        data = raw.read1(65536)
+        now = perf_counter()
+        arrival = headers_at if first and headers_at and now - before < NO_WAIT_S else now
+        first = False
+        if not data:
+            break
+        pending = pending + data if pending else data
+        start = 0
+        while (end := pending.find(b"\n\n", start)) >= 0:
+            event, start = pending[start:end], end + 2
+            if not event.startswith(b"data: "):
+                continue
+            payload = event[6:]
+            if payload == b"[DONE]":
+                result.done = True
+                result.body_complete = not raw.read1(65536)
+                return
+            chunk = loads(payload)
+            choices = chunk.get("choices")
+            if choices:
+                choice = choices[0]
+                delta = choice.get("delta")
+                text = delta.get("content") if delta else None
+                if text:
+                    arrivals.append(arrival)
+                    pieces.append(text)
+                if reason := choice.get("finish_reason"):
+                    result.finish_reason = reason
+            if usage := chunk.get("usage"):
+                result.usage = usage
+        pending = pending[start:]
+
+
+def child(args: argparse.Namespace) -> None:
+    from gevent import monkey
+    monkey.patch_all()
+    import gevent
+
+    path = "/v1/chat/completions"
+    if args.child.startswith("loadline"):
+        user = loadline_stack(args.url, path)
+    else:
+        user = ghc_stack(args.url, path, kernel=args.child == "ghc-kernel",
+                         framer="find" if args.child == "ghc-find" else "sse")
+    payload = json.dumps({"model": args.model, "messages": [{"role": "user", "content": "Say something long."}],
+                          "stream": True, "max_tokens": args.tokens, "ignore_eos": True,
+                          "stream_options": {"include_usage": True}}).encode()
+    done: list[tuple] = []  # (rid, sent_perf, sent_wall, result)
+    failures: dict[str, int] = {}
+    start = perf_counter()
+    stop_at = start + args.seconds
+
+    def run(k: int) -> None:
+        send = user()
+        for i in range(100_000):
+            if perf_counter() >= stop_at:
+                return
+            rid = f"{args.tag}-{k}-{i}"
+            try:
+                sent_perf, sent_wall, result = send(payload, rid)
+            except Exception as exc:  # counted and shown; a failing stack must not hang the run
+                failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+                gevent.sleep(0.05)
+                continue
+            done.append((rid, sent_perf, sent_wall, result))
+
+    window: list[float] = []
+
+    def sample() -> None:
+        for edge in (start + WARMUP_S, stop_at - COOLDOWN_S):
+            gevent.sleep(max(0.0, edge - perf_counter()))
+            window.extend((perf_counter(), time.process_time()))
+
+    users = [gevent.spawn(run, k) for k in range(args.streams[0])]
+    sampler = gevent.spawn(sample)
+    gevent.joinall([sampler, *users], timeout=args.seconds + 30)
+    w0, cpu0, w1, cpu1 = window
+    tokens = sum(1 for *_, result in done for t in result.arrivals if w0 <= t < w1)
+    wrong = [(rid, len(r.arrivals), (r.usage or {}).get("completion_tokens")) for rid, _, _, r in done
+             if not len(r.arrivals) == (r.usage or {}).get("completion_tokens") == args.tokens]
+    assert not wrong, f"{len(wrong)} replies without exactly {args.tokens} tokens, e.g. {wrong[:3]}"
+    records = [{"rid": rid, "sent_wall": wall, "ttft_ms": (r.arrivals[0] - sent) * 1000, "tokens": len(r.arrivals),
+                "read_delay_ms": r.kernel_socket.read_delay_max * 1000 if r.kernel_socket is not None else None,
+                "clock": r.clock}
+               for rid, sent, wall, r in done if sent >= w0 and r.arrivals[-1] < w1]
+    print(json.dumps({"tokens_s": tokens / (w1 - w0), "cpu_1k": (cpu1 - cpu0) / max(tokens, 1) * 1000,
+                      "cpu_pct": 100 * (cpu1 - cpu0) / (w1 - w0), "requests": len(done), "failures": failures,
+                      "records": records}))
+
+
+# -- the parent: simulator, children, truth ---------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def run_child(stack: str, streams: int, tag: str, url: str, model: str, args: argparse.Namespace) -> dict:
+    pin = ["taskset", "-c", "1"] if (os.cpu_count() or 1) > 1 else []
+    cmd = [*pin, sys.executable, __file__, "--child", stack, "--url", url, "--model", model, "--tag", tag,
+           "--streams", str(streams), "--seconds", str(args.seconds), "--tokens", str(args.tokens)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LOADLINE_KERNEL_CLOCK": "0" if stack == "loadline-user" else "1"}
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + 60, env=env, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out"}
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1][:200]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, nargs="+", default=[16, 256])
+    parser.add_argument("--stacks", nargs="+", choices=STACKS, default=list(STACKS))
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--step-ms", type=float, default=10.0)
+    parser.add_argument("--ttft-ms", type=float, default=100.0)
+    parser.add_argument("--child", choices=STACKS, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+
+    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from generator_throughput import flat_model
+
+    from loadline.runtime.simprocess import start_simulator
+
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        truth_path = Path(tmp) / "truth.jsonl"
+        sim = start_simulator(["--profile", "tiny", "--truth", str(truth_path),
+                               *sum((["--set", kv] for kv in flat_model(args.step_ms, args.ttft_ms)), [])])
+        try:
+            if (os.cpu_count() or 1) > 1:
+                subprocess.run(["taskset", "-cp", "0", str(sim.proc.pid)], capture_output=True)
+            import urllib.request
+            with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as reply:
+                model = json.load(reply)["data"][0]["id"]
+            for r in range(args.rounds):
+                for streams in args.streams:
+                    order = args.stacks[r % len(args.stacks):] + args.stacks[:r % len(args.stacks)]
+                    for stack in order:  # rotated each round, so no stack always follows the same one
+                        tag = f"{stack}-{streams}-{r}"
+                        began = time.strftime("%H:%M:%S", time.gmtime())
+                        row = run_child(stack, streams, tag, sim.url, model, args)
+                        row.update(stack=stack, streams=streams, round=r, began=began,
+                                   loadavg=Path("/proc/loadavg").read_text().split()[0])
+                        rows.append(row)
+                        said = row.get("error") or f"{row['cpu_1k']:.4f} CPU-s/1k, {row['tokens_s']:,.0f} tok/s"
+                        print(f"{began} {tag}: {said} (load {row['loadavg']})", file=sys.stderr, flush=True)
+        finally:
+            sim.stop()
+        truth = {t["request_id"]: t for t in map(json.loads, truth_path.read_text().splitlines())}
+
+    print("stack          streams round  tokens/s  CPU-s/1k  CPU %  TTFT err p50/p99 ms  1st-token err p50/p99 ms"
+          "  read delay p99 ms  requests   load  failures")
+    for row in rows:
+        if "error" in row:
+            print(f"{row['stack']:<14} {row['streams']:>7} {row['round']:>5}  error: {row['error']}")
+            continue
+        ttft_err, stamp_err = [], []
+        for rec in row["records"]:
+            t = truth.get(rec["rid"])
+            assert t is not None and t["output_tokens"] == rec["tokens"], (rec, t)
+            ttft_err.append(abs(rec["ttft_ms"] - (t["first_token"] - t["arrival"]) * 1000))
+            stamp_err.append(abs(rec["sent_wall"] + rec["ttft_ms"] / 1000 - t["first_token"]) * 1000)
+        delays = [rec["read_delay_ms"] for rec in row["records"] if rec["read_delay_ms"] is not None]
+        delay = f"{pct(delays, 0.99):.1f}" if delays else "-"
+        failed = " ".join(f"{n} {name}" for name, n in row["failures"].items())
+        print(f"{row['stack']:<14} {row['streams']:>7} {row['round']:>5} {row['tokens_s']:>9,.0f} {row['cpu_1k']:>9.4f}"
+              f" {row['cpu_pct']:>6.0f}  {pct(ttft_err, 0.5):>8.2f} / {pct(ttft_err, 0.99):<8.2f}"
+              f"  {pct(stamp_err, 0.5):>11.3f} / {pct(stamp_err, 0.99):<9.3f}  {delay:>17}"
+              f"  {row['requests']:>8}  {row['loadavg']:>5}  {failed or 0}")
+
+
+if __name__ == "__main__":
+    main()
