@@ -25,8 +25,10 @@ demo: install
 	    echo "make demo: the report in $$dir says this machine was too busy for trustworthy numbers" >&2; exit 0; fi; \
 	  exit $$code
 
+# In parallel pytest processes over disjoint files, then the timing-exact tests alone (tests/run_shards.py
+# says why); each process's output is in runs/test-shards/. `$(BIN)/python -m pytest -q` runs it serially.
 test: install browser faketime lint-layers
-	$(BIN)/python -m pytest -q
+	$(BIN)/python tests/run_shards.py
 
 # The inner loop: unit tests only (in process, under a minute).
 test-fast: install lint-layers

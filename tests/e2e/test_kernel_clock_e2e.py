@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from spine_helpers import REPO, requests_table, truth_table
 
@@ -57,6 +58,7 @@ def stamp_errors_ms(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return first, last
 
 
+@pytest.mark.exclusive  # its own CPU hog is the point: no other test beside it (tests/run_shards.py)
 def test_kernel_stamps_stay_true_under_a_cpu_hog_and_read_time_stamps_do_not(sim_server, tmp_path):
     kernel = hogged_run(sim_server, tmp_path, kernel=True)
     user = hogged_run(sim_server, tmp_path, kernel=False)

@@ -93,6 +93,7 @@ def implied_max_rate(prompt_tokens: float, output_tokens: int, max_num_seqs: int
     return max_num_seqs / (output_tokens * step)
 
 
+@pytest.mark.exclusive  # the capacity the engine model implies, to 10 %: a starved simulator steps slower
 def test_a_sweep_finds_the_highest_slo_compliant_rate_the_engine_model_implies(tmp_path):
     run_dir, verdict = run(tmp_path, "--scenario", "rate", "--shape", "rate-sweep", "--arrival", "constant",
                            "--sim-option", "max_num_seqs=4", "--time-scale", "4", "--",

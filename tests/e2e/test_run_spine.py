@@ -26,6 +26,7 @@ def run64(tmp_path_factory):
     return done
 
 
+@pytest.mark.exclusive  # timings to the ms against the truth: the machine to itself (tests/run_shards.py)
 def test_64_streams_timings_match_the_simulators_truth(run64):
     records, truth = requests_table(run64.run_dir), truth_table(run64.run_dir / "truth.jsonl")
     # 64 concurrent streams: after the ramp (2 s at 32 users/s) and before the stop.
@@ -37,6 +38,7 @@ def test_64_streams_timings_match_the_simulators_truth(run64):
     assert e2e.quantile(0.5) < 2.0 and e2e.quantile(0.99) < 5.0, e2e.describe()
 
 
+@pytest.mark.exclusive  # shares run64 with the timing test
 def test_64_streams_every_request_recorded_once(run64):
     records, truth = requests_table(run64.run_dir), truth_table(run64.run_dir / "truth.jsonl")
     assert_every_request_once(records, truth)
@@ -55,6 +57,7 @@ def test_64_streams_every_request_recorded_once(run64):
     assert 64 <= connects <= 70, connects
 
 
+@pytest.mark.exclusive  # shares run64 with the timing test
 def test_locust_aggregated_counts_one_request_per_request(run64):
     records = requests_table(run64.run_dir)
     stats = locust_rows(run64.run_dir)
@@ -65,6 +68,7 @@ def test_locust_aggregated_counts_one_request_per_request(run64):
     assert {"TTFT", "TPOT", "ITL"} <= set(stats.Type)
 
 
+@pytest.mark.exclusive  # shares run64 with the timing test
 def test_manifest_describes_the_run(run64):
     manifest = json.loads((run64.run_dir / "manifest.json").read_text())
     assert manifest["status"] == "finished"
@@ -90,8 +94,10 @@ def test_two_workers_deliver_every_record_exactly_once(tmp_path):
 def test_interrupt_mid_stream_keeps_every_record(tmp_path, how):
     cmd = [sys.executable, "-m", "loadline", "run", "--sim-profile", "tiny", "--users", "16", "--spawn-rate", "16",
            "--run-time", "60s", "--out", str(tmp_path), "--no-report", "--", *FAST_USER]
+    # SIGINT back to its default: a suite started in the background (`make test &`) inherits it ignored,
+    # and Python then never turns it into KeyboardInterrupt
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not list(tmp_path.glob("*/requests.csv")):
         time.sleep(0.2)
