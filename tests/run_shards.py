@@ -37,13 +37,13 @@ DEFAULT_S = 5.0
 TIMEOUT_S = 45 * 60  # a shard that runs longer than this is hung: CI's own limit is 90 min
 
 
-def test_files() -> list[str]:
+def suite_files() -> list[str]:
     return sorted(str(p.relative_to(REPO)) for p in HERE.rglob("test_*.py"))
 
 
 def exclusive_files() -> list[str]:
     """The files with an exclusive test (a text search: cheaper than collecting every file again)."""
-    return [f for f in test_files() if "pytest.mark.exclusive" in (REPO / f).read_text()]
+    return [f for f in suite_files() if "pytest.mark.exclusive" in (REPO / f).read_text()]
 
 
 def deal(files: list[str], durations: dict[str, float], shards: int) -> list[list[str]]:
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     durations = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     started = time.monotonic()
-    shards = deal(test_files(), durations, max(1, args.shards))
+    shards = deal(suite_files(), durations, max(1, args.shards))
     procs = [(f"shard-{k}", _pytest(files, "not exclusive", out / f"shard-{k}.log", out / f"shard-{k}.xml", extra),
               out / f"shard-{k}.log") for k, files in enumerate(shards)]
     print(f"run_shards: {sum(map(len, shards))} files in {len(shards)} pytest processes, then the exclusive tests alone")
