@@ -55,6 +55,7 @@ def _truth_by_phase(run_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@pytest.mark.exclusive  # at x20 a starved generator keeps fewer requests in flight: the knee moves
 def test_knee_is_where_the_simulator_batch_fills(stepped_run):
     run_dir, exit_code = stepped_run
     verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
@@ -72,6 +73,7 @@ def test_knee_is_where_the_simulator_batch_fills(stepped_run):
     assert exit_code == verdict["exit_code"] == 0 and verdict["slo"]["passed"]  # the loose SLO holds
 
 
+@pytest.mark.exclusive  # shares stepped_run with the knee test
 def test_exit_code_follows_the_slo(stepped_run, tmp_path):
     run_dir, _ = stepped_run
     generous = tmp_path / "generous.toml"

@@ -93,6 +93,7 @@ def stepped_local(tmp_path_factory, scaled_slo) -> Path:
     return loadline_run(tmp_path_factory.mktemp("stepped"), "--slo", str(scaled_slo), *STEPPED)
 
 
+@pytest.mark.exclusive  # at x20 the client's own ms count 20-fold toward the 400 ms stop rule: a busy box stops a step early
 def test_stepped_stops_at_the_step_that_breaks_the_slo_and_says_so(stepped_local):
     rows = phases_of(stepped_local)
     assert shape_of(rows) == EXPECTED_STEPPED  # 16 users is past the batch cap of 8: no 32-user step
@@ -107,6 +108,7 @@ def test_stepped_stops_at_the_step_that_breaks_the_slo_and_says_so(stepped_local
     assert_users_reach_targets(stepped_local, rows)
 
 
+@pytest.mark.exclusive  # compares with stepped_local (above), which runs alone
 def test_stepped_with_two_workers_leaves_the_same_timeline(tmp_path, scaled_slo, stepped_local):
     run_dir = loadline_run(tmp_path, "--slo", str(scaled_slo), *STEPPED, workers=2)
     rows = phases_of(run_dir)
