@@ -1,4 +1,4 @@
-"""`make test`: the whole suite in a few pytest processes at once, then the timing-exact tests alone.
+"""`make test`: the whole suite in a few pytest processes at once (3 by default), then the timing-exact tests alone.
 
 Why not pytest-xdist: its workers start pytest inside execnet's main-thread-only model, and this
 suite must monkey-patch with gevent before anything else (tests/conftest.py, as Locust does), which
@@ -15,7 +15,7 @@ least loaded shard); `--record` rewrites that file from this run's JUnit reports
 counts as DEFAULT_S. Each shard's output goes to runs/test-shards/shard-K.log; the summary lines and
 any failures are printed at the end. Exit code: 0 if every process passed, else the first failing one's.
 
-    python tests/run_shards.py [--shards 2] [--record] [pytest args, e.g. -x]
+    python tests/run_shards.py [--shards 3] [--record] [pytest args, e.g. -x]
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def _record(junits: list[Path]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shards", type=int, default=int(os.environ.get("LOADLINE_TEST_SHARDS", "2")))
+    parser.add_argument("--shards", type=int, default=int(os.environ.get("LOADLINE_TEST_SHARDS", "3")))
     parser.add_argument("--record", action="store_true", help="rewrite tests/durations.json from this run")
     args, extra = parser.parse_known_args(argv)
     out = REPO / "runs" / "test-shards"
