@@ -257,7 +257,10 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
 
 
 def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Path | None = None,
-                 prometheus: Iterable[str | Path] = ()) -> ReportResult:
+                 prometheus: Iterable[str | Path] = (), charts: bool = True) -> ReportResult:
+    """The report of a run folder. `charts=False` (--no-charts) writes the verdict, summary, HTML and
+    JUnit without drawing (matplotlib takes about a second per chart): for a CI gate that only
+    needs the exit code and the verdict."""
     slo = slo or SLO()
     run = load_run(run_dir)
     merge_prometheus(run, prometheus)
@@ -267,12 +270,16 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
     except OSError as exc:
         raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
     table, verdict = analyse(run, slo)
-    chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], slo, out, verdict["time_scale"])
-    drawn = _guarded("chart 'recovery'", lambda: recovery_chart(verdict["recovery"], out / "recovery.png"), {})
-    if isinstance(drawn, Path):
-        chart_paths.append(drawn)
-    elif isinstance(drawn, dict):
-        problems.append(drawn["error"])
+    if charts:
+        chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], slo, out,
+                                             verdict["time_scale"])
+        drawn = _guarded("chart 'recovery'", lambda: recovery_chart(verdict["recovery"], out / "recovery.png"), {})
+        if isinstance(drawn, Path):
+            chart_paths.append(drawn)
+        elif isinstance(drawn, dict):
+            problems.append(drawn["error"])
+    else:
+        chart_paths, problems = [], ["charts not drawn (--no-charts): loadline report RUN draws them"]
     verdict["charts"] = [p.name for p in chart_paths]
     verdict["chart_problems"] = problems
     verdict = clean(verdict)

@@ -22,10 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", help="where to write the report (default: RUN/report)")
     parser.add_argument("--prometheus", metavar="FILE", nargs="+", action="extend", default=[],
                         help="Prometheus query_range JSON exports to merge into the server metrics")
+    parser.add_argument("--no-charts", action="store_true",
+                        help="verdict, summary, HTML and JUnit without the PNG charts (seconds faster: a CI gate)")
 
 
 def main(args: argparse.Namespace) -> int:
-    result = build_report(args.run, SLO.from_file(args.slo), args.out, prometheus=args.prometheus)
+    result = build_report(args.run, SLO.from_file(args.slo), args.out, prometheus=args.prometheus,
+                          charts=not args.no_charts)
     print(result.summary)
     print(f"report: {result.out_dir / 'report.html'}")
     reason = unusable_reason(result.verdict)

@@ -68,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo", help="SLO thresholds (TOML, configs/slo/*.toml) for the stop rule and the report")
     p.add_argument("--out", default="runs", help="where run folders are created (default runs/)")
     p.add_argument("--no-report", action="store_true", help="skip `loadline report` at the end")
+    p.add_argument("--no-charts", action="store_true", help="the report without its PNG charts (seconds faster)")
     p.add_argument("locust_args", nargs="*", metavar="-- LOCUST_ARGS",
                    help="extra Locust options after `--`, e.g. -- --think-mean 2 --max-tokens 64")
     p.formatter_class = argparse.RawDescriptionHelpFormatter  # keeps the shape list below one per line
@@ -131,7 +132,7 @@ def main(args: argparse.Namespace) -> int:
                          f"what was measured is kept in {run_dir}")
     exit_code = 0
     if not args.no_report:
-        exit_code = _report(run_dir, args.slo)
+        exit_code = _report(run_dir, args.slo, charts=not args.no_charts)
     print(run_dir)
     return exit_code
 
@@ -394,8 +395,8 @@ def _interrupt_on_sigterm(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _report(run_dir: Path, slo_path: str | None) -> int:
-    result = build_report(run_dir, SLO.from_file(slo_path))
+def _report(run_dir: Path, slo_path: str | None, charts: bool = True) -> int:
+    result = build_report(run_dir, SLO.from_file(slo_path), charts=charts)
     print(result.summary, file=sys.stderr)
     reason = unusable_reason(result.verdict)
     if reason:  # exit 2 like a usage error: the test measured the setup, not the service

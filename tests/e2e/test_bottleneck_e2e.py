@@ -56,7 +56,7 @@ CASES = {
 def run_verdict(sim_options: list[str], run_args: list[str], out: Path, profile: str = "tiny") -> dict:
     sim = [arg for option in sim_options for arg in ("--sim-option", option)]
     command = [sys.executable, "-m", "loadline", "run", *(["--sim-profile", profile] if profile else []), *sim,
-               "--out", str(out), *run_args]
+               "--out", str(out), "--no-charts", *run_args]  # the verdict is what is judged here
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     # 2: the validity check found the numbers untrustworthy (a lagging generator on a busy machine);
     # the report and its bottleneck verdict are still written, and judged here

@@ -28,7 +28,7 @@ def test_a_server_closing_after_every_stream_costs_no_request(tmp_path):
 def test_interrupted_streams_are_truncated_failures_and_the_run_does_not_pass(tmp_path):
     quirks = "quirks=interrupt+uuid-request-id+close-after-stream"
     done = loadline("run", "--sim-profile", "tiny", "--sim-option", quirks, "--users", "4", "--run-time", "6s",
-                    "--out", str(tmp_path), "--", *SHORT_THINK)
+                    "--out", str(tmp_path), "--no-charts", "--", *SHORT_THINK)
     assert done.code == 1, done.stderr[-3000:]  # the report's gate failed (error rate), not a crash
     records, truth = requests_table(done.run_dir), truth_table(done.run_dir / "truth.jsonl")
     failed = records[records.status == "error"]

@@ -29,7 +29,7 @@ SHORT = ["--prompt-mix", "short=1", "--max-tokens", "16"]
 def run(tmp_path: Path, *args: str, report: bool = True) -> tuple[Path, dict]:
     """A finished run and its verdict; the exit code is not asserted (a saturated generator may make
     the report's validity section refuse a PASS, which is not what these tests are about)."""
-    done = loadline("run", *TINY, "--out", str(tmp_path), *([] if report else ["--no-report"]), *args)
+    done = loadline("run", *TINY, "--out", str(tmp_path), *(["--no-charts"] if report else ["--no-report"]), *args)
     assert done.stdout.strip(), done.stderr[-3000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     assert (run_dir / "requests.csv").exists(), done.stderr[-3000:]

@@ -92,14 +92,14 @@ def test_wrong_api_key_is_unusable_with_the_401_shown(sim_server, tmp_path):
 
 def test_wrong_path_is_unusable_with_the_404_and_body_shown(foreign_server, tmp_path):
     done = loadline("run", "--host", foreign_server("404"), "--users", "2", "--run-time", "6s",
-                    "--out", str(tmp_path), "--", *FAST_USER)
+                    "--out", str(tmp_path), "--no-charts", "--", *FAST_USER)
     verdict = _assert_unusable(done, 404, "text/plain")
     assert verdict["validity"]["setup_failure"]["body_sample"] == "404 page not found"
 
 
 def test_html_login_page_with_200_is_not_an_event_stream(foreign_server, tmp_path):
     done = loadline("run", "--host", foreign_server("html"), "--users", "2", "--run-time", "6s",
-                    "--out", str(tmp_path), "--", *FAST_USER)
+                    "--out", str(tmp_path), "--no-charts", "--", *FAST_USER)
     verdict = _assert_unusable(done, 200, "text/html")
     setup = verdict["validity"]["setup_failure"]
     assert setup["kind"] == "not_event_stream" and "<title>Sign in" in setup["body_sample"]

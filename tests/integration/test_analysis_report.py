@@ -215,3 +215,17 @@ def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):
     run = load_run(ms.write_scenario(sc, tmp_path / "run3", server.iloc[0:0]))
     assert server_charts.charts(run, phase_table(run), tmp_path / "out3") == []
 
+
+
+@pytest.mark.parametrize("users, capacity", [((2, 4, 8, 16, 32), 20.0), ((1, 2, 4), 100.0)])
+def test_no_charts_writes_the_same_verdict_without_pngs(tmp_path, capsys, users, capacity):
+    """--no-charts (a CI gate): same verdict and exit code as the full report, no PNG, and the report says so."""
+    run = stepped_run(tmp_path / "run", users, server=Server(capacity_rps=capacity), step_s=20)
+    full = build_report(run, SLO(), tmp_path / "full")
+    code = cli_main(["report", str(run), "--out", str(tmp_path / "quick"), "--no-charts"])
+    quick = json.loads((tmp_path / "quick" / "verdict.json").read_text())
+    assert code == full.exit_code and quick["slo"] == full.verdict["slo"]
+    assert quick["bottleneck"]["layer"] == full.verdict["bottleneck"]["layer"] and quick["knee"] == full.verdict["knee"]
+    assert full.verdict["charts"] and quick["charts"] == [] and not list((tmp_path / "quick").glob("*.png"))
+    assert "--no-charts" in (tmp_path / "quick" / "report.html").read_text()
+    assert (tmp_path / "quick" / "junit.xml").exists() and (tmp_path / "quick" / "summary.md").exists()
