@@ -2,8 +2,9 @@
 
 TTFT and E2E start at "request sent". Stamping before `Session.send()` would add requests' and
 urllib3's own ~0.5 ms of Python (more under gevent contention) to every measured latency, so the
-connection stamps the clock right after urllib3 wrote the request, and again when the response
-headers arrived; the user reads both back from `response.raw.connection`.
+connection stamps the clock right after urllib3 wrote the request (a kernel-stamped socket: right
+after its own last write, kernel_clock.py), and again when the response headers arrived; the user
+reads both back from `response.raw.connection`.
 
 Arrival times: a plain-HTTP connection reads through a kernel-stamped socket (kernel_clock.py), so
 `arrival()` is when the last read's bytes reached the host, whenever the generator got round to
@@ -53,6 +54,8 @@ class _Stamped:
         sock = self.sock  # type: ignore[attr-defined]
         if is_stamped(sock):  # nothing of this response has been read yet
             sock.kernel_wall = sock.read_delay_max = 0.0
+            if sock.sent_perf >= self.before_perf:  # the socket's own stamp after its last write (kernel_clock.py)
+                self.sent_perf, self.sent_wall = sock.sent_perf, sock.sent_wall
 
     def getresponse(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         response = super().getresponse(*args, **kwargs)  # type: ignore[misc]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import socket
 import struct
 import sys
-from time import time
+from time import perf_counter, time
 
 # linux/asm-generic/socket.h: SO_TIMESTAMPNS (== SCM_TIMESTAMPNS), the 64-bit-time_t "old" variant
 # that Python's socket module does not export. The cmsg payload is a struct timespec: two int64.
@@ -49,7 +49,14 @@ def _stamped_class(base: type) -> type:
         return cls
 
     class KernelStampedSocket(base):  # type: ignore[valid-type, misc]
-        __slots__ = ("kernel_wall", "read_delay_max")
+        __slots__ = ("kernel_wall", "read_delay_max", "sent_wall", "sent_perf")
+
+        def sendall(self, data, flags: int = 0) -> None:  # type: ignore[override]
+            # "Sent" is when the kernel took the request's last byte. Stamped here, right after the
+            # syscall, not after the HTTP stack returned: the OS can take the CPU away in between
+            # (a busy box), and every microsecond of that window made TTFT look shorter than it was.
+            super().sendall(data, flags)
+            self.sent_wall, self.sent_perf = time(), perf_counter()
 
         def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:  # type: ignore[override]
             if nbytes:
@@ -114,6 +121,7 @@ def kernel_stamped(sock: socket.socket) -> socket.socket | None:
     stamped.settimeout(timeout)
     stamped.kernel_wall = 0.0
     stamped.read_delay_max = 0.0
+    stamped.sent_wall = stamped.sent_perf = 0.0
     return stamped
 
 

@@ -43,8 +43,9 @@ def token(text: str, finish: str = "null") -> bytes:
             + finish.encode() + b"}]}\n\n")
 
 
-def serve_two_tokens(truth: list[float]):
-    """One connection: headers + token a, GAP_S later token b + [DONE]; `truth` gets each write's time."""
+def serve_two_tokens(truth: list[float], think_s: float = 0.0, received: list[float] | None = None):
+    """One connection: headers + token a, GAP_S later token b + [DONE]; `truth` gets each write's time.
+    `think_s`: how long the server computes before its first write; `received`: when the request was in."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(10)
 
@@ -59,6 +60,9 @@ def serve_two_tokens(truth: list[float]):
             length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
             while len(body) < length:
                 body += conn.recv(65536)
+            if received is not None:
+                received.append(time.time())
+            time.sleep(think_s)
             truth.append(time.time())
             conn.sendall(HEAD + chunk(token("a")))
             time.sleep(GAP_S)
@@ -70,10 +74,11 @@ def serve_two_tokens(truth: list[float]):
     return f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions", thread, listener
 
 
-def late_stream() -> tuple[StreamResult, http.WireTimes, list[float], RequestRecord]:
+def late_stream(think_s: float = 0.0, received: list[float] | None = None
+                ) -> tuple[StreamResult, http.WireTimes, list[float], RequestRecord]:
     """Read the two-token stream LATE_READ_S after the headers: token b waits in the socket."""
     truth: list[float] = []
-    url, thread, listener = serve_two_tokens(truth)
+    url, thread, listener = serve_two_tokens(truth, think_s, received)
     session = stamped_session()
     try:
         response = session.post(url, json={}, stream=True, timeout=(5, 5))
@@ -158,6 +163,25 @@ def test_a_preemption_after_the_write_moves_sent_back_to_before_the_write(monkey
     assert 0.0 < ttfb < PREEMPTED_S / 2  # from the stamp before the write; clamping to the reply gave 0
     # sent lies before the server's answer (it answered on receipt), by urllib3's write path only
     assert -PREEMPTED_S / 2 < to_wall(wire.sent_perf, wire) - truth[0] <= 0.001
+
+
+def test_sent_is_the_sockets_stamp_after_its_last_write_not_after_the_http_stack_returned(monkeypatch):
+    """The OS may take the CPU between the socket's write and the HTTP stack's return while the server
+    is still computing (real llama-server on a busy box: a client TTFT 2.5 ms shorter than the server's
+    own prompt time). "Sent" is stamped by the socket right after its last write, so that gap does not
+    shorten TTFB or TTFT."""
+    write = HTTPConnection.request
+
+    def slow_return(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        write(self, *args, **kwargs)
+        time.sleep(PREEMPTED_S)  # the HTTP stack (or the OS) keeps us after the bytes left
+
+    monkeypatch.setattr(HTTPConnection, "request", slow_return)
+    received: list[float] = []
+    result, wire, truth, rec = late_stream(think_s=2 * PREEMPTED_S, received=received)
+    assert abs(to_wall(wire.sent_perf, wire) - received[0]) < 0.005  # sent when the server got it, not 50 ms later
+    assert wire.headers_perf - wire.sent_perf > 2 * PREEMPTED_S - 0.005  # the server's 100 ms are all in TTFB
+    assert rec.ttft_ms > 2 * PREEMPTED_S * 1000 - 5
 
 
 def test_a_sent_stamp_before_the_reply_is_kept():
