@@ -16,6 +16,7 @@ from loadline.core import runfolder
 from loadline.core.identity import worker_id
 from loadline.core.manifest import start_manifest
 from loadline.core.records import COLUMNS
+from loadline.core.runsettings import time_scale_of_options
 from loadline.core.runfolder import ActiveRun, CsvAppender
 from loadline.runtime.clocksync import ClockSync, offset_warnings
 from loadline.runtime.fleet import Fleet
@@ -60,7 +61,7 @@ class RunCollector:
         for part in (self.clock, self.fleet):
             if part is not None:
                 part.start_run()
-        self.environment.loadline_live = LiveStats()
+        self.environment.loadline_live = LiveStats(time_scale_of_options(options))  # gap retention in model time
         self.appender = runfolder.requests_appender(run_dir)
         runfolder.write_json_atomic(run_dir / runfolder.MANIFEST, start_manifest(self.environment, run_dir))
         runfolder.set_active(ActiveRun(run_dir, time.time()))

@@ -4,13 +4,16 @@ Locust's own stats are bucketed and Aggregated-only in history; the stepped stop
 web UI's LLM tab need exact per-window percentiles, so the master keeps a compact copy of the few
 fields they use and computes windows on demand. ITL percentiles pool every gap, as the report does
 (analysis/stats/phases.py); the gaps are the bulky part of a record (~1 KB for a 256-token reply),
-so they are kept for the last `GAP_RETENTION_S` seconds only: an older window has no ITL (the
-judge then calls ITL "not judged").
+so they are kept for the last `GAP_RETENTION_S` model seconds only: an older window has no ITL
+(the judge then calls ITL "not judged"). The rest is kept for the whole run, packed into float64
+rows: ~80 bytes a request instead of ~300 as a tuple of Python objects, so a 2-hour soak at 20
+requests/s holds ~12 MB, not ~43 MB (docs/benchmarks.md, "Memory on long runs").
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +23,18 @@ from loadline.core.runsettings import is_scaled, model_value, time_scale_of_opti
 
 _I = {name: COLUMNS.index(name) for name in ("start_wall", "status", "e2e_ms", "ttft_ms", "output_tokens",
                                              "error_class", "itl_p50_ms", "tpot_ms", "itl_us")}
-GAP_RETENTION_S = 900  # wall seconds of ITL gaps kept: a stepped run's step is 3-5 minutes (DOMAIN.md)
+# Model seconds of ITL gaps kept: a stepped run's step is 3-5 minutes (DOMAIN.md). In a time-scaled
+# run that is GAP_RETENTION_S / X wall seconds (900 wall s at X = 20 is a 5-hour rehearsal's every gap),
+# but never less than MIN_GAP_RETENTION_WALL_S: the web UI's points settle after 30 wall s (series.py).
+GAP_RETENTION_S = 900
+MIN_GAP_RETENTION_WALL_S = 60.0
+# The fields a window reads, one float64 row each (a plain 2-D array: numpy joins a window's seconds
+# in C, where a structured dtype costs a Python call per second); None is NaN (latencies) or 0
+# (tokens); status and error class are small integer codes.
+_START, _STATUS, _E2E, _TTFT, _TOKENS, _ERROR_CLASS, _ITL_P50, _TPOT = range(8)
+_OK, _ERROR, _CANCELLED = 0, 1, 2
+_STATUS_CODES = {OK: _OK, CANCELLED: _CANCELLED}  # anything else counts as an error, as before
+_NO_ROWS = np.empty((0, 8))
 
 
 @dataclass(frozen=True)
@@ -50,32 +64,50 @@ class WindowSummary:
 
 
 class LiveStats:
-    """Compact rows bucketed by the second they started in, so a window reads only its own seconds."""
+    """Packed rows bucketed by the second they started in, so a window reads only its own seconds."""
 
-    def __init__(self) -> None:
-        self._by_second: dict[int, list[tuple]] = {}
+    def __init__(self, time_scale: float = 1.0) -> None:
+        self._by_second: dict[int, np.ndarray] = {}  # (rows, 8) float64 arrays
         self._gaps_by_second: dict[int, list[tuple[float, str]]] = {}  # ok rows' itl_us, recent seconds only
         self._gaps_from = -1  # windows starting before this second lost gaps to the retention
+        self._gap_retention_wall_s = max(GAP_RETENTION_S / time_scale, MIN_GAP_RETENTION_WALL_S)
+        self._classes: list[str] = []  # error class by code
+        self._class_codes: dict[str, int] = {}
         self._count = 0
 
     def ingest(self, rows: list[list]) -> None:
         i = _I
-        buckets, gaps = self._by_second, self._gaps_by_second
+        fresh: dict[int, list[tuple]] = {}
+        gaps = self._gaps_by_second
         for r in rows:
-            start = r[i["start_wall"]]
-            buckets.setdefault(int(start), []).append(
-                (start, r[i["status"]], r[i["e2e_ms"]], r[i["ttft_ms"]], r[i["output_tokens"]], r[i["error_class"]],
-                 r[i["itl_p50_ms"]], r[i["tpot_ms"]]))
-            if r[i["status"]] == OK and r[i["itl_us"]]:  # the text: parsed only by windows that want ITL
+            start, status = r[i["start_wall"]], r[i["status"]]
+            fresh.setdefault(int(start), []).append(
+                (start, _STATUS_CODES.get(status, _ERROR), _nan(r[i["e2e_ms"]]), _nan(r[i["ttft_ms"]]),
+                 r[i["output_tokens"]] or 0, self._class_code(r[i["error_class"]]), _nan(r[i["itl_p50_ms"]]),
+                 _nan(r[i["tpot_ms"]])))
+            if status == OK and r[i["itl_us"]]:  # the text: parsed only by windows that want ITL
                 gaps.setdefault(int(start), []).append((start, r[i["itl_us"]]))
+        buckets = self._by_second
+        for second, new in fresh.items():
+            packed = np.array(new, dtype=np.float64)
+            held = buckets.get(second)
+            buckets[second] = packed if held is None else np.concatenate((held, packed))
         self._count += len(rows)
         if gaps:
-            oldest = max(gaps) - GAP_RETENTION_S
+            oldest = max(gaps) - self._gap_retention_wall_s
             dropped = [sec for sec in gaps if sec < oldest]
             for second in dropped:
                 del gaps[second]
             if dropped:
                 self._gaps_from = max(self._gaps_from, max(dropped) + 1)
+
+    def _class_code(self, name: str | None) -> int:
+        name = name or ""
+        code = self._class_codes.get(name)
+        if code is None:
+            code = self._class_codes[name] = len(self._classes)
+            self._classes.append(name)
+        return code
 
     def __len__(self) -> int:
         return self._count
@@ -88,30 +120,32 @@ class LiveStats:
             return sorted(sec for sec in buckets if first <= sec <= last)
         return [sec for sec in range(first, last + 1) if sec in buckets]
 
-    def _rows_in(self, start_wall: float, end_wall: float) -> list[tuple]:
+    def _rows_in(self, start_wall: float, end_wall: float) -> np.ndarray:
         buckets = self._by_second
-        return [r for sec in self._seconds(buckets, start_wall, end_wall) for r in buckets[sec]
-                if start_wall <= r[0] < end_wall]
+        parts = [buckets[sec] for sec in self._seconds(buckets, start_wall, end_wall)]
+        if not parts:
+            return _NO_ROWS
+        rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return rows[(rows[:, _START] >= start_wall) & (rows[:, _START] < end_wall)]
 
     def window(self, start_wall: float, end_wall: float, itl: bool = True) -> WindowSummary | None:
         """Records whose start_wall lies in [start_wall, end_wall); None when there are none.
 
         `itl=False` skips the pooled ITL percentiles (the costly part: every gap of every reply)."""
         rows = self._rows_in(start_wall, end_wall)
-        if not rows:
+        if not len(rows):
             return None
-        ok = [r for r in rows if r[1] == OK]
-        cancelled = sum(1 for r in rows if r[1] == CANCELLED)
+        status = rows[:, _STATUS]
+        ok = rows[status == _OK]
+        cancelled = int(np.count_nonzero(status == _CANCELLED))
         errors = len(rows) - len(ok) - cancelled
-        by_class: dict[str, int] = {}
-        for r in rows:
-            if r[1] != OK and r[1] != CANCELLED:
-                by_class[r[5]] = by_class.get(r[5], 0) + 1
+        codes, counts = np.unique(rows[status == _ERROR, _ERROR_CLASS], return_counts=True)
+        by_class = {self._classes[int(code)]: int(count) for code, count in zip(codes, counts)}
         span = max(end_wall - start_wall, 1e-9)
-        e2e = _pcts([r[2] for r in ok])
-        ttft = _pcts([r[3] for r in ok if r[3] is not None])
-        itl_median = _pcts([r[6] for r in ok if r[6] is not None])
-        tpot = _pcts([r[7] for r in ok if r[7] is not None])
+        e2e = _pcts(_present(ok[:, _E2E]))
+        ttft = _pcts(_present(ok[:, _TTFT]))
+        itl_median = _pcts(_present(ok[:, _ITL_P50]))
+        tpot = _pcts(_present(ok[:, _TPOT]))
         pooled = self._pooled_gaps_us(start_wall, end_wall) if itl else None
         pooled_itl = tuple(None if v is None else v / 1000.0 for v in _pcts(pooled)) if pooled is not None else (None,) * 3
         return WindowSummary(
@@ -119,7 +153,7 @@ class LiveStats:
             cancelled=cancelled, error_rate=errors / max(len(ok) + errors, 1),
             e2e_p50_ms=e2e[0], e2e_p95_ms=e2e[1], e2e_p99_ms=e2e[2],
             ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], ttft_p99_ms=ttft[2], itl_p50_ms=itl_median[0],
-            output_tokens_per_s=sum(r[4] or 0 for r in ok) / span, rps=len(ok) / span, errors_by_class=by_class,
+            output_tokens_per_s=float(ok[:, _TOKENS].sum()) / span, rps=len(ok) / span, errors_by_class=by_class,
             itl_p95_ms=pooled_itl[1], itl_p99_ms=pooled_itl[2], tpot_p95_ms=tpot[1], tpot_p99_ms=tpot[2],
             itl_pooled_p50_ms=pooled_itl[0],
         )
@@ -135,6 +169,14 @@ class LiveStats:
         text = " ".join(itl for sec in self._seconds(gaps, start_wall, end_wall) for start, itl in gaps[sec]
                         if start_wall <= start < end_wall)
         return np.fromstring(text, dtype=np.int32, sep=" ") if text else np.empty(0, dtype=np.int32)
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _present(values: np.ndarray) -> np.ndarray:
+    return values[~np.isnan(values)]
 
 
 def _pcts(values: list[float] | np.ndarray) -> tuple[float | None, float | None, float | None]:

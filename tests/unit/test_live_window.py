@@ -65,3 +65,38 @@ def test_itl_is_computed_only_when_asked_and_a_window_from_zero_walks_only_the_s
     assert stats.window(1_796_000_000.0, 1_796_000_001.0, itl=False).itl_p99_ms is None
     everything = stats.window(0.0, 1_796_000_001.0)  # the stop rule's "did anything flow" check: no range walk
     assert everything.requests == 1 and everything.itl_p99_ms == 10.0
+
+
+def test_gaps_are_kept_for_the_retention_in_model_time_in_a_time_scaled_run():
+    """At --time-scale 10, 900 model seconds are 90 wall seconds: a rehearsal holds what a real run holds."""
+    later = 1000.5 + live.GAP_RETENTION_S / 10 + 5
+    scaled, real = LiveStats(time_scale=10.0), LiveStats()
+    for stats in (scaled, real):
+        stats.ingest([row(1000.5, [10_000] * 10, tpot_ms=10.0)])
+        stats.ingest([row(later, [10_000] * 10, tpot_ms=10.0)])
+    assert scaled.window(1000.0, 1001.0).itl_p99_ms is None
+    assert real.window(1000.0, 1001.0).itl_p99_ms == 10.0
+    # never below the floor: the web UI's points settle after 30 wall seconds
+    fast = LiveStats(time_scale=1000.0)
+    fast.ingest([row(1000.5, [10_000] * 10, tpot_ms=10.0), row(1000.5 + 30, [10_000] * 10, tpot_ms=10.0)])
+    assert fast.window(1000.0, 1001.0).itl_p99_ms == 10.0
+
+
+def test_packed_rows_count_statuses_error_classes_and_missing_values_as_the_records_say():
+    stats = LiveStats()
+    failed = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1000.3, status="error",
+                           error_class="timeout", e2e_ms=5000.0).to_row()
+    reset = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1000.4, status="error",
+                          error_class="reset", e2e_ms=40.0).to_row()
+    cancelled = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1001.2,
+                              status="cancelled", error_class="cancelled", e2e_ms=10.0).to_row()
+    no_tpot = row(1001.5, [], tpot_ms=None, ttft_ms=80.0)  # a one-token reply: no TPOT, no gaps
+    stats.ingest([row(1000.1, [10_000] * 3, tpot_ms=10.0, ttft_ms=120.0), failed, cancelled])
+    stats.ingest([reset, no_tpot, row(1002.5, [10_000] * 3, tpot_ms=10.0)])  # the last one is outside the window
+    s = stats.window(1000.0, 1002.0)
+    assert (s.requests, s.ok, s.errors, s.cancelled) == (5, 2, 2, 1)
+    assert s.errors_by_class == {"timeout": 1, "reset": 1}
+    assert s.error_rate == pytest.approx(2 / 4)
+    assert s.ttft_p50_ms == pytest.approx(100.0) and s.tpot_p95_ms == pytest.approx(10.0)
+    assert s.output_tokens_per_s == pytest.approx((4 + 1) / 2.0)
+    assert len(stats) == 6
