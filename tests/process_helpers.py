@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +22,19 @@ def start(cmd: list[str], cwd: Path, log_path: Path, env: dict | None = None) ->
     """Output goes to a file, not a pipe: a chatty process can never block on a full pipe."""
     with open(log_path, "wb") as log:
         return subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def start_locust_cluster(locustfile: Path, master_args: list[str], cwd: Path, log_dir: Path,
+                         workers: int = 2) -> tuple[subprocess.Popen, list[subprocess.Popen]]:
+    """A headless Locust master on a free loopback port and `workers` workers, each logging to
+    log_dir/master.log, log_dir/worker{i}.log. The master expects all of them before it starts."""
+    port = free_port()
+    common = [sys.executable, "-m", "locust", "-f", str(locustfile)]
+    master = start([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                    "--headless", "--expect-workers", str(workers), *master_args], cwd, log_dir / "master.log")
+    started = [start([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], cwd,
+                     log_dir / f"worker{i}.log") for i in range(workers)]
+    return master, started
 
 
 def wait_for_http(url: str, proc: subprocess.Popen, log_path: Path, timeout_s: float = 30.0) -> None:

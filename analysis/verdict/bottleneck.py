@@ -26,6 +26,8 @@ from analysis.verdict.context import Context, Thresholds, Window, build_context
 from analysis.verdict.reading import Reading, read
 from analysis.verdict.rules import WINDOW_RULES, Finding
 from analysis.verdict.run_rules import gateway, load_generator, memory_leak, not_the_gpu
+from loadline.core.judge import format_value
+from loadline.core.records import ErrorClass
 
 LAYERS = ("gpu-compute", "kv-cache", "memory-leak", "scheduler", "host-cpu", "gateway", "outside-engine",
           "load-generator", "unidentified", "headroom")
@@ -34,11 +36,8 @@ MAX_REASONS = 4  # limit reasons quoted; the windows that showed one are all lis
 
 
 def _slo_reason(c: dict) -> str:
-    measured, unit = c.get("measured"), c.get("unit", "ms")
-    if isinstance(measured, (int, float)):
-        value = f"{measured:.2%}" if unit == "fraction" else f"{measured:,.0f} {unit}"
-    else:
-        value = str(measured)
+    measured = c.get("measured")
+    value = format_value(measured, c.get("unit", "ms")) if isinstance(measured, (int, float)) else str(measured)
     return f"SLO criterion failed: {c.get('name')} {value} (limit {c.get('threshold')}) in {c.get('where') or 'the run'}"
 
 
@@ -196,18 +195,19 @@ def _headroom(ctx: Context) -> Finding:
     return f
 
 
-# What a failure class says about where it came from, when no layer's metrics explain the limit.
+# What a failure class (loadline/core/records.py ErrorClass says what each means) points at, when no
+# layer's metrics explain the limit.
 FAILURE_HINTS = {
-    "truncated": ("streams ended in order but without a finish_reason: the server or a proxy stopped them "
+    ErrorClass.TRUNCATED: ("streams ended in order but without a finish_reason: the server or a proxy stopped them "
                   "(llama-cpp-python's server does this to the stream in flight when a new request arrives, "
                   "interrupt_requests=true)",
                   "check the server's concurrency and request-interruption settings and the proxy's stream timeouts"),
-    "not_event_stream": ("2xx replies that were not event streams (a login page, a proxy's page)",
+    ErrorClass.NOT_EVENT_STREAM: ("2xx replies that were not event streams (a login page, a proxy's page)",
                          "check the URL, auth and what answers in front of the engine"),
-    "malformed": ("event streams whose events were not OpenAI chunks", "check what answers on the route"),
-    "stream_error": ("error objects inside the stream (the engine aborted generation)",
+    ErrorClass.MALFORMED: ("event streams whose events were not OpenAI chunks", "check what answers on the route"),
+    ErrorClass.STREAM_ERROR: ("error objects inside the stream (the engine aborted generation)",
                      "read the server's log for the aborted requests"),
-    "timeout": ("client timeouts", "compare the client's timeouts with the longest replies"),
+    ErrorClass.TIMEOUT: ("client timeouts", "compare the client's timeouts with the longest replies"),
 }
 
 

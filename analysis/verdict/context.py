@@ -254,9 +254,9 @@ def quantile_bounds(values: np.ndarray, q: float) -> tuple[float, float] | None:
 
 
 def _ok_values(requests: pd.DataFrame | None, w: Window, metric: str) -> np.ndarray | None:
-    rows = requests_between(requests, w.start, w.end)
     if requests is None or not len(requests):
         return None
+    rows = requests_between(requests, w.start, w.end)
     ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
     return pd.to_numeric(ok.get(f"{metric}_ms", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
 

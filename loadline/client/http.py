@@ -49,13 +49,14 @@ class _Stamped:
     def request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         self.before_perf = perf_counter()
         super().request(*args, **kwargs)  # type: ignore[misc]
-        self.sent_perf = perf_counter()
-        self.sent_wall = time.time()
         sock = self.sock  # type: ignore[attr-defined]
+        if is_stamped(sock) and sock.sent_perf >= self.before_perf:
+            # the socket's own stamp right after its last write (kernel_clock.py)
+            self.sent_perf, self.sent_wall = sock.sent_perf, sock.sent_wall
+        else:
+            self.sent_perf, self.sent_wall = perf_counter(), time.time()
         if is_stamped(sock):  # nothing of this response has been read yet
             sock.kernel_wall = sock.read_delay_max = 0.0
-            if sock.sent_perf >= self.before_perf:  # the socket's own stamp after its last write (kernel_clock.py)
-                self.sent_perf, self.sent_wall = sock.sent_perf, sock.sent_wall
 
     def getresponse(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         response = super().getresponse(*args, **kwargs)  # type: ignore[misc]

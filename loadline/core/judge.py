@@ -50,6 +50,11 @@ def within(value: float, limit: float) -> bool:
     return value <= limit
 
 
+def format_value(value: float, unit: str) -> str:
+    """A criterion's value as the report prints it: "53.39%" for a fraction, "912 ms" for a latency."""
+    return f"{value:.2%}" if unit == "fraction" else f"{value:,.0f} {unit}"
+
+
 @dataclass(frozen=True)
 class Check:
     """One criterion judged on one window."""
@@ -74,9 +79,8 @@ class Check:
         """One line: "TTFT P95 912 ms > 800 ms", "E2E P95 not judged (no data)"."""
         if self.measured is None:
             return f"{self.name} not judged (no data; limit {self.threshold})"
-        value = f"{self.measured:.2%}" if self.unit == "fraction" else f"{self.measured:,.0f} ms"
-        limit = f"{self.limit:.2%}" if self.unit == "fraction" else f"{self.limit:,.0f} ms"
-        return f"{self.name} {value} {'<=' if self.outcome == PASSED else '>'} {limit}"
+        return (f"{self.name} {format_value(self.measured, self.unit)} {'<=' if self.outcome == PASSED else '>'} "
+                f"{format_value(self.limit, self.unit)}")
 
 
 @dataclass(frozen=True)

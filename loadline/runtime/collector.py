@@ -27,7 +27,7 @@ log = logging.getLogger("loadline")
 
 START_WALL = COLUMNS.index("start_wall")
 # worker wall-clock columns, put on the master's clock as rows arrive (runtime/clocksync.py)
-WALL_COLUMNS = tuple(COLUMNS.index(name) for name in ("start_wall", "due_wall") if name in COLUMNS)
+WALL_COLUMNS = (START_WALL, COLUMNS.index("due_wall"))
 
 
 class RunCollector:

@@ -5,24 +5,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 
-from process_helpers import free_port, start, stop, wait_until
+from process_helpers import start_locust_cluster, stop, wait_until
 from spine_helpers import REPO, requests_table, truth_table
 
 
 def test_killed_worker_loses_at_most_its_last_second(sim_server, tmp_path):
     sim = sim_server("tiny")
-    port = free_port()
     run_dir = tmp_path / "run"
-    common = [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py")]
-    master = start([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                    "--headless", "--expect-workers", "2", "-u", "8", "-r", "8", "-t", "14s", "--host", sim.url,
-                    "--run-dir", str(run_dir), "--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1",
-                    "--max-tokens", "32"], REPO, tmp_path / "master.log")
-    workers = [start([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], REPO,
-                     tmp_path / f"worker{i}.log") for i in range(2)]
+    master, workers = start_locust_cluster(
+        REPO / "locustfiles" / "chat.py",
+        ["-u", "8", "-r", "8", "-t", "14s", "--host", sim.url, "--run-dir", str(run_dir), "--think-mean", "0.3",
+         "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "32"], REPO, tmp_path)
     try:
         wait_until(lambda: (run_dir / "requests.csv").exists() and len(requests_table(run_dir)) > 20, 30,
                    "records from both workers")

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from process_helpers import free_port, start, stop, wait_until
+from process_helpers import free_port, start_locust_cluster, stop, wait_until
 from spine_helpers import REPO, requests_table, truth_table
 
 FAST_USER = ["--think-mean", "0.2", "--think-p90", "0.4", "--prompt-mix", "short=1", "--max-tokens", "16"]
@@ -74,14 +74,10 @@ def test_target_killed_and_restarted_mid_run_errors_are_classified_and_the_run_g
 
 def test_master_killed_workers_stop_within_the_heartbeat_timeout(sim_server, tmp_path):
     sim = sim_server("tiny")
-    port = free_port()
     run_dir = tmp_path / "run"
-    common = [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py")]
-    master = start([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                    "--headless", "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "120s", "--host", sim.url,
-                    "--run-dir", str(run_dir), *FAST_USER], REPO, tmp_path / "master.log")
-    workers = [start([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], REPO,
-                     tmp_path / f"worker{i}.log") for i in range(2)]
+    master, workers = start_locust_cluster(
+        REPO / "locustfiles" / "chat.py",
+        ["-u", "4", "-r", "4", "-t", "120s", "--host", sim.url, "--run-dir", str(run_dir), *FAST_USER], REPO, tmp_path)
     try:
         wait_until(lambda: (run_dir / "requests.csv").exists() and len(requests_table(run_dir)) > 8, 60,
                    "records from the workers")
