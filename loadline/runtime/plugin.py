@@ -17,7 +17,7 @@ from loadline.client.options import INVALID
 from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
 from loadline.core.lifeline import die_with_parent
-from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, selfcheck  # noqa: F401 (locust_fixes patches at import)
+from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, selfcheck  # locust_fixes also patches at import
 from loadline.runtime.collector import RunCollector, close_phase_timeline
 from loadline.runtime.exporter import install as install_exporter
 from loadline.runtime.scraper import scrape_targets, start_scraper
@@ -56,6 +56,7 @@ def _on_init(environment, **_) -> None:
         environment.events.quitting.add_listener(lambda environment, **_: environment.runner.stop())
         selfcheck.install(environment, worker_id(), on_worker=True)
         return
+    locust_fixes.deliver_sigint_to_main_greenlet()  # a Ctrl-C must not kill a user mid-request
     collector = RunCollector(environment, distributed=isinstance(runner, MasterRunner))
     environment.loadline_collector = collector
     if isinstance(runner, MasterRunner):
