@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from sim_client import median, metric, read_truth, run_streams, scrape
 
 MODEL = "loadline/tiny-sim"
@@ -16,6 +18,7 @@ def _body(max_tokens: int, words: int = 20, tag: str = "") -> dict:
             "ignore_eos": True}
 
 
+@pytest.mark.exclusive  # ITL at 256 vs 64 streams: a simulator starved by neighbours steps slower (failed once in the parallel phase)
 def test_latency_queue_and_kv_rise_with_concurrency(sim_server):
     # tiny, but a batch of up to 128 so that 1 -> 64 -> 256 streams cross the cap once
     sim = sim_server("tiny", "--time-scale", "1", "--set", "max_num_seqs=128", "--set", "num_gpu_blocks=2048")
