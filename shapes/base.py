@@ -147,6 +147,10 @@ class PhasedShape(LoadTestShape):
         state.index, state.entered_at, state.last_tick = index, self.clock.monotonic(), (phase.target_users, rate)
         row = state.timeline.begin(index, phase.label, phase.kind, phase.target_users, rate,
                                    self.users_now(), self.clock.wall(), phase.duration_s, phase.target_rate)
+        # on_phase_end reads a judged phase's whole window: the live view keeps its rows exact however long it is
+        live = getattr(getattr(self.runner, "environment", None), "loadline_live", None)
+        if live is not None:
+            live.pin(row.start_wall if phase.judged else None)
         self.on_phase_enter(phase)
         if phase.actions:
             timeline = state.timeline

@@ -5,9 +5,17 @@ web UI's LLM tab need exact per-window percentiles, so the master keeps a compac
 fields they use and computes windows on demand. ITL percentiles pool every gap, as the report does
 (analysis/stats/phases.py); the gaps are the bulky part of a record (~1 KB for a 256-token reply),
 so they are kept for the last `GAP_RETENTION_S` model seconds only: an older window has no ITL
-(the judge then calls ITL "not judged"). The rest is kept for the whole run, packed into float64
-rows: ~80 bytes a request instead of ~300 as a tuple of Python objects, so a 2-hour soak at 20
-requests/s holds ~12 MB, not ~43 MB (docs/benchmarks.md, "Memory on long runs").
+(the judge then calls ITL "not judged"). The other fields are packed into float64 rows (~80 bytes a
+request) for the last `ROW_RETENTION_S` model seconds; older ones are folded, one wall minute at a
+time, into counts and log-bucketed histograms (loadline/runtime/live_fold.py, a few KB a minute,
+minutes merged into hours after 2 hours): memory grows with the run's hours, not its requests
+(docs/benchmarks.md, "Memory on long runs").
+
+A window within the kept rows is exact, as before. One that reaches into folded blocks takes each
+whole or not at all: a block counts when the midpoint of its requests' start times (first to last)
+lies in the window, so counts are exact whenever the window's edges cut no block's requests (the
+whole run, a window from before the run's start, edges on minute boundaries within the last 2
+hours); its percentiles are within histogram.ALPHA of the exact ones, which `approx_pct` says.
 """
 
 from __future__ import annotations
@@ -20,6 +28,20 @@ import numpy as np
 
 from loadline.core.records import CANCELLED, COLUMNS, OK
 from loadline.core.runsettings import is_scaled, model_value, time_scale_of_options
+from loadline.runtime import histogram
+from loadline.runtime.live_fold import CANCELLED_CODE as _CANCELLED
+from loadline.runtime.live_fold import (COARSE_AFTER_S, COARSE_S, E2E_METRIC, FOLD_S, ITL_P50_METRIC, TPOT_METRIC,
+                                        TTFT_METRIC, Folded, fold, merge)
+from loadline.runtime.live_fold import E2E as _E2E
+from loadline.runtime.live_fold import ERROR_CLASS as _ERROR_CLASS
+from loadline.runtime.live_fold import ERROR_CODE as _ERROR
+from loadline.runtime.live_fold import ITL_P50 as _ITL_P50
+from loadline.runtime.live_fold import OK_CODE as _OK
+from loadline.runtime.live_fold import START as _START
+from loadline.runtime.live_fold import STATUS as _STATUS
+from loadline.runtime.live_fold import TOKENS as _TOKENS
+from loadline.runtime.live_fold import TPOT as _TPOT
+from loadline.runtime.live_fold import TTFT as _TTFT
 
 _I = {name: COLUMNS.index(name) for name in ("start_wall", "status", "e2e_ms", "ttft_ms", "output_tokens",
                                              "error_class", "itl_p50_ms", "tpot_ms", "itl_us")}
@@ -28,11 +50,16 @@ _I = {name: COLUMNS.index(name) for name in ("start_wall", "status", "e2e_ms", "
 # but never less than MIN_GAP_RETENTION_WALL_S: the web UI's points settle after 30 wall s (series.py).
 GAP_RETENTION_S = 900
 MIN_GAP_RETENTION_WALL_S = 60.0
+# Model seconds of exact rows kept, the same span as the gaps, so a window is either exact in every
+# field or reaches past both. What reads recent windows: the stepped stop rule (a step, default 180 s;
+# rate steps 120 s, sweep probes 60 s; shapes/base.py also pins a judged phase's rows from its start,
+# whatever its length), the web UI (the last 30 s; chart points of 10 s recomputed until 30 s old).
+# At least MIN_GAP_RETENTION_WALL_S wall seconds, like the gaps. Older rows are folded (live_fold.py).
+ROW_RETENTION_S = GAP_RETENTION_S
 # The fields a window reads, one float64 row each (a plain 2-D array: numpy joins a window's seconds
 # in C, where a structured dtype costs a Python call per second); None is NaN (latencies) or 0
-# (tokens); status and error class are small integer codes.
-_START, _STATUS, _E2E, _TTFT, _TOKENS, _ERROR_CLASS, _ITL_P50, _TPOT = range(8)
-_OK, _ERROR, _CANCELLED = 0, 1, 2
+# (tokens); status and error class are small integer codes. The layout (_START ... _TPOT) is
+# live_fold.py's, which folds old rows.
 _STATUS_CODES = {OK: _OK, CANCELLED: _CANCELLED}  # anything else counts as an error, as before
 _NO_ROWS = np.empty((0, 8))
 
@@ -61,13 +88,24 @@ class WindowSummary:
     tpot_p95_ms: float | None = None
     tpot_p99_ms: float | None = None
     itl_pooled_p50_ms: float | None = None  # pooled gaps, like itl_p95_ms (the web UI's ITL chart)
+    # None: exact. Else the window reached into folded minutes: its percentiles come from histograms,
+    # each within this many percent of the exact value (histogram.ALPHA), and its counts take folded
+    # minutes whole (the module docstring)
+    approx_pct: float | None = None
 
 
 class LiveStats:
-    """Packed rows bucketed by the second they started in, so a window reads only its own seconds."""
+    """Packed rows bucketed by the second they started in, so a window reads only its own seconds;
+    seconds older than the row retention folded by wall minute."""
 
     def __init__(self, time_scale: float = 1.0) -> None:
-        self._by_second: dict[int, np.ndarray] = {}  # (rows, 8) float64 arrays
+        self._by_second: dict[int, np.ndarray] = {}  # (rows, 8) float64 arrays, seconds >= self._horizon
+        self._folded: dict[int, Folded] = {}  # by the block's first second: minutes, and hours (COARSE_S) before
+        self._horizon = -math.inf  # the first second not folded (a multiple of FOLD_S)
+        self._coarse_horizon = -math.inf  # the first second not merged into hours (a multiple of COARSE_S)
+        self._newest = -math.inf  # the latest second a row started in
+        self._pinned: float | None = None  # rows from this wall time on are kept (pin)
+        self._row_retention_wall_s = max(ROW_RETENTION_S / time_scale, MIN_GAP_RETENTION_WALL_S)
         self._gaps_by_second: dict[int, list[tuple[float, str]]] = {}  # ok rows' itl_us, recent seconds only
         self._gaps_from = -1  # windows starting before this second lost gaps to the retention
         self._gap_retention_wall_s = max(GAP_RETENTION_S / time_scale, MIN_GAP_RETENTION_WALL_S)
@@ -90,9 +128,15 @@ class LiveStats:
         buckets = self._by_second
         for second, new in fresh.items():
             packed = np.array(new, dtype=np.float64)
+            if second < self._horizon:  # a long request, or a slow worker: straight into its folded minute
+                self._fold_into(second - second % FOLD_S, packed)
+                continue
             held = buckets.get(second)
             buckets[second] = packed if held is None else np.concatenate((held, packed))
         self._count += len(rows)
+        if fresh:
+            self._newest = max(self._newest, max(fresh))
+            self._fold_old()
         if gaps:
             oldest = max(gaps) - self._gap_retention_wall_s
             dropped = [sec for sec in gaps if sec < oldest]
@@ -100,6 +144,44 @@ class LiveStats:
                 del gaps[second]
             if dropped:
                 self._gaps_from = max(self._gaps_from, max(dropped) + 1)
+
+    def pin(self, wall: float | None) -> None:
+        """Keep exact rows from `wall` on whatever the retention (a judged phase's start: shapes/base.py);
+        None unpins. Rows already folded stay folded."""
+        self._pinned = wall
+
+    def _fold_old(self) -> None:
+        """Fold the whole minutes that ended before the retention (and before the pin)."""
+        keep_from = self._newest - self._row_retention_wall_s
+        if self._pinned is not None:
+            keep_from = min(keep_from, self._pinned)
+        horizon = math.floor(keep_from / FOLD_S) * FOLD_S
+        if horizon <= self._horizon:
+            return
+        buckets = self._by_second
+        by_minute: dict[int, list[np.ndarray]] = {}
+        for second in sorted(sec for sec in buckets if sec < horizon):
+            by_minute.setdefault(second - second % FOLD_S, []).append(buckets.pop(second))
+        for minute, parts in by_minute.items():
+            self._fold_into(minute, np.concatenate(parts) if len(parts) > 1 else parts[0])
+        self._horizon = horizon
+        coarse = math.floor((horizon - COARSE_AFTER_S) / COARSE_S) * COARSE_S
+        if coarse > self._coarse_horizon:
+            by_hour: dict[int, list[int]] = {}
+            for minute in (m for m in self._folded if m < coarse):
+                by_hour.setdefault(minute - minute % COARSE_S, []).append(minute)
+            for hour, minutes in by_hour.items():
+                if minutes != [hour]:  # not merged yet (or a late minute since)
+                    self._folded[hour] = merge([self._folded.pop(m) for m in sorted(minutes)])
+            self._coarse_horizon = coarse
+
+    def _fold_into(self, minute: int, rows: np.ndarray) -> None:
+        folded, held = fold(rows), self._folded.get(minute)
+        self._folded[minute] = folded if held is None else merge([held, folded])
+
+    def kept(self) -> tuple[int, int]:
+        """(exact rows kept, folded blocks: minutes and hours): what the memory grows with."""
+        return sum(len(rows) for rows in self._by_second.values()), len(self._folded)
 
     def _class_code(self, name: str | None) -> int:
         name = name or ""
@@ -133,6 +215,9 @@ class LiveStats:
 
         `itl=False` skips the pooled ITL percentiles (the costly part: every gap of every reply)."""
         rows = self._rows_in(start_wall, end_wall)
+        folded = self._folded_in(start_wall, end_wall) if start_wall < self._horizon else []
+        if folded:
+            return self._approximate(start_wall, end_wall, folded + ([fold(rows)] if len(rows) else []), itl)
         if not len(rows):
             return None
         status = rows[:, _STATUS]
@@ -156,6 +241,38 @@ class LiveStats:
             output_tokens_per_s=float(ok[:, _TOKENS].sum()) / span, rps=len(ok) / span, errors_by_class=by_class,
             itl_p95_ms=pooled_itl[1], itl_p99_ms=pooled_itl[2], tpot_p95_ms=tpot[1], tpot_p99_ms=tpot[2],
             itl_pooled_p50_ms=pooled_itl[0],
+        )
+
+    def _folded_in(self, start_wall: float, end_wall: float) -> list[Folded]:
+        """The folded minutes the window takes: those whose requests' midpoint (first to last start) is in it."""
+        folded = self._folded
+        first = math.floor(start_wall / COARSE_S) * COARSE_S  # an hour block's midpoint may be inside
+        if (end_wall - first) / FOLD_S > len(folded):  # a long window: walk the minutes that exist
+            minutes = sorted(m for m in folded if first <= m <= end_wall)
+        else:
+            minutes = [m for m in range(int(first), math.floor(end_wall) + 1, FOLD_S) if m in folded]
+        return [folded[m] for m in minutes if start_wall <= folded[m].midpoint < end_wall]
+
+    def _approximate(self, start_wall: float, end_wall: float, parts: list[Folded], itl: bool) -> WindowSummary:
+        """A window over folded minutes (and kept rows, folded on the fly): percentiles from merged histograms."""
+        total = merge(parts)
+        span = max(end_wall - start_wall, 1e-9)
+
+        def pcts(metric: int) -> tuple[float | None, ...]:
+            return histogram.percentiles(total.keys, total.counts, metric)
+
+        e2e, ttft, itl_median, tpot = pcts(E2E_METRIC), pcts(TTFT_METRIC), pcts(ITL_P50_METRIC), pcts(TPOT_METRIC)
+        pooled = self._pooled_gaps_us(start_wall, end_wall) if itl else None
+        pooled_itl = tuple(None if v is None else v / 1000.0 for v in _pcts(pooled)) if pooled is not None else (None,) * 3
+        return WindowSummary(
+            start_wall=start_wall, end_wall=end_wall, requests=total.requests, ok=total.ok, errors=total.errors,
+            cancelled=total.cancelled, error_rate=total.errors / max(total.ok + total.errors, 1),
+            e2e_p50_ms=e2e[0], e2e_p95_ms=e2e[1], e2e_p99_ms=e2e[2],
+            ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], ttft_p99_ms=ttft[2], itl_p50_ms=itl_median[0],
+            output_tokens_per_s=total.tokens / span, rps=total.ok / span,
+            errors_by_class={self._classes[code]: n for code, n in sorted(total.errors_by_class.items())},
+            itl_p95_ms=pooled_itl[1], itl_p99_ms=pooled_itl[2], tpot_p95_ms=tpot[1], tpot_p99_ms=tpot[2],
+            itl_pooled_p50_ms=pooled_itl[0], approx_pct=histogram.ALPHA * 100,
         )
 
     def _pooled_gaps_us(self, start_wall: float, end_wall: float) -> np.ndarray | None:

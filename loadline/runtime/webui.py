@@ -72,7 +72,7 @@ def table_rows(environment) -> list[dict]:
         whole = _whole_run(environment, start, end, itl)
 
     def both(attr: str, unit: str = "") -> dict:
-        return {"last": _fmt(getattr(recent, attr, None), unit), "run": _fmt(getattr(whole, attr, None), unit)}
+        return {"last": _approx(recent, attr, unit), "run": _approx(whole, attr, unit)}
 
     rows = [
         {"metric": "Phase", "last": _current_phase(), "run": ""},
@@ -89,6 +89,7 @@ def table_rows(environment) -> list[dict]:
         {"metric": "E2E p99", **both("e2e_p99_ms", " ms")},
         {"metric": "Error rate", "last": _pct(recent), "run": _pct(whole)},
         {"metric": "Errors by class", "last": _classes(recent), "run": _classes(whole)},
+        *_approx_note(recent, whole),
         {"metric": "Load generator (self-check)", **_generator(environment)},
         {"metric": "Run folder", "last": str(run_dir or "-"), "run": ""},
     ]
@@ -178,6 +179,19 @@ def _run_span(run_dir: Path | None, now: float) -> tuple[float, float] | None:
         return float(manifest["started_at"]), float(manifest.get("ended_at") or now)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _approx(window, attr: str, unit: str) -> str:
+    """A value; a percentile read from the live view's folded histograms (loadline/runtime/live.py) gets "≈"."""
+    text = _fmt(getattr(window, attr, None), unit)
+    return f"≈ {text}" if attr.endswith("_ms") and text != "-" and getattr(window, "approx_pct", None) else text
+
+
+def _approx_note(recent, whole) -> list[dict]:
+    """The footnote of "≈": past the last minutes, the live view keeps histograms, not every request."""
+    notes = {key: f"≈ percentiles within {window.approx_pct:g} %: older minutes are kept as histograms"
+             for key, window in (("last", recent), ("run", whole)) if getattr(window, "approx_pct", None)}
+    return [{"metric": "≈", "last": notes.get("last", ""), "run": notes.get("run", "")}] if notes else []
 
 
 def _pct(window) -> str:
