@@ -146,12 +146,12 @@ def _band(margin: float, th: Thresholds) -> int:
 
 
 def _level(f: Finding, th: Thresholds) -> int:
-    """The margin's band, capped at medium when a supporting signal was not measured, one step
-    lower for each further one (a window with no lighter window to compare with cannot show
-    per-token time, for instance: a clearer window is preferred)."""
+    """The margin's band, capped at medium when a supporting signal was not measured (or fell short
+    of confirming), one step lower for each further one (a window with no lighter window to compare
+    with cannot show per-token time, for instance: a clearer window is preferred)."""
     level = _band(f.margin, th)
-    if f.unmeasured:
-        level = max(0, min(level, 1) - (len(f.unmeasured) - 1))
+    if f.weak:
+        level = max(0, min(level, 1) - (len(f.weak) - 1))
     return level
 
 
@@ -163,8 +163,8 @@ def _confidence(ctx: Context, f: Finding, fired: list[Finding]) -> tuple[str, li
     if f.layer == "load-generator":
         return "high", []
     level, notes = _level(f, ctx.th), []
-    if f.unmeasured:
-        notes.append(f"confidence at most {CONFIDENCE[level]}: not measured - " + "; ".join(f.unmeasured))
+    if f.weak:
+        notes.append(f"confidence at most {CONFIDENCE[level]}: " + "; ".join(f.weak))
     if f.layer != "load-generator" and any(x.layer == "load-generator" for x in fired):
         notes.append("the load generator was saturated too: client timings are suspect, but this layer is proven "
                      "by the engine's own metrics")

@@ -6,7 +6,7 @@ by construction, so the order the rules run in never decides the verdict:
 
 - scheduler:   running pinned at a cap, requests waiting, while the KV pool and per-token time are
                not limiting, and queue time dominates the time to first token;
-- gpu-compute: per-token time rising with the batch, at high GPU utilisation, KV not limiting;
+- gpu-compute: per-token time rising with the batch, the GPU not idle (pinned at 95 % confirms), KV not limiting;
 - kv-cache:    the KV pool pinned while the engine preempts (or, without a preemption counter,
                keeps requests waiting);
 - host-cpu:    host CPU saturated while the GPU is not;
@@ -34,6 +34,9 @@ class Finding:
     any_of: bool = False  # one held check is enough (leak, gateway, generator: independent symptoms)
     engine_side: bool = False  # proven by the engine's (or host's) own metrics, not by client timings
     also: str | None = None  # a second limit the same window shows, said in the on-call sentence
+    # supporting signals seen, but short of confirming (GPU busy, not pinned): like an unmeasured
+    # one, each caps the confidence at medium
+    short: list[str] = field(default_factory=list)
 
     @property
     def fired(self) -> bool:
@@ -63,6 +66,11 @@ class Finding:
     @property
     def unmeasured(self) -> list[str]:
         return [c.text for c in self.checks if not c.measured and not c.required]
+
+    @property
+    def weak(self) -> list[str]:
+        """The supporting signals that cap the confidence: not measured, or short of confirming."""
+        return [f"not measured - {text}" for text in self.unmeasured] + self.short
 
     def lines(self) -> list[str]:
         checks = [c for c in self.checks if c.measured or not self.any_of]
@@ -187,12 +195,19 @@ def gpu_compute(ctx: Context, r: Reading, base: Reading) -> Finding:
         Check("per-token time rising: " + token_text, ratio, th.tpot_rise, origin=1.0),
         Check(f"running batch mean {r.running.mean if r.running else 0:.1f} vs {base.running.mean if base.running else 0:.1f} "
               f"in {base.window.label}", grew, th.batch_growth, required=False, origin=1.0),
-        Check(f"GPU utilisation p50 {_pct(r.gpu.p50) if r.gpu else 'n/a'}", r.gpu.p50 if r.gpu else None,
-              th.gpu_busy, bounded=True, required=False),
+        # DOMAIN.md rule 2 rules the GPU out when it idles (40-50 %); rule 1's >= 95 % confirms it.
+        # In between the GPU is busy but not pinned (bursty arrivals, waves of equal replies leave
+        # it idle between them; a busy host stretched the simulator's steps so): per-token time
+        # rising with the batch still decides, at medium confidence at most.
+        Check(f"GPU utilisation p50 {_pct(r.gpu.p50) if r.gpu else 'n/a'}: not idle", r.gpu.p50 if r.gpu else None,
+              th.gpu_not_busy, bounded=True, required=False),
         _kv_room(r, ctx),
     ]
     if r.gpu is None:
         f.evidence.append("GPU utilisation not scraped (DCGM exporter): compute saturation inferred from per-token time only")
+    elif th.gpu_not_busy <= r.gpu.p50 < th.gpu_busy:
+        f.short.append(f"GPU utilisation p50 {_pct(r.gpu.p50)}: busy, but short of the {_pct(th.gpu_busy)} that "
+                       f"confirms compute saturation (DOMAIN.md rule 1)")
     f.actions = ["optimise inference: FP8/INT8 weights, speculative decoding, CUDA graphs, a faster attention kernel",
                  "add replicas (see the capacity plan) or use a larger tensor-parallel group",
                  "operate below the knee: cap concurrency at the last step whose latency met the SLO"]

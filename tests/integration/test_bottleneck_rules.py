@@ -133,3 +133,32 @@ def test_a_pool_that_preempts_at_its_peak_is_kv_bound_even_below_the_pinned_p90(
     verdict = verdict_of(sc, tmp_path)
     assert verdict["layer"] == "kv-cache", verdict
     assert "max 92 %" in " ".join(verdict["evidence"])
+
+
+
+def _compute_bound_with_a_queue(gpu: float) -> ms.Scenario:
+    """Per-token time rising 5x with the batch, a queue half the time with queue time dominating TTFT,
+    but no cap pinned (running p50 14 of the 16 seen): the GPU gauge at `gpu` in the loaded phases."""
+    sc = ms.gpu_compute()
+    sc.phases[-2:] = [dataclasses.replace(p, gpu=gpu, waiting=2, waiting_duty=0.5, queue_ms=0.75 * p.ttft_ms)
+                      for p in sc.phases[-2:]]
+    return sc
+
+
+@pytest.mark.parametrize("gpu", [0.70, 0.88, 0.93])
+@pytest.mark.parametrize("factor", [1.0, 0.4, 3.0])
+def test_a_busy_gpu_short_of_pinned_still_names_compute_at_medium_confidence(gpu, factor, tmp_path):
+    """DOMAIN.md rule 1 confirms compute saturation at >= 95 % GPU utilisation, rule 2 rules the GPU
+    out at 40-50 %. Between them the per-token rise decides, capped at medium. CI once read a
+    saturated simulator at 88-94 % (a busy host) and named the scheduler, whose cap was not pinned."""
+    verdict = verdict_of(ms.vary(_compute_bound_with_a_queue(gpu), factor), tmp_path)
+    assert verdict["layer"] == "gpu-compute" and verdict["confidence"] == "medium", verdict
+    assert any(f"GPU utilisation p50 {gpu * 100:.0f} %: busy, but short of the 95 %" in line
+               for line in verdict["evidence"]), verdict["evidence"]
+
+
+@pytest.mark.parametrize("gpu", [0.30, 0.50])
+def test_an_idle_gpu_rules_compute_out_whatever_per_token_time_does(gpu, tmp_path):
+    verdict = verdict_of(_compute_bound_with_a_queue(gpu), tmp_path)
+    assert verdict["layer"] != "gpu-compute", verdict
+    assert any("not the GPU" in line for line in verdict["evidence"]), verdict["evidence"]
