@@ -88,6 +88,12 @@ def _report(results: list[tuple[str, int, Path]]) -> None:
         print("\n".join(shown))
 
 
+def _failed_tests(results: list[tuple[str, int, Path]]) -> list[str]:
+    """pytest's one-line summaries of what failed (-q prints them at the end of each log)."""
+    return [line for _, code, log in results if code not in (0, 5)
+            for line in log.read_text(errors="replace").splitlines() if line.startswith(("FAILED ", "ERROR "))]
+
+
 def _file_of(classname: str) -> str | None:
     """tests.e2e.test_x[.TestClass] -> tests/e2e/test_x.py (JUnit names the module, not the file)."""
     parts = classname.split(".")
@@ -131,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     results += _wait([("exclusive", solo, solo_log)], time.monotonic() + TIMEOUT_S)
     _report(results)
     print(f"run_shards: {time.monotonic() - started:.0f} s in all")
+    for line in _failed_tests(results):  # last: a CI page that shows only the output's tail still names them
+        print(f"run_shards: {line}")
     if args.record:
         _record([out / f"shard-{k}.xml" for k in range(len(shards))])  # what the dealing spreads: the exclusive tests run apart
     failed = [code for _, code, _ in results if code not in (0, 5)]  # 5: no test selected (e.g. no exclusive test)

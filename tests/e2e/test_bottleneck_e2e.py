@@ -60,7 +60,8 @@ def run_verdict(sim_options: list[str], run_args: list[str], out: Path, profile:
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     # 2: the validity check found the numbers untrustworthy (a lagging generator on a busy machine);
     # the report and its bottleneck verdict are still written, and judged here
-    assert done.returncode in (0, 1, 2), done.stderr[-3000:]
+    # a run folder on stdout: else the run stopped on a usage error (exit 2), said on stderr
+    assert done.returncode in (0, 1, 2) and done.stdout.strip(), done.stderr[-3000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
     assert done.returncode != 2 or (verdict.get("validity") or {}).get("usable") is not False, verdict.get("validity")
