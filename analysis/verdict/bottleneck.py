@@ -25,6 +25,7 @@ import pandas as pd
 from analysis.verdict.context import Context, Thresholds, Window, build_context
 from analysis.verdict.reading import Reading, read
 from analysis.verdict.rules import WINDOW_RULES, Finding
+from analysis.verdict.timesplit import phase_split
 from analysis.verdict.run_rules import gateway, load_generator, memory_leak, not_the_gpu
 from loadline.core.judge import format_value
 from loadline.core.records import ErrorClass
@@ -240,9 +241,41 @@ def _unexplained(ctx: Context, window_findings: list[Finding], reasons: list[str
     mix, actions = _failure_mix(ctx)
     if mix:
         f.evidence.append(mix)
-    f.actions = [*actions, "scrape the engine's /metrics, the DCGM exporter and node_exporter during the run (--scrape-url)",
-                 "time each hop between the client and the engine"]
+    light, light_actions = _lightest_load(ctx)
+    if light:
+        f.evidence.append(light)
+    missing = [name for concept, name in SCRAPES if not ctx.signals.has(concept)]
+    scrape = [f"scrape {', '.join(missing)} during the run (--scrape-url)"] if missing else []
+    f.actions = [*actions, *light_actions, *scrape, "time each hop between the client and the engine"]
     return f
+
+
+# What to scrape when a layer could not be judged: one concept stands for each exporter
+SCRAPES = (("running", "the engine's /metrics"), ("gpu_util", "the DCGM exporter"), ("host_cpu_seconds", "node_exporter"))
+
+
+def _lightest_load(ctx: Context) -> tuple[str, list[str]]:
+    """An SLO criterion failed already in the least-loaded window: nothing contends there, so no
+    capacity layer explains it; it is each request's own latency (a long prefill on a large model,
+    a slow hop), which the engine's own histograms split."""
+    named = {str(c.get("where")) for c in ctx.slo_failures if c.get("unit", "ms") == "ms"}  # latencies, not errors
+    levels = {w.users for w in ctx.windows}
+    if len(levels) < 2 or not min(levels):  # one load level: nothing lighter to compare it with
+        return "", []
+    base = next((w for w in ctx.windows if w.label in named and w.users == min(levels)), None)
+    if base is None:
+        return "", []
+    line = (f"the SLO failed already at the lightest load ({base.label}, {base.users:g} user"
+            f"{'' if base.users == 1 else 's'}): with nothing to "
+            f"contend with, that is each request's own latency, not a capacity limit")
+    split = phase_split(ctx.requests_in(*ctx.span), ctx.signals, base.start, base.end, ctx.time_scale)["ttft"]
+    if split:
+        parts = [f"{name} {split[key]:,.0f} ms" for name, key in (("outside the engine", "outside_ms"), ("queue", "queue_ms"),
+                 ("prefill", "prefill_ms"), ("engine other", "engine_other_ms")) if split.get(key) is not None]
+        line += f"; client TTFT mean {split['client_ms']:,.0f} ms there (model time) = " + " + ".join(parts)
+    return line, ["compare one request's latency with the SLO: a long prefill (shorter prompts, prefix caching, "
+                  "a faster GPU, more tensor parallelism, a smaller or quantised model) or a slow hop in front "
+                  "of the engine; or set an SLO this model can meet, then step the load again"]
 
 
 def _describe(windows: list[Window]) -> str:

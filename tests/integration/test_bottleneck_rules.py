@@ -162,3 +162,37 @@ def test_an_idle_gpu_rules_compute_out_whatever_per_token_time_does(gpu, tmp_pat
     verdict = verdict_of(_compute_bound_with_a_queue(gpu), tmp_path)
     assert verdict["layer"] != "gpu-compute", verdict
     assert any("not the GPU" in line for line in verdict["evidence"]), verdict["evidence"]
+
+
+def _slo_failed_in(sc: ms.Scenario, position: int, tmp_path, server: pd.DataFrame | None = None) -> dict:
+    run = load_run(ms.write_scenario(sc, tmp_path / sc.name, server))
+    where = f"{sc.kind}-{position + 1} ({sc.phases[position].users} users)"
+    failure = {"name": "TTFT P95", "measured": 1047.0, "threshold": "<= 800 ms", "unit": "ms", "where": where}
+    return judge(run, phase_table(run), slo_failures=[failure])
+
+
+@pytest.mark.parametrize("factor", [1.0, 0.4, 3.0])
+def test_an_slo_failed_at_the_lightest_load_is_each_requests_own_latency(factor, tmp_path):
+    """A TTFT SLO that fails at 1 user (a large model's prefill against an 800 ms SLO): nothing contends,
+    so no capacity layer explains it. The verdict says so with the engine's own split of that window,
+    and does not ask to scrape what was scraped (it once did, on the a100 profile at x20)."""
+    verdict = _slo_failed_in(ms.vary(ms.healthy(), factor), 0, tmp_path)
+    assert verdict["layer"] == "unidentified", verdict
+    line = next(e for e in verdict["evidence"] if e.startswith("the SLO failed already at the lightest load"))
+    assert "(step-1 (1 users), 1 user)" in line and "= outside the engine" in line and "prefill" in line, line
+    assert verdict["actions"][0].startswith("compare one request's latency with the SLO")
+    assert "scrape node_exporter during the run (--scrape-url)" in verdict["actions"]  # the one exporter missing
+
+
+def test_an_slo_failed_under_load_is_not_called_the_lightest_load(tmp_path):
+    verdict = _slo_failed_in(ms.healthy(), 4, tmp_path)
+    assert not any("lightest load" in e for e in verdict["evidence"]), verdict["evidence"]
+
+
+def test_without_engine_metrics_the_lightest_load_is_said_and_the_missing_scrapes_named(tmp_path):
+    sc = ms.healthy()
+    server = ms.server_rows(sc)
+    verdict = _slo_failed_in(sc, 0, tmp_path, server[server["source"] == "dcgm"])
+    line = next(e for e in verdict["evidence"] if "lightest load" in e)
+    assert "client TTFT mean" not in line  # no engine histograms: no split
+    assert "scrape the engine's /metrics, node_exporter during the run (--scrape-url)" in verdict["actions"]
