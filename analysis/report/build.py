@@ -146,7 +146,7 @@ def merge_prometheus(run: RunData, files: Iterable[str | Path]) -> None:
         run.server_metrics = pd.concat(frames, ignore_index=True)
 
 
-def _draw_charts(run: RunData, table: pd.DataFrame, knee_point: dict, break_point: dict, slo: SLO,
+def _draw_charts(run: RunData, table: pd.DataFrame, knee_point: dict, break_point: dict, criteria: list[dict],
                  out_dir: Path, scale: float = 1.0) -> tuple[list[Path], list[str]]:
     drawn: list[Path] = []
     problems: list[str] = []
@@ -156,7 +156,7 @@ def _draw_charts(run: RunData, table: pd.DataFrame, knee_point: dict, break_poin
         jobs += [
             ("latency over time", lambda: charts.latency_over_time(run, out_dir / "latency_over_time.png", scale)),
             ("throughput vs concurrency", lambda: charts.throughput_vs_concurrency(
-                curve, knee_point, break_point, slo, out_dir / "throughput_vs_concurrency.png")),
+                curve, knee_point, break_point, charts.slo_lines(criteria), out_dir / "throughput_vs_concurrency.png")),
             ("latency CDFs", lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png", scale)),
             ("tokens over time", lambda: charts.tokens_over_time(run, out_dir / "tokens_over_time.png", scale)),
             ("errors over time", lambda: charts.errors_over_time(run, out_dir / "errors_over_time.png", scale)),
@@ -271,7 +271,7 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
         raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
     table, verdict = analyse(run, slo)
     if charts:
-        chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], slo, out,
+        chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], verdict["slo"]["criteria"], out,
                                              verdict["time_scale"])
         drawn = _guarded("chart 'recovery'", lambda: recovery_chart(verdict["recovery"], out / "recovery.png"), {})
         if isinstance(drawn, Path):

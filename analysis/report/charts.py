@@ -18,7 +18,6 @@ import pandas as pd
 
 from analysis.data.load import RunData
 from analysis.stats.phases import pooled_itl_ms
-from loadline.core.slo import SLO
 
 MAX_BUCKETS = 150
 CDF_MAX_REQUESTS = 20_000  # ITL CDF pools the gaps of at most this many evenly spaced requests
@@ -88,8 +87,21 @@ def latency_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
     return _save(fig, path)
 
 
-def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict, slo: SLO, path: Path) -> Path:
-    """Throughput and latency per load level: users, or the offered arrival rate for rate phases (open loop)."""
+# the latency series the concurrency chart draws, by the SLO criterion's name
+PLOTTED_LATENCY = {"E2E P95": "e2e_p95_ms", "E2E P99": "e2e_p99_ms", "TTFT P95": "ttft_p95_ms"}
+
+
+def slo_lines(criteria: list[dict]) -> dict[str, float]:
+    """The limits of the SLO criteria the gate applied to this run and the chart draws (name -> ms):
+    a streaming run is not judged on E2E, so no E2E line is drawn for it; its TTFT limit is."""
+    return {c["name"]: float(c["limit"]) for c in criteria
+            if c.get("name") in PLOTTED_LATENCY and isinstance(c.get("limit"), (int, float))}
+
+
+def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict, limits: dict[str, float],
+                              path: Path) -> Path:
+    """Throughput and latency per load level: users, or the offered arrival rate for rate phases (open loop).
+    `limits`: the applied SLO criteria to draw (slo_lines)."""
     by_rate = "target_rate" in curve.columns and curve["target_rate"].notna().any()
     level, unit = ("target_rate", "req/s offered") if by_rate else ("users", "users")
     xlabel = "offered arrival rate (req/s)" if by_rate else "concurrent users"
@@ -108,9 +120,8 @@ def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict
             ax.axvline(knee[level], color="tab:green", ls=":", label=f"knee ({knee[level]:g} {unit})")
         if break_point.get("found") and break_point.get(level) is not None:
             ax.axvline(break_point[level], color="tab:red", ls=":", label=f"break point ({break_point[level]:g} {unit})")
-    for limit, name in ((slo.e2e_p95_ms, "SLO E2E P95"), (slo.e2e_p99_ms, "SLO E2E P99")):
-        if limit is not None:
-            bottom.axhline(limit, color="grey", lw=0.8, ls="--", label=f"{name} {limit:g} ms")
+    for name, limit in limits.items():
+        bottom.axhline(limit, color="grey", lw=0.8, ls="--", label=f"SLO {name} {limit:g} ms")
     what = "offered rate" if by_rate else "concurrency"
     top.set(title=f"Throughput vs {what}", xlabel=xlabel, ylabel="requests/s")
     bottom.set(title=f"Latency vs {what}", xlabel=xlabel, ylabel="latency (ms)")

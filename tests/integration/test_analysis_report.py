@@ -190,7 +190,7 @@ def test_every_chart_has_a_title_units_and_a_legend(tmp_path, monkeypatch):
     table = phase_table(run)
     curve = knee.load_curve(table)
     charts.latency_over_time(run, tmp_path / "a.png")
-    charts.throughput_vs_concurrency(curve, knee.find_knee(table), {"found": False}, SLO(), tmp_path / "b.png")
+    charts.throughput_vs_concurrency(curve, knee.find_knee(table), {"found": False}, {"TTFT P95": 800.0}, tmp_path / "b.png")
     charts.latency_cdfs(run, tmp_path / "c.png")
     charts.tokens_over_time(run, tmp_path / "d.png")
     charts.errors_over_time(run, tmp_path / "e.png")
@@ -229,3 +229,27 @@ def test_no_charts_writes_the_same_verdict_without_pngs(tmp_path, capsys, users,
     assert full.verdict["charts"] and quick["charts"] == [] and not list((tmp_path / "quick").glob("*.png"))
     assert "--no-charts" in (tmp_path / "quick" / "report.html").read_text()
     assert (tmp_path / "quick" / "junit.xml").exists() and (tmp_path / "quick" / "summary.md").exists()
+
+
+@pytest.mark.parametrize("streaming, slo, expected", [
+    (True, SLO(), {"SLO TTFT P95 800 ms"}),  # streams: E2E is not judged, so not drawn as a limit
+    (True, SLO(gate_e2e_on_streams=True), {"SLO TTFT P95 800 ms", "SLO E2E P95 1500 ms", "SLO E2E P99 3000 ms"}),
+    (True, SLO(ttft_p95_ms=500, e2e_p95_ms=None), {"SLO TTFT P95 500 ms"}),
+    (False, SLO(), {"SLO E2E P95 1500 ms", "SLO E2E P99 3000 ms"}),  # request-response: no first token to judge
+])
+def test_the_concurrency_chart_draws_the_limits_the_gate_applied(streaming, slo, expected, tmp_path, monkeypatch):
+    """The chart once drew E2E P95/P99 limits on streaming runs (not judged there) and no TTFT limit
+    (the one that failed): a reader saw lines the verdict never used."""
+    legends, save = {}, charts._save
+
+    def capture(fig, path):
+        legends[path.name] = {t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()}
+        return save(fig, path)
+
+    monkeypatch.setattr(charts, "_save", capture)
+    path = stepped_run(tmp_path / "run", (2, 4, 8), step_s=10)
+    manifest = path / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "streaming": streaming}))
+    build_report(path, slo)
+    drawn = {text for text in legends["throughput_vs_concurrency.png"] if text.startswith("SLO ")}
+    assert drawn == expected
