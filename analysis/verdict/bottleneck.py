@@ -226,9 +226,23 @@ def _failure_mix(ctx: Context) -> tuple[str, list[str]]:
     return line, [action] if action else []
 
 
+def _closeness(f: Finding) -> tuple[float, float]:
+    """How near a rule that did not fire came: (share of its defining signals that held, share of all).
+
+    A measured supporting signal that failed refutes the layer (an idle GPU is "not the GPU", DOMAIN.md
+    rule 2; a pinned KV pool is the KV cache's, not the scheduler's): such a rule is no match, nor is
+    one whose defining signals all failed (per-token time flat is not compute-bound, however busy
+    the GPU). Among the rest the defining signals rank first: a queue that dominates TTFT at a cap
+    not quite pinned is nearer the scheduler than a busy GPU with flat per-token time is to compute."""
+    if any(c.measured and not c.held for c in f.checks if not c.required):
+        return (0.0, f.score)
+    defining = [c for c in f.checks if c.required and c.measured]
+    return (sum(c.held for c in defining) / len(defining) if defining else 0.0, f.score)
+
+
 def _unexplained(ctx: Context, window_findings: list[Finding], reasons: list[str]) -> Finding:
-    judged = [f for f in window_findings if not f.unjudged and f.score >= 0.5]
-    best = max(judged, key=lambda f: f.score, default=None)
+    judged = [f for f in window_findings if not f.unjudged and f.score >= 0.5 and _closeness(f)[0] > 0]
+    best = max(judged, key=_closeness, default=None)
     if best is not None:
         held = sum(c.held for c in best.checks if c.measured)
         total = sum(c.measured for c in best.checks)

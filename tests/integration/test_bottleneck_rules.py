@@ -196,3 +196,18 @@ def test_without_engine_metrics_the_lightest_load_is_said_and_the_missing_scrape
     line = next(e for e in verdict["evidence"] if "lightest load" in e)
     assert "client TTFT mean" not in line  # no engine histograms: no split
     assert "scrape the engine's /metrics, node_exporter during the run (--scrape-url)" in verdict["actions"]
+
+
+@pytest.mark.parametrize("duty", [0.2, 0.3])
+@pytest.mark.parametrize("factor", [1.0, 0.4, 3.0])
+def test_no_rule_fired_the_closest_is_the_one_whose_defining_signals_held_most(duty, factor, tmp_path):
+    """A batch cap of 4 that the traffic hits only part of the time (completion users at 10): queue time
+    dominates TTFT, but running p50 is 3 of 4 and requests wait in under half the scrapes, so the
+    scheduler rule does not fire. gpu-compute held more of its signals (a busy GPU, the batch grew,
+    KV has room) but not its defining one: per-token time stayed flat. It was named, low, on a new
+    user's `--scenario completion --sim-option max_num_seqs=4` run; the scheduler is the closest."""
+    sc = ms.scheduler()
+    sc.phases[-2:] = [dataclasses.replace(p, waiting_duty=duty) for p in sc.phases[-2:]]
+    verdict = verdict_of(ms.vary(sc, factor), tmp_path)
+    assert verdict["layer"] == "scheduler" and verdict["confidence"] == "low", verdict
+    assert any("closest match" in line for line in verdict["evidence"]), verdict["evidence"]
