@@ -43,6 +43,9 @@ class ShapeEntry:
     class_name: str  # what the web UI's class picker shows
     summary: str  # the first line of the class docstring
     source: ShapeSource
+    # offers arrival rates (`open_loop = True` in its body, or a RateShape base): `loadline run` then
+    # implies --scenario rate
+    open_loop: bool = False
 
 
 def sources(env: str | None = None) -> list[ShapeSource]:
@@ -114,7 +117,7 @@ def _declared(source: ShapeSource) -> list[ShapeEntry]:
         if not summary:
             raise UsageError(f"shape {name!r} ({node.name}, {source.path}) needs a docstring: its first line is "
                              f"the summary shown by `loadline run --help`")
-        entries.append(ShapeEntry(name, node.name, summary, source))
+        entries.append(ShapeEntry(name, node.name, summary, source, _open_loop(node)))
     return entries
 
 
@@ -130,3 +133,10 @@ def _shape_name(node: ast.ClassDef, source: ShapeSource) -> str | None:
                              f"like \"stepped\" (letters, digits, - and _)")
         return value.value
     return None
+
+
+def _open_loop(node: ast.ClassDef) -> bool:
+    if any(isinstance(base, ast.Name) and base.id == "RateShape" for base in node.bases):
+        return True
+    return any(isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "open_loop" for t in st.targets)
+               and isinstance(st.value, ast.Constant) and st.value.value is True for st in node.body)

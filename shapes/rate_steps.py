@@ -18,6 +18,7 @@ from typing import Any
 from locust.runners import MasterRunner
 
 from loadline.core.arrival_rate import fell_short, gap_cv2
+from loadline.core.errors import UsageError
 from loadline.runtime import arrivals
 from shapes.options import ShapeOption, require
 from shapes.phase import Phase
@@ -67,10 +68,32 @@ def rate_text(rate: float) -> str:
     return f"{rate:.3g}/s"
 
 
+OPEN_LOOP_KIND = "rate"  # the `kind` of the users that follow a published rate (loadline/client/users/arrivals.py)
+
+
+def refuse_closed_loop(shape_name: str, user_classes: Any) -> None:
+    """UsageError when none of the users to run follows an arrival rate: a rate shape would start one
+    closed-loop user per process, offer nothing like its rates, and stop at its first step."""
+    classes = list(user_classes or [])
+    if classes and not any(getattr(cls, "kind", None) == OPEN_LOOP_KIND for cls in classes):
+        names = ", ".join(sorted(cls.__name__ for cls in classes))
+        raise UsageError(f"--shape {shape_name} offers arrival rates, which only the open-loop users follow "
+                         f"(--scenario rate, locustfiles/rate.py); {names} run closed loop, so its rates would "
+                         f"never be offered")
+
+
 class RateShape(StepShape):
     """Base of the shapes whose phases are arrival rates: one scheduler user per process, rates published."""
 
     abstract = True
+    open_loop = True  # shapes/catalog.py reads it (or a RateShape base) to imply `loadline run --scenario rate`
+
+    def planned(self, options: Any) -> list[Phase]:
+        runner = getattr(self, "runner", None)  # none in the precheck, which checks the locustfiles' users itself
+        if runner is not None:
+            name = str(getattr(self, "shape_name", type(self).__name__))
+            refuse_closed_loop(name, getattr(runner, "user_classes", None))
+        return super().planned(options)
 
     def schedulers(self) -> int:
         """Users to run: one arrival scheduler per process (the rate is split between them)."""

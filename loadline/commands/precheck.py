@@ -23,6 +23,7 @@ from locust.util.load_locustfile import load_locustfile
 from loadline.client.options import UserSettings
 from loadline.core.errors import UsageError
 from shapes import registry
+from shapes.rate_steps import refuse_closed_loop
 
 PROG = "loadline run"
 
@@ -41,8 +42,10 @@ def check(argv: list[str]) -> None:
     A locustfile that exits (the shape entry file on an unknown --shape) raises SystemExit, its line said."""
     try:
         files = get_locustfiles_locally(parse_locustfile_option(argv))
+        user_classes: list[type] = []
         for path in files:
-            load_locustfile(path)  # registers the plugin's and the shapes' options, as Locust does
+            users, _ = load_locustfile(path)  # registers the plugin's and the shapes' options, as Locust does
+            user_classes += list(users.values())
         parser = get_parser()
         parser.prog = "locust"
         parser.error = _refuse  # Locust's own message, without the usage block and the exit
@@ -52,6 +55,8 @@ def check(argv: list[str]) -> None:
     UserSettings.from_options(options)
     name = str(getattr(options, "shape", "") or "")
     shape = registry.shape_class(name)() if name else None
+    if getattr(shape, "open_loop", False):
+        refuse_closed_loop(name, user_classes)
     if shape is not None and hasattr(shape, "planned"):  # a PhasedShape plans (and checks) its phases
         shape.planned(options)
 

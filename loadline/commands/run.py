@@ -90,6 +90,7 @@ def main(args: argparse.Namespace) -> int:
     _validate(args)
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     conf_locustfile = _conf_value(args.config, "locustfile")
+    _imply_open_loop(args, conf_locustfile)
     _precheck(_locust_command(args, args.host or PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
     shape = args.shape or _conf_value(args.config, "shape")
     name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), shape) if x)
@@ -200,6 +201,14 @@ def _validate(args: argparse.Namespace) -> None:
 LOCUST = [sys.executable, "-c", "import sys\nsys.argv[0] = 'locust'\ntry:\n    from locust.main import main\n    main()\n"
                                 "except KeyboardInterrupt:\n    sys.exit(130)\n"]
 PRECHECK_HOST = "http://127.0.0.1:9"  # stands in for the simulator's URL, not started yet: never contacted
+
+
+def _imply_open_loop(args: argparse.Namespace, conf_locustfile: str) -> None:
+    """A rate shape with no scenario named runs the open-loop users, as --rate does; a closed-loop
+    scenario named with it is refused by the precheck (shapes/rate_steps.py refuse_closed_loop)."""
+    entry = _shapes().get(args.shape or _conf_value(args.config, "shape"))
+    if entry is not None and entry.open_loop and args.scenario is None and not conf_locustfile:
+        args.scenario = OPEN_LOOP
 
 
 def _precheck(cmd: list[str]) -> None:

@@ -11,6 +11,7 @@ from analysis.stats.knee import find_break_point, find_knee, max_compliant_throu
 from loadline.core.errors import UsageError
 from loadline.core.slo import SLO
 from shapes.rate_steps import RateStepShape, step_rates
+from shapes.rate_sweep import RateSweepShape
 
 OPTIONS = dict(rate_start=2.0, rate_factor=2.0, rate_add=0.0, rate_max=12.0, rate_hold=30.0, time_scale=1.0,
                slo_file="", non_streaming=False)
@@ -54,3 +55,23 @@ def test_rate_phases_are_levels_by_offered_rate_and_an_unserved_offer_breaks():
     assert broken["found"] and broken["target_rate"] == 16 and "carried 10 req/s of the 16/s offered" in broken["reasons"]
     best = max_compliant_throughput(table, SLO(), streaming=True)
     assert best["target_rate"] == 8  # the 16/s phase met the latency SLO but did not serve its offer
+
+
+@pytest.mark.parametrize("shape_cls", [RateStepShape, RateSweepShape])
+def test_a_rate_shape_started_with_closed_loop_users_ends_at_once_with_exit_code_2(shape_cls):
+    """The web UI's class picker can pair a rate shape with chat users: the first tick refuses (one
+    line in the log, exit code 2) instead of running one closed-loop user against the rates."""
+    from loadline.client.users.arrivals import ArrivalRateUser
+    from loadline.client.users.chat import ChatSessionUser
+    from loadline.client.users.events import SingleShotUser
+    from shape_fakes import make_shape
+
+    options = {**OPTIONS, "sweep_start_rate": 0.5, "sweep_max_rate": 20.0, "sweep_hold": 30.0, "sweep_probes": 3,
+               "sweep_precision": 0.05}
+    for users, refused in (([ChatSessionUser], True), ([SingleShotUser, ChatSessionUser], True),
+                           ([ArrivalRateUser], False), ([ArrivalRateUser, ChatSessionUser], False)):
+        shape = make_shape(shape_cls, **options)
+        shape.runner.user_classes = users
+        tick = shape.tick()
+        assert (tick is None) is refused, (users, tick)
+        assert shape.runner.environment.process_exit_code == (2 if refused else None)

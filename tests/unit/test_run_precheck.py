@@ -92,3 +92,32 @@ def test_a_garbage_stages_file_is_refused(tmp_path):
 def test_a_sound_command_line_passes(tmp_path):
     precheck.check([*ENTRY, "--headless", "--shape", "stepped", "--users", "3", "--max-tokens", "0"])
     precheck.check(run._locust_command(parsed("--users", "2"), run.PRECHECK_HOST, tmp_path / "x", "")[len(run.LOCUST):])
+
+
+RATE_ENTRY = ["-f", f"{REPO}/locustfiles/rate.py,{REPO}/locustfiles/shape.py"]
+
+
+@pytest.mark.parametrize("shape", ["rate-steps", "rate-sweep"])
+@pytest.mark.parametrize("scenario, user", [("chat", "ChatSessionUser"), ("single_shot", "SingleShotUser"),
+                                            ("completion", "CompletionUser")])
+def test_a_rate_shape_with_closed_loop_users_is_refused_before_the_run(shape, scenario, user):
+    """A rate shape publishes arrival rates that only the open-loop users follow. With chat users it
+    started one user, carried 0.14/s of the 1/s offered, stopped at its first step, and the report
+    said PASS with headroom (a new user's `loadline run --shape rate-steps`)."""
+    entry = ["-f", f"{REPO}/locustfiles/{scenario}.py,{REPO}/locustfiles/shape.py"]
+    with pytest.raises(UsageError, match=f"--shape {shape} offers arrival rates.*{user} run closed loop") as raised:
+        precheck.check([*entry, "--headless", "--shape", shape])
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("shape", ["rate-steps", "rate-sweep"])
+def test_a_rate_shape_with_the_open_loop_users_passes_and_is_implied_when_no_scenario_is_named(shape, tmp_path):
+    precheck.check([*RATE_ENTRY, "--headless", "--shape", shape])
+    args = parsed("--shape", shape)
+    run._imply_open_loop(args, conf_locustfile="")
+    assert args.scenario == "rate"
+    precheck.check(run._locust_command(args, run.PRECHECK_HOST, tmp_path / "x", "")[len(run.LOCUST):])
+    for named in (parsed("--shape", shape, "--scenario", "chat"), parsed("--shape", "stepped")):
+        before = named.scenario
+        run._imply_open_loop(named, conf_locustfile="")
+        assert named.scenario == before  # a named scenario, or a closed-loop shape: untouched

@@ -144,3 +144,15 @@ def test_docs_list_every_shape():
             for name, e in catalog.catalog("").items()]
     expected = "\n".join(["| shape | class (web UI) | module | question it answers |", "|---|---|---|---|", *rows])
     assert expected in (ROOT / "docs" / "shapes.md").read_text(), f"docs/shapes.md should list:\n{expected}"
+
+
+def test_the_catalog_knows_which_shapes_offer_arrival_rates_and_agrees_with_the_classes(tmp_path, monkeypatch):
+    """`loadline run --shape S` implies the open-loop users for these, read from source (no Locust import)."""
+    body = ('from shapes.rate_steps import RateShape\n'
+            'class Ramp(RateShape):\n    """R."""\n    shape_name = "ramp-rate"\n'
+            'class Flagged(PhasedShape):\n    """F."""\n    shape_name = "flagged"\n    open_loop = True\n')
+    monkeypatch.setenv(catalog.ENV, str(shape_file(tmp_path, body)))
+    open_loop = {name for name, entry in catalog.catalog().items() if entry.open_loop}
+    assert open_loop == {"rate-steps", "rate-sweep", "ramp-rate", "flagged"}
+    classes = registry.shape_classes()
+    assert open_loop == {name for name, cls in classes.items() if getattr(cls, "open_loop", False)}
