@@ -17,16 +17,14 @@ import signal
 import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from analysis.report.build import build_report, unusable_reason
+from loadline.commands import target
 from loadline.core import resources, runfolder
 from loadline.core.errors import UsageError
 from loadline.core.lifeline import child_env
-from loadline.core.redact import MARK, redact
+from loadline.core.redact import redact
 from loadline.core.runsettings import validate_time_scale
 from loadline.core.slo import SLO
 from loadline.runtime import preflight
@@ -105,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
                 host = sim.url
                 admin_url = sim.admin_url
                 print(f"loadline: embedded simulator at {host}", file=sys.stderr)
-            _preflight(host)
+            target.preflight(host)
             _warn_time_scale(args)
         except UsageError:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no empty run folder behind
@@ -115,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if sim is not None:
             sim.stop()
-    _scrub_credentials(run_dir / runfolder.LOCUST_HTML, host)
+    target.scrub_credentials(run_dir / runfolder.LOCUST_HTML, host)
     if interrupted and (run_dir / runfolder.MANIFEST).exists():
         # The report reads this and does not PASS a run that did not end on its own.
         runfolder.update_manifest(run_dir, status="interrupted", interrupted_by=interrupted[0])
@@ -268,38 +266,6 @@ def _warn_time_scale(args: argparse.Namespace) -> None:
     warning = preflight.timescale_warning(preflight.wake_delay(), args.time_scale, SLO.from_file(args.slo))
     if warning:
         print(f"loadline run: warning: {warning}", file=sys.stderr)
-
-
-def _preflight(host: str) -> None:
-    """Fail in one line, before any load, when the target does not answer at all.
-
-    urllib cannot open a URL with credentials in it (user:key@host reads as a port): the check goes
-    to the host alone, and the host is never shown with them (issue 12, item 8)."""
-    try:
-        urllib.request.urlopen(f"{without_userinfo(host).rstrip('/')}/v1/models", timeout=5).close()
-    except urllib.error.HTTPError:
-        return  # it answered (401/404 are the load test's business)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = redact(str(getattr(exc, "reason", exc)))
-        raise UsageError(f"target {redact(host)} is unreachable: {reason}") from None
-
-
-def _scrub_credentials(path: Path, host: str) -> None:
-    """Locust's own HTML report prints the host: credentials in it (user:key@host) become [REDACTED]."""
-    userinfo = urllib.parse.urlsplit(host).netloc.rpartition("@")[0]
-    if not userinfo or not path.is_file():
-        return
-    secrets = {userinfo, userinfo.partition(":")[2]} - {""}
-    text = path.read_text(errors="replace")
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, MARK)
-    path.write_text(text)
-
-
-def without_userinfo(url: str) -> str:
-    """`url` without `user:password@` (IPv6 brackets and ports kept)."""
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_locustfile: str) -> list[str]:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadline.commands import run
+from loadline.commands import run, target
 from loadline.core.errors import UsageError
 from loadline.core.manifest import options_dict
 from loadline.core.redact import MARK
@@ -29,18 +29,18 @@ def _closed_port() -> int:
     ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
 ])
 def test_the_reachability_check_goes_to_the_host_without_credentials(url, bare):
-    assert run.without_userinfo(url) == bare
+    assert target.without_userinfo(url) == bare
 
 
 def test_an_unreachable_host_with_credentials_is_named_without_them():
     # before: "target http://user:sk-...@127.0.0.1:N is unreachable: Name or service not known"
     # (urllib read user:key@127.0.0.1 as a host name) -- the key on stderr, and the wrong reason
     with pytest.raises(UsageError) as raised:
-        run._preflight(f"http://user:{KEY}@127.0.0.1:{_closed_port()}")
+        target.preflight(f"http://user:{KEY}@127.0.0.1:{_closed_port()}")
     assert KEY not in str(raised.value) and MARK in str(raised.value) and "refused" in str(raised.value)
     token = "ghtoken0123456789"  # a bare token as the URL's user, no password
     with pytest.raises(UsageError) as raised:
-        run._preflight(f"http://{token}@127.0.0.1:{_closed_port()}")
+        target.preflight(f"http://{token}@127.0.0.1:{_closed_port()}")
     assert token not in str(raised.value) and MARK in str(raised.value)
 
 
@@ -55,7 +55,7 @@ def test_a_malformed_host_with_credentials_is_refused_without_them():
 def test_locusts_html_report_loses_the_credentials(tmp_path):
     page = tmp_path / "locust_report.html"
     page.write_text(f'<td>Target host</td><td>https://user:{KEY}@h:1</td><script>{{"host": "https://user:{KEY}@h:1"}}</script>')
-    run._scrub_credentials(page, f"https://user:{KEY}@h:1")
+    target.scrub_credentials(page, f"https://user:{KEY}@h:1")
     assert KEY not in page.read_text() and "user:" not in page.read_text() and MARK in page.read_text()
 
 
