@@ -31,7 +31,7 @@ from loadline.core.runsettings import is_scaled, model_value, time_scale_of_opti
 from loadline.runtime import histogram
 from loadline.runtime.live_fold import CANCELLED_CODE as _CANCELLED
 from loadline.runtime.live_fold import (COARSE_AFTER_S, COARSE_S, E2E_METRIC, FOLD_S, ITL_P50_METRIC, TPOT_METRIC,
-                                        TTFT_METRIC, Folded, fold, merge)
+                                        TTFT_METRIC, Folded, fold, merge, present)
 from loadline.runtime.live_fold import E2E as _E2E
 from loadline.runtime.live_fold import ERROR_CLASS as _ERROR_CLASS
 from loadline.runtime.live_fold import ERROR_CODE as _ERROR
@@ -196,11 +196,8 @@ class LiveStats:
 
     @staticmethod
     def _seconds(buckets: dict, start_wall: float, end_wall: float) -> list[int]:
-        """The bucket keys of [start_wall, end_wall], walking whichever is shorter: the range or the buckets."""
-        first, last = int(start_wall), int(end_wall)
-        if last - first > len(buckets):  # a long window: walk the seconds that exist
-            return sorted(sec for sec in buckets if first <= sec <= last)
-        return [sec for sec in range(first, last + 1) if sec in buckets]
+        """The per-second bucket keys of [start_wall, end_wall]."""
+        return _keys(buckets, int(start_wall), int(end_wall), 1)
 
     def _rows_in(self, start_wall: float, end_wall: float) -> np.ndarray:
         buckets = self._by_second
@@ -223,56 +220,45 @@ class LiveStats:
         status = rows[:, _STATUS]
         ok = rows[status == _OK]
         cancelled = int(np.count_nonzero(status == _CANCELLED))
-        errors = len(rows) - len(ok) - cancelled
         codes, counts = np.unique(rows[status == _ERROR, _ERROR_CLASS], return_counts=True)
-        by_class = {self._classes[int(code)]: int(count) for code, count in zip(codes, counts)}
-        span = max(end_wall - start_wall, 1e-9)
-        e2e = _pcts(_present(ok[:, _E2E]))
-        ttft = _pcts(_present(ok[:, _TTFT]))
-        itl_median = _pcts(_present(ok[:, _ITL_P50]))
-        tpot = _pcts(_present(ok[:, _TPOT]))
-        pooled = self._pooled_gaps_us(start_wall, end_wall) if itl else None
-        pooled_itl = tuple(None if v is None else v / 1000.0 for v in _pcts(pooled)) if pooled is not None else (None,) * 3
-        return WindowSummary(
-            start_wall=start_wall, end_wall=end_wall, requests=len(rows), ok=len(ok), errors=errors,
-            cancelled=cancelled, error_rate=errors / max(len(ok) + errors, 1),
-            e2e_p50_ms=e2e[0], e2e_p95_ms=e2e[1], e2e_p99_ms=e2e[2],
-            ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], ttft_p99_ms=ttft[2], itl_p50_ms=itl_median[0],
-            output_tokens_per_s=float(ok[:, _TOKENS].sum()) / span, rps=len(ok) / span, errors_by_class=by_class,
-            itl_p95_ms=pooled_itl[1], itl_p99_ms=pooled_itl[2], tpot_p95_ms=tpot[1], tpot_p99_ms=tpot[2],
-            itl_pooled_p50_ms=pooled_itl[0],
-        )
+        return self._summary(start_wall, end_wall, len(rows), len(ok), cancelled, float(ok[:, _TOKENS].sum()),
+                             {int(code): int(n) for code, n in zip(codes, counts)},
+                             [_pcts(present(ok[:, column])) for column in (_E2E, _TTFT, _ITL_P50, _TPOT)], itl)
 
     def _folded_in(self, start_wall: float, end_wall: float) -> list[Folded]:
         """The folded minutes the window takes: those whose requests' midpoint (first to last start) is in it."""
         folded = self._folded
         first = math.floor(start_wall / COARSE_S) * COARSE_S  # an hour block's midpoint may be inside
-        if (end_wall - first) / FOLD_S > len(folded):  # a long window: walk the minutes that exist
-            minutes = sorted(m for m in folded if first <= m <= end_wall)
-        else:
-            minutes = [m for m in range(int(first), math.floor(end_wall) + 1, FOLD_S) if m in folded]
-        return [folded[m] for m in minutes if start_wall <= folded[m].midpoint < end_wall]
+        return [folded[m] for m in _keys(folded, first, math.floor(end_wall), FOLD_S)
+                if start_wall <= folded[m].midpoint < end_wall]
 
     def _approximate(self, start_wall: float, end_wall: float, parts: list[Folded], itl: bool) -> WindowSummary:
         """A window over folded minutes (and kept rows, folded on the fly): percentiles from merged histograms."""
         total = merge(parts)
+        return self._summary(start_wall, end_wall, total.requests, total.ok, total.cancelled, total.tokens,
+                             dict(sorted(total.errors_by_class.items())),
+                             [histogram.percentiles(total.keys, total.counts, metric)
+                              for metric in (E2E_METRIC, TTFT_METRIC, ITL_P50_METRIC, TPOT_METRIC)],
+                             itl, approx_pct=histogram.ALPHA * 100)
+
+    def _summary(self, start_wall: float, end_wall: float, requests: int, ok: int, cancelled: int, tokens: float,
+                 errors_by_code: dict[int, int], pcts: list[tuple], itl: bool,
+                 approx_pct: float | None = None) -> WindowSummary:
+        """One window's summary from its counts and its (p50, p95, p99) of e2e, ttft, itl_p50 and tpot,
+        exact or read from histograms; the pooled ITL gaps are exact in both (kept rows only)."""
+        errors = requests - ok - cancelled
         span = max(end_wall - start_wall, 1e-9)
-
-        def pcts(metric: int) -> tuple[float | None, ...]:
-            return histogram.percentiles(total.keys, total.counts, metric)
-
-        e2e, ttft, itl_median, tpot = pcts(E2E_METRIC), pcts(TTFT_METRIC), pcts(ITL_P50_METRIC), pcts(TPOT_METRIC)
+        e2e, ttft, itl_median, tpot = pcts
         pooled = self._pooled_gaps_us(start_wall, end_wall) if itl else None
         pooled_itl = tuple(None if v is None else v / 1000.0 for v in _pcts(pooled)) if pooled is not None else (None,) * 3
         return WindowSummary(
-            start_wall=start_wall, end_wall=end_wall, requests=total.requests, ok=total.ok, errors=total.errors,
-            cancelled=total.cancelled, error_rate=total.errors / max(total.ok + total.errors, 1),
-            e2e_p50_ms=e2e[0], e2e_p95_ms=e2e[1], e2e_p99_ms=e2e[2],
+            start_wall=start_wall, end_wall=end_wall, requests=requests, ok=ok, errors=errors, cancelled=cancelled,
+            error_rate=errors / max(ok + errors, 1), e2e_p50_ms=e2e[0], e2e_p95_ms=e2e[1], e2e_p99_ms=e2e[2],
             ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], ttft_p99_ms=ttft[2], itl_p50_ms=itl_median[0],
-            output_tokens_per_s=total.tokens / span, rps=total.ok / span,
-            errors_by_class={self._classes[code]: n for code, n in sorted(total.errors_by_class.items())},
+            output_tokens_per_s=tokens / span, rps=ok / span,
+            errors_by_class={self._classes[code]: n for code, n in errors_by_code.items()},
             itl_p95_ms=pooled_itl[1], itl_p99_ms=pooled_itl[2], tpot_p95_ms=tpot[1], tpot_p99_ms=tpot[2],
-            itl_pooled_p50_ms=pooled_itl[0], approx_pct=histogram.ALPHA * 100,
+            itl_pooled_p50_ms=pooled_itl[0], approx_pct=approx_pct,
         )
 
     def _pooled_gaps_us(self, start_wall: float, end_wall: float) -> np.ndarray | None:
@@ -288,12 +274,16 @@ class LiveStats:
         return np.fromstring(text, dtype=np.int32, sep=" ") if text else np.empty(0, dtype=np.int32)
 
 
+def _keys(buckets: dict, first: int, last: int, step: int) -> list[int]:
+    """The keys of `buckets` in [first, last] (multiples of `step` from `first`), walking whichever is
+    shorter: the range, or the keys that exist (a long window, e.g. from 0 for the whole run)."""
+    if (last - first) // step > len(buckets):
+        return sorted(key for key in buckets if first <= key <= last)
+    return [key for key in range(first, last + 1, step) if key in buckets]
+
+
 def _nan(value: float | None) -> float:
     return math.nan if value is None else value
-
-
-def _present(values: np.ndarray) -> np.ndarray:
-    return values[~np.isnan(values)]
 
 
 def _pcts(values: list[float] | np.ndarray) -> tuple[float | None, float | None, float | None]:

@@ -55,7 +55,7 @@ def fold(rows: np.ndarray) -> Folded:
     ok = rows[status == OK_CODE]
     cancelled = int(np.count_nonzero(status == CANCELLED_CODE))
     codes, counts = np.unique(rows[status == ERROR_CODE, ERROR_CLASS], return_counts=True)
-    values = [histogram.keys(metric, _present(ok[:, column])) for metric, column in _METRIC_COLUMNS]
+    values = [histogram.keys(metric, present(ok[:, column])) for metric, column in _METRIC_COLUMNS]
     keys, key_counts = histogram.compact(np.concatenate(values))
     starts = rows[:, START]
     return Folded(float(starts.min()), float(starts.max()), len(rows), len(ok), len(rows) - len(ok) - cancelled,
@@ -76,5 +76,6 @@ def merge(parts: list[Folded]) -> Folded:
                   sum(p.cancelled for p in parts), sum(p.tokens for p in parts), by_class, keys, counts)
 
 
-def _present(values: np.ndarray) -> np.ndarray:
+def present(values: np.ndarray) -> np.ndarray:
+    """The values that are not NaN (a packed row's missing latency)."""
     return values[~np.isnan(values)]
