@@ -17,6 +17,7 @@ from typing import Any
 
 from locust.runners import MasterRunner
 
+from loadline.client.users.arrivals import ArrivalRateUser
 from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.errors import UsageError
 from loadline.runtime import arrivals
@@ -68,14 +69,12 @@ def rate_text(rate: float) -> str:
     return f"{rate:.3g}/s"
 
 
-OPEN_LOOP_KIND = "rate"  # the `kind` of the users that follow a published rate (loadline/client/users/arrivals.py)
-
-
 def refuse_closed_loop(shape_name: str, user_classes: Any) -> None:
-    """UsageError when none of the users to run follows an arrival rate: a rate shape would start one
-    closed-loop user per process, offer nothing like its rates, and stop at its first step."""
+    """UsageError when none of the users to run follows an arrival rate (an ArrivalRateUser): a rate
+    shape would start one closed-loop user per process, offer nothing like its rates, and stop at its
+    first step."""
     classes = list(user_classes or [])
-    if classes and not any(getattr(cls, "kind", None) == OPEN_LOOP_KIND for cls in classes):
+    if classes and not any(issubclass(cls, ArrivalRateUser) for cls in classes):
         names = ", ".join(sorted(cls.__name__ for cls in classes))
         raise UsageError(f"--shape {shape_name} offers arrival rates, which only the open-loop users follow "
                          f"(--scenario rate, locustfiles/rate.py); {names} run closed loop, so its rates would "

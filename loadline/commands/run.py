@@ -88,9 +88,9 @@ def main(args: argparse.Namespace) -> int:
     _validate(args)
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     conf_locustfile = _conf_value(args.config, "locustfile")
-    _imply_open_loop(args, conf_locustfile)
-    _precheck(_locust_command(args, args.host or PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
     shape = args.shape or _conf_value(args.config, "shape")
+    _imply_open_loop(args, shape, conf_locustfile)
+    _precheck(_locust_command(args, args.host or PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
     name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), shape) if x)
     run_dir = runfolder.new_run_dir(args.out, name)
     print(f"loadline: run folder {run_dir}", file=sys.stderr)
@@ -201,10 +201,10 @@ LOCUST = [sys.executable, "-c", "import sys\nsys.argv[0] = 'locust'\ntry:\n    f
 PRECHECK_HOST = "http://127.0.0.1:9"  # stands in for the simulator's URL, not started yet: never contacted
 
 
-def _imply_open_loop(args: argparse.Namespace, conf_locustfile: str) -> None:
+def _imply_open_loop(args: argparse.Namespace, shape: str, conf_locustfile: str) -> None:
     """A rate shape with no scenario named runs the open-loop users, as --rate does; a closed-loop
     scenario named with it is refused by the precheck (shapes/rate_steps.py refuse_closed_loop)."""
-    entry = _shapes().get(args.shape or _conf_value(args.config, "shape"))
+    entry = _shapes().get(shape)
     if entry is not None and entry.open_loop and args.scenario is None and not conf_locustfile:
         args.scenario = OPEN_LOOP
 

@@ -114,10 +114,10 @@ def test_a_rate_shape_with_closed_loop_users_is_refused_before_the_run(shape, sc
 def test_a_rate_shape_with_the_open_loop_users_passes_and_is_implied_when_no_scenario_is_named(shape, tmp_path):
     precheck.check([*RATE_ENTRY, "--headless", "--shape", shape])
     args = parsed("--shape", shape)
-    run._imply_open_loop(args, conf_locustfile="")
+    run._imply_open_loop(args, shape, conf_locustfile="")
     assert args.scenario == "rate"
     precheck.check(run._locust_command(args, run.PRECHECK_HOST, tmp_path / "x", "")[len(run.LOCUST):])
     for named in (parsed("--shape", shape, "--scenario", "chat"), parsed("--shape", "stepped")):
         before = named.scenario
-        run._imply_open_loop(named, conf_locustfile="")
+        run._imply_open_loop(named, named.shape, conf_locustfile="")
         assert named.scenario == before  # a named scenario, or a closed-loop shape: untouched
