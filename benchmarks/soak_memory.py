@@ -38,6 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from analysis.data.truth import read_truth  # noqa: E402
 TICK_S = os.sysconf("SC_CLK_TCK")
 GROWTH_LIMIT_PCT = 5.0
 # Warm-up: the first 20 % of the run's model time (24 min of a 2-h soak). The ramp (1 model minute)
@@ -287,10 +290,8 @@ def check_run(run_dir: Path, log_path: Path) -> list[str]:
                 classes[row["error_class"]] += 1
             statuses_by_id[row["request_id"]] = row["status"]
     rows, ids = sum(statuses.values()), set(statuses_by_id)
-    truth = set()
-    with open(run_dir / "truth.jsonl") as f:
-        for line in f:
-            truth.add(json.loads(line)["request_id"])
+    served = read_truth(run_dir)  # the simulator's own log of what reached it
+    truth = set() if served is None else set(served["request_id"].astype(str))
     unseen = Counter(status for request_id, status in statuses_by_id.items() if request_id not in truth)
     written, by_worker = manifest.get("requests_written"), sum((manifest.get("rows_by_worker") or {}).values())
     notes.append(f"manifest: status {manifest.get('status')}, requests_written {written}, rows_by_worker sum "
