@@ -8,7 +8,6 @@ from __future__ import annotations
 import hmac
 import itertools
 import json
-import time
 from collections import Counter
 from typing import Callable
 
@@ -119,7 +118,7 @@ class SimApp:
     def _refuse_request_id(self, conn: Connection, req: Request) -> None:
         """llama-cpp-python's answer to a non-UUID X-Request-Id: 400, empty body, before any route."""
         if req.path in GENERATE:
-            record = new_record(req.headers["x-request-id"], time.time(), req.path, self.faults.active())
+            record = new_record(req.headers["x-request-id"], req.received_at, req.path, self.faults.active())
             record.update(status=400, outcome="rejected")
             self.truth.add(record)
         self._reply(conn, req.path if req.path in ROUTES else "other", req.method, 400, b"", content_type="")
@@ -135,7 +134,7 @@ class SimApp:
         if self.quirks.interrupt:  # a new request cuts every stream in flight
             for sink, (seq, engine) in list(self.streams.items()):
                 sink.interrupt(seq, engine.abort)
-        record = new_record(request_id, time.time(), req.path, self.faults.active())
+        record = new_record(request_id, req.received_at, req.path, self.faults.active())  # kernel_rx.py
 
         def reject(status: int, message: str, extra: dict[str, str] | None = None, param: str | None = None) -> None:
             record.update(status=status, outcome="rejected")

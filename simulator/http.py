@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Callable, Protocol
+
+from simulator.kernel_rx import KernelReader
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024
@@ -29,6 +32,7 @@ class Request:
     body: bytes
     keep_alive: bool
     peer: str
+    received_at: float = 0.0  # time.time() clock: when its last byte reached the host (kernel stamp)
 
 
 class BadRequest(Exception):
@@ -100,17 +104,27 @@ class Connection(asyncio.Protocol):
         self.held = False  # slow accept: bytes are buffered but not served until released
         self.continued = False  # "100 Continue" already sent for the request being received
         self.closing = False  # close_soon() was called: serve nothing more
+        self.reader: KernelReader | None = None
+        # (end offset in `buffer`, stamp) of each read still buffered: a request's arrival is the
+        # stamp of the read that brought its last byte, even when it is served later (held, pipelined)
+        self.stamps: list[tuple[int, float]] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else ""
+        self.reader = KernelReader.attach(self.transport, self)  # simulator/kernel_rx.py: why
         self.handler.on_connect(self)
 
     def data_received(self, data: bytes) -> None:
+        """The transport's own read (no kernel reader here): the bytes arrived about now."""
+        self.stamped_data(data, time.time())
+
+    def stamped_data(self, data: bytes, stamp: float) -> None:
         if self.closing:
             return  # read and dropped: the request never reaches the application
         self.buffer += data
+        self.stamps.append((len(self.buffer), stamp or time.time()))
         if len(self.buffer) > MAX_HEAD + MAX_BODY:
             self.close()
             return
@@ -144,7 +158,7 @@ class Connection(asyncio.Protocol):
                 return
             self.continued = False
             request.body = bytes(self.buffer[end + 4 : end + 4 + length])
-            del self.buffer[: end + 4 + length]
+            request.received_at = self._consume(end + 4 + length)
             self.busy = True
             self.keep_alive = request.keep_alive
             try:
@@ -156,9 +170,17 @@ class Connection(asyncio.Protocol):
                                          b'"InternalServerError","param":null,"code":500}}', keep_alive=False))
                 self.finish_response()
 
+    def _consume(self, n: int) -> float:
+        """Drop the first `n` buffered bytes; the stamp of the read that brought the last of them."""
+        del self.buffer[:n]
+        stamp = next(t for end, t in self.stamps if end >= n)
+        self.stamps = [(end - n, t) for end, t in self.stamps if end > n]
+        return stamp
+
     def _bad(self, error: BadRequest) -> None:
         self.busy, self.keep_alive = True, False
         self.buffer.clear()
+        self.stamps.clear()
         self.handler.on_bad_request(self, error)
 
     def write(self, data: bytes) -> None:
@@ -178,6 +200,7 @@ class Connection(asyncio.Protocol):
         """Serve nothing more and close after `delay` seconds (simulator/quirks.py, close-after-stream)."""
         self.closing = True
         self.buffer.clear()
+        self.stamps.clear()
         asyncio.get_running_loop().call_later(delay, self.close)
 
     def close(self) -> None:
@@ -187,6 +210,8 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.reader is not None:
+            self.reader.close()
         if self.on_lost is not None:
             callback, self.on_lost = self.on_lost, None
             callback()

@@ -13,6 +13,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
+from simulator import kernel_rx
 from simulator.admin import AdminApp
 from simulator.app import SimApp
 from simulator.config import SimConfig
@@ -96,6 +97,8 @@ async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> int
     servers: list[asyncio.AbstractServer] = []
     try:
         servers.append(await loop.create_server(lambda: Connection(app), options.host, options.port, backlog=4096))
+        for sock in servers[0].sockets:  # accepted sockets inherit it; before the ready line, so the
+            kernel_rx.enable(sock)  # kernel's lazily switched stamping is on for the first request
         port = servers[0].sockets[0].getsockname()[1]
         print(f"loadline-sim listening on http://{options.host}:{port}", file=out, flush=True)
         if options.admin:

@@ -1,4 +1,4 @@
-"""The simulator's first_token / last_token stamps say when the bytes reached the kernel, on either event loop.
+"""The simulator's truth stamps say when the bytes crossed the kernel, on either event loop.
 
 A CI run of tests/e2e/test_run_spine.py once saw first tokens 25.7 ms after the truth's first_token
 (five streams of one engine step, E2E exact). A wire capture (benchmarks/truth_vs_wire.py) showed
@@ -9,12 +9,18 @@ Loadline's client: a prompt reader of plain sockets, kernel receive stamps (on l
 taken inside the server's send), and only reads that hold exactly one server write are compared.
 A read that holds more is stamped at its newest write, so it is never compared; such a read is
 recognised by its bytes (HTTP chunks: one per write), not by how late it was read.
+
+`arrival` is the kernel's receive stamp of the request (simulator/kernel_rx.py): a simulator slow to
+read it (stopped here for 150 ms) does not move it, as its parse-time clock did (2-9 ms at p99 on a
+busy box, truth-side error in every TTFT and E2E the spine test compares).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import struct
 import sys
 import time
@@ -139,12 +145,17 @@ def stream_all(url: str) -> list[Stream]:
     return done
 
 
-@pytest.mark.exclusive  # stamps to the ms: a neighbour that preempts the simulator between stamp and write
-@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
-def test_truth_stamps_are_the_kernels_send_times(sim_server, monkeypatch, event_loop):
-    if event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+@pytest.fixture(params=["asyncio", "uvloop"])
+def event_loop_name(request, monkeypatch):
+    """The simulator's event loop (loadline/commands/sim.py); uvloop is optional."""
+    if request.param == "uvloop" and importlib.util.find_spec("uvloop") is None:
         pytest.skip("uvloop is not installed (optional; the simulator falls back to the stdlib loop)")
-    monkeypatch.setenv("LOADLINE_SIM_EVENT_LOOP", event_loop)
+    monkeypatch.setenv("LOADLINE_SIM_EVENT_LOOP", request.param)
+    return request.param
+
+
+@pytest.mark.exclusive  # stamps to the ms: a neighbour that preempts the simulator between stamp and write
+def test_truth_stamps_are_the_kernels_send_times(sim_server, event_loop_name):
     keeper = raw_socket(AF_INET, SOCK_DGRAM)  # holds the kernel's (lazily enabled) receive stamping on
     keeper.setsockopt(SOL_SOCKET, SO_TIMESTAMPNS, 1)
     try:
@@ -172,3 +183,29 @@ def test_truth_stamps_are_the_kernels_send_times(sim_server, monkeypatch, event_
     assert max(map(abs, last_err)) < TOLERANCE_MS, last_err
     # a read holding several writes is stamped late (its newest write), never before the truth
     assert min(any_err) > -TOLERANCE_MS, any_err
+
+
+def test_arrival_is_when_the_request_reached_the_host_not_when_the_simulator_read_it(sim_server, event_loop_name):
+    sim = sim_server("tiny")
+    parts = urlparse(sim.url)
+    sock = raw_socket(AF_INET, SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect((parts.hostname, parts.port))
+    time.sleep(0.1)  # accepted and set up before the simulator stops
+    os.kill(sim.proc.pid, signal.SIGSTOP)
+    try:
+        sock.sendall(request_bytes(parts.netloc, "late-read"))
+        sent = time.time()  # on loopback the bytes are in the simulator's socket when sendall returns
+        time.sleep(0.15)
+    finally:
+        os.kill(sim.proc.pid, signal.SIGCONT)
+    data, deadline = b"", time.monotonic() + DEADLINE_S
+    while not data.endswith(b"\r\n0\r\n\r\n") and time.monotonic() < deadline:
+        more = sock.recv(65536)
+        assert more, data
+        data += more
+    sock.close()
+    sim.stop()
+    truth = truth_table(sim.truth_path).set_index("request_id").loc["late-read"]
+    assert -2.0 < (truth.arrival - sent) * 1000 < 0.5, (truth.arrival - sent) * 1000  # was +150 ms: the read
+    assert truth.first_token - truth.arrival > 0.15  # the server-side TTFT holds the stall, as a client sees it
