@@ -97,12 +97,16 @@ def main(args: argparse.Namespace) -> int:
                            admin=args.admin, admin_port=args.admin_port, admin_host=args.admin_host,
                            admin_token=admin_token)
     runner = asyncio.run
-    if os.environ.get("LOADLINE_SIM_EVENT_LOOP", "uvloop") == "uvloop":  # "asyncio": the stdlib loop
+    # The stdlib loop unless asked: uvloop starts reading a new connection before its protocol can hand
+    # the reading to simulator/kernel_rx.py, so there a connection's first request would carry the
+    # parse-time stamp in the truth's `arrival`; and it was within noise of the stdlib loop's speed
+    # (docs/benchmarks.md).
+    if os.environ.get("LOADLINE_SIM_EVENT_LOOP", "asyncio") == "uvloop":
         try:  # imported here, not at the top: uvloop is optional and only wanted when this variable asks for it
             import uvloop
 
             runner = uvloop.run
-        except ImportError:  # uvloop is the fast path (docs/benchmarks.md), not a requirement
+        except ImportError:  # not a requirement: the stdlib loop serves
             pass
     try:
         return runner(serve(config, options))
