@@ -1,17 +1,16 @@
-"""CPU per token of HTTP client stacks on the per-token path: today's requests/urllib3 vs geventhttpclient.
+"""CPU per token of the per-token path's parts: the token path as users drive it, and variants of it.
 
-Issue 15 ("one core drives everything offered"): the SSE + JSON + stamp part of the path costs
-~6-7 us per token in-process; the rest is gevent socket reads, urllib3's read1 wrapper, http.client's
-chunked decoding and requests. This measures whole stacks in one gevent process pinned to core 1
+Issue 15 ("one core drives everything offered"). Whole stacks in one gevent process pinned to core 1
 (the embedded simulator, flat cost model, on core 0): N users each stream chat replies of TOKENS
 tokens (ignore_eos) back to back for SECONDS, every stack in a fresh child process, rounds
 interleaved. Stacks (every one reads a chunk as soon as any bytes arrive):
-  loadline       today's path: stamped_session() + read_stream() (kernel receive stamps)
+  loadline       the token path: connection.Connection + streaming.read_stream (kernel receive stamps)
   loadline-user  the same with LOADLINE_KERNEL_CLOCK=0 (stamp = perf_counter() at the read)
-  ghc            geventhttpclient's HTTPClient (a keep-alive pool of one connection per user) under the
-                 same read_stream() (sseclient-py + orjson) through a read1() adapter; read-time stamps
-  ghc-kernel     ghc on kernel_clock.py's recvmsg socket class, plus the recv() geventhttpclient calls
-  ghc-find       ghc with a bytes.find(b"\\n\\n") framer instead of sseclient-py (sizes SSE framing)
+  loadline-find  the same connection with a bytes.find(b"\n\n") framer instead of sseclient-py
+                 (sizes SSE framing; LF-only events, what the simulator sends)
+The first wave's requests/urllib3 path and the geventhttpclient prototypes that chose this one are
+measured in docs/benchmarks.md; to measure an older tree's whole generator, use
+generator_throughput.py --repo.
 Columns: tokens/s and CPU-s per 1,000 tokens (time.process_time of the child) over the window
 WARMUP_S .. SECONDS - COOLDOWN_S; TTFT error |measured - truth| and first-token stamp error
 |sent_wall + TTFT - truth first_token| (both wall clocks) from the simulator's truth log, for requests
@@ -36,184 +35,49 @@ from pathlib import Path
 from time import perf_counter
 
 REPO = Path(__file__).resolve().parent.parent
-STACKS = ("loadline", "loadline-user", "ghc", "ghc-kernel", "ghc-find")
+STACKS = ("loadline", "loadline-user", "loadline-find")
 WARMUP_S = 3.0  # every user is in its steady request cycle
 COOLDOWN_S = 1.0  # users stop starting requests at SECONDS; the window ends before that
-NO_WAIT_S = 0.0002  # as streaming.py: a read faster than this found its bytes already buffered
 
 
 # -- the child: one stack, N users, in one gevent process ------------------------------------------
-def loadline_stack(url: str, path: str):  # type: ignore[no-untyped-def]
-    """Today's path, as loadline/client/users/base.py drives it."""
-    import requests
-
-    from loadline.client.http import stamped_session, wire_times
+def loadline_stack(url: str, path: str, framer: str):  # type: ignore[no-untyped-def]
+    """The token path as loadline/client/users/base.py drives it (read_stream or the find framer on top)."""
+    from loadline.client.connection import Connection
     from loadline.client.streaming import StreamResult, chat_content, read_stream
 
     def user():  # type: ignore[no-untyped-def]
-        http = stamped_session()
-        merged = http.merge_environment_settings(url + path, {}, None, None, None)
-        settings = {k: merged[k] for k in ("proxies", "verify", "cert")}
+        conn = Connection(url, 5, 30)
 
         def send(payload: bytes, rid: str):  # type: ignore[no-untyped-def]
-            headers = {"Content-Type": "application/json", "X-Request-Id": rid}
             result = StreamResult()
-            prepared = http.prepare_request(requests.Request("POST", url + path, data=payload, headers=headers))
-            response = http.send(prepared, stream=True, timeout=(5, 30), **settings)
+            response = conn.post(path, payload, {"Content-Type": "application/json", "X-Request-Id": rid})
             try:
-                wire = wire_times(response)
-                assert response.status_code == 200 and wire is not None, response.status_code
-                read_stream(response.raw, chat_content, result, wire.headers_perf)
-                response._content_consumed = result.body_complete
+                assert response.status == 200, response.status
+                if framer == "find":
+                    read_find(response, result)
+                else:
+                    read_stream(response, chat_content, result)
             finally:
                 response.close()
-            return wire.sent_perf, wire.sent_wall, result
+            return response.sent_perf, response.sent_wall, result
         return send
     return user
 
 
-def ghc_stack(url: str, path: str, kernel: bool, framer: str):  # type: ignore[no-untyped-def]
-    """geventhttpclient underneath; read_stream() (or the find framer) on top."""
-    import socket
-
-    import gevent.socket
-    from geventhttpclient import HTTPClient
-    from geventhttpclient.connectionpool import ConnectionPool
-    from geventhttpclient.response import HTTPConnectionClosed
-
-    from loadline.client import kernel_clock
-    from loadline.client.http import _Stamped
-    from loadline.client.streaming import StreamResult, chat_content, read_stream
-
-    base = kernel_clock._stamped_class(gevent.socket.socket) if kernel else gevent.socket.socket
-
-    class Socket(base):  # type: ignore[valid-type, misc]
-        """Stamps "sent" after the request's one sendall(); the kernel variant also stamps recv()."""
-        __slots__ = ("sent_perf", "sent_wall")
-
-        def sendall(self, data, flags: int = 0):  # type: ignore[no-untyped-def]
-            super().sendall(data, flags)
-            self.sent_perf, self.sent_wall = perf_counter(), time.time()
-            if kernel:
-                self.kernel_wall = self.read_delay_max = 0.0
-
-        if kernel:
-            def recv(self, bufsize: int, flags: int = 0) -> bytes:
-                # geventhttpclient reads with recv(); kernel_clock's class stamps recv_into() only.
-                # Its stamping, on recvmsg() (recv_into a fresh 64 KiB bytearray zero-fills it first)
-                data, ancdata, _, _ = self.recvmsg(bufsize, kernel_clock._ANC_SPACE, flags)
-                if ancdata:
-                    sec, nsec = kernel_clock._TIMESPEC.unpack_from(ancdata[0][2])
-                    self.kernel_wall = wall = sec + nsec * 1e-9
-                    delay = time.time() - wall
-                    if delay > self.read_delay_max:
-                        self.read_delay_max = delay
-                elif data:
-                    self.kernel_wall = 0.0
-                return data
-
-    if kernel:  # is_stamped() (kernel_clock.py) recognises its own classes only
-        kernel_clock._subclasses[Socket] = Socket
-        kernel_clock.keep_stamping_on()
-
-    class Pool(ConnectionPool):
-        current = None  # the socket of the request in flight (a response read whole with its headers lets go of it)
-
-        def get_socket(self):  # type: ignore[no-untyped-def]
-            self.current = super().get_socket()
-            return self.current
-
-        def _create_tcp_socket(self, family: int, socktype: int, protocol: int):  # type: ignore[no-untyped-def]
-            sock = Socket(family, socktype, protocol)
-            sock.sent_perf = sock.sent_wall = 0.0
-            if kernel:
-                sock.kernel_wall = sock.read_delay_max = 0.0
-                sock.setsockopt(socket.SOL_SOCKET, kernel_clock.SO_TIMESTAMPNS, 1)
-            return sock
-
-    class Connection(_Stamped):  # what kernel_reads() looks for on `raw.connection`
-        def __init__(self, sock) -> None:  # type: ignore[no-untyped-def]
-            self.sock = sock
-            self.sent_perf, self.sent_wall = sock.sent_perf, sock.sent_wall
-
-    class Raw:
-        """urllib3's read1()/close() over a geventhttpclient response: whatever one recv() brought.
-
-        HTTPSocketResponse.read(n) waits until n bytes are buffered (and read() for the whole body),
-        so this feeds the response's parser itself: private `_body_buffer` and `feed()`."""
-        __slots__ = ("response", "connection", "sock")
-
-        def __init__(self, response, sock) -> None:  # type: ignore[no-untyped-def]
-            self.response, self.sock = response, sock
-            self.connection = Connection(sock)
-
-        def read1(self, n: int = 65536) -> bytes:
-            response = self.response
-            buffer = response._body_buffer
-            while not buffer:
-                if response.message_complete:
-                    return b""
-                data = self.sock.recv(n)
-                if not data:
-                    raise HTTPConnectionClosed("connection closed before the end of the body")
-                response.feed(data)  # releases the socket to the pool when the body is complete
-            data = bytes(buffer)
-            del buffer[:]
-            return data
-
-        def close(self) -> None:
-            self.response.release()
-
-    host, port = url.split("//", 1)[1].rsplit(":", 1)
-
-    def user():  # type: ignore[no-untyped-def]
-        client = HTTPClient(host, int(port), concurrency=1, connection_timeout=5, network_timeout=30)
-        client._connection_pool = pool = Pool(host, int(port), host, int(port), size=1, connection_timeout=5,
-                                              network_timeout=30)
-
-        def send(payload: bytes, rid: str):  # type: ignore[no-untyped-def]
-            response = client.request("POST", path, body=payload,
-                                      headers={"Content-Type": "application/json", "X-Request-Id": rid})
-            headers_at = perf_counter()
-            try:
-                assert response.status_code == 200, response.status_code
-                sock = pool.current
-                raw = Raw(response, sock)
-                sent_perf, sent_wall = sock.sent_perf, sock.sent_wall
-                if kernel and sock.kernel_wall:
-                    headers_at = sock.kernel_wall - sent_wall + sent_perf
-                    if headers_at < sent_perf:  # preempted between write and clock read (http.py)
-                        sent_wall -= sent_perf - headers_at
-                        sent_perf = raw.connection.sent_perf = headers_at
-                        raw.connection.sent_wall = sent_wall
-                result = StreamResult()
-                if framer == "find":
-                    read_find(raw, result, headers_at)
-                else:
-                    read_stream(raw, chat_content, result, headers_at)
-            finally:
-                response.release()
-            return sent_perf, sent_wall, result
-        return send
-    return user
-
-
-def read_find(raw, result, headers_at: float) -> None:  # type: ignore[no-untyped-def]
+def read_find(body, result) -> None:  # type: ignore[no-untyped-def]
     """Minimal SSE framing: `data: ` lines ended by a blank line, LF only (what the simulator sends);
-    the per-chunk handling and the stamping rule are read_stream()'s user-clock branch."""
+    the per-chunk handling is read_stream()'s."""
     import orjson
     loads = orjson.loads
     arrivals, pieces = result.arrivals, result.pieces
+    result.clock, result.body = body.clock, body
     pending = b""
-    first = True
     for _ in range(1_000_000):
-        before = perf_counter()
-        data = raw.read1(65536)
-        now = perf_counter()
-        arrival = headers_at if first and headers_at and now - before < NO_WAIT_S else now
-        first = False
+        data = body.read1()
         if not data:
             break
+        arrival = body.arrival
         pending = pending + data if pending else data
         start = 0
         while (end := pending.find(b"\n\n", start)) >= 0:
@@ -223,7 +87,7 @@ def read_find(raw, result, headers_at: float) -> None:  # type: ignore[no-untype
             payload = event[6:]
             if payload == b"[DONE]":
                 result.done = True
-                result.body_complete = not raw.read1(65536)
+                result.body_complete = body.ends_within(0.05)
                 return
             chunk = loads(payload)
             choices = chunk.get("choices")
@@ -247,11 +111,7 @@ def child(args: argparse.Namespace) -> None:
     import gevent
 
     path = "/v1/chat/completions"
-    if args.child.startswith("loadline"):
-        user = loadline_stack(args.url, path)
-    else:
-        user = ghc_stack(args.url, path, kernel=args.child == "ghc-kernel",
-                         framer="find" if args.child == "ghc-find" else "sse")
+    user = loadline_stack(args.url, path, framer="find" if args.child == "loadline-find" else "sse")
     payload = json.dumps({"model": args.model, "messages": [{"role": "user", "content": "Say something long."}],
                           "stream": True, "max_tokens": args.tokens, "ignore_eos": True,
                           "stream_options": {"include_usage": True}}).encode()
@@ -290,7 +150,7 @@ def child(args: argparse.Namespace) -> None:
              if not len(r.arrivals) == (r.usage or {}).get("completion_tokens") == args.tokens]
     assert not wrong, f"{len(wrong)} replies without exactly {args.tokens} tokens, e.g. {wrong[:3]}"
     records = [{"rid": rid, "sent_wall": wall, "ttft_ms": (r.arrivals[0] - sent) * 1000, "tokens": len(r.arrivals),
-                "read_delay_ms": r.kernel_socket.read_delay_max * 1000 if r.kernel_socket is not None else None,
+                "read_delay_ms": r.body.read_delay_max * 1000 if r.clock == "kernel" else None,
                 "clock": r.clock}
                for rid, sent, wall, r in done if sent >= w0 and r.arrivals[-1] < w1]
     print(json.dumps({"tokens_s": tokens / (w1 - w0), "cpu_1k": (cpu1 - cpu0) / max(tokens, 1) * 1000,

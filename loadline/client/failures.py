@@ -1,33 +1,28 @@
 """Transport exceptions -> error classes: the one classification table (like httpx's HTTPCORE_EXC_MAP).
 
-requests wraps urllib3, which wraps the socket and http.client: a refused connection arrives as
-requests.ConnectionError(MaxRetryError(reason=NewConnectionError(...))), a dead keep-alive socket
-as requests.ConnectionError(ProtocolError("Connection aborted.", RemoteDisconnected(...))). So
-`classify` looks at the whole chain, and the table is in order of precedence: the first row that
-matches any exception of the chain decides (NewConnectionError is a subclass of
-ConnectTimeoutError in urllib3, so "no connection" must come before "timeout").
+The token path's connection (connection.py) raises its own ConnectError / ConnectTimeout /
+ReadTimeout / IncompleteBody, the parser raises HTTPParseError (an http.client.HTTPException), the
+socket raises OSErrors; a failure on a fresh connection that replaced a dead kept-alive one carries
+the first failure in its chain. So `classify` looks at the whole chain, and the table is in order
+of precedence: the first row that matches any exception of the chain decides.
 """
 
 from __future__ import annotations
 
 import http.client
+import socket
+import ssl
 
-import requests
-from urllib3 import exceptions as u3
-
+from loadline.client.connection import ConnectError, ConnectTimeout, ReadTimeout
 from loadline.core.records import ErrorClass
 
 TRANSPORT_ERRORS: tuple[tuple[tuple[type[BaseException], ...], ErrorClass], ...] = (
-    # no connection was made: refused, unreachable, DNS (NameResolutionError is a NewConnectionError)
-    ((u3.NewConnectionError,), ErrorClass.CONNECT),
-    # requests raises its SSLError only from send(), i.e. the TLS handshake; a TLS error mid-stream
-    # comes as a bare urllib3 SSLError and falls through to RESET below
-    ((requests.exceptions.SSLError,), ErrorClass.CONNECT),
-    ((u3.ConnectTimeoutError, u3.ReadTimeoutError, requests.exceptions.Timeout, TimeoutError), ErrorClass.TIMEOUT),
+    # no connection was made: refused, unreachable, DNS, TLS handshake
+    ((ConnectError, socket.gaierror), ErrorClass.CONNECT),
+    ((ConnectTimeout, ReadTimeout, TimeoutError), ErrorClass.TIMEOUT),
     ((UnicodeDecodeError,), ErrorClass.MALFORMED),  # a body that is not UTF-8 is not an event stream
-    # the connection closed or was reset: RemoteDisconnected, IncompleteRead, ConnectionResetError...
-    ((http.client.HTTPException, ConnectionError, OSError, u3.HTTPError, requests.exceptions.RequestException),
-     ErrorClass.RESET),
+    # the connection closed or was reset mid-reply, a broken HTTP reply, a TLS error mid-stream
+    ((http.client.HTTPException, ssl.SSLError, ConnectionError, OSError), ErrorClass.RESET),
 )
 
 # what an `except` around network I/O catches (anything else is a client bug: ErrorClass.CLIENT)
@@ -35,7 +30,7 @@ TRANSPORT_EXCEPTIONS: tuple[type[BaseException], ...] = tuple(t for types, _ in 
 
 
 def exception_chain(exc: BaseException, limit: int = 8) -> list[BaseException]:
-    """exc and what it wraps: urllib3's `reason`, exceptions passed as args, then `raise ... from` causes."""
+    """exc and what it wraps: a `reason`, exceptions passed as args, then `raise ... from` causes."""
     chain: list[BaseException] = []
     todo: list[BaseException] = [exc]
     while todo and len(chain) < limit:

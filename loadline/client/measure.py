@@ -7,8 +7,9 @@ that request's gaps; pooled per-gap percentiles across requests are computed in 
 
 from __future__ import annotations
 
-from loadline.core.records import RequestRecord
+from loadline.client.kernel_clock import KERNEL
 from loadline.client.streaming import StreamResult
+from loadline.core.records import RequestRecord
 
 
 def nearest_rank(sorted_values: list[int], q: float) -> int:
@@ -24,8 +25,8 @@ def fill_timings(rec: RequestRecord, result: StreamResult, t0: float, end: float
     rec.content_chunks = len(arrivals)
     rec.finish_reason = result.finish_reason
     rec.clock = result.clock if result.arrivals or result.ended_at else ""  # "": nothing was read
-    if result.kernel_socket is not None:
-        rec.read_delay_ms = result.kernel_socket.read_delay_max * 1000
+    if result.body is not None and result.clock == KERNEL:  # how late the generator read (saturation.py)
+        rec.read_delay_ms = result.body.read_delay_max * 1000
     usage = result.usage
     if usage and usage.get("completion_tokens") is not None:
         rec.output_tokens = int(usage["completion_tokens"])

@@ -4,7 +4,7 @@ Why not Locust's ready-made paths: `HttpUser` stops the clock at the headers and
 `FastHttpUser.iter_content` waits for ~1 KB before handing bytes over (see REFERENCE-locust.md).
 Here each `read1()` returns as soon as *any* bytes arrived, and every SSE event completed by those
 bytes gets their arrival time: the kernel's receive stamp of that read on a plain-HTTP connection
-(loadline/client/http.py, kernel_clock.py), else `perf_counter()` right after the read. sseclient-py
+(connection.py, kernel_clock.py), else `perf_counter()` right after the read. sseclient-py
 does the SSE framing (events split across reads, several events in one read, comments, multi-line
 data).
 
@@ -12,26 +12,22 @@ A stream counts as complete only when it ends the way the API says a finished re
 finish_reason, then `data: [DONE]` or a clean end of the body. `[DONE]` or a clean end without a
 finish_reason is `truncated` (llama-cpp-python's server cuts a stream that way when a new request
 interrupts it); a connection cut before the end is `reset`. Neither is ever a success. Nothing is
-read after `[DONE]` but the end of the body, for at most DONE_GRACE_S (`_body_ends_now`).
+read after `[DONE]` but the end of the body, for at most DONE_GRACE_S (`Body.ends_within`).
 """
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 import orjson
 import sseclient
 
 from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify
-from loadline.client.http import kernel_reads
-from loadline.client.kernel_clock import KERNEL, USER
+from loadline.client.kernel_clock import USER
 from loadline.core.records import ErrorClass
 
-READ_SIZE = 65536
-NO_WAIT_S = 0.0002  # a read returning faster than this found its bytes already buffered
 # After [DONE], how long the end of the body may lag it before the connection is given up (closed,
 # not reused): the end is written right behind [DONE] (uvicorn: the empty last chunk), so this only
 # bounds what a server that holds the body open can cost a user; it never moves a measured time.
@@ -58,7 +54,7 @@ class StreamResult:
     body_complete: bool = False  # the HTTP body ended cleanly: the connection can be reused
     ended_at: float = 0.0  # perf_counter() when the last byte was read
     clock: str = USER  # where the arrival times came from: kernel (receive stamps) or user (read time)
-    kernel_socket: socket.socket | None = None  # kernel clock: its read_delay_max says how late we read
+    body: "Body | None" = None  # what was read: its read_delay_max says how late (kernel clock)
 
     @property
     def text(self) -> str:
@@ -87,74 +83,62 @@ def completion_content(choice: dict) -> str | None:
     return choice.get("text")
 
 
+class Body(Protocol):
+    """A reply's body as connection.Response offers it."""
+
+    arrival: float  # perf_counter() time at which the bytes of the last read reached the host
+    clock: str  # which clock `arrival` reads: kernel or user
+    read_delay_max: float  # kernel clock: the longest the newest bytes of a read waited in the socket (s)
+
+    def read1(self) -> bytes: ...  # whatever the next read brought (b"": the body ended cleanly)
+
+    def ends_within(self, seconds: float) -> bool: ...  # the body ends, with nothing more, that soon
+
+    def close(self) -> None: ...
+
+
 class _TimedReads:
-    """Iterate over a urllib3 response's body with read1(), remembering when each read returned.
+    """Iterate over a body's reads for sseclient-py, remembering when the bytes of the last one arrived."""
 
-    Servers (vLLM, the simulator) often send the headers and the first chunks in one write, so the
-    first read may return bytes that arrived with the headers, before the HTTP library finished
-    building its response object. A first read that did not have to wait is stamped with the
-    headers' arrival time instead of the (later) moment we got around to reading it.
-    """
+    __slots__ = ("body", "last_arrival", "clean_eof", "last_data")
 
-    __slots__ = ("raw", "last_arrival", "clean_eof", "headers_at", "kernel")
-
-    def __init__(self, raw, headers_at: float):
-        self.raw = raw
+    def __init__(self, body: Body):
+        self.body = body
         self.last_arrival = 0.0
         self.clean_eof = False
-        self.headers_at = headers_at
-        self.kernel = kernel_reads(raw)
+        self.last_data = b""
 
     def __iter__(self) -> Iterator[bytes]:
-        read1 = self.raw.read1
-        if self.kernel is not None:
-            # Kernel stamps: the bytes of each read carry their own arrival time, however late we read.
-            sock, offset = self.kernel
-            while True:
-                data = read1(READ_SIZE)
-                wall = sock.kernel_wall
-                self.last_arrival = wall - offset if wall else perf_counter()
-                if not data:
-                    self.clean_eof = True
-                    return
-                yield data
-        if self.headers_at:
-            before = perf_counter()
-            data = read1(READ_SIZE)
-            now = perf_counter()
-            self.last_arrival = self.headers_at if now - before < NO_WAIT_S else now
-            if not data:
-                self.clean_eof = True
-                return
-            yield data
+        body = self.body
+        read1 = body.read1
         while True:
-            before = perf_counter()
-            data = read1(READ_SIZE)
+            data = read1()
             if not data:
-                # The end of the body usually comes in the same packet as the last event: only a
-                # read that had to wait for it moves the end of the response.
-                now = perf_counter()
-                if now - before >= NO_WAIT_S or not self.last_arrival:
-                    self.last_arrival = now
+                # the end of the body usually comes with the last event: it moves the end of the
+                # response only when it had to be waited for (then it carries its own stamp)
+                self.last_arrival = body.arrival or perf_counter()
                 self.clean_eof = True
                 return
-            self.last_arrival = perf_counter()
+            self.last_arrival = body.arrival
+            self.last_data = data
             yield data
+
+    def ends_at_done(self) -> bool:
+        """After [DONE]: nothing but the end of the body follows it (the last read ended with it)."""
+        return self.last_data.rstrip().endswith(b"[DONE]") and self.body.ends_within(DONE_GRACE_S)
 
     def close(self) -> None:  # sseclient's interface
-        self.raw.close()
+        self.body.close()
 
 
-def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamResult, headers_at: float = 0.0) -> None:
-    """Consume an SSE body from a urllib3 HTTPResponse into `result`; raise StreamFailure on a bad ending.
+def read_stream(body: Body, content_of: Callable[[dict], str | None], result: StreamResult) -> None:
+    """Consume an SSE body into `result`; raise StreamFailure on a bad ending.
 
     `content_of(choice)` extracts the token text from a chunk's first choice (chat vs completions).
     `result` belongs to the caller so that what arrived before a failure or a cancellation is kept.
-    `headers_at` is the perf_counter() of the headers' arrival (0 when unknown).
     """
-    reads = _TimedReads(raw, headers_at)
-    if reads.kernel is not None:
-        result.clock, result.kernel_socket = KERNEL, reads.kernel[0]
+    reads = _TimedReads(body)
+    result.clock, result.body = body.clock, body
     arrivals, pieces = result.arrivals, result.pieces
     loads = orjson.loads  # ~3x json.loads per chunk (docs/benchmarks.md); errors are ValueErrors
     try:
@@ -165,7 +149,9 @@ def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamRes
                 # otherwise block this user until the read timeout while the run looks healthy.
                 result.done = True
                 result.ended_at = reads.last_arrival
-                result.body_complete = _body_ends_now(reads)
+                # nothing is read after it but the end of the body (DONE_GRACE_S); the connection
+                # is reused only when nothing else came
+                result.body_complete = reads.ends_at_done()
                 break
             try:
                 chunk = loads(data)
@@ -198,33 +184,6 @@ def read_stream(raw, content_of: Callable[[dict], str | None], result: StreamRes
     if not result.finish_reason:
         end = "[DONE]" if result.done else "the end of the body"
         raise StreamFailure(ErrorClass.TRUNCATED, f"{end} without a finish_reason: the reply was cut short")
-
-
-def _body_ends_now(reads: _TimedReads) -> bool:
-    """After [DONE]: whether the body ends within DONE_GRACE_S (then the connection can be reused).
-
-    The end of the body (the last chunk of a chunked response) comes in the same packet as [DONE]
-    or right behind it; a server that holds the body open, or sends more after [DONE], costs only
-    its connection, which the caller then closes (requests closes a response whose content was not
-    consumed). Without a socket to bound the wait (a response that is not urllib3's) nothing more is
-    read and the connection is not reused."""
-    sock = getattr(getattr(reads.raw, "connection", None), "sock", None)
-    if sock is None:
-        return False
-    try:
-        previous = sock.gettimeout()
-        sock.settimeout(DONE_GRACE_S)
-    except OSError:
-        return False
-    try:
-        return not reads.raw.read1(READ_SIZE)  # b"": the body ended; bytes after [DONE]: give it up
-    except (*TRANSPORT_EXCEPTIONS, OSError):
-        return False
-    finally:
-        try:
-            sock.settimeout(previous)
-        except OSError:
-            pass
 
 
 def is_event_stream(content_type: str | None) -> bool:

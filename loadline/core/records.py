@@ -2,10 +2,10 @@
 
 Definitions (the README repeats them; analysis uses them everywhere):
 - t0 is taken with `time.perf_counter()` right after the request's last byte was written to the
-  socket (loadline/client/http.py); `start_wall` is `time.time()` at the same instant and only serves to align records with phases, server
-  metrics and the simulator's truth log.
+  socket (loadline/client/connection.py); `start_wall` is `time.time()` at the same instant and only
+  serves to align records with phases, server metrics and the simulator's truth log.
 - connect_ms: TCP (and TLS) connection set-up this attempt paid before t0; 0 when it reused a
-  kept-alive connection, empty when unknown (e.g. behind an HTTP proxy). Not part of TTFT/E2E.
+  kept-alive connection. Not part of TTFT/E2E.
 - TTFB: t0 -> response headers received.
 - TTFT: t0 -> arrival of the first chunk whose content is non-empty.
 - ITL: the gaps between consecutive content chunks (arrival times); `itl_us` keeps every gap,

@@ -1,12 +1,13 @@
 """llama.cpp's captured behaviours, reproduced by the simulator's quirks, against Loadline's client stack.
 
-Each test talks to a real simulator process through the same session, pool and SSE reader the
-users use (stamped_session, read_stream), so what is checked is what a run would record.
+Each test talks to a real simulator process through the same connection and SSE reader the users
+use (Connection, read_stream), so what is checked is what a run would record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -15,9 +16,8 @@ import requests
 from sim_client import metric, run_streams, scrape
 from spine_helpers import truth_table
 
+from loadline.client.connection import Connection
 from loadline.client.discovery import probe
-from loadline.client.http import stamped_session
-from loadline.client.keepalive import take_stale_retries
 from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
 from loadline.core.identity import next_request_id
 from loadline.core.records import ErrorClass
@@ -26,28 +26,30 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "hello there"}], 
         "max_tokens": 8, "stream_options": {"include_usage": True}}
 
 
-def _stream(session: requests.Session, url: str, request_id: str, body: dict = BODY):
+def _post(conn: Connection, request_id: str | None, body: dict = BODY):
+    headers = {"Content-Type": "application/json", **({"X-Request-Id": request_id} if request_id else {})}
+    return conn.post("/v1/chat/completions", json.dumps(body).encode(), headers)
+
+
+def _stream(conn: Connection, request_id: str, body: dict = BODY):
     """One streamed chat request read like a user reads it: (response, result, StreamFailure|None, resends)."""
-    response = session.post(url + "/v1/chat/completions", json=body, headers={"X-Request-Id": request_id},
-                            stream=True, timeout=(5, 10))
-    resends = take_stale_retries(response.raw)  # before reading: a finished body releases the connection
+    response = _post(conn, request_id, body)
     result, error = StreamResult(), None
     try:
-        read_stream(response.raw, chat_content, result)
+        read_stream(response, chat_content, result)
     except StreamFailure as exc:
         error = exc
-    response._content_consumed = result.body_complete  # as LLMUser: a finished body keeps the connection
-    response.close()
-    return response, result, error, resends
+    response.close()  # as LLMUser: a finished body keeps the connection
+    return response, result, error, response.stale_retries
 
 
 def test_close_after_stream_costs_no_request_and_every_resend_is_counted(sim_server):
     sim = sim_server("tiny", "--quirks", "close-after-stream")
-    session = stamped_session()
+    conn = Connection(sim.url, 5, 10)
     ids = [next_request_id() for _ in range(12)]
-    outcomes = [_stream(session, sim.url, rid) for rid in ids]  # back to back: no think time at all
-    head = outcomes[0][0].headers
-    assert head.get("Keep-Alive") == "timeout=5, max=100" and "Connection" not in head  # as llama-server says
+    outcomes = [_stream(conn, rid) for rid in ids]  # back to back: no think time at all
+    head = outcomes[0][0]
+    assert head.header("Keep-Alive") == "timeout=5, max=100" and not head.header("Connection")  # as llama-server
     assert [error for _, _, error, _ in outcomes] == [None] * 12
     resends = sum(r for _, _, _, r in outcomes)
     assert resends >= 1, "no request met the closing connection: the quirk did not reproduce the race"
@@ -64,7 +66,9 @@ def test_without_the_resend_the_same_server_fails_requests(sim_server):
     failures = 0
     for _ in range(8):
         try:
-            _stream(plain, sim.url, next_request_id())
+            with plain.post(sim.url + "/v1/chat/completions", json=BODY, stream=True, timeout=(5, 10)) as response:
+                for _ in response.iter_content(None):
+                    pass
         except requests.exceptions.ConnectionError:
             failures += 1
     assert failures >= 1
@@ -72,16 +76,18 @@ def test_without_the_resend_the_same_server_fails_requests(sim_server):
 
 def test_only_uuid_request_ids_are_accepted_and_loadline_sends_uuids(sim_server):
     sim = sim_server("tiny", "--quirks", "uuid-request-id")
-    session = stamped_session()
-    refused = session.post(sim.url + "/v1/chat/completions", json=BODY, headers={"X-Request-Id": "0f3275-3"})
-    assert refused.status_code == 400 and refused.content == b"" and "Content-Type" not in refused.headers
-    assert session.get(sim.url + "/v1/models", headers={"X-Request-Id": "x"}).status_code == 400  # every route
+    conn = Connection(sim.url, 5, 10)
+    refused = _post(conn, "0f3275-3")
+    assert refused.status == 400 and refused.read_all() == b"" and not refused.header("Content-Type")
+    refused.close()
+    assert requests.get(sim.url + "/v1/models", headers={"X-Request-Id": "x"}, timeout=5).status_code == 400
     ours = next_request_id()
     assert uuid.UUID(ours).version == 4
-    _, result, error, _ = _stream(session, sim.url, ours)
+    _, result, error, _ = _stream(conn, ours)
     assert error is None and result.finish_reason == "length"
-    anonymous = session.post(sim.url + "/v1/chat/completions", json={**BODY, "stream": False})  # no header
-    assert anonymous.status_code == 200
+    anonymous = _post(conn, None, {**BODY, "stream": False})  # no header
+    assert anonymous.status == 200
+    anonymous.close()
     sim.stop()
     outcomes = dict(zip(truth_table(sim.truth_path).request_id, truth_table(sim.truth_path).outcome))
     assert outcomes["0f3275-3"] == "rejected" and outcomes[ours] == "ok"
@@ -90,14 +96,13 @@ def test_only_uuid_request_ids_are_accepted_and_loadline_sends_uuids(sim_server)
 def test_a_new_request_interrupts_the_stream_in_flight_which_is_truncated(sim_server):
     sim = sim_server("tiny", "--quirks", "interrupt")
     long_body = {**BODY, "max_tokens": 400, "ignore_eos": True}
-    first, second = stamped_session(), stamped_session()
+    first, second = Connection(sim.url, 5, 10), Connection(sim.url, 5, 10)
     cut_id, new_id = next_request_id(), next_request_id()
-    cut = first.post(sim.url + "/v1/chat/completions", json=long_body, headers={"X-Request-Id": cut_id},
-                     stream=True, timeout=(5, 10))  # returns at the first token: the stream is in flight
-    _, new_result, new_error, _ = _stream(second, sim.url, new_id)
+    cut = _post(first, cut_id, long_body)  # returns at the first token: the stream is in flight
+    _, new_result, new_error, _ = _stream(second, new_id)
     result = StreamResult()
     with pytest.raises(StreamFailure) as failure:
-        read_stream(cut.raw, chat_content, result)
+        read_stream(cut, chat_content, result)
     assert failure.value.error_class == ErrorClass.TRUNCATED and "[DONE] without a finish_reason" in str(failure.value)
     assert 0 < len(result.arrivals) < 400 and result.finish_reason == ""  # what arrived is kept
     assert new_error is None and new_result.finish_reason == "length"

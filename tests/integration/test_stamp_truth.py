@@ -1,6 +1,6 @@
 """First-token and TTFB stamps against the simulator's truth log (issue 15, accuracy findings).
 
-The client (stamped_session + read_stream, as a Loadline user reads) streams from the simulator in a
+The client (Connection + read_stream, as a Loadline user reads) streams from the simulator in a
 few threads; the truth log says when the simulator handed the headers and first token (one write,
 simulator/stream.py) and the last token to its socket. Compared as wall-clock instants (both
 processes read the same clock), not durations: the simulator's `arrival` stamp lags when its loop is
@@ -17,6 +17,7 @@ What must hold:
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import uuid
@@ -24,7 +25,7 @@ import uuid
 import pandas as pd
 import pytest
 
-from loadline.client.http import stamped_session, wire_times
+from loadline.client.connection import Connection
 from loadline.client.measure import fill_timings
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import RequestRecord
@@ -37,31 +38,30 @@ STAMP_TOLERANCE_MS = 1.0  # loopback delivers inside the server's send: a kept-u
 
 
 def stream_some(url: str, rows: list[dict]) -> None:
-    session = stamped_session()
-    session.headers["Accept-Encoding"] = "identity"
+    conn = Connection(url, 5, 10)
     try:
         for _ in range(REQUESTS_EACH):
             rid = uuid.uuid4().hex
             body = {"model": "m", "messages": [{"role": "user", "content": "hello " * 10}], "stream": True,
                     "max_tokens": 8, "ignore_eos": True, "stream_options": {"include_usage": True}}
-            response = session.post(url, json=body, headers={"X-Request-Id": rid}, stream=True, timeout=(5, 10))
-            wire = wire_times(response)
+            response = conn.post("/v1/chat/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json", "X-Request-Id": rid})
             result = StreamResult()
-            read_stream(response.raw, chat_content, result, wire.headers_perf)
-            response._content_consumed = result.body_complete
+            read_stream(response, chat_content, result)
             response.close()
-            rec = RequestRecord(rid, "w", "u", "c", "", 0, "/v1/chat/completions", "m", wire.sent_wall)
-            fill_timings(rec, result, wire.sent_perf, result.ended_at)
-            rows.append({"request_id": rid, "start_wall": wire.sent_wall, "ttfb_ms": (wire.headers_perf - wire.sent_perf) * 1000,
-                         "ttft_ms": rec.ttft_ms, "e2e_ms": rec.e2e_ms, "clock": rec.clock, "read_delay_ms": rec.read_delay_ms})
+            rec = RequestRecord(rid, "w", "u", "c", "", 0, "/v1/chat/completions", "m", response.sent_wall)
+            fill_timings(rec, result, response.sent_perf, result.ended_at)
+            rows.append({"request_id": rid, "start_wall": response.sent_wall,
+                         "ttfb_ms": (response.headers_at - response.sent_perf) * 1000, "ttft_ms": rec.ttft_ms,
+                         "e2e_ms": rec.e2e_ms, "clock": rec.clock, "read_delay_ms": rec.read_delay_ms})
     finally:
-        session.close()
+        conn.close()
 
 
 def test_first_token_and_ttfb_stamps_match_the_simulators_truth(sim_server):
     sim = sim_server("tiny")
     rows: list[dict] = []
-    threads = [threading.Thread(target=stream_some, args=(sim.url + "/v1/chat/completions", rows), daemon=True)
+    threads = [threading.Thread(target=stream_some, args=(sim.url, rows), daemon=True)
                for _ in range(THREADS)]
     for thread in threads:
         thread.start()

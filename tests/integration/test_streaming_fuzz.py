@@ -1,8 +1,8 @@
 """Property-based fuzz of the SSE stream reader (issue 12): read_stream over an in-memory response.
 
-`read_stream` reads its body through `read1(n)` (urllib3's HTTPResponse interface): `Body` below is
-that interface over chosen byte chunks, optionally ending in a transport exception the way urllib3
-raises one when a connection is cut. No server is mocked: the reader's own input is generated.
+`read_stream` reads its body through `read1()` (streaming.Body, what connection.Response offers):
+`Body` below is that interface over chosen byte chunks, optionally ending in the transport exception
+the connection raises when it is cut. No server is mocked: the reader's own input is generated.
 
 Properties (three tests, 10,500 generated cases, about 30 s of CPU):
 - a valid stream split at any bytes gives the same record as the unsplit stream;
@@ -13,14 +13,12 @@ Properties (three tests, 10,500 generated cases, about 30 s of CPU):
 
 from __future__ import annotations
 
-import http.client
 import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
-
-from loadline.client.streaming import READ_SIZE, StreamFailure, StreamResult, chat_content, read_stream
+from loadline.client.connection import READ_SIZE, IncompleteBody, ReadTimeout
+from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
 from loadline.core.records import ErrorClass
 
 CASES = 3500  # per test: 3 x 3,500 = 10,500 generated cases
@@ -30,31 +28,37 @@ CUTS = (None, "reset", "timeout", "incomplete")  # how the body ends: cleanly, o
 
 
 class Body:
-    """urllib3's HTTPResponse as read_stream reads it: read1(n) hands over the next chunk (at most n
-    bytes), then b"" at the end, or raises the transport exception that cut the body."""
+    """A reply's body as read_stream reads it: read1() hands over the next chunk, then b"" at the
+    end, or raises the transport exception that cut the body."""
+
+    clock = "user"
+    read_delay_max = 0.0
 
     def __init__(self, chunks: list[bytes], cut: str | None = None):
         self.chunks = [c for c in chunks if c]
         self.cut = cut
         self.reads = 0
+        self.arrival = 0.0
 
-    def read1(self, n: int = -1) -> bytes:
+    def read1(self) -> bytes:
         self.reads += 1
+        self.arrival = float(self.reads)
         assert self.reads < 100_000, "the reader kept reading past the end"
         if self.chunks:
-            head = self.chunks[0]
-            size = len(head) if n is None or n < 0 else n
-            self.chunks[0] = head[size:]
-            if not self.chunks[0]:
-                self.chunks.pop(0)
-            return head[:size]
+            return self.chunks.pop(0)
         if self.cut == "reset":
-            raise ProtocolError("Connection broken", ConnectionResetError(104, "reset"))
+            raise ConnectionResetError(104, "reset")
         if self.cut == "timeout":
-            raise ReadTimeoutError(None, "/v1/chat/completions", "Read timed out.")
+            raise ReadTimeout("no bytes within the read timeout")
         if self.cut == "incomplete":
-            raise ProtocolError("Connection broken", http.client.IncompleteRead(b""))
+            raise IncompleteBody("the connection closed before the end of the reply")
         return b""
+
+    def ends_within(self, seconds: float) -> bool:
+        try:
+            return not self.read1()
+        except OSError:
+            return False
 
     def close(self) -> None:
         pass

@@ -1,35 +1,37 @@
-"""The one classification table: transport exceptions as requests/urllib3 raise them -> error classes."""
+"""The one classification table: transport exceptions as the token path's connection raises them -> error classes."""
 
 from __future__ import annotations
 
-import http.client
+import socket
 import ssl
+import threading
 
 import pytest
-import requests
-from urllib3 import exceptions as u3
+from geventhttpclient.response import HTTPParseError
 
+from loadline.client.connection import (Connection, ConnectError, ConnectTimeout, IncompleteBody, ReadTimeout)
 from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify
+from loadline.client.keepalive import StaleKeepAlive
 from loadline.core.records import ErrorClass, RequestRecord
 
 
-def _wrapped(reason: BaseException, outer: type[requests.exceptions.RequestException] = requests.exceptions.ConnectionError):
-    """What requests raises from send(): its exception around urllib3's MaxRetryError(reason=...)."""
-    return outer(u3.MaxRetryError(None, "/v1/chat/completions", reason=reason))
+def _from(cause: BaseException, exc: BaseException) -> BaseException:
+    exc.__cause__ = cause
+    return exc
 
 
 @pytest.mark.parametrize("exc, expected", [
-    (_wrapped(u3.NewConnectionError(None, "Connection refused")), ErrorClass.CONNECT),
-    (_wrapped(u3.NameResolutionError("nowhere.invalid", None, OSError("no such host"))), ErrorClass.CONNECT),
-    (_wrapped(u3.SSLError(ssl.SSLError("handshake")), requests.exceptions.SSLError), ErrorClass.CONNECT),
-    (_wrapped(u3.ConnectTimeoutError(None, "timed out"), requests.exceptions.ConnectTimeout), ErrorClass.TIMEOUT),
-    (requests.exceptions.ConnectionError(u3.ReadTimeoutError(None, "/", "Read timed out.")), ErrorClass.TIMEOUT),
-    (u3.ReadTimeoutError(None, "/", "Read timed out."), ErrorClass.TIMEOUT),  # mid-stream, unwrapped
-    (requests.exceptions.ConnectionError(u3.ProtocolError(
-        "Connection aborted.", http.client.RemoteDisconnected("Remote end closed connection"))), ErrorClass.RESET),
-    (u3.ProtocolError("Response ended prematurely"), ErrorClass.RESET),
-    (u3.SSLError(ssl.SSLError("bad record mac")), ErrorClass.RESET),  # TLS error mid-stream: not a connect error
-    (ConnectionResetError(104, "reset by peer"), ErrorClass.RESET),
+    (_from(ConnectionRefusedError(111, "refused"), ConnectError("cannot connect")), ErrorClass.CONNECT),
+    (socket.gaierror(-2, "Name or service not known"), ErrorClass.CONNECT),
+    (_from(ssl.SSLError("handshake"), ConnectError("TLS handshake failed")), ErrorClass.CONNECT),
+    (ConnectTimeout("no connection within 5 s"), ErrorClass.TIMEOUT),
+    (ReadTimeout("no bytes within the read timeout"), ErrorClass.TIMEOUT),  # no reply, or a stalled stream
+    (IncompleteBody("closed before the end of the reply"), ErrorClass.RESET),
+    (ConnectionResetError("the connection closed before any reply"), ErrorClass.RESET),
+    (_from(StaleKeepAlive("sent again"), ConnectionResetError(104, "reset")), ErrorClass.RESET),
+    (HTTPParseError("invalid HTTP status line"), ErrorClass.RESET),
+    (ssl.SSLError("bad record mac"), ErrorClass.RESET),  # TLS error mid-stream: not a connect error
+    (BrokenPipeError(32, "broken pipe"), ErrorClass.RESET),
     (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), ErrorClass.MALFORMED),
     (KeyError("choices"), ErrorClass.CLIENT),
 ])
@@ -43,3 +45,48 @@ def test_every_table_type_is_caught_and_classes_are_plain_strings_in_records():
                         status="error", error_class=ErrorClass.NOT_EVENT_STREAM)
     assert rec.to_row()[rec.to_row().index("not_event_stream")] == "not_event_stream"
     assert str(ErrorClass.TRUNCATED) == "truncated" and "truncated" == ErrorClass.TRUNCATED
+
+
+def _serve_once(reply: bytes | None) -> tuple[str, threading.Event]:
+    """A loopback server for one connection: read the request, then send `reply` and close, or
+    (None) hold the connection without answering until the returned event is set."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    done = threading.Event()
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn, listener:
+            conn.recv(65536)
+            if reply is None:
+                done.wait(10)
+            else:
+                conn.sendall(reply)
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", done
+
+
+def _post_error(url: str, read_timeout: float = 5.0) -> BaseException:
+    conn = Connection(url, 2.0, read_timeout)
+    try:
+        response = conn.post("/v1/chat/completions", b"{}")
+        response.read_all()
+    except TRANSPORT_EXCEPTIONS as exc:
+        return exc
+    finally:
+        conn.close()
+    raise AssertionError("no failure")
+
+
+def test_real_failures_of_the_connection_are_classified():
+    probe = socket.create_server(("127.0.0.1", 0))
+    closed_port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now: refused
+    assert classify(_post_error(f"http://127.0.0.1:{closed_port}")) is ErrorClass.CONNECT
+    url, release = _serve_once(None)
+    assert classify(_post_error(url, read_timeout=0.2)) is ErrorClass.TIMEOUT
+    release.set()
+    url, _ = _serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
+    assert classify(_post_error(url)) is ErrorClass.RESET
+    url, _ = _serve_once(b"SMTP ready\r\n\r\n")
+    assert classify(_post_error(url)) is ErrorClass.RESET

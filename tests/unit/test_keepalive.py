@@ -13,11 +13,10 @@ import time
 from contextlib import contextmanager
 
 import pytest
-import requests
 
-from loadline.client.failures import classify, exception_chain
-from loadline.client.http import stamped_session, wire_times
-from loadline.client.keepalive import stale_retried, take_stale_retries
+from loadline.client.connection import Connection
+from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify, exception_chain
+from loadline.client.keepalive import stale_retried
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import ErrorClass
 
@@ -68,25 +67,23 @@ def scripted_connections(scripts: list[list[str]]):
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions", accepted
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
     finally:
         thread.join(10)
         listener.close()
 
 
-def _request(session: requests.Session, url: str):
-    response = session.post(url, json={"messages": []}, stream=True, timeout=(5, 5))
-    wire, resends = wire_times(response), take_stale_retries(response.raw)
+def _request(conn: Connection, url: str):
+    response = conn.post("/v1/chat/completions", b'{"messages": []}', {"Content-Type": "application/json"})
     result = StreamResult()
-    read_stream(response.raw, chat_content, result)
-    response._content_consumed = result.body_complete
+    read_stream(response, chat_content, result)
     response.close()
-    return result, wire, resends
+    return result, response, response.stale_retries
 
 
 def test_a_connection_the_server_closed_after_answering_is_replaced_and_the_resend_counted():
     with scripted_connections([["keep", "linger"], ["keep"]]) as (url, accepted):
-        session = stamped_session()
+        session = Connection(url, 5, 5)
         outcomes = [_request(session, url) for _ in range(3)]  # the 3rd meets the lingering close
     assert [r.finish_reason for r, _, _ in outcomes] == ["stop"] * 3
     assert [n for _, _, n in outcomes] == [0, 0, 1] and len(accepted) == 2
@@ -95,7 +92,7 @@ def test_a_connection_the_server_closed_after_answering_is_replaced_and_the_rese
 
 def test_connection_close_from_the_server_gives_no_error_and_no_resend():
     with scripted_connections([["close"], ["close"], ["close"]]) as (url, accepted):
-        session = stamped_session()
+        session = Connection(url, 5, 5)
         outcomes = [_request(session, url) for _ in range(3)]
     assert [n for _, _, n in outcomes] == [0, 0, 0] and len(accepted) == 3
     assert all(w.connect_ms > 0 for _, w, _ in outcomes)
@@ -103,17 +100,17 @@ def test_connection_close_from_the_server_gives_no_error_and_no_resend():
 
 def test_a_fresh_connection_closed_without_an_answer_is_a_reset_not_resent():
     with scripted_connections([["drop"]]) as (url, accepted):
-        with pytest.raises(requests.exceptions.ConnectionError) as failure:
-            _request(stamped_session(), url)
+        with pytest.raises(TRANSPORT_EXCEPTIONS) as failure:
+            _request(Connection(url, 5, 5), url)
     assert classify(failure.value) == ErrorClass.RESET and not stale_retried(exception_chain(failure.value))
     assert len(accepted) == 1
 
 
 def test_when_the_fresh_connection_fails_too_the_failure_says_it_was_a_resend():
     with scripted_connections([["keep", "linger"], ["drop"]]) as (url, _):
-        session = stamped_session()
+        session = Connection(url, 5, 5)
         _request(session, url)
         _request(session, url)
-        with pytest.raises(requests.exceptions.ConnectionError) as failure:
+        with pytest.raises(TRANSPORT_EXCEPTIONS) as failure:
             _request(session, url)
     assert classify(failure.value) == ErrorClass.RESET and stale_retried(exception_chain(failure.value))

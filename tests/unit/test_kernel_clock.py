@@ -1,4 +1,4 @@
-"""Kernel receive stamps (kernel_clock.py, http.py): a late read still gets the bytes' arrival time.
+"""Kernel receive stamps (kernel_clock.py, connection.py): a late read still gets the bytes' arrival time.
 
 A scripted server on a real loopback socket stamps `time.time()` right before each write (its
 truth, like the simulator's); the client reads late on purpose. The kernel's receive stamp is the
@@ -14,13 +14,14 @@ import threading
 import time
 from collections import defaultdict
 
+import gevent.socket
 import pytest
+from geventhttpclient.response import HTTPResponse
 from locust.stats import RequestStats
-from urllib3.connection import HTTPConnection
 
-import loadline.client.http as http
-from loadline.client.http import stamped_session, wire_times
-from loadline.client.kernel_clock import SCM_TIMESTAMPNS, _stamped_class, is_stamped, kernel_stamped
+import loadline.client.connection as connection
+from loadline.client.connection import Connection, Response
+from loadline.client.kernel_clock import SCM_TIMESTAMPNS, enable, stamp_of
 from loadline.client.locust_stats import log_many
 from loadline.client.measure import fill_timings
 from loadline.client.streaming import StreamResult, chat_content, read_stream
@@ -71,33 +72,32 @@ def serve_two_tokens(truth: list[float], think_s: float = 0.0, received: list[fl
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    return f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions", thread, listener
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", thread, listener
 
 
-def late_stream(think_s: float = 0.0, received: list[float] | None = None
-                ) -> tuple[StreamResult, http.WireTimes, list[float], RequestRecord]:
+def late_stream(think_s: float = 0.0, received: list[float] | None = None, kernel: bool = True
+                ) -> tuple[StreamResult, Response, list[float], RequestRecord]:
     """Read the two-token stream LATE_READ_S after the headers: token b waits in the socket."""
     truth: list[float] = []
     url, thread, listener = serve_two_tokens(truth, think_s, received)
-    session = stamped_session()
+    conn = Connection(url, 5, 5, kernel_clock_on=kernel)
     try:
-        response = session.post(url, json={}, stream=True, timeout=(5, 5))
-        wire = wire_times(response)
+        response = conn.post("/v1/chat/completions", b"{}")
         time.sleep(LATE_READ_S)  # a busy generator: both tokens arrive before we read
         result = StreamResult()
-        read_stream(response.raw, chat_content, result, wire.headers_perf)
-        rec = RequestRecord("r", "w", "u", "c", "", 0, "/v1/chat/completions", "m", wire.sent_wall)
-        fill_timings(rec, result, wire.sent_perf, result.ended_at)
+        read_stream(response, chat_content, result)
+        rec = RequestRecord("r", "w", "u", "c", "", 0, "/v1/chat/completions", "m", response.sent_wall)
+        fill_timings(rec, result, response.sent_perf, result.ended_at)
         response.close()
     finally:
-        session.close()
+        conn.close()
         thread.join(10)
         listener.close()
-    return result, wire, truth, rec
+    return result, response, truth, rec
 
 
-def to_wall(perf: float, wire: http.WireTimes) -> float:
-    return perf - wire.sent_perf + wire.sent_wall
+def to_wall(perf: float, response: Response) -> float:
+    return perf - response.sent_perf + response.sent_wall
 
 
 def test_a_late_read_keeps_each_segments_arrival_time():
@@ -108,15 +108,14 @@ def test_a_late_read_keeps_each_segments_arrival_time():
     # arrival = the server's write (loopback delivers inside sendall), not our read 0.3 s later
     assert abs(a - truth[0]) < 0.005, (a - truth[0], b - truth[1])
     assert abs(b - truth[1]) < 0.005, (a - truth[0], b - truth[1])
-    assert abs(to_wall(wire.headers_perf, wire) - truth[0]) < 0.005
+    assert abs(to_wall(wire.headers_at, wire) - truth[0]) < 0.005
     assert abs(rec.itl_us and int(rec.itl_us) / 1e6 - (truth[1] - truth[0])) < 0.005
     # the lag is reported apart: token b's segment waited ~0.1 s for the late read
     assert rec.read_delay_ms is not None and rec.read_delay_ms > (LATE_READ_S - GAP_S) * 1000 / 2
 
 
-def test_without_kernel_stamps_the_read_time_is_used_and_said(monkeypatch):
-    monkeypatch.setattr(http, "KERNEL_CLOCK", False)
-    result, wire, truth, rec = late_stream()
+def test_without_kernel_stamps_the_read_time_is_used_and_said():
+    result, wire, truth, rec = late_stream(kernel=False)
     assert wire.clock == "user" and rec.clock == "user" and rec.read_delay_ms is None
     # token b is stamped when we read it, ~0.1 s after it arrived: the error the kernel clock removes
     assert to_wall(result.arrivals[1], wire) - truth[1] > (LATE_READ_S - GAP_S) / 2
@@ -129,11 +128,12 @@ def test_a_sent_stamp_taken_after_the_reply_arrived_moves_back_to_the_reply(monk
     """The OS may run other work between our write and our clock read while the server answers:
     the reply's kernel stamp then precedes "sent". TTFB and TTFT must not come out negative."""
     real_perf, real_wall = time.perf_counter, time.time
-    monkeypatch.setattr(http, "perf_counter", lambda: real_perf() + PREEMPTED_S)  # both clocks read late
-    monkeypatch.setattr(http, "time", type("LateTime", (), {"time": staticmethod(lambda: real_wall() + PREEMPTED_S)}))
+    monkeypatch.setattr(connection, "perf_counter", lambda: real_perf() + PREEMPTED_S)  # both clocks read late
+    monkeypatch.setattr(connection, "time", type("LateTime", (), {
+        "time": staticmethod(lambda: real_wall() + PREEMPTED_S)}))
     result, wire, truth, rec = late_stream()
     assert wire.clock == "kernel"
-    ttfb = wire.headers_perf - wire.sent_perf
+    ttfb = wire.headers_at - wire.sent_perf
     assert ttfb == 0.0  # sent moved back to the reply's stamp (unclamped: -50 ms)
     # >= 0 up to the wall clock's float resolution (~0.24 us at 1.8e9 s); unclamped it was -50 ms
     assert rec.ttft_ms is not None and -0.001 <= rec.ttft_ms < PREEMPTED_S * 1000 / 2
@@ -148,55 +148,39 @@ def test_a_preemption_after_the_write_moves_sent_back_to_before_the_write(monkey
     collapsing to 0 (seen against llama-server when the first token came with the headers)."""
     late = {"on": False}
     real_perf, real_wall = time.perf_counter, time.time
-    monkeypatch.setattr(http, "perf_counter", lambda: real_perf() + (PREEMPTED_S if late["on"] else 0.0))
-    monkeypatch.setattr(http, "time", type("LateTime", (), {
+    monkeypatch.setattr(connection, "perf_counter", lambda: real_perf() + (PREEMPTED_S if late["on"] else 0.0))
+    monkeypatch.setattr(connection, "time", type("LateTime", (), {
         "time": staticmethod(lambda: real_wall() + (PREEMPTED_S if late["on"] else 0.0))}))
-    write = HTTPConnection.request
+    write = gevent.socket.socket.sendall
 
-    def preempted_after_write(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        write(self, *args, **kwargs)
-        late["on"] = True  # every clock read from here on is late: the OS ran something else
+    def preempted_after_write(self, data, flags=0):  # type: ignore[no-untyped-def]
+        write(self, data, flags)
+        if bytes(data[:5]) == b"POST ":  # the client's request, not the scripted server's replies
+            late["on"] = True  # every clock read from here on is late: the OS ran something else
 
-    monkeypatch.setattr(HTTPConnection, "request", preempted_after_write)
+    monkeypatch.setattr(gevent.socket.socket, "sendall", preempted_after_write)
     result, wire, truth, rec = late_stream()
-    ttfb = wire.headers_perf - wire.sent_perf
+    ttfb = wire.headers_at - wire.sent_perf
     assert 0.0 < ttfb < PREEMPTED_S / 2  # from the stamp before the write; clamping to the reply gave 0
-    # sent lies before the server's answer (it answered on receipt), by urllib3's write path only
+    # sent lies before the server's answer (it answered on receipt)
     assert -PREEMPTED_S / 2 < to_wall(wire.sent_perf, wire) - truth[0] <= 0.001
 
 
-def test_sent_is_the_sockets_stamp_after_its_last_write_not_after_the_http_stack_returned(monkeypatch):
-    """The OS may take the CPU between the socket's write and the HTTP stack's return while the server
-    is still computing (real llama-server on a busy box: a client TTFT 2.5 ms shorter than the server's
-    own prompt time). "Sent" is stamped by the socket right after its last write, so that gap does not
-    shorten TTFB or TTFT."""
-    write = HTTPConnection.request
-
-    def slow_return(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        write(self, *args, **kwargs)
-        time.sleep(PREEMPTED_S)  # the HTTP stack (or the OS) keeps us after the bytes left
-
-    monkeypatch.setattr(HTTPConnection, "request", slow_return)
+def test_a_sent_stamp_before_the_reply_is_kept():
     received: list[float] = []
     result, wire, truth, rec = late_stream(think_s=2 * PREEMPTED_S, received=received)
-    assert abs(to_wall(wire.sent_perf, wire) - received[0]) < 0.005  # sent when the server got it, not 50 ms later
-    assert wire.headers_perf - wire.sent_perf > 2 * PREEMPTED_S - 0.005  # the server's 100 ms are all in TTFB
-    assert rec.ttft_ms > 2 * PREEMPTED_S * 1000 - 5
-
-
-def test_a_sent_stamp_before_the_reply_is_kept():
-    result, wire, truth, rec = late_stream()
-    assert wire.headers_perf > wire.sent_perf
-    assert abs(to_wall(wire.sent_perf, wire) - truth[0]) < 0.005  # the server answered on receipt
+    assert wire.headers_at > wire.sent_perf
+    assert abs(to_wall(wire.sent_perf, wire) - received[0]) < 0.005  # sent when the server got it
+    assert wire.headers_at - wire.sent_perf > 2 * PREEMPTED_S - 0.005  # the server's 100 ms are all in TTFB
 
 
 class ScriptedSocket:
-    """Stands in for a socket class: recvmsg_into returns the scripted (n, ancdata, flags, address)."""
+    """Stands in for a socket: recvmsg returns the scripted (data, ancdata, flags, address)."""
 
     def __init__(self, replies: list) -> None:
         self.replies = replies
 
-    def recvmsg_into(self, buffers, ancbufsize=0, flags=0):
+    def recvmsg(self, bufsize, ancbufsize=0, flags=0):
         return self.replies.pop(0)
 
 
@@ -204,19 +188,23 @@ def test_each_read_keeps_its_own_stamp_and_unstamped_bytes_fall_back_to_read_tim
     stamp = time.time() - 0.25  # bytes that waited 0.25 s in the socket
     sec, nsec = int(stamp), int((stamp % 1) * 1e9)
     anc = [(socket.SOL_SOCKET, SCM_TIMESTAMPNS, struct.pack("qq", sec, nsec))]
-    sock = _stamped_class(ScriptedSocket)([(10, anc, 0, None), (0, [], 0, None), (4, [], 0, None)])
-    sock.kernel_wall = sock.read_delay_max = 0.0
-    buffer = bytearray(16)
-    assert sock.recv_into(buffer) == 10
-    assert sock.kernel_wall == pytest.approx(stamp, abs=1e-6) and 0.2 < sock.read_delay_max < 5
-    assert sock.recv_into(buffer) == 0 and sock.kernel_wall == pytest.approx(stamp, abs=1e-6)  # a bare FIN
-    assert sock.recv_into(buffer, 4) == 4 and sock.kernel_wall == 0.0  # no stamp: not the older one
+    assert stamp_of(anc) == pytest.approx(stamp, abs=1e-6) and stamp_of([]) == 0.0
+    sock = ScriptedSocket([(b"x" * 10, anc, 0, None), (b"", [], 0, None), (b"y" * 4, [], 0, None)])
+    conn = type("Conn", (), {"kernel": True, "read_timeout": 5.0})()
+    sent_wall, sent_perf = time.time(), time.perf_counter()
+    response = Response(conn, sock, HTTPResponse("POST"), sent_perf, sent_wall)  # type: ignore[arg-type]
+    assert response._recv() == b"x" * 10
+    assert response.arrival == pytest.approx(stamp - sent_wall + sent_perf, abs=1e-6)
+    assert 0.2 < response.read_delay_max < 5
+    assert response._recv() == b"" and response.arrival == pytest.approx(stamp - sent_wall + sent_perf, abs=1e-6)
+    before = time.perf_counter()
+    assert response._recv() == b"y" * 4 and response.arrival >= before  # no stamp: the read time, not the older one
 
 
 def test_only_stream_sockets_are_stamped():
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        assert kernel_stamped(udp) is None and not is_stamped(udp)
+        assert not enable(udp)
     finally:
         udp.close()
 

@@ -13,8 +13,8 @@ import time
 from contextlib import contextmanager
 
 import pytest
-import requests
 
+from loadline.client.connection import Connection, Response
 from loadline.client.streaming import (StreamFailure, StreamResult, chat_content, is_event_stream, read_stream,
                                        short_reply)
 from loadline.core.records import ErrorClass
@@ -75,15 +75,25 @@ def scripted_server(script: list, sent_at: list[float] | None = None):
         listener.close()
 
 
+def post(url: str, read_timeout: float = 5.0) -> tuple[Connection, Response]:
+    """A user's connection to the scripted server and the reply to one POST (status and headers read)."""
+    base, path = url.split("/v1/", 1)
+    conn = Connection(base, 5.0, read_timeout)
+    return conn, conn.post("/v1/" + path, b"{}", {"Content-Type": "application/json"})
+
+
 def stream(url: str) -> tuple[StreamResult, float, Exception | None]:
     result = StreamResult()
     t0 = time.perf_counter()
-    with requests.post(url, json={}, stream=True, timeout=(5, 5)) as response:
-        try:
-            read_stream(response.raw, chat_content, result)
-            return result, t0, None
-        except StreamFailure as exc:
-            return result, t0, exc
+    conn, response = post(url)
+    try:
+        read_stream(response, chat_content, result)
+        return result, t0, None
+    except StreamFailure as exc:
+        return result, t0, exc
+    finally:
+        response.close()
+        conn.close()
 
 
 def test_arrival_times_follow_the_bytes():
@@ -226,8 +236,9 @@ def test_done_ends_the_response_even_if_the_body_stays_open():
     with scripted_server(script) as url:
         result = StreamResult()
         t0 = time.perf_counter()
-        with requests.post(url, json={}, stream=True, timeout=(5, 0.5)) as response:
-            read_stream(response.raw, chat_content, result)
+        conn, response = post(url, read_timeout=0.5)
+        read_stream(response, chat_content, result)
+        conn.close()
     assert result.done and not result.body_complete  # complete, but the connection is not reusable
     assert result.ended_at - t0 == pytest.approx(0.05, abs=0.03)
 
@@ -239,9 +250,10 @@ def test_after_done_the_reader_stops_while_the_server_still_holds_the_body_open(
     script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), 3.0, released.set]
     with scripted_server(script) as url:
         result = StreamResult()
-        with requests.post(url, json={}, stream=True, timeout=(5, 10)) as response:
-            read_stream(response.raw, chat_content, result)
-            held = not released.is_set()  # the server is still holding the body open
+        conn, response = post(url, read_timeout=10)
+        read_stream(response, chat_content, result)
+        held = not released.is_set()  # the server is still holding the body open
+        conn.close()
     assert held, "the reader waited for the server to end the body"
     assert result.done and result.finish_reason == "stop" and result.text == " a"
     assert not result.body_complete  # the caller closes this connection instead of reusing it
@@ -251,9 +263,12 @@ def test_after_done_a_body_that_ends_at_once_keeps_its_connection():
     script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), chunk(b"")]
     with scripted_server(script) as url:
         result = StreamResult()
-        with requests.post(url, json={}, stream=True, timeout=(5, 5)) as response:
-            read_stream(response.raw, chat_content, result)
-    assert result.done and result.body_complete
+        conn, response = post(url)
+        read_stream(response, chat_content, result)
+        response.close()
+        kept = conn.sock is not None
+        conn.close()
+    assert result.done and result.body_complete and kept
 
 
 def test_bytes_after_done_are_not_read_as_events():
@@ -266,14 +281,11 @@ def test_bytes_after_done_are_not_read_as_events():
 
 
 def test_connection_setup_is_charged_once_to_the_request_that_paid_it():
-    from loadline.client.http import stamped_session, wire_times
-
     script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), chunk(b"")]
     with scripted_server(script) as url:
-        session = stamped_session()
-        with session.post(url, json={}, stream=True, timeout=(5, 5)) as response:
-            wire = wire_times(response)
-            read_stream(response.raw, chat_content, StreamResult())
-    assert wire is not None and wire.connect_ms > 0 and wire.sent_perf <= wire.headers_perf
-    again = wire_times(response)  # None once the connection went back to the pool
-    assert again is None or again.connect_ms == 0.0
+        conn, response = post(url)
+        read_stream(response, chat_content, StreamResult())
+        response.close()
+        conn.close()
+    assert response.connect_ms > 0 and response.sent_perf <= response.headers_at
+    assert conn.pending_connect_ms == 0.0  # taken by this request: the next one on the socket pays nothing

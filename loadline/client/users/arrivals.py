@@ -54,7 +54,7 @@ class ArrivalRateUser(ChatSessionUser):
         if self.pool is not None:
             self.pool.kill(timeout=STOP_GRACE_S)  # in-flight requests end as `cancelled` records
         for lane in self.lanes:
-            lane.http.close()
+            lane.conn.close()
         super().on_stop()
 
     def schedule(self) -> None:

@@ -1,7 +1,8 @@
 """The shared base of every Loadline user: one HTTP attempt -> one exact RequestRecord.
 
-Users own a plain `requests.Session` (keep-alive, one connection per user like a browser tab) instead
-of Locust's HttpSession, because we fire the Locust request event ourselves: exactly one E2E event
+Users own a lean keep-alive connection (connection.py; one per user like a browser tab) instead of
+Locust's HttpSession, because the per-token path must stay cheap and exactly timed, and because we
+fire the Locust request event ourselves: exactly one E2E event
 per finished attempt (so the Aggregated row counts one per request), none for a cancelled stream.
 TTFT, TPOT and ITL are logged straight into their own stats rows (`StatsEntry.log`), which Locust's
 web UI, CSV and HTML show but which never enter the Aggregated row (see README, "Locust stats").
@@ -23,9 +24,9 @@ from locust import User, constant
 from locust.exception import StopUser
 
 from loadline.client.discovery import discover, learn_from_refusal, learned_context
-from loadline.client.failures import classify, exception_chain
-from loadline.client.http import stamped_session, wire_times
-from loadline.client.keepalive import stale_retried, take_stale_retries
+from loadline.client.connection import Connection, ConnectTimeout, ReadTimeout, Response
+from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify, exception_chain
+from loadline.client.keepalive import stale_retried
 from loadline.client.locust_stats import log_many
 from loadline.core.identity import next_request_id, next_user_id, worker_id
 from loadline.client.measure import fill_timings
@@ -64,7 +65,7 @@ def settings_for(environment) -> UserSettings | None:
 class Lane:
     """One open-loop request slot: its own keep-alive connection, and when its current request was due."""
 
-    http: requests.Session
+    conn: Connection
     due_wall: float | None = None  # time.time() the arrival schedule said the request was due
 
 
@@ -78,7 +79,7 @@ class LLMUser(User):
     content_of = staticmethod(chat_content)
 
     def on_start(self) -> None:
-        self.http = stamped_session()
+        self.conn: Connection | None = None
         settings = settings_for(self.environment)
         if settings is None:
             self.settings = None
@@ -89,17 +90,28 @@ class LLMUser(User):
         # with a seed, user k of worker w always says the same things (and differs from other workers)
         worker = getattr(self.environment.runner, "worker_index", 0)
         self.rng = random.Random(f"{seed}-{worker}-{self.user_id.split('-u')[-1]}" if seed else None)
-        self.http.headers["Accept-Encoding"] = "identity"  # never decode gzip on the token path
-        if self.settings.api_key:
-            self.http.headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        self.auth = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
         self.base_url = (self.host or "").rstrip("/")
-        self.served = discover(self.http, self.base_url, self.settings.connect_timeout)
+        self.served = self._discover()
         self.model = self.settings.model or self.served.name
         self.stats_name = f"{self.endpoint} [{self.kind}]"
-        self.url = self.base_url + self.endpoint
-        # what Session.request would merge in on every call (proxies, TLS settings from the environment)
-        merged = self.http.merge_environment_settings(self.url, {}, None, None, None)
-        self.send_settings = {k: merged[k] for k in ("proxies", "verify", "cert")}
+        self.conn = self._connection()
+
+    def _discover(self):  # type: ignore[no-untyped-def]
+        # The cold path (a few GETs per process and host) keeps requests; like the token path it
+        # goes straight to the target (no proxy variables: a proxy would be measured as the service).
+        with requests.Session() as session:
+            session.trust_env = False
+            session.headers.update(self.auth)
+            return discover(session, self.base_url, self.settings.connect_timeout)
+
+    def _connection(self) -> Connection:
+        s = self.settings
+        try:
+            return Connection(self.base_url, s.connect_timeout, s.first_token_timeout, self.auth)
+        except ValueError as exc:  # not an http(s) URL: the precheck says so before any load; a user stops
+            log.error("loadline: %s", exc)
+            raise StopUser() from None
 
     @property
     def prompt_budget(self) -> int:
@@ -111,13 +123,12 @@ class LLMUser(User):
         return prompt_budget(min(known), s.max_tokens, self.served.max_input) if known else 0
 
     def on_stop(self) -> None:
-        self.http.close()
+        if self.conn is not None:
+            self.conn.close()
 
     def open_lane(self) -> Lane:
         """A new connection with this user's headers (open-loop users run one per request in flight)."""
-        http = stamped_session()
-        http.headers.update(self.http.headers)
-        return Lane(http)
+        return Lane(self._connection())
 
     def check_settings(self) -> None:
         """Tasks call this first: a user whose options failed validation stops without a traceback."""
@@ -155,7 +166,7 @@ class LLMUser(User):
 
     def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int, lane: Lane | None = None):
         s = self.settings
-        http = lane.http if lane is not None else self.http
+        conn = lane.conn if lane is not None else self.conn
         rec = RequestRecord(
             request_id=next_request_id(), worker_id=worker_id(), user_id=self.user_id,
             user_class=type(self).__name__, session_id=session_id, turn=turn, endpoint=self.endpoint,
@@ -164,40 +175,33 @@ class LLMUser(User):
         self.environment.loadline_records.begin()  # in flight until _finish adds the row (a lost worker's count)
         result = StreamResult()
         retry_after: float | None = None
-        response = None
+        response: Response | None = None
         headers = {"Content-Type": "application/json"}
         if s.request_id_header:
             headers[s.request_id_header] = rec.request_id
         rec.start_wall = time.time()
         t0 = perf_counter()
         try:
-            # Preparing the request is client CPU, not service latency: the clock restarts at the wire.
-            prepared = http.prepare_request(requests.Request("POST", self.url, data=payload, headers=headers))
             with gevent.Timeout(s.request_timeout, TotalTimeout):
-                response = http.send(prepared, stream=True, timeout=(s.connect_timeout, s.first_token_timeout),
-                                          **self.send_settings)
-                headers_at = perf_counter()
-                wire = wire_times(response)
-                if wire is not None and wire.sent_perf >= t0:
-                    t0, rec.start_wall, headers_at = wire.sent_perf, wire.sent_wall, wire.headers_perf
-                    rec.connect_ms = wire.connect_ms
+                response = conn.post(self.endpoint, payload, headers)
+                # the clock starts when the request's last byte left (connection.py), not before
+                # this user's own Python ran
+                t0, rec.start_wall, headers_at = response.sent_perf, response.sent_wall, response.headers_at
+                rec.connect_ms = response.connect_ms
                 rec.ttfb_ms = (headers_at - t0) * 1000
-                rec.http_status = response.status_code
-                rec.content_type = response.headers.get("Content-Type", "")[:100]
-                rec.stale_retries = take_stale_retries(response.raw)
-                content_type = response.headers.get("Content-Type", "")
-                if response.status_code != 200:
+                rec.http_status = response.status
+                content_type = response.header("Content-Type")
+                rec.content_type = content_type[:100]
+                rec.stale_retries = response.stale_retries
+                if response.status != 200:
                     retry_after = self._http_failure(rec, response)
                 elif s.stream and not is_event_stream(content_type):
                     self._fail(rec, ErrorClass.NOT_EVENT_STREAM, f"HTTP 200 but Content-Type {content_type[:60]!r}, "
                                                                  "not text/event-stream (a login page? a proxy?)")
                     # what came instead, for the report (validity): the first bytes, redacted
-                    rec.error_detail = sample(next(response.iter_content(4 * SAMPLE_CHARS), b""), (s.api_key,))
+                    rec.error_detail = sample(response.read_all(4 * SAMPLE_CHARS), (s.api_key,))
                 elif s.stream:
-                    try:
-                        read_stream(response.raw, self.content_of, result, headers_at)
-                    finally:  # lets requests keep the connection alive (only when the body really ended)
-                        response._content_consumed = result.body_complete
+                    read_stream(response, self.content_of, result)
                     if short := short_reply(result, s.max_tokens if s.ignore_eos else 0):
                         self._fail(rec, ErrorClass.TRUNCATED, f"reply cut short: {short}")
                 else:
@@ -218,11 +222,11 @@ class LLMUser(User):
             self._fail(rec, exc.error_class, str(exc))
             if exc.error_class == ErrorClass.STREAM_ERROR:  # llama-cpp-python refuses long prompts in the stream
                 learn_from_refusal(self.base_url, str(exc))
-        except requests.exceptions.ConnectTimeout:
+        except ConnectTimeout:
             self._fail(rec, ErrorClass.TIMEOUT, f"no connection within {s.connect_timeout} s")
-        except requests.exceptions.ReadTimeout:
+        except ReadTimeout:
             self._fail(rec, ErrorClass.TIMEOUT, f"no response within {s.first_token_timeout} s")
-        except requests.exceptions.ConnectionError as exc:
+        except TRANSPORT_EXCEPTIONS as exc:
             rec.stale_retries = int(stale_retried(exception_chain(exc)))
             self._fail(rec, classify(exc), _one_line(exc))
         except Exception as exc:  # a client bug must not kill the user nor lose the record
@@ -231,12 +235,12 @@ class LLMUser(User):
             self._fail(rec, ErrorClass.CLIENT, type(exc).__name__)
         finally:
             if response is not None:
-                response.close()
+                response.close()  # the connection is kept only when the reply's body really ended
         self._finish(rec, result, t0)
         return (result if rec.status == OK else None), retry_after
 
-    def _http_failure(self, rec: RequestRecord, response: requests.Response) -> float | None:
-        body = response.content[:2000].decode("utf-8", "replace")
+    def _http_failure(self, rec: RequestRecord, response: Response) -> float | None:
+        body = response.read_all(2000).decode("utf-8", "replace")
         try:
             message = json.loads(body)["error"]["message"] or body  # OpenAI-style error object
         except (ValueError, KeyError, TypeError):
@@ -244,25 +248,25 @@ class LLMUser(User):
         # a rejected request's body often echoes the key it got: both texts are redacted
         secrets = (self.settings.api_key,)
         rec.error_detail = sample(body, secrets)
-        self._fail(rec, ErrorClass.HTTP, f"HTTP {response.status_code}: {redact(_one_line(message), secrets)}")
-        if response.status_code == 400:
+        self._fail(rec, ErrorClass.HTTP, f"HTTP {response.status}: {redact(_one_line(message), secrets)}")
+        if response.status == 400:
             learn_from_refusal(self.base_url, body)  # a server that did not say its context length says it here
-        if response.status_code in (429, 503):
+        if response.status in (429, 503):
             try:
-                return max(0.0, float(response.headers.get("Retry-After", "1")))
+                return max(0.0, float(response.header("Retry-After") or "1"))
             except ValueError:
                 return 1.0
         return None
 
-    def _read_whole(self, response: requests.Response, result: StreamResult) -> None:
-        data = response.json()
+    def _read_whole(self, response: Response, result: StreamResult) -> None:
+        data = json.loads(response.read_all())
         choice = data["choices"][0]
         text = choice.get("message", {}).get("content") if "message" in choice else choice.get("text")
         result.pieces.append(text or "")
         result.usage = valid_usage(data["usage"]) if data.get("usage") else None
         result.finish_reason = choice.get("finish_reason") or ""
         result.done = True
-        result.ended_at = perf_counter()
+        result.ended_at = response.arrival
 
     @staticmethod
     def _fail(rec: RequestRecord, error_class: ErrorClass, message: str, status: str = ERROR) -> None:

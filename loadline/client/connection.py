@@ -1,0 +1,323 @@
+"""One keep-alive HTTP/1.1 connection for the token path: the request out in one write, the reply read as it comes.
+
+Why not requests/urllib3 (the first wave's stack): on the per-token path they cost ~0.8 ms of Python
+per request and, per token, urllib3's read1 wrapper over http.client's chunk decoding; at 256
+streams one core then fell behind the server (docs/benchmarks.md, "Client stacks"). Here the HTTP
+framing (status line, headers, chunked and length-delimited bodies) is geventhttpclient's llhttp
+parser (C; Locust's own dependency), and this module owns only the socket:
+- "sent" is stamped right after the request's one `sendall()` returned (the kernel has the last byte);
+- every read is one `recvmsg()` that returns as soon as any bytes arrived; on a plain-TCP socket it
+  carries the kernel's receive stamp (kernel_clock.py), so `arrival` is when those bytes reached
+  the host, however late a busy generator read them. Over TLS it is `perf_counter()` at the read;
+- the connection is kept for the next request only when the reply's body ended cleanly and the
+  server did not ask to close; a kept connection the server closed meanwhile is noticed before
+  reuse, and a request that meets a dead one anyway is sent again once (keepalive.py).
+Bodies the parser decodes before the caller asks (bytes that came with the headers) keep the
+arrival time of the read that brought them.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from time import perf_counter
+from urllib.parse import urlsplit
+
+import gevent.socket
+from gevent.monkey import get_original
+from geventhttpclient.response import HTTPParseError, HTTPResponse
+
+from loadline import __version__
+from loadline.client import kernel_clock
+from loadline.client.keepalive import STALE_ERRORS, StaleKeepAlive
+
+READ_SIZE = 65536
+_select = get_original("select", "select")  # a zero-timeout poll: no need to go through the hub
+
+
+class ConnectError(OSError):
+    """No connection: refused, unreachable, unknown host, or a failed TLS handshake."""
+
+
+class ConnectTimeout(TimeoutError):
+    """No connection within the connect timeout."""
+
+
+class ReadTimeout(TimeoutError):
+    """No bytes within the read timeout (no reply, or a stalled stream)."""
+
+
+class IncompleteBody(ConnectionError):
+    """The connection closed before the end of the reply."""
+
+
+@dataclass(frozen=True)
+class Target:
+    host: str
+    port: int
+    tls: bool
+    host_header: str
+    prefix: str  # the base URL's path, put before every request path
+
+    @classmethod
+    def parse(cls, base_url: str) -> "Target":
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        tls = parts.scheme == "https"
+        port = parts.port or (443 if tls else 80)
+        return cls(parts.hostname, port, tls, parts.netloc.rsplit("@", 1)[-1], parts.path.rstrip("/"))
+
+
+class Response:
+    """A reply being read: status and headers at once, the body through `read1()` as it arrives."""
+
+    __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries",
+                 "arrival", "read_delay_max", "clean_eof", "_conn", "_sock", "_parser", "_offset", "_kernel")
+
+    def __init__(self, conn: "Connection", sock: socket.socket, parser: HTTPResponse, sent_perf: float,
+                 sent_wall: float) -> None:
+        self._conn, self._sock, self._parser = conn, sock, parser
+        self._kernel = conn.kernel
+        self.sent_perf, self.sent_wall = sent_perf, sent_wall
+        self._offset = sent_wall - sent_perf  # kernel stamps (wall clock) -> perf_counter()
+        self.arrival = 0.0
+        self.read_delay_max = 0.0
+        self.clean_eof = False
+        self.connect_ms = 0.0
+        self.stale_retries = 0
+        self.status = 0
+        self.headers_at = 0.0
+
+    def header(self, name: str) -> str:
+        """A header's value ("" when absent; the last one when the server sent it twice)."""
+        value = self._parser.get(name)
+        if isinstance(value, list):
+            value = value[-1] if value else ""
+        return value or ""
+
+    @property
+    def clock(self) -> str:
+        """Which clock `arrival` reads: kernel (receive stamps) or user (read time)."""
+        return kernel_clock.KERNEL if self._kernel else kernel_clock.USER
+
+    def _recv(self) -> bytes:
+        """One read of whatever arrived, stamping `arrival`; b"" at the end of the connection."""
+        if self._kernel:
+            data, ancdata, _, _ = self._sock.recvmsg(READ_SIZE, kernel_clock.ANC_SPACE)
+            wall = kernel_clock.stamp_of(ancdata)
+            if wall:
+                self.arrival = wall - self._offset
+                delay = time.time() - wall
+                if delay > self.read_delay_max:
+                    self.read_delay_max = delay
+            elif data:  # bytes without a stamp (kernel_clock.keep_stamping_on): the read time instead
+                self.arrival = perf_counter()
+            return data
+        data = self._sock.recv(READ_SIZE)
+        self.arrival = perf_counter()
+        return data
+
+    def _feed_next(self) -> None:
+        """Read once more and hand the bytes to the parser (raises at a premature end)."""
+        try:
+            data = self._recv()
+        except socket.timeout:
+            raise ReadTimeout("no bytes within the read timeout") from None
+        parser = self._parser
+        if data:
+            parser.feed(data)
+            return
+        if parser.headers_complete and not parser.message_complete:
+            try:
+                parser.feed(b"")  # the end of a body delimited by the close of the connection
+            except HTTPParseError:
+                pass  # a length or chunked body cut short: not complete, raised just below
+        if not parser.message_complete:
+            raise IncompleteBody("the connection closed before the end of the reply")
+
+    def read_head(self) -> None:
+        parser = self._parser
+        while not parser.headers_complete or parser.get_code() < 200:  # 1xx: the real reply follows
+            self._feed_next()
+        self.status = parser.get_code()
+        self.headers_at = self.arrival
+
+    def read1(self) -> bytes:
+        """The body bytes decoded so far or by the next read; b"" when the body has ended."""
+        body = self._parser._body_buffer
+        while not body:
+            if self._parser.message_complete:
+                self.clean_eof = True
+                return b""
+            self._feed_next()
+        data = bytes(body)
+        del body[:]
+        return data
+
+    def read_all(self, limit: int = 1 << 24) -> bytes:
+        """The rest of the body (at most `limit` bytes are kept; reading stops there)."""
+        parts: list[bytes] = []
+        size = 0
+        for _ in range(1 << 20):
+            data = self.read1() if size < limit else b""
+            if not data:
+                break
+            parts.append(data)
+            size += len(data)
+        return b"".join(parts)[:limit]
+
+    def ends_within(self, seconds: float) -> bool:
+        """Whether the body ends (with no more content) within `seconds`: then the connection can be reused."""
+        sock = self._sock
+        try:
+            sock.settimeout(seconds)
+        except OSError:
+            return False
+        try:
+            return not self.read1()
+        except (OSError, HTTPParseError):  # a timeout, a reset, or something that is no end of a body
+            return False
+        finally:
+            try:
+                sock.settimeout(self._conn.read_timeout)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Done with this reply: the connection stays open for the next request only if the reply ended cleanly."""
+        parser = self._parser
+        if parser.message_complete and parser.should_keep_alive() and not parser._body_buffer:
+            self._conn.answered = True
+        else:
+            self._conn.close()
+
+
+class Connection:
+    """One keep-alive connection to one target (a user is one browser tab); opened on first use."""
+
+    def __init__(self, base_url: str, connect_timeout: float, read_timeout: float,
+                 headers: dict[str, str] | None = None, kernel_clock_on: bool = True) -> None:
+        self.target = Target.parse(base_url)
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self.headers = {"User-Agent": f"loadline/{__version__}", "Accept": "*/*", "Accept-Encoding": "identity",
+                        **(headers or {})}
+        self.want_kernel = kernel_clock_on and kernel_clock.AVAILABLE and not self.target.tls
+        self.sock: socket.socket | None = None
+        self.kernel = False
+        self.answered = False  # this socket has carried a reply: a failure on it may be a stale keep-alive
+        self.pending_connect_ms = 0.0  # set-up paid by the next request
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        self.answered = False
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _connect(self) -> socket.socket:
+        t = self.target
+        start = perf_counter()
+        try:
+            sock = gevent.socket.create_connection((t.host, t.port), timeout=self.connect_timeout)
+        except socket.timeout:
+            raise ConnectTimeout(f"no connection within {self.connect_timeout} s") from None
+        except OSError as exc:  # refused, unreachable, DNS (gaierror)
+            raise ConnectError(f"cannot connect to {t.host}:{t.port}: {exc.strerror or exc}") from exc
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if t.tls:
+                sock = _tls_context().wrap_socket(sock, server_hostname=t.host)
+            self.kernel = self.want_kernel and kernel_clock.enable(sock)
+        except socket.timeout:
+            sock.close()
+            raise ConnectTimeout(f"no TLS handshake within {self.connect_timeout} s") from None
+        except (ssl.SSLError, ssl.CertificateError, OSError) as exc:
+            sock.close()
+            raise ConnectError(f"TLS handshake with {t.host}:{t.port} failed: {exc}") from exc
+        sock.settimeout(self.read_timeout)
+        self.pending_connect_ms += (perf_counter() - start) * 1000
+        return sock
+
+    def _usable_socket(self) -> socket.socket:
+        sock = self.sock
+        if sock is not None and _dropped(sock):  # the server closed it while idle (llama-server does)
+            self.close()
+            sock = None
+        if sock is None:
+            sock = self.sock = self._connect()
+        return sock
+
+    def post(self, path: str, body: bytes, headers: dict[str, str] | None = None) -> Response:
+        """Send a POST and read the reply's status and headers; a dead kept-alive socket is replaced once."""
+        t = self.target
+        lines = [f"POST {t.prefix}{path} HTTP/1.1", f"Host: {t.host_header}", f"Content-Length: {len(body)}"]
+        lines.extend(f"{k}: {v}" for k, v in {**self.headers, **(headers or {})}.items())
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        try:
+            sock = self._usable_socket()
+            reused = self.answered
+            try:
+                response = self._exchange(sock, request)
+            except STALE_ERRORS as first:
+                if not reused:
+                    raise
+                self.close()
+                try:
+                    response = self._exchange(self._usable_socket(), request)
+                except Exception as second:
+                    raise second from StaleKeepAlive(f"sent again after {type(first).__name__} on a kept-alive "
+                                                     "connection")
+                response.stale_retries = 1
+        except BaseException:  # a timeout or a stop mid-exchange: this socket's state is unknown
+            self.close()
+            raise
+        response.connect_ms, self.pending_connect_ms = self.pending_connect_ms, 0.0
+        return response
+
+    def _exchange(self, sock: socket.socket, request: bytes) -> Response:
+        before = perf_counter()
+        try:
+            sock.sendall(request)
+        except socket.timeout:
+            raise ReadTimeout("the request could not be sent within the read timeout") from None
+        sent_perf, sent_wall = perf_counter(), time.time()
+        response = Response(self, sock, HTTPResponse("POST"), sent_perf, sent_wall)
+        try:
+            response.read_head()
+        except IncompleteBody:
+            if response.arrival:  # bytes came, then the close: not a request that never arrived
+                raise
+            raise ConnectionResetError("the connection closed before any reply") from None
+        if response.headers_at < sent_perf:
+            # The reply's kernel stamp precedes our "sent" stamp: the OS took the CPU away between the
+            # write and the clock read (seen up to 8 ms on a loaded box), and the server answered
+            # meanwhile. The request left after `before` and before its reply came, so "sent" moves
+            # back to the earlier of the two (TTFB is then never negative); the wall - perf offset stays.
+            early = sent_perf - min(before, response.headers_at)
+            response.sent_perf -= early
+            response.sent_wall -= early
+        return response
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """An idle kept-alive socket that is readable was closed by the server (or sent junk): not reusable."""
+    try:
+        readable, _, _ = _select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+_tls: list[ssl.SSLContext] = []
+
+
+def _tls_context() -> ssl.SSLContext:
+    """The system's trust store (SSL_CERT_FILE / SSL_CERT_DIR are honoured by OpenSSL); made once."""
+    if not _tls:
+        _tls.append(ssl.create_default_context())
+    return _tls[0]
