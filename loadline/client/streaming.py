@@ -4,9 +4,9 @@ Why not Locust's ready-made paths: `HttpUser` stops the clock at the headers and
 `FastHttpUser.iter_content` waits for ~1 KB before handing bytes over (see REFERENCE-locust.md).
 Here each `read1()` returns as soon as *any* bytes arrived, and every SSE event completed by those
 bytes gets their arrival time: the kernel's receive stamp of that read on a plain-HTTP connection
-(connection.py, kernel_clock.py), else `perf_counter()` right after the read. sseclient-py
-does the SSE framing (events split across reads, several events in one read, comments, multi-line
-data).
+(connection.py, kernel_clock.py), else `perf_counter()` right after the read. sse.py does the SSE
+framing (events split across reads, several events in one read; comments, multi-line data and CR
+line endings through sseclient-py).
 
 A stream counts as complete only when it ends the way the API says a finished reply ends: a
 finish_reason, then `data: [DONE]` or a clean end of the body. `[DONE]` or a clean end without a
@@ -22,10 +22,10 @@ from time import perf_counter
 from typing import Callable, Iterator, Protocol
 
 import orjson
-import sseclient
 
 from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify
 from loadline.client.kernel_clock import USER
+from loadline.client.sse import event_data
 from loadline.core.records import ErrorClass
 
 # After [DONE], how long the end of the body may lag it before the connection is given up (closed,
@@ -98,7 +98,7 @@ class Body(Protocol):
 
 
 class _TimedReads:
-    """Iterate over a body's reads for sseclient-py, remembering when the bytes of the last one arrived."""
+    """Iterate over a body's reads for the SSE framing, remembering when the bytes of the last one arrived."""
 
     __slots__ = ("body", "last_arrival", "clean_eof", "last_data")
 
@@ -127,9 +127,6 @@ class _TimedReads:
         """After [DONE]: nothing but the end of the body follows it (the last read ended with it)."""
         return self.last_data.rstrip().endswith(b"[DONE]") and self.body.ends_within(DONE_GRACE_S)
 
-    def close(self) -> None:  # sseclient's interface
-        self.body.close()
-
 
 def read_stream(body: Body, content_of: Callable[[dict], str | None], result: StreamResult) -> None:
     """Consume an SSE body into `result`; raise StreamFailure on a bad ending.
@@ -142,9 +139,8 @@ def read_stream(body: Body, content_of: Callable[[dict], str | None], result: St
     arrivals, pieces = result.arrivals, result.pieces
     loads = orjson.loads  # ~3x json.loads per chunk (docs/benchmarks.md); errors are ValueErrors
     try:
-        for event in sseclient.SSEClient(reads).events():
-            data = event.data
-            if data == "[DONE]":
+        for data in event_data(reads):
+            if data == b"[DONE]" or data == "[DONE]":
                 # The reply is over: stop reading. A server that holds the body open after it would
                 # otherwise block this user until the read timeout while the run looks healthy.
                 result.done = True
@@ -173,7 +169,8 @@ def read_stream(body: Body, content_of: Callable[[dict], str | None], result: St
                 if usage:
                     result.usage = valid_usage(usage)
             except (ValueError, AttributeError, TypeError, IndexError, KeyError):
-                raise StreamFailure(ErrorClass.MALFORMED, f"not an OpenAI chunk: {data[:80]!r}") from None
+                text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+                raise StreamFailure(ErrorClass.MALFORMED, f"not an OpenAI chunk: {text[:80]!r}") from None
     except TRANSPORT_EXCEPTIONS as exc:  # before [DONE]: reading stops at it
         error_class = classify(exc)
         message = _CUT_MESSAGES.get(error_class, "stream cut: {}").format(type(exc).__name__)
