@@ -32,6 +32,7 @@ from geventhttpclient.response import HTTPParseError, HTTPResponse
 from loadline import __version__
 from loadline.client import kernel_clock
 from loadline.client.keepalive import STALE_ERRORS, StaleKeepAlive
+from loadline.client.stall import StallTimer
 
 READ_SIZE = 65536
 _select = get_original("select", "select")  # a zero-timeout poll: no need to go through the hub
@@ -75,12 +76,14 @@ class Response:
     """A reply being read: status and headers at once, the body through `read1()` as it arrives."""
 
     __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries",
-                 "arrival", "read_delay_max", "clean_eof", "_conn", "_sock", "_parser", "_offset", "_kernel")
+                 "arrival", "read_delay_max", "clean_eof", "_conn", "_sock", "_parser", "_offset", "_kernel",
+                 "_stall")
 
     def __init__(self, conn: "Connection", sock: socket.socket, parser: HTTPResponse, sent_perf: float,
                  sent_wall: float) -> None:
         self._conn, self._sock, self._parser = conn, sock, parser
         self._kernel = conn.kernel
+        self._stall = conn.stall
         self.sent_perf, self.sent_wall = sent_perf, sent_wall
         self._offset = sent_wall - sent_perf  # kernel stamps (wall clock) -> perf_counter()
         self.arrival = 0.0
@@ -105,8 +108,17 @@ class Response:
 
     def _recv(self) -> bytes:
         """One read of whatever arrived, stamping `arrival`; b"" at the end of the connection."""
-        if self._kernel:
-            data, ancdata, _, _ = self._sock.recvmsg(READ_SIZE, kernel_clock.ANC_SPACE)
+        stall = self._stall
+        stall.waiting = True
+        try:
+            if self._kernel:
+                data, ancdata, _, _ = self._sock.recvmsg(READ_SIZE, kernel_clock.ANC_SPACE)
+            else:
+                data, ancdata = self._sock.recv(READ_SIZE), None
+        finally:
+            stall.waiting = False
+        stall.progress()
+        if ancdata is not None:
             wall = kernel_clock.stamp_of(ancdata)
             if wall:
                 self.arrival = wall - self._offset
@@ -116,7 +128,6 @@ class Response:
             elif data:  # bytes without a stamp (kernel_clock.keep_stamping_on): the read time instead
                 self.arrival = perf_counter()
             return data
-        data = self._sock.recv(READ_SIZE)
         self.arrival = perf_counter()
         return data
 
@@ -182,12 +193,13 @@ class Response:
             return False
         finally:
             try:
-                sock.settimeout(self._conn.read_timeout)
+                sock.settimeout(None)  # the stall timer keeps the read timeout (stall.py)
             except OSError:
                 pass
 
     def close(self) -> None:
         """Done with this reply: the connection stays open for the next request only if the reply ended cleanly."""
+        self._stall.disarm()
         parser = self._parser
         if parser.message_complete and parser.should_keep_alive() and not parser._body_buffer:
             self._conn.answered = True
@@ -198,7 +210,7 @@ class Response:
 class Connection:
     """One keep-alive connection to one target (a user is one browser tab); opened on first use."""
 
-    def __init__(self, base_url: str, connect_timeout: float, read_timeout: float,
+    def __init__(self, base_url: str, connect_timeout: float, read_timeout: float | None,
                  headers: dict[str, str] | None = None, kernel_clock_on: bool = True) -> None:
         self.target = Target.parse(base_url)
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
@@ -209,8 +221,10 @@ class Connection:
         self.kernel = False
         self.answered = False  # this socket has carried a reply: a failure on it may be a stale keep-alive
         self.pending_connect_ms = 0.0  # set-up paid by the next request
+        self.stall = StallTimer(read_timeout, lambda: ReadTimeout(f"no bytes within {read_timeout} s"))
 
     def close(self) -> None:
+        self.stall.disarm()
         sock, self.sock = self.sock, None
         self.answered = False
         if sock is not None:
@@ -239,7 +253,7 @@ class Connection:
         except (ssl.SSLError, ssl.CertificateError, OSError) as exc:
             sock.close()
             raise ConnectError(f"TLS handshake with {t.host}:{t.port} failed: {exc}") from exc
-        sock.settimeout(self.read_timeout)
+        sock.settimeout(None)  # reads and the request's send are bounded by the stall timer (stall.py)
         self.pending_connect_ms += (perf_counter() - start) * 1000
         return sock
 
@@ -280,11 +294,14 @@ class Connection:
         return response
 
     def _exchange(self, sock: socket.socket, request: bytes) -> Response:
+        stall = self.stall
+        stall.arm()
         before = perf_counter()
+        stall.waiting = True
         try:
             sock.sendall(request)
-        except socket.timeout:
-            raise ReadTimeout("the request could not be sent within the read timeout") from None
+        finally:
+            stall.waiting = False
         sent_perf, sent_wall = perf_counter(), time.time()
         response = Response(self, sock, HTTPResponse("POST"), sent_perf, sent_wall)
         try:

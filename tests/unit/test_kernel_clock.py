@@ -24,6 +24,7 @@ from loadline.client.connection import Connection, Response
 from loadline.client.kernel_clock import SCM_TIMESTAMPNS, enable, stamp_of
 from loadline.client.locust_stats import log_many
 from loadline.client.measure import fill_timings
+from loadline.client.stall import StallTimer
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import RequestRecord
 
@@ -190,7 +191,7 @@ def test_each_read_keeps_its_own_stamp_and_unstamped_bytes_fall_back_to_read_tim
     anc = [(socket.SOL_SOCKET, SCM_TIMESTAMPNS, struct.pack("qq", sec, nsec))]
     assert stamp_of(anc) == pytest.approx(stamp, abs=1e-6) and stamp_of([]) == 0.0
     sock = ScriptedSocket([(b"x" * 10, anc, 0, None), (b"", [], 0, None), (b"y" * 4, [], 0, None)])
-    conn = type("Conn", (), {"kernel": True, "read_timeout": 5.0})()
+    conn = type("Conn", (), {"kernel": True, "stall": StallTimer(None, TimeoutError)})()
     sent_wall, sent_perf = time.time(), time.perf_counter()
     response = Response(conn, sock, HTTPResponse("POST"), sent_perf, sent_wall)  # type: ignore[arg-type]
     assert response._recv() == b"x" * 10

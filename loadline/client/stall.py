@@ -1,0 +1,69 @@
+"""The read timeout of the token path: "no bytes for N seconds" without a timer per read.
+
+A gevent socket with a timeout starts and stops a `gevent.Timeout` around every wait, i.e. for
+every token: 15-25 % of the generator's CPU per token at 16 streams (docs/benchmarks.md). The
+connection's socket has no timeout instead; one timer per request checks, when it fires, whether
+bytes came since it was armed: if so it re-arms for the time left, if the reader has been waiting
+the whole time it raises ReadTimeout in the reading greenlet, exactly where a socket timeout would
+have. It only ever raises into a greenlet that is blocked in a read of this connection
+(`waiting`), never into a user thinking between requests.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Callable
+
+from gevent import get_hub, getcurrent
+
+MIN_REARM_S = 0.001
+
+
+class StallTimer:
+    """Armed for one request (send, headers, body); `progress()` after every read, `disarm()` at its end."""
+
+    __slots__ = ("seconds", "make_error", "waiting", "_last", "_reader", "_timer")
+
+    def __init__(self, seconds: float | None, make_error: Callable[[], BaseException]) -> None:
+        self.seconds = seconds
+        self.make_error = make_error
+        self.waiting = False  # the reader is blocked in a read (or the request's send) of this connection
+        self._last = 0.0
+        self._reader = None
+        self._timer = None
+
+    def arm(self) -> None:
+        self.disarm()
+        if self.seconds is None:
+            return
+        self._reader = getcurrent()
+        self._last = perf_counter()
+        self._start(self.seconds)
+
+    def progress(self) -> None:
+        self._last = perf_counter()
+
+    def disarm(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.stop()
+            timer.close()
+        self._reader = None
+
+    def _start(self, after: float) -> None:
+        timer = self._timer = get_hub().loop.timer(max(after, MIN_REARM_S), ref=False)
+        timer.start(self._fire)
+
+    def _fire(self) -> None:
+        old, self._timer = self._timer, None
+        if old is not None:
+            old.close()
+        reader = self._reader
+        if reader is None or self.seconds is None:
+            return
+        idle = perf_counter() - self._last
+        if self.waiting and idle >= self.seconds:
+            self._reader = None
+            reader.throw(self.make_error())
+        else:
+            self._start(self.seconds - idle if self.waiting else self.seconds)
