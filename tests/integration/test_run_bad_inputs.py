@@ -1,5 +1,12 @@
 """`loadline run` refuses bad input before any process starts: exit 2, one line, no run folder, no
-simulator (issue 12, items 3, 4 and 9). One real `loadline run` process per case."""
+simulator (issue 12, items 3, 4 and 9).
+
+Input that Locust's own parser judges (the conf file, the users' options, a stage file) goes through the
+precheck child (loadline/commands/run.py _precheck): one real `loadline run` process per case. Input
+that run.py's _validate refuses (the SLO file, --run-time) never leaves the command's own process: those
+cases call its entry, loadline.commands.main.main (what `python -m loadline` runs), in process, with
+the simulator and Locust launchers replaced by a failure, as tests/unit/test_cli_args.py does.
+"""
 
 from __future__ import annotations
 
@@ -25,14 +32,18 @@ def _files(tmp_path: Path) -> dict[str, str]:
     return {name: str(tmp_path / name) for name in files}
 
 
+# refused by the precheck child (Locust's parser, the shape, the users' settings)
 CASES = [
-    (["--slo", "{tmp}"], "is a directory"),
-    (["--slo", "{slo-garbage.toml}"], "not valid TOML"),
-    (["--slo", "{slo-type.toml}"], "e2e_p95_ms must be a number"),
     (["--shape", "stages", "--", "--stages-file", "{stages-garbage.toml}"], "not valid TOML"),
     (["--config", "{profile-bad.conf}"], "locust: argument --step-hold: invalid float value: 'abc'"),
     (["--config", "{profile-negative.conf}"], "--max-tokens must be >= 0"),
     (["--", "--think-mean", "abc"], "locust: argument --think-mean: invalid float value"),
+]
+# refused by run.py's _validate, before the precheck: no process of its own to start (1.7 s each as one)
+IN_PROCESS_CASES = [
+    (["--slo", "{tmp}"], "is a directory"),
+    (["--slo", "{slo-garbage.toml}"], "not valid TOML"),
+    (["--slo", "{slo-type.toml}"], "e2e_p95_ms must be a number"),
     (["--run-time", "abc"], "--run-time"),
 ]
 
@@ -53,6 +64,28 @@ def test_bad_input_is_one_line_exit_2_before_anything_starts(tmp_path, argv, wor
     assert done.returncode == 2, done.stderr[-2000:]
     assert len(lines) == 1 and words in lines[0] and lines[0].startswith("loadline run: error:"), lines
     assert "__main__.py" not in done.stderr
+    assert not out.exists() or not any(out.iterdir())  # no run folder: the simulator never started
+
+
+@pytest.mark.parametrize("argv, words", IN_PROCESS_CASES)
+def test_bad_input_is_one_line_exit_2_before_anything_starts_in_process(tmp_path, capsys, monkeypatch, argv, words):
+    from loadline.commands import run as run_command
+    from loadline.commands.main import main as cli
+
+    def refuse(*_, **__):
+        raise AssertionError("the input was accepted: loadline run went on to start a process")
+
+    monkeypatch.setattr(run_command, "_precheck", refuse)
+    monkeypatch.setattr(run_command, "start_simulator", refuse)
+    monkeypatch.setattr(run_command, "_run_locust", refuse)
+    paths = {"tmp": str(tmp_path), **_files(tmp_path)}
+    out = tmp_path / "runs"
+    capsys.readouterr()
+    code = cli(["run", "--out", str(out), *[_fill(a, paths) for a in argv]])
+    stderr = capsys.readouterr().err
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 2, stderr[-2000:]
+    assert len(lines) == 1 and words in lines[0] and lines[0].startswith("loadline run: error:"), lines
     assert not out.exists() or not any(out.iterdir())  # no run folder: the simulator never started
 
 
