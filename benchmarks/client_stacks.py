@@ -6,8 +6,7 @@ tokens (ignore_eos) back to back for SECONDS, every stack in a fresh child proce
 interleaved. Stacks (every one reads a chunk as soon as any bytes arrive):
   loadline       the token path: connection.Connection + streaming.read_stream (kernel receive stamps)
   loadline-user  the same with LOADLINE_KERNEL_CLOCK=0 (stamp = perf_counter() at the read)
-  loadline-find  the same connection with a bytes.find(b"\n\n") framer instead of sseclient-py
-                 (sizes SSE framing; LF-only events, what the simulator sends)
+  loadline-sseclient  the same with sseclient-py framing every event (as before sse.py's fast path)
 The first wave's requests/urllib3 path and the geventhttpclient prototypes that chose this one are
 measured in docs/benchmarks.md; to measure an older tree's whole generator, use
 generator_throughput.py --repo.
@@ -35,16 +34,22 @@ from pathlib import Path
 from time import perf_counter
 
 REPO = Path(__file__).resolve().parent.parent
-STACKS = ("loadline", "loadline-user", "loadline-find")
+STACKS = ("loadline", "loadline-user", "loadline-sseclient")
 WARMUP_S = 3.0  # every user is in its steady request cycle
 COOLDOWN_S = 1.0  # users stop starting requests at SECONDS; the window ends before that
 
 
 # -- the child: one stack, N users, in one gevent process ------------------------------------------
-def loadline_stack(url: str, path: str, framer: str):  # type: ignore[no-untyped-def]
-    """The token path as loadline/client/users/base.py drives it (read_stream or the find framer on top)."""
+def loadline_stack(url: str, path: str, framing: str):  # type: ignore[no-untyped-def]
+    """The token path as loadline/client/users/base.py drives it."""
+    import sseclient
+
+    from loadline.client import streaming
     from loadline.client.connection import Connection
     from loadline.client.streaming import StreamResult, chat_content, read_stream
+
+    if framing == "sseclient":  # every event through the library, as before loadline/client/sse.py
+        streaming.event_data = lambda reads: (e.data for e in sseclient.SSEClient(reads).events())
 
     def user():  # type: ignore[no-untyped-def]
         conn = Connection(url, 5, 30)
@@ -54,55 +59,12 @@ def loadline_stack(url: str, path: str, framer: str):  # type: ignore[no-untyped
             response = conn.post(path, payload, {"Content-Type": "application/json", "X-Request-Id": rid})
             try:
                 assert response.status == 200, response.status
-                if framer == "find":
-                    read_find(response, result)
-                else:
-                    read_stream(response, chat_content, result)
+                read_stream(response, chat_content, result)
             finally:
                 response.close()
             return response.sent_perf, response.sent_wall, result
         return send
     return user
-
-
-def read_find(body, result) -> None:  # type: ignore[no-untyped-def]
-    """Minimal SSE framing: `data: ` lines ended by a blank line, LF only (what the simulator sends);
-    the per-chunk handling is read_stream()'s."""
-    import orjson
-    loads = orjson.loads
-    arrivals, pieces = result.arrivals, result.pieces
-    result.clock, result.body = body.clock, body
-    pending = b""
-    for _ in range(1_000_000):
-        data = body.read1()
-        if not data:
-            break
-        arrival = body.arrival
-        pending = pending + data if pending else data
-        start = 0
-        while (end := pending.find(b"\n\n", start)) >= 0:
-            event, start = pending[start:end], end + 2
-            if not event.startswith(b"data: "):
-                continue
-            payload = event[6:]
-            if payload == b"[DONE]":
-                result.done = True
-                result.body_complete = body.ends_within(0.05)
-                return
-            chunk = loads(payload)
-            choices = chunk.get("choices")
-            if choices:
-                choice = choices[0]
-                delta = choice.get("delta")
-                text = delta.get("content") if delta else None
-                if text:
-                    arrivals.append(arrival)
-                    pieces.append(text)
-                if reason := choice.get("finish_reason"):
-                    result.finish_reason = reason
-            if usage := chunk.get("usage"):
-                result.usage = usage
-        pending = pending[start:]
 
 
 def child(args: argparse.Namespace) -> None:
@@ -111,7 +73,7 @@ def child(args: argparse.Namespace) -> None:
     import gevent
 
     path = "/v1/chat/completions"
-    user = loadline_stack(args.url, path, framer="find" if args.child == "loadline-find" else "sse")
+    user = loadline_stack(args.url, path, framing="sseclient" if args.child == "loadline-sseclient" else "sse")
     payload = json.dumps({"model": args.model, "messages": [{"role": "user", "content": "Say something long."}],
                           "stream": True, "max_tokens": args.tokens, "ignore_eos": True,
                           "stream_options": {"include_usage": True}}).encode()

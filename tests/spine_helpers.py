@@ -52,14 +52,5 @@ def assert_every_request_once(records: pd.DataFrame, truth: pd.DataFrame) -> Non
     assert (extra.status == "cancelled").all() and extra.ttfb_ms.isna().all(), extra.to_string()
 
 
-def timing_errors(records: pd.DataFrame, truth: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """|record - truth| in ms for TTFT and E2E of successful streams."""
-    merged = records.merge(truth, on="request_id", suffixes=("", "_truth"))
-    ok = merged[merged.status == "ok"]
-    ttft = (ok.ttft_ms - (ok.first_token - ok.arrival) * 1000).abs()
-    e2e = (ok.e2e_ms - (ok.last_token - ok.arrival) * 1000).abs()
-    return ttft, e2e
-
-
 def locust_rows(run_dir: Path, prefix: str = "locust") -> pd.DataFrame:
     return pd.read_csv(run_dir / f"{prefix}_stats.csv")

@@ -76,11 +76,11 @@ class Response:
     """A reply being read: status and headers at once, the body through `read1()` as it arrives."""
 
     __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries",
-                 "arrival", "read_delay_max", "clean_eof", "_conn", "_sock", "_parser", "_offset", "_kernel",
-                 "_stall")
+                 "arrival", "read_delay_max", "clean_eof", "read_at", "read_since", "_conn", "_sock",
+                 "_parser", "_offset", "_kernel", "_stall")
 
     def __init__(self, conn: "Connection", sock: socket.socket, parser: HTTPResponse, sent_perf: float,
-                 sent_wall: float) -> None:
+                 sent_wall: float, before_perf: float) -> None:
         self._conn, self._sock, self._parser = conn, sock, parser
         self._kernel = conn.kernel
         self._stall = conn.stall
@@ -88,6 +88,9 @@ class Response:
         self._offset = sent_wall - sent_perf  # kernel stamps (wall clock) -> perf_counter()
         self.arrival = 0.0
         self.read_delay_max = 0.0
+        # time.time() of the last read, and a time its bytes came after: for the first read, the
+        # request's write began (the clock may be read late after the write: _exchange)
+        self.read_at = self.read_since = sent_wall - (sent_perf - before_perf)
         self.clean_eof = False
         self.connect_ms = 0.0
         self.stale_retries = 0
@@ -110,19 +113,24 @@ class Response:
         """One read of whatever arrived, stamping `arrival`; b"" at the end of the connection."""
         stall = self._stall
         stall.waiting = True
+        called = time.time()
         try:
             if self._kernel:
-                data, ancdata, _, _ = self._sock.recvmsg(READ_SIZE, kernel_clock.ANC_SPACE)
+                data, ancdata, waited = _recvmsg(self._sock)
             else:
-                data, ancdata = self._sock.recv(READ_SIZE), None
+                data, ancdata, waited = self._sock.recv(READ_SIZE), None, True
         finally:
             stall.waiting = False
         stall.progress()
+        # the bytes of this read came after `read_since`: after the call if it had to wait for them,
+        # else (already queued) after the previous read returned
+        self.read_since = called if waited else self.read_at
+        self.read_at = time.time()
         if ancdata is not None:
             wall = kernel_clock.stamp_of(ancdata)
             if wall:
                 self.arrival = wall - self._offset
-                delay = time.time() - wall
+                delay = self.read_at - wall
                 if delay > self.read_delay_max:
                     self.read_delay_max = delay
             elif data:  # bytes without a stamp (kernel_clock.keep_stamping_on): the read time instead
@@ -130,6 +138,14 @@ class Response:
             return data
         self.arrival = perf_counter()
         return data
+
+    def merged(self) -> None:
+        """The last read carried several content events (streaming.py counts them): every engine
+        writes one per step, so several server writes waited together and all carry the newest one's
+        stamp (kernel_clock.py). The oldest may have waited since `read_since`, not only as long as
+        the newest: that bound is the read delay, so the report says the generator was behind
+        instead of passing a first token stamped a step late (seen on a busy CI box: 25.7 ms)."""
+        self.read_delay_max = max(self.read_delay_max, self.read_at - self.read_since)
 
     def _feed_next(self) -> None:
         """Read once more and hand the bytes to the parser (raises at a premature end)."""
@@ -303,7 +319,7 @@ class Connection:
         finally:
             stall.waiting = False
         sent_perf, sent_wall = perf_counter(), time.time()
-        response = Response(self, sock, HTTPResponse("POST"), sent_perf, sent_wall)
+        response = Response(self, sock, HTTPResponse("POST"), sent_perf, sent_wall, before)
         try:
             response.read_head()
         except IncompleteBody:
@@ -319,6 +335,25 @@ class Connection:
             response.sent_perf -= early
             response.sent_wall -= early
         return response
+
+
+def _recvmsg(sock: socket.socket) -> tuple[bytes, list, bool]:
+    """gevent's recvmsg loop, inlined: (data, ancillary data, whether the read had to wait for bytes).
+
+    Whether it waited is what tells a late reader (bytes already queued) from a prompt one; reading
+    the gevent socket's non-blocking `_sock` directly also saves a Python frame on every token."""
+    raw, waited = getattr(sock, "_sock", None), False
+    if raw is None:  # not a gevent socket: its own blocking read
+        data, ancdata, _, _ = sock.recvmsg(READ_SIZE, kernel_clock.ANC_SPACE)
+        return data, ancdata, True
+    for _ in range(1_000_000):
+        try:
+            data, ancdata, _, _ = raw.recvmsg(READ_SIZE, kernel_clock.ANC_SPACE)
+            return data, ancdata, waited
+        except BlockingIOError:
+            waited = True
+            sock._wait(sock._read_event)  # type: ignore[attr-defined]  # the stall timer bounds this
+    raise ReadTimeout("the socket stayed unreadable after a million wake-ups")
 
 
 def _dropped(sock: socket.socket) -> bool:

@@ -11,9 +11,11 @@ What the kernel can and cannot tell (measured on Linux 6.18, loopback):
 - Segments that wait together in the receive queue are merged by TCP (receive coalescing) and the
   merged buffer keeps only the *newest* segment's stamp. So when the generator falls behind by
   more than one server write, the last event of the read is stamped exactly and the earlier ones
-  get that same, later time (their true arrival lies between the previous read's stamp and this).
-  `read_delay_max` (how long the newest bytes of a read waited in the socket) says when that
-  happened: below one inter-token gap, every stamp is exact.
+  get that same, later time (their true arrival lies between the previous read and this stamp).
+  The read delay says when that happened (connection.py): for a read of one write, how long its
+  bytes waited; for a read that carried several content events (every engine writes one per
+  step), how long the oldest may have waited, i.e. since the read was called (or, when its bytes
+  were already queued, since the previous read). Below one gap between writes, every stamp is exact.
 - Over TLS the kernel sees only ciphertext records: no stamps; the caller keeps user-space stamps.
 
 The stamps are CLOCK_REALTIME (`time.time()`'s clock); callers convert them to `perf_counter()`

@@ -94,24 +94,28 @@ class Body(Protocol):
 
     def ends_within(self, seconds: float) -> bool: ...  # the body ends, with nothing more, that soon
 
+    def merged(self) -> None: ...  # the last read carried several content events (read delay, see connection.py)
+
     def close(self) -> None: ...
 
 
 class _TimedReads:
     """Iterate over a body's reads for the SSE framing, remembering when the bytes of the last one arrived."""
 
-    __slots__ = ("body", "last_arrival", "clean_eof", "last_data")
+    __slots__ = ("body", "last_arrival", "clean_eof", "last_data", "content_events")
 
     def __init__(self, body: Body):
         self.body = body
         self.last_arrival = 0.0
         self.clean_eof = False
         self.last_data = b""
+        self.content_events = 0  # of the last read: one server write each (every engine writes one per step)
 
     def __iter__(self) -> Iterator[bytes]:
         body = self.body
         read1 = body.read1
         while True:
+            self.read_done()
             data = read1()
             if not data:
                 # the end of the body usually comes with the last event: it moves the end of the
@@ -122,6 +126,12 @@ class _TimedReads:
             self.last_arrival = body.arrival
             self.last_data = data
             yield data
+
+    def read_done(self) -> None:
+        """The events of the last read are all counted: several mean several writes shared one stamp."""
+        if self.content_events > 1:
+            self.body.merged()
+        self.content_events = 0
 
     def ends_at_done(self) -> bool:
         """After [DONE]: nothing but the end of the body follows it (the last read ended with it)."""
@@ -158,6 +168,7 @@ def read_stream(body: Body, content_of: Callable[[dict], str | None], result: St
                     if text:
                         arrivals.append(reads.last_arrival)
                         pieces.append(text)
+                        reads.content_events += 1
                     reason = choice.get("finish_reason")
                     if reason:
                         result.finish_reason = reason
@@ -175,6 +186,8 @@ def read_stream(body: Body, content_of: Callable[[dict], str | None], result: St
         error_class = classify(exc)
         message = _CUT_MESSAGES.get(error_class, "stream cut: {}").format(type(exc).__name__)
         raise StreamFailure(error_class, message) from None
+    finally:
+        reads.read_done()
     if not result.done:
         result.body_complete = reads.clean_eof
         result.ended_at = reads.last_arrival or perf_counter()

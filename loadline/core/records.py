@@ -17,8 +17,10 @@ Definitions (the README repeats them; analysis uses them everywhere):
   true even when the generator reads late; `user`: perf_counter() when the read returned (TLS);
   empty when nothing of a response was read (e.g. cancelled before the headers). TTFB uses the
   same clock as the connection.
-  read_delay_ms: with the kernel clock, the longest time any read of this attempt's response found
-  its newest bytes already waiting (how far behind the generator was); empty with the user clock.
+  read_delay_ms: with the kernel clock, the longest time bytes of this attempt's response may have
+  waited unread (how far behind the generator was): a read's newest bytes, or, when one read carried
+  several server writes (which then share the newest stamp), its oldest bytes' bound; empty with
+  the user clock.
 - due_wall: open-loop (arrival-rate) runs only: `time.time()` at which the arrival schedule said the
   request was due (a retry keeps its request's due time); empty in closed-loop runs.
   lateness_ms: start_wall - due_wall (the generator's lateness: waiting for a free in-flight slot,
@@ -96,7 +98,7 @@ class RequestRecord:
     content_chunks: int = 0
     finish_reason: str = ""
     clock: str = ""  # arrival stamps: "kernel" (receive time, plain HTTP) or "user" (read time)
-    read_delay_ms: float | None = None  # kernel clock: longest a read's newest bytes waited unread
+    read_delay_ms: float | None = None  # kernel clock: longest any bytes may have waited unread
     due_wall: float | None = None  # arrival-rate runs: when the schedule said this request was due
     lateness_ms: float | None = None  # arrival-rate runs: due -> sent (start_wall - due_wall)
     itl_us: str = field(default="", repr=False)

@@ -7,10 +7,11 @@ REFERENCE-serving.md), so every gap measured while it lasts is the client's, not
 "Sustained" = the median over a rolling window of samples, so single GC pauses or a noisy
 neighbour's spike do not flag a run.
 
-Behind (read delay, `read_delay_ms` per kernel-stamped record: how long the newest bytes of a read
-had waited in the socket): TCP merges segments that wait together and the merged read keeps only
-the newest segment's stamp (loadline/client/kernel_clock.py). A read that waited less than one gap
-between server writes carried one write, so every stamp is exact; once a phase's read delay p99
+Behind (read delay, `read_delay_ms` per kernel-stamped record: how long bytes of a read may have
+waited in the socket): TCP merges segments that wait together and the merged read keeps only
+the newest segment's stamp (loadline/client/kernel_clock.py); a read that carried several writes
+counts its oldest bytes' bound (loadline/client/connection.py). A read delay below one gap between
+server writes means one write per read, so every stamp is exact; once a phase's read delay p99
 exceeds the phase's typical gap (its ITL p50), at least 1 % of replies had tokens stamped late (the
 earlier tokens of a merged read get the later stamp) and TTFT/ITL are no longer the server's alone.
 Without an ITL (non-streaming, one-token replies) the loop-lag bound above stands in.

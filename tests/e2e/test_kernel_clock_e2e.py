@@ -5,9 +5,9 @@ hog in the generator process that blocks its event loop 50 ms out of every 100 m
 (tests/locust_hog.py): once with kernel stamps (the default on plain HTTP), once with
 LOADLINE_KERNEL_CLOCK=0 (stamps taken when the read returns). Truth is the simulator's log: when
 it wrote the first and the last token. The stamps are compared as wall-clock instants (record:
-start_wall + TTFT or E2E; both processes read the same clock), not as durations, because the
-simulator's own `arrival` stamp lags when it is slow to read a request on a busy machine (seen: up
-to ~8 ms here), which would blur a 5 ms bar with truth-side error.
+start_wall + TTFT or E2E; both processes read the same clock), not as durations: the instants leave
+out any error in the simulator's `arrival` stamp (since the kernel's receive stamp of the request:
+simulator/kernel_rx.py; before that it lagged up to ~8 ms on a busy machine).
 
 Why 60 ms between tokens: while the loop is blocked, at most one server write waits in a socket.
 When several wait, TCP merges them in the receive queue and the kernel keeps only the newest

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from spine_helpers import (REPO, assert_every_request_once, locust_rows, loadline, requests_table, timing_errors,
+from spine_helpers import (REPO, assert_every_request_once, locust_rows, loadline, requests_table,
                            truth_table)
 
 FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "48"]
@@ -32,10 +32,21 @@ def test_64_streams_timings_match_the_simulators_truth(run64):
     # 64 concurrent streams: after the ramp (2 s at 32 users/s) and before the stop.
     start, end = records.start_wall.min() + 3.0, (records.start_wall + records.e2e_ms / 1000).max() - 0.5
     steady = records[(records.start_wall >= start) & (records.start_wall + records.e2e_ms / 1000 <= end)]
-    ttft, e2e = timing_errors(steady, truth)
+    ok = steady.merge(truth, on="request_id", suffixes=("", "_truth"))
+    ok = ok[ok.status == "ok"]
+    ttft = (ok.ttft_ms - (ok.first_token - ok.arrival) * 1000).abs()
+    e2e = (ok.e2e_ms - (ok.last_token - ok.arrival) * 1000).abs()
     assert len(ttft) >= 100  # enough samples for a p99 (about 150-250 here, fewer on a busy machine)
-    assert ttft.quantile(0.5) < 2.0 and ttft.quantile(0.99) < 5.0, ttft.describe()
-    assert e2e.quantile(0.5) < 2.0 and e2e.quantile(0.99) < 5.0, e2e.describe()
+    # A reply the generator read later than one server step says so in its read delay (several
+    # writes then share the newest one's kernel stamp: connection.py, merged()). Its times are bounds,
+    # not exact: the read delay covers their error; every other reply is exact to the ms.
+    step_ms = (ok.last_token - ok.first_token) / (ok.output_tokens - 1) * 1000
+    behind = ok.read_delay_ms >= step_ms
+    assert behind.mean() <= 0.10, ok.loc[behind, ["read_delay_ms"]].describe()  # the generator kept up
+    assert (ttft[behind] <= ok.read_delay_ms[behind] + 2.0).all(), ttft[behind].describe()
+    kept_up_ttft, kept_up_e2e = ttft[~behind], e2e[~behind]
+    assert kept_up_ttft.quantile(0.5) < 2.0 and kept_up_ttft.quantile(0.99) < 5.0, kept_up_ttft.describe()
+    assert kept_up_e2e.quantile(0.5) < 2.0 and kept_up_e2e.quantile(0.99) < 5.0, kept_up_e2e.describe()
 
 
 @pytest.mark.exclusive  # shares run64 with the timing test

@@ -54,6 +54,9 @@ class Body:
             raise IncompleteBody("the connection closed before the end of the reply")
         return b""
 
+    def merged(self) -> None:
+        pass
+
     def ends_within(self, seconds: float) -> bool:
         try:
             return not self.read1()

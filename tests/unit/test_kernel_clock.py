@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -193,7 +194,7 @@ def test_each_read_keeps_its_own_stamp_and_unstamped_bytes_fall_back_to_read_tim
     sock = ScriptedSocket([(b"x" * 10, anc, 0, None), (b"", [], 0, None), (b"y" * 4, [], 0, None)])
     conn = type("Conn", (), {"kernel": True, "stall": StallTimer(None, TimeoutError)})()
     sent_wall, sent_perf = time.time(), time.perf_counter()
-    response = Response(conn, sock, HTTPResponse("POST"), sent_perf, sent_wall)  # type: ignore[arg-type]
+    response = Response(conn, sock, HTTPResponse("POST"), sent_perf, sent_wall, sent_perf)  # type: ignore[arg-type]
     assert response._recv() == b"x" * 10
     assert response.arrival == pytest.approx(stamp - sent_wall + sent_perf, abs=1e-6)
     assert 0.2 < response.read_delay_max < 5
@@ -224,3 +225,81 @@ def test_log_many_equals_one_log_per_gap():
     assert sum(bulk.num_reqs_per_sec.values()) == len(gaps_ms)
     assert bulk.get_response_time_percentile(0.5) == one_by_one.get_response_time_percentile(0.5)
     assert isinstance(bulk.response_times, defaultdict)
+
+
+SERVER = """
+import socket, sys, time
+gap, together = float(sys.argv[1]), sys.argv[2] == "1"
+head, chunk, a, b = (bytes.fromhex(x) for x in sys.argv[3:7])
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.recv(65536)
+time.sleep(float(sys.argv[7]))
+if together:
+    time.sleep(gap)
+    print(time.time(), time.time(), flush=True)
+    conn.sendall(head + a + b)
+else:
+    t0 = time.time()
+    conn.sendall(head + a)
+    time.sleep(gap)
+    t1 = time.time()
+    conn.sendall(b)
+    print(t0, t1, flush=True)
+time.sleep(0.5)
+"""
+
+
+def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, waiting: bool = False
+                      ) -> tuple[RequestRecord, list[float], Response]:
+    """The client keeps its CPU for `hog_s` right after sending (a busy or paused generator; `waiting`:
+    once the reader is already blocked on the reply) while a server process writes the headers with
+    token a, then token b `gap_s` later (`together`: both in one write, after `gap_s`)."""
+    a = chunk(token("a"))
+    b = chunk(token("b", "stop") + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    think_s = 0.03 if waiting else 0.0  # the reader is blocked on the reply before the hog starts
+    args = [str(gap_s), "1" if together else "0", HEAD.hex(), b"".hex(), a.hex(), b.hex(), str(think_s)]
+    server = subprocess.Popen([sys.executable, "-c", SERVER, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        write = gevent.socket.socket.sendall
+
+        def hog() -> None:
+            end = time.perf_counter() + hog_s
+            while time.perf_counter() < end:  # no yield to the hub: nothing is read meanwhile
+                pass
+
+        def send_then_hog(self, data, flags=0):  # type: ignore[no-untyped-def]
+            write(self, data, flags)
+            gevent.spawn_later(think_s / 3, hog) if waiting else hog()  # later: once the reader is blocked
+
+        monkeypatch.setattr(gevent.socket.socket, "sendall", send_then_hog)
+        conn = Connection(f"http://127.0.0.1:{port}", 5, 5)
+        response = conn.post("/v1/chat/completions", b"{}")
+        result = StreamResult()
+        read_stream(response, chat_content, result)
+        rec = RequestRecord("r", "w", "u", "c", "", 0, "/v1/chat/completions", "m", response.sent_wall)
+        fill_timings(rec, result, response.sent_perf, result.ended_at)
+        response.close()
+        conn.close()
+        truth = [float(t) for t in server.stdout.readline().split()]
+    finally:
+        server.kill()
+        server.wait(10)
+    return rec, truth, response
+
+
+@pytest.mark.parametrize("gap_s, hog_s, waiting", [(0.1, 0.15, False), (0.2, 0.25, False), (0.1, 0.15, True)])
+def test_a_first_token_that_shared_its_read_with_the_next_says_the_generator_was_behind(gap_s, hog_s, waiting,
+                                                                                      monkeypatch):
+    rec, truth, response = hogged_first_read(gap_s, hog_s, False, monkeypatch, waiting)
+    stamp_error_s = response.sent_wall + rec.ttft_ms / 1000 - truth[0]
+    assert stamp_error_s > gap_s / 2  # a read after both writes: token a carries token b's stamp
+    # the newest bytes waited hog - gap (< one gap); the oldest waited ~hog: the read delay covers the error
+    assert rec.read_delay_ms / 1000 >= stamp_error_s and rec.read_delay_ms / 1000 > gap_s
+
+
+def test_two_events_in_one_write_read_promptly_keep_an_exact_stamp(monkeypatch):
+    rec, truth, response = hogged_first_read(0.1, 0.0, True, monkeypatch)
+    assert abs(response.sent_wall + rec.ttft_ms / 1000 - truth[0]) < 0.005
