@@ -163,13 +163,8 @@ def test_secret_never_reaches_the_run_folder_or_output(sim_server, tmp_path):
     assert secret not in done.stdout + done.stderr
 
 
-def test_wrong_key_is_an_http_401_error_class(sim_server, tmp_path):
-    sim = sim_server("tiny", "--api-key", "right")
-    done = loadline("run", "--host", sim.url, "--users", "2", "--run-time", "3s", "--out", str(tmp_path),
-                    "--no-report", "--", *FAST_USER, env={"LOADLINE_API_KEY": "wrong"})
-    records = requests_table(done.run_dir)
-    failed = records[records.status == "error"]
-    assert len(failed) > 0 and (failed.http_status == 401).all() and (failed.error_class == "http").all()
+# A wrong key's attempts as rows (HTTP error class, status 401) are checked on the wrong-key run of
+# tests/e2e/test_unusable_runs.py: the same setup (the simulator with a key, 2 users, a wrong key).
 
 
 def test_error_storm_run_goes_on_and_classifies(tmp_path):

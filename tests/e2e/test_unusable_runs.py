@@ -82,6 +82,11 @@ def test_wrong_api_key_is_unusable_with_the_401_shown(sim_server, tmp_path):
                     "--", *FAST_USER, env={"LOADLINE_API_KEY": wrong})
     verdict = _assert_unusable(done, 401, "application/json")
     assert "--api-key" in verdict["validity"]["reason"]
+    # each refused attempt is a row of its own: an HTTP error with the 401 (was its own run in
+    # tests/e2e/test_run_spine.py, the same server, key and users: this run's records serve it)
+    records = requests_table(done.run_dir)
+    failed = records[records.status == "error"]
+    assert len(failed) > 0 and (failed.http_status == 401).all() and (failed.error_class == "http").all()
     for path in done.run_dir.rglob("*"):
         if path.is_file():
             assert wrong.encode() not in path.read_bytes(), path
