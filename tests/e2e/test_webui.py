@@ -19,36 +19,45 @@ from browser_helpers import (PAGE_TIMEOUT_S, button, chromium, fetch, needs_brow
 from selenium.webdriver.common.by import By
 from spine_helpers import REPO, assert_every_request_once, truth_table
 
+from loadline.runtime.simprocess import start_simulator
+
 FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "32"]
 SECRET = "sk-loadline-webui-SECRET-7331"
 
 pytestmark = needs_browser
 
 
-@pytest.fixture
-def web_ui(sim_server, tmp_path):
-    """(base URL, simulator handle, --out folder) of a Locust web UI with every shape in the class picker.
+# One simulator, web UI and browser for the module (5 s of startup each time, more on a busy box): the
+# form test only reads the start form and starts nothing; the run test comes after it in this file and
+# loads the page afresh, so it meets the same untouched web UI and a simulator that served no request.
+@pytest.fixture(scope="module")
+def web_ui(tmp_path_factory):
+    """(base URL, simulator, --out folder, its truth log) of a Locust web UI with every shape in the class picker.
 
     The simulator wants a key, given to Locust the recommended way (environment variable)."""
-    sim = sim_server("tiny", "--api-key", SECRET)
+    tmp = tmp_path_factory.mktemp("webui")
+    truth = tmp / "truth.jsonl"
+    sim = start_simulator(["--profile", "tiny", "--api-key", SECRET, "--truth", str(truth)],
+                          log_path=tmp / "sim.stderr", startup_timeout=20.0)
     port = ph.free_port()
-    out = tmp_path / "runs"
-    log = tmp_path / "locust.log"
+    out = tmp / "runs"
+    log = tmp / "locust.log"
     cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py,locustfiles/shape.py", "--class-picker",
            "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--out", str(out), *FAST_USER]
     proc = ph.start(cmd, REPO, log, env={**os.environ, "LOADLINE_API_KEY": SECRET})
     url = f"http://127.0.0.1:{port}"
     try:
         ph.wait_for_http(url + "/", proc, log)
-        yield url, sim, out
+        yield url, sim, out, truth
     finally:
         ph.stop(proc)
+        sim.stop()
     assert "Traceback" not in ph.tail(log, 100_000), ph.tail(log)
 
 
-@pytest.fixture
-def browser(tmp_path):
-    with chromium(tmp_path / "chromium-profile") as driver:
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    with chromium(tmp_path_factory.mktemp("browser") / "chromium-profile") as driver:
         yield driver
 
 
@@ -70,7 +79,7 @@ def as_ms(text: str) -> float | None:
 
 
 def test_start_form_offers_loadline_options_and_masks_the_api_key(web_ui, browser, tmp_path):
-    url, _, _ = web_ui
+    url, _, _, _ = web_ui
     with screenshot_on_failure(browser, tmp_path / "form.png"):
         browser.get(url + "/")
         wait_for(browser, lambda d: button(d, "START"), PAGE_TIMEOUT_S, "the start form")
@@ -95,7 +104,7 @@ def test_start_form_offers_loadline_options_and_masks_the_api_key(web_ui, browse
 
 
 def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui, browser, tmp_path):
-    url, sim, out = web_ui
+    url, sim, out, truth = web_ui
     with screenshot_on_failure(browser, tmp_path / "run.png"):
         browser.get(url + "/")
         wait_for(browser, lambda d: button(d, "START"), PAGE_TIMEOUT_S, "the start form")
@@ -143,8 +152,8 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
     assert status == 200 and content_type.startswith("text/csv")
     assert body == (run_dir / "requests.csv").read_bytes()
 
-    sim.stop()
-    assert_every_request_once(records, truth_table(sim.truth_path))
+    sim.stop()  # flushes its truth log (stopping it again at the module's end does nothing)
+    assert_every_request_once(records, truth_table(truth))
 
 
 def _finished_manifest(run_dir: Path) -> dict | None:
