@@ -20,15 +20,11 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import struct
-import sys
 from typing import Protocol
 
-SO_TIMESTAMPNS = 35  # linux/asm-generic/socket.h (== SCM_TIMESTAMPNS); not exported by Python's socket
-_TIMESPEC = struct.Struct("qq")
-ANC_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
+from loadline.core.kernel_stamps import ANC_SPACE, LINUX, request_stamps, stamp_of
+
 READ_SIZE = 256 * 1024  # asyncio's selector transport reads this much at a time too
-LINUX = sys.platform.startswith("linux")
 
 
 class StampedReceiver(Protocol):
@@ -38,22 +34,7 @@ class StampedReceiver(Protocol):
 def enable(sock: socket.socket) -> bool:
     """Ask for receive stamps. On a listening socket this also keeps the kernel's (lazily switched)
     stamping on for the server's lifetime, and every accepted socket inherits the option."""
-    if not LINUX:
-        return False
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    return True
-
-
-def stamp_of(ancdata: list) -> float:
-    """The receive stamp in a recvmsg's ancillary data, 0.0 without one."""
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            sec, nsec = _TIMESPEC.unpack_from(payload)
-            return sec + nsec * 1e-9
-    return 0.0
+    return request_stamps(sock)
 
 
 class KernelReader:

@@ -27,27 +27,14 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
-import sys
 
-# linux/asm-generic/socket.h: SO_TIMESTAMPNS (== SCM_TIMESTAMPNS), the 64-bit-time_t "old" variant
-# that Python's socket module does not export. The cmsg payload is a struct timespec: two int64.
-SO_TIMESTAMPNS = 35
-SCM_TIMESTAMPNS = SO_TIMESTAMPNS
-_TIMESPEC = struct.Struct("qq")
+from loadline.core.kernel_stamps import ANC_SPACE, LINUX, SCM_TIMESTAMPNS, SO_TIMESTAMPNS, request_stamps, stamp_of
+
+__all__ = ["ANC_SPACE", "AVAILABLE", "KERNEL", "SCM_TIMESTAMPNS", "SO_TIMESTAMPNS", "USER", "enable",
+           "keep_stamping_on", "stamp_of"]
 
 KERNEL, USER = "kernel", "user"  # the record's `clock` values
-
-ANC_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)  # recvmsg's ancillary buffer for one stamp
-AVAILABLE = sys.platform.startswith("linux") and os.environ.get("LOADLINE_KERNEL_CLOCK", "1") != "0"
-
-
-def stamp_of(ancdata: list) -> float:
-    """The receive stamp (time.time() clock) in a recvmsg's ancillary data, 0.0 without one."""
-    if ancdata:  # the only control message asked for
-        sec, nsec = _TIMESPEC.unpack_from(ancdata[0][2])
-        return sec + nsec * 1e-9
-    return 0.0
+AVAILABLE = LINUX and os.environ.get("LOADLINE_KERNEL_CLOCK", "1") != "0"
 
 
 _keeper: list[socket.socket] = []
@@ -68,9 +55,7 @@ def keep_stamping_on() -> None:
         keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     except OSError:
         return  # no sockets here at all: nothing to stamp either
-    try:
-        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
+    if not request_stamps(keeper):
         keeper.close()
         return
     _keeper.append(keeper)
@@ -80,12 +65,8 @@ def enable(sock: socket.socket) -> bool:
     """Ask for receive stamps on a connected plain-TCP socket (TLS would hide them); False if refused."""
     if not AVAILABLE or sock.type != socket.SOCK_STREAM:
         return False
-    try:
-        keep_stamping_on()
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    return True
+    keep_stamping_on()
+    return request_stamps(sock)
 
 
 if AVAILABLE:

@@ -33,12 +33,13 @@ from gevent.monkey import get_original  # conftest patches socket/select; this r
 
 from spine_helpers import truth_table
 
+from loadline.core.kernel_stamps import SO_TIMESTAMPNS
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel stamps are Linux's")
 
 raw_socket = get_original("socket", "socket")
 poll = get_original("select", "poll")
 AF_INET, SOCK_STREAM, SOCK_DGRAM, SOL_SOCKET = 2, 1, 2, 1
-SO_TIMESTAMPNS = 35  # linux/asm-generic/socket.h; the cmsg is a struct timespec (two int64)
 POLLIN = 1
 CONNECTIONS, REQUESTS_EACH, MAX_TOKENS = 8, 3, 6
 TOLERANCE_MS = 1.0  # measured 0.005-0.05 ms between the stamp and the kernel's receive stamp
