@@ -79,8 +79,9 @@ def test_the_installed_wheel_is_its_own_copy_with_every_shipped_file(installed):
 
 def test_loadline_run_and_report_work_from_another_directory(installed):
     loadline, work, env = installed["venv"] / "bin" / "loadline", installed["work"], installed["env"]
-    # shipped SLO by its repository path, shipped simulator profile by name; a few users for 10 s
-    ran = sh([loadline, "run", "--sim-profile", "tiny", "--users", "3", "--spawn-rate", "3", "--run-time", "10s",
+    # shipped SLO by its repository path, shipped simulator profile by name; a few users for 4 s (each
+    # sends its first request at once, then thinks ~8 s: 10 s added at most a second request per user)
+    ran = sh([loadline, "run", "--sim-profile", "tiny", "--users", "3", "--spawn-rate", "3", "--run-time", "4s",
               "--scenario", "single", "--slo", "configs/slo/relaxed.toml", "--no-report", "--", "--max-tokens", "32"],
              work, 180, env)
     assert ran.returncode == 0, ran.stderr[-3000:]
