@@ -132,8 +132,10 @@ def test_pulse_bursts_to_three_times_base_and_back(tmp_path):
 
 
 def test_soak_holds_in_marked_windows(tmp_path):
+    # two marked windows of 50 model s (3 s wall each: the shape ticks once a second), the same phases as
+    # 200 s held in 100 s windows; the users are at 6 from the ramp's end on, as the checks below want
     run_dir = loadline_run(tmp_path, "--shape", "soak", "--", *USER_ARGS, "--soak-users", "6",
-                           "--soak-ramp", "40", "--soak-hold", "200", "--soak-window", "100")
+                           "--soak-ramp", "40", "--soak-hold", "100", "--soak-window", "50")
     rows = phases_of(run_dir)
     assert shape_of(rows) == [("ramp (to 6 users)", "ramp", 6), ("soak-window-1", "soak-window", 6),
                               ("soak-window-2", "soak-window", 6)]
