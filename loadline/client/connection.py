@@ -76,7 +76,8 @@ class Response:
     """A reply being read: status and headers at once, the body through `read1()` as it arrives."""
 
     __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries",
-                 "arrival", "read_delay_max", "clean_eof", "read_at", "read_since", "_conn", "_sock",
+                 "arrival", "read_delay_max", "clean_eof", "read_at", "read_since", "newest_wall", "merges", "_conn",
+                 "_sock",
                  "_parser", "_offset", "_kernel", "_stall")
 
     def __init__(self, conn: "Connection", sock: socket.socket, parser: HTTPResponse, sent_perf: float,
@@ -91,6 +92,8 @@ class Response:
         # time.time() of the last read, and a time its bytes came after: for the first read, the
         # request's write began (the clock may be read late after the write: _exchange)
         self.read_at = self.read_since = sent_wall - (sent_perf - before_perf)
+        self.newest_wall = 0.0  # the last read's kernel stamp (0: none)
+        self.merges: list[tuple[float, float, int]] = []  # reads that carried several writes (merged())
         self.clean_eof = False
         self.connect_ms = 0.0
         self.stale_retries = 0
@@ -127,7 +130,7 @@ class Response:
         self.read_since = called if waited else self.read_at
         self.read_at = time.time()
         if ancdata is not None:
-            wall = kernel_clock.stamp_of(ancdata)
+            wall = self.newest_wall = kernel_clock.stamp_of(ancdata)
             if wall:
                 self.arrival = wall - self._offset
                 delay = self.read_at - wall
@@ -139,13 +142,24 @@ class Response:
         self.arrival = perf_counter()
         return data
 
-    def merged(self) -> None:
-        """The last read carried several content events (streaming.py counts them): every engine
-        writes one per step, so several server writes waited together and all carry the newest one's
-        stamp (kernel_clock.py). The oldest may have waited since `read_since`, not only as long as
-        the newest: that bound is the read delay, so the report says the generator was behind
-        instead of passing a first token stamped a step late (seen on a busy CI box: 25.7 ms)."""
-        self.read_delay_max = max(self.read_delay_max, self.read_at - self.read_since)
+    def merged(self, extra_events: int) -> None:
+        """The last read carried `extra_events` content events more than one (streaming.py counts
+        them). Every engine writes one per step, so several server writes waited together and all
+        carry the newest one's stamp (kernel_clock.py): the oldest waited about `extra_events` steps
+        longer than the newest, and at most since `read_since`. Settled when the reply's pace is
+        known (`settle_merges`)."""
+        newest_wait = self.read_at - self.newest_wall if self.newest_wall else 0.0
+        self.merges.append((newest_wait, self.read_at - self.read_since, extra_events))
+
+    def settle_merges(self, gap: float) -> None:
+        """Count each merged read's oldest bytes in the read delay: the newest one's wait plus the
+        merged steps at the reply's mean gap `gap` (s), never more than the bound. So a first token
+        stamped a step late says the generator was behind (seen on a busy CI box: 25.7 ms with a
+        read delay below one gap), at about its real size rather than the whole wait for the reply."""
+        for newest_wait, bound, extra in self.merges:
+            oldest = min(bound, newest_wait + extra * gap) if gap > 0 else bound
+            self.read_delay_max = max(self.read_delay_max, oldest)
+        self.merges.clear()
 
     def _feed_next(self) -> None:
         """Read once more and hand the bytes to the parser (raises at a premature end)."""
@@ -334,6 +348,10 @@ class Connection:
             early = sent_perf - min(before, response.headers_at)
             response.sent_perf -= early
             response.sent_wall -= early
+        # The request left somewhere in [before, sent]: a write is ~20 us, so a longer span is the OS
+        # running something else around it, and "sent" (hence TTFB, TTFT, E2E) is uncertain by that
+        # much. It counts as the generator being late, like a late read (seen: 3-40 ms on a busy box).
+        response.read_delay_max = max(response.read_delay_max, sent_perf - before)
         return response
 
 

@@ -94,7 +94,9 @@ class Body(Protocol):
 
     def ends_within(self, seconds: float) -> bool: ...  # the body ends, with nothing more, that soon
 
-    def merged(self) -> None: ...  # the last read carried several content events (read delay, see connection.py)
+    def merged(self, extra_events: int) -> None: ...  # the last read carried several content events
+
+    def settle_merges(self, gap: float) -> None: ...  # count them in the read delay at the reply's pace
 
     def close(self) -> None: ...
 
@@ -130,7 +132,7 @@ class _TimedReads:
     def read_done(self) -> None:
         """The events of the last read are all counted: several mean several writes shared one stamp."""
         if self.content_events > 1:
-            self.body.merged()
+            self.body.merged(self.content_events - 1)
         self.content_events = 0
 
     def ends_at_done(self) -> bool:
@@ -188,6 +190,8 @@ def read_stream(body: Body, content_of: Callable[[dict], str | None], result: St
         raise StreamFailure(error_class, message) from None
     finally:
         reads.read_done()
+        n = len(arrivals)
+        body.settle_merges((arrivals[-1] - arrivals[0]) / (n - 1) if n > 1 else 0.0)
     if not result.done:
         result.body_complete = reads.clean_eof
         result.ended_at = reads.last_arrival or perf_counter()

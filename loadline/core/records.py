@@ -17,10 +17,11 @@ Definitions (the README repeats them; analysis uses them everywhere):
   true even when the generator reads late; `user`: perf_counter() when the read returned (TLS);
   empty when nothing of a response was read (e.g. cancelled before the headers). TTFB uses the
   same clock as the connection.
-  read_delay_ms: with the kernel clock, the longest time bytes of this attempt's response may have
-  waited unread (how far behind the generator was): a read's newest bytes, or, when one read carried
-  several server writes (which then share the newest stamp), its oldest bytes' bound; empty with
-  the user clock.
+  read_delay_ms: with the kernel clock, how far behind the generator was on this attempt, i.e. by
+  how much its times may be off: the longest any bytes of the response may have waited unread (a
+  read's newest bytes; when one read carried several server writes, which then share the newest
+  stamp, its oldest), or the span of the request's write when the OS preempted the generator around
+  it ("sent" lies somewhere in it); empty with the user clock.
 - due_wall: open-loop (arrival-rate) runs only: `time.time()` at which the arrival schedule said the
   request was due (a retry keeps its request's due time); empty in closed-loop runs.
   lateness_ms: start_wall - due_wall (the generator's lateness: waiting for a free in-flight slot,

@@ -37,16 +37,16 @@ def test_64_streams_timings_match_the_simulators_truth(run64):
     ttft = (ok.ttft_ms - (ok.first_token - ok.arrival) * 1000).abs()
     e2e = (ok.e2e_ms - (ok.last_token - ok.arrival) * 1000).abs()
     assert len(ttft) >= 100  # enough samples for a p99 (about 150-250 here, fewer on a busy machine)
-    # A reply the generator read later than one server step says so in its read delay (several
-    # writes then share the newest one's kernel stamp: connection.py, merged()). Its times are bounds,
-    # not exact: the read delay covers their error; every other reply is exact to the ms.
+    # Every reply is exact to 2 ms within its own read delay: how late the generator was on it (a
+    # read later than one server step merges writes under the newest stamp; a write the OS preempted
+    # leaves "sent" uncertain; connection.py), so a 5 ms bar holds wherever the generator says it was
+    # at most 3 ms late. It kept up (less than a step late) with nearly all, and the typical reply is exact.
     step_ms = (ok.last_token - ok.first_token) / (ok.output_tokens - 1) * 1000
-    behind = ok.read_delay_ms >= step_ms
-    assert behind.mean() <= 0.10, ok.loc[behind, ["read_delay_ms"]].describe()  # the generator kept up
-    assert (ttft[behind] <= ok.read_delay_ms[behind] + 2.0).all(), ttft[behind].describe()
-    kept_up_ttft, kept_up_e2e = ttft[~behind], e2e[~behind]
-    assert kept_up_ttft.quantile(0.5) < 2.0 and kept_up_ttft.quantile(0.99) < 5.0, kept_up_ttft.describe()
-    assert kept_up_e2e.quantile(0.5) < 2.0 and kept_up_e2e.quantile(0.99) < 5.0, kept_up_e2e.describe()
+    own_bound = ok.read_delay_ms + 2.0
+    assert (ttft <= own_bound).all(), ok.assign(err=ttft)[ttft > own_bound][["err", "read_delay_ms"]]
+    assert (e2e <= own_bound).all(), ok.assign(err=e2e)[e2e > own_bound][["err", "read_delay_ms"]]
+    assert (ok.read_delay_ms < step_ms).mean() >= 0.90, ok.read_delay_ms.describe()
+    assert ttft.quantile(0.5) < 2.0 and e2e.quantile(0.5) < 2.0, (ttft.describe(), e2e.describe())
 
 
 @pytest.mark.exclusive  # shares run64 with the timing test

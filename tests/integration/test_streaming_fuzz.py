@@ -54,7 +54,10 @@ class Body:
             raise IncompleteBody("the connection closed before the end of the reply")
         return b""
 
-    def merged(self) -> None:
+    def merged(self, extra_events: int) -> None:
+        pass
+
+    def settle_merges(self, gap: float) -> None:
         pass
 
     def ends_within(self, seconds: float) -> bool:

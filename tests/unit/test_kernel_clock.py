@@ -303,3 +303,17 @@ def test_a_first_token_that_shared_its_read_with_the_next_says_the_generator_was
 def test_two_events_in_one_write_read_promptly_keep_an_exact_stamp(monkeypatch):
     rec, truth, response = hogged_first_read(0.1, 0.0, True, monkeypatch)
     assert abs(response.sent_wall + rec.ttft_ms / 1000 - truth[0]) < 0.005
+
+
+@pytest.mark.parametrize("newest_wait, bound, extra, gap, expected", [
+    (0.005, 0.200, 1, 0.020, 0.025),  # one step merged: the newest's wait plus one gap
+    (0.005, 0.200, 3, 0.020, 0.065),  # three steps merged
+    (0.005, 0.030, 3, 0.020, 0.030),  # never beyond the bound (the read was called 30 ms before)
+    (0.005, 0.200, 1, 0.0, 0.200),  # no pace known (one token): the bound
+])
+def test_a_merged_read_counts_its_oldest_bytes_at_the_replys_pace(newest_wait, bound, extra, gap, expected):
+    conn = type("Conn", (), {"kernel": True, "stall": StallTimer(None, TimeoutError)})()
+    response = Response(conn, None, HTTPResponse("POST"), 0.0, 0.0, 0.0)  # type: ignore[arg-type]
+    response.merges.append((newest_wait, bound, extra))
+    response.settle_merges(gap)
+    assert response.read_delay_max == pytest.approx(expected) and not response.merges
