@@ -35,6 +35,9 @@ from loadline.client.keepalive import STALE_ERRORS, StaleKeepAlive
 from loadline.client.stall import StallTimer
 
 READ_SIZE = 65536
+# Two clock reads this far apart mean the OS ran something else in between (a read takes ~0.1 us);
+# stamps this far outside the request's own time cannot come from a consistent clock.
+CLOCKS_APART_S = 0.001
 _select = get_original("select", "select")  # a zero-timeout poll: no need to go through the hub
 
 
@@ -75,10 +78,9 @@ class Target:
 class Response:
     """A reply being read: status and headers at once, the body through `read1()` as it arrives."""
 
-    __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries",
-                 "arrival", "read_delay_max", "clean_eof", "read_at", "read_since", "newest_wall", "merges", "_conn",
-                 "_sock",
-                 "_parser", "_offset", "_kernel", "_stall")
+    __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries", "arrival",
+                 "read_delay_max", "clean_eof", "read_at", "read_since", "newest_wall", "merges",
+                 "_conn", "_sock", "_parser", "_offset", "_kernel", "_stall")
 
     def __init__(self, conn: "Connection", sock: socket.socket, parser: HTTPResponse, sent_perf: float,
                  sent_wall: float, before_perf: float) -> None:
@@ -141,6 +143,12 @@ class Response:
             return data
         self.arrival = perf_counter()
         return data
+
+    def use_read_time(self) -> None:
+        """Time this reply by read time (the user clock) from now on: its kernel stamps cannot be placed."""
+        self._kernel = False
+        self.arrival = self.headers_at = perf_counter()
+        self.read_delay_max = 0.0
 
     def merged(self, extra_events: int) -> None:
         """The last read carried `extra_events` content events more than one (streaming.py counts
@@ -333,6 +341,8 @@ class Connection:
         finally:
             stall.waiting = False
         sent_perf, sent_wall = perf_counter(), time.time()
+        if perf_counter() - sent_perf > CLOCKS_APART_S:  # preempted between the two clock reads: the
+            sent_wall = sent_perf + _wall_minus_perf()  # offset that maps kernel stamps is sampled again
         response = Response(self, sock, HTTPResponse("POST"), sent_perf, sent_wall, before)
         try:
             response.read_head()
@@ -340,6 +350,12 @@ class Connection:
             if response.arrival:  # bytes came, then the close: not a request that never arrived
                 raise
             raise ConnectionResetError("the connection closed before any reply") from None
+        if response.clock == kernel_clock.KERNEL and not (
+                before - CLOCKS_APART_S <= response.headers_at <= perf_counter() + CLOCKS_APART_S):
+            # A reply stamped before its request was written, or in the future: the kernel's clock
+            # and this process's time.time() disagree (a stepped wall clock; libfaketime in the
+            # cross-host test). Its stamps cannot be placed: this reply is timed at read time.
+            response.use_read_time()
         if response.headers_at < sent_perf:
             # The reply's kernel stamp precedes our "sent" stamp: the OS took the CPU away between the
             # write and the clock read (seen up to 8 ms on a loaded box), and the server answered
@@ -353,6 +369,18 @@ class Connection:
         # much. It counts as the generator being late, like a late read (seen: 3-40 ms on a busy box).
         response.read_delay_max = max(response.read_delay_max, sent_perf - before)
         return response
+
+
+def _wall_minus_perf() -> float:
+    """time.time() - perf_counter() from a pair of reads taken close together (the closest of 3)."""
+    best, offset = float("inf"), 0.0
+    for _ in range(3):
+        p1 = perf_counter()
+        wall = time.time()
+        p2 = perf_counter()
+        if p2 - p1 < best:
+            best, offset = p2 - p1, wall - (p1 + p2) / 2
+    return offset
 
 
 def _recvmsg(sock: socket.socket) -> tuple[bytes, list, bool]:
