@@ -33,28 +33,13 @@ from loadline import __version__
 from loadline.client import kernel_clock
 from loadline.client.keepalive import STALE_ERRORS, StaleKeepAlive
 from loadline.client.stall import StallTimer
+from loadline.client.transport_errors import ConnectError, ConnectTimeout, IncompleteBody, ReadTimeout
 
 READ_SIZE = 65536
 # Two clock reads this far apart mean the OS ran something else in between (a read takes ~0.1 us);
 # stamps this far outside the request's own time cannot come from a consistent clock.
 CLOCKS_APART_S = 0.001
 _select = get_original("select", "select")  # a zero-timeout poll: no need to go through the hub
-
-
-class ConnectError(OSError):
-    """No connection: refused, unreachable, unknown host, or a failed TLS handshake."""
-
-
-class ConnectTimeout(TimeoutError):
-    """No connection within the connect timeout."""
-
-
-class ReadTimeout(TimeoutError):
-    """No bytes within the read timeout (no reply, or a stalled stream)."""
-
-
-class IncompleteBody(ConnectionError):
-    """The connection closed before the end of the reply."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +64,7 @@ class Response:
     """A reply being read: status and headers at once, the body through `read1()` as it arrives."""
 
     __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries", "arrival",
-                 "read_delay_max", "clean_eof", "read_at", "read_since", "newest_wall", "merges",
+                 "read_delay_max", "read_at", "read_since", "newest_wall", "merges",
                  "_conn", "_sock", "_parser", "_offset", "_kernel", "_stall")
 
     def __init__(self, conn: "Connection", sock: socket.socket, parser: HTTPResponse, sent_perf: float,
@@ -96,7 +81,6 @@ class Response:
         self.read_at = self.read_since = sent_wall - (sent_perf - before_perf)
         self.newest_wall = 0.0  # the last read's kernel stamp (0: none)
         self.merges: list[tuple[float, float, int]] = []  # reads that carried several writes (merged())
-        self.clean_eof = False
         self.connect_ms = 0.0
         self.stale_retries = 0
         self.status = 0
@@ -121,7 +105,7 @@ class Response:
         called = time.time()
         try:
             if self._kernel:
-                data, ancdata, waited = _recvmsg(self._sock)
+                data, ancdata, waited = kernel_clock.read_stamped(self._sock, READ_SIZE)
             else:
                 data, ancdata, waited = self._sock.recv(READ_SIZE), None, True
         finally:
@@ -199,7 +183,6 @@ class Response:
         body = self._parser._body_buffer
         while not body:
             if self._parser.message_complete:
-                self.clean_eof = True
                 return b""
             self._feed_next()
         data = bytes(body)
@@ -251,7 +234,7 @@ class Connection:
     def __init__(self, base_url: str, connect_timeout: float, read_timeout: float | None,
                  headers: dict[str, str] | None = None, kernel_clock_on: bool = True) -> None:
         self.target = Target.parse(base_url)
-        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self.connect_timeout = connect_timeout
         self.headers = {"User-Agent": f"loadline/{__version__}", "Accept": "*/*", "Accept-Encoding": "identity",
                         **(headers or {})}
         self.want_kernel = kernel_clock_on and kernel_clock.AVAILABLE and not self.target.tls
@@ -381,25 +364,6 @@ def _wall_minus_perf() -> float:
         if p2 - p1 < best:
             best, offset = p2 - p1, wall - (p1 + p2) / 2
     return offset
-
-
-def _recvmsg(sock: socket.socket) -> tuple[bytes, list, bool]:
-    """gevent's recvmsg loop, inlined: (data, ancillary data, whether the read had to wait for bytes).
-
-    Whether it waited is what tells a late reader (bytes already queued) from a prompt one; reading
-    the gevent socket's non-blocking `_sock` directly also saves a Python frame on every token."""
-    raw, waited = getattr(sock, "_sock", None), False
-    if raw is None:  # not a gevent socket: its own blocking read
-        data, ancdata, _, _ = sock.recvmsg(READ_SIZE, kernel_clock.ANC_SPACE)
-        return data, ancdata, True
-    for _ in range(1_000_000):
-        try:
-            data, ancdata, _, _ = raw.recvmsg(READ_SIZE, kernel_clock.ANC_SPACE)
-            return data, ancdata, waited
-        except BlockingIOError:
-            waited = True
-            sock._wait(sock._read_event)  # type: ignore[attr-defined]  # the stall timer bounds this
-    raise ReadTimeout("the socket stayed unreadable after a million wake-ups")
 
 
 def _dropped(sock: socket.socket) -> bool:

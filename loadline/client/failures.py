@@ -13,7 +13,7 @@ import http.client
 import socket
 import ssl
 
-from loadline.client.connection import ConnectError, ConnectTimeout, ReadTimeout
+from loadline.client.transport_errors import ConnectError, ConnectTimeout, ReadTimeout
 from loadline.core.records import ErrorClass
 
 TRANSPORT_ERRORS: tuple[tuple[tuple[type[BaseException], ...], ErrorClass], ...] = (

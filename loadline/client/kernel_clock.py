@@ -4,7 +4,7 @@ A busy generator reads its sockets late, and a stamp taken when `read()` returns
 generator, not the server. On Linux the kernel stamps each incoming TCP segment when it reaches the
 host (SO_TIMESTAMPNS) and hands the stamp over with the bytes when they are read with `recvmsg`
 (connection.py reads every reply that way on a plain-TCP connection: `enable(sock)`, then
-`stamp_of(ancdata)` for each read).
+`read_stamped(sock)` and `stamp_of(ancdata)` for each read).
 
 What the kernel can and cannot tell (measured on Linux 6.18, loopback):
 - A read that carries one segment gets that segment's exact receive time, however late it is read.
@@ -31,7 +31,7 @@ import socket
 from loadline.core.kernel_stamps import ANC_SPACE, LINUX, SCM_TIMESTAMPNS, SO_TIMESTAMPNS, request_stamps, stamp_of
 
 __all__ = ["ANC_SPACE", "AVAILABLE", "KERNEL", "SCM_TIMESTAMPNS", "SO_TIMESTAMPNS", "USER", "enable",
-           "keep_stamping_on", "stamp_of"]
+           "keep_stamping_on", "read_stamped", "stamp_of"]
 
 KERNEL, USER = "kernel", "user"  # the record's `clock` values
 AVAILABLE = LINUX and os.environ.get("LOADLINE_KERNEL_CLOCK", "1") != "0"
@@ -67,6 +67,25 @@ def enable(sock: socket.socket) -> bool:
         return False
     keep_stamping_on()
     return request_stamps(sock)
+
+
+def read_stamped(sock: socket.socket, size: int) -> tuple[bytes, list, bool]:
+    """gevent's recvmsg loop, inlined: (data, ancillary data, whether the read had to wait for bytes).
+
+    Whether it waited is what tells a late reader (bytes already queued) from a prompt one; reading
+    the gevent socket's non-blocking `_sock` directly also saves a Python frame on every token."""
+    raw, waited = getattr(sock, "_sock", None), False
+    if raw is None:  # not a gevent socket: its own blocking read
+        data, ancdata, _, _ = sock.recvmsg(size, ANC_SPACE)
+        return data, ancdata, True
+    for _ in range(1_000_000):
+        try:
+            data, ancdata, _, _ = raw.recvmsg(size, ANC_SPACE)
+            return data, ancdata, waited
+        except BlockingIOError:
+            waited = True
+            sock._wait(sock._read_event)  # type: ignore[attr-defined]  # the stall timer bounds this
+    raise TimeoutError("the socket stayed unreadable after a million wake-ups")
 
 
 if AVAILABLE:

@@ -98,8 +98,6 @@ class Body(Protocol):
 
     def settle_merges(self, gap: float) -> None: ...  # count them in the read delay at the reply's pace
 
-    def close(self) -> None: ...
-
 
 class _TimedReads:
     """Iterate over a body's reads for the SSE framing, remembering when the bytes of the last one arrived."""
