@@ -7,10 +7,12 @@ same clock, taken when the segment reached the host. Plus the Locust bulk-loggin
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -223,7 +225,7 @@ def test_log_many_equals_one_log_per_gap():
 
 
 SERVER = """
-import socket, sys, time
+import pathlib, socket, sys, time
 gap, together = float(sys.argv[1]), sys.argv[2] == "1"
 head, chunk, a, b = (bytes.fromhex(x) for x in sys.argv[3:7])
 listener = socket.create_server(("127.0.0.1", 0))
@@ -242,6 +244,7 @@ else:
     t1 = time.time()
     conn.sendall(b)
     print(t0, t1, flush=True)
+pathlib.Path(sys.argv[8]).touch()  # both writes are out: the client's hog may end
 time.sleep(0.5)
 """
 
@@ -250,20 +253,24 @@ def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, w
                       ) -> tuple[RequestRecord, list[float], Response]:
     """The client keeps its CPU for `hog_s` right after sending (a busy or paused generator; `waiting`:
     once the reader is already blocked on the reply) while a server process writes the headers with
-    token a, then token b `gap_s` later (`together`: both in one write, after `gap_s`)."""
+    token a, then token b `gap_s` later (`together`: both in one write, after `gap_s`). The hog lasts
+    until the server has made both writes too: on a busy machine the server process may start writing
+    late, and a hog that ended first would read token a alone (a true stamp, but not the case tested)."""
     a = chunk(token("a"))
     b = chunk(token("b", "stop") + b"data: [DONE]\n\n") + b"0\r\n\r\n"
     think_s = 0.03 if waiting else 0.0  # the reader is blocked on the reply before the hog starts
-    args = [str(gap_s), "1" if together else "0", HEAD.hex(), b"".hex(), a.hex(), b.hex(), str(think_s)]
+    written = tempfile.mktemp(prefix="loadline-written-")
+    args = [str(gap_s), "1" if together else "0", HEAD.hex(), b"".hex(), a.hex(), b.hex(), str(think_s), written]
     server = subprocess.Popen([sys.executable, "-c", SERVER, *args], stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())
         write = gevent.socket.socket.sendall
 
         def hog() -> None:
-            end = time.perf_counter() + hog_s
-            while time.perf_counter() < end:  # no yield to the hub: nothing is read meanwhile
-                pass
+            start = time.perf_counter()
+            while time.perf_counter() - start < hog_s or (hog_s and not os.path.exists(written)):
+                if time.perf_counter() - start > 10:  # the server never wrote: its read fails the test
+                    break  # (no yield to the hub in this loop: nothing is read meanwhile)
 
         def send_then_hog(self, data, flags=0):  # type: ignore[no-untyped-def]
             write(self, data, flags)
@@ -282,6 +289,8 @@ def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, w
     finally:
         server.kill()
         server.wait(10)
+        if os.path.exists(written):
+            os.unlink(written)
     return rec, truth, response
 
 
