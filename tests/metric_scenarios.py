@@ -45,6 +45,7 @@ class Phase:
     host_busy: float | None = None
     gen_cpu: float = 20.0
     gen_lag_ms: float = 1.0
+    gen_wait: float = 0.0  # % of the time the generator waited for a core a neighbour held
     restart_at_end: bool = False  # the engine restarts (counters reset) at the end of this phase
     waiting_duty: float = 1.0  # share of scrapes that see `waiting` (chat users' think time drains the queue)
     idle: bool = False  # no traffic: no requests, nothing running or waiting (KV shows any residue)
@@ -201,7 +202,7 @@ def generator_rows(sc: Scenario) -> pd.DataFrame:
     for pos, ph in enumerate(sc.phases):
         start, _ = _bounds(pos)
         for sec in range(PHASE_S):
-            rows.append((start + sec + 0.5, "w0", ph.gen_cpu, ph.gen_lag_ms, ph.users, ph.users))
+            rows.append((start + sec + 0.5, "w0", ph.gen_cpu, ph.gen_lag_ms, ph.users, ph.users, ph.gen_wait))
     return pd.DataFrame(rows, columns=list(runfolder.GENERATOR_COLUMNS))
 
 
@@ -289,6 +290,15 @@ def load_generator() -> Scenario:
     for p in sc.phases[3:]:
         p.gen_cpu, p.gen_lag_ms, p.ttft_ms = 99.0, 45.0, 200.0
     return dataclasses.replace(sc, name="load-generator")
+
+
+def starved_generator() -> Scenario:
+    """The generator on a shared machine: it gets ~60 % of a core and waits for it the rest of the time,
+    its loop lag moderate (below the lag limit); the latencies it measures rise, the engine is calm."""
+    sc = healthy()
+    for p in sc.phases[3:]:
+        p.gen_cpu, p.gen_wait, p.gen_lag_ms, p.ttft_ms = 62.0, 34.0, 9.0, 200.0
+    return dataclasses.replace(sc, name="starved-generator")
 
 
 def memory_leak() -> Scenario:

@@ -18,27 +18,35 @@ def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_
                  lag_ms: float = LOOP_LAG_SATURATED_MS, sustain: int = SUSTAIN_SAMPLES) -> tuple[bool, list[str]]:
     """Was any worker saturated for a sustained stretch? Returns (saturated, evidence lines).
 
-    A worker is saturated when the rolling median (over `sustain` consecutive samples) of its CPU %
-    reaches `cpu_pct`, or that of its loop lag reaches `lag_ms`.
+    A worker is saturated when the rolling median (over `sustain` consecutive samples) of its demand
+    for its core (CPU % plus the % it waited for a core a neighbour held) reaches `cpu_pct`, or that
+    of its loop lag reaches `lag_ms`. Folders without the wait column (before it, or off Linux) judge CPU alone.
     """
     if generator is None or len(generator) == 0:
         return False, []
     evidence: list[str] = []
     df = generator.copy()
-    for col in ("ts", "cpu_percent", "loop_lag_ms"):
+    if "cpu_wait_percent" not in df:
+        df["cpu_wait_percent"] = np.nan
+    for col in ("ts", "cpu_percent", "loop_lag_ms", "cpu_wait_percent"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     for worker, rows in df.sort_values("ts").groupby("worker_id"):
         if len(rows) < sustain:
             continue
-        cpu = rows["cpu_percent"].rolling(sustain).median()
+        demand = (rows["cpu_percent"] + rows["cpu_wait_percent"].fillna(0.0)).rolling(sustain).median()
         lag = rows["loop_lag_ms"].rolling(sustain).median()
-        hot_cpu, hot_lag = cpu >= cpu_pct, lag >= lag_ms
+        hot_cpu, hot_lag = demand >= cpu_pct, lag >= lag_ms
         if hot_cpu.any() or hot_lag.any():
             hot = hot_cpu | hot_lag
             first = float(rows.loc[hot, "ts"].iloc[0])
             seconds = float(hot.sum()) * _median_step(rows["ts"])
+            at = demand.idxmax()
+            cpu = float(rows["cpu_percent"].rolling(sustain).median()[at])
+            wait = float(rows["cpu_wait_percent"].fillna(0.0).rolling(sustain).median()[at])
+            waiting = (f", waiting for a core a neighbour held {wait:.0f} % (demand median {demand.max():.0f} %)"
+                       if wait >= 1 else "")
             evidence.append(
-                f"worker {worker}: CPU median {cpu.max():.0f} % (threshold {cpu_pct:g} %), "
+                f"worker {worker}: CPU median {cpu:.0f} %{waiting} (threshold {cpu_pct:g} % of a core), "
                 f"event-loop lag median {lag.max():.0f} ms (threshold {lag_ms:g} ms) over {sustain} samples; "
                 f"saturated for ~{seconds:.0f} s from t={first - float(df['ts'].min()):.0f} s")
     return bool(evidence), evidence

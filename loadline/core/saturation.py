@@ -4,6 +4,11 @@
 Saturation: sustained, not a blip. A gevent process is single-threaded, so 90 % of one core leaves
 no room for bursts of token events; 20 ms of loop lag is larger than typical ITLs (10-25 ms,
 REFERENCE-serving.md), so every gap measured while it lasts is the client's, not the server's.
+The 90 % is of the generator's *demand* for its core: the time it ran plus the time it was ready
+to run but waited for a core that a neighbour held (Linux schedstat's run delay). On a shared
+machine a starved generator gets only its share (65 % of a core beside two busy processes on 2
+cores, measured in this suite's CI) and never reaches 90 % of CPU, yet every read it makes waits
+as long as if its own work had filled the core: the waiting counts like the running.
 "Sustained" = the median over a rolling window of samples, so single GC pauses or a noisy
 neighbour's spike do not flag a run.
 

@@ -82,8 +82,10 @@ REQUESTS: Schema = schema_of(RequestRecord)
 PHASES: Schema = schema_of(PhaseRow)
 FAULTS: Schema = schema_of(FaultRow)
 SERVER_METRICS: Schema = {"ts": FLOAT, "source": STR, "metric": STR, "labels": STR, "value": FLOAT}  # labels: JSON
+# cpu_wait_percent: the share of the interval the worker was ready to run but waited for a core (Linux
+# schedstat; empty elsewhere): with cpu_percent, its demand for the core (loadline/core/saturation.py)
 GENERATOR: Schema = {"ts": FLOAT, "worker_id": STR, "cpu_percent": FLOAT, "loop_lag_ms": FLOAT, "users": FLOAT,
-                     "inflight": FLOAT}
+                     "inflight": FLOAT, "cpu_wait_percent": FLOAT}
 
 
 def columns(schema: Schema, kind: str | None = None) -> tuple[str, ...]:

@@ -2,10 +2,11 @@
 
 A gevent worker that is out of CPU, or whose event loop is blocked, stamps token arrivals late:
 its TTFT and ITL grow although the server did nothing different. Each worker samples, once a
-second, its own process CPU % (psutil) and the event-loop lag (how much later than asked a
+second, its own process CPU % (psutil), the share of the second it was ready to run but waited for
+a core (Linux schedstat: a neighbour held it) and the event-loop lag (how much later than asked a
 `gevent.sleep` returns); the master writes the rows to generator_metrics.csv and the verdict
-flags the run (analysis/verdict/generator.py, which also holds the saturation thresholds). No
-pandas here: this runs in every worker.
+flags the run (analysis/verdict/generator.py; the thresholds are in loadline/core/saturation.py).
+No pandas here: this runs in every worker.
 """
 
 from __future__ import annotations
@@ -32,6 +33,23 @@ MAX_BUFFERED_ROWS = 100_000  # if the master stops collecting, keep the newest r
 MAX_RUNTIME_S = 7 * 24 * 3600.0
 REPORT_KEY = "loadline_generator"  # rows ride on Locust's periodic worker report (every ~3 s)
 LOCAL_DRAIN_S = 2.0
+# The main thread's (the gevent hub's) scheduler statistics: nanoseconds on a core, nanoseconds ready
+# to run but waiting for one, time slices (Documentation/scheduler/sched-stats.rst). Linux only.
+SCHEDSTAT = "/proc/self/schedstat"
+
+
+def core_wait_ns(path: str = SCHEDSTAT) -> int | None:
+    """How long this process's main thread has waited for a core since it started (ns); None off Linux."""
+    try:
+        with open(path, "rb") as handle:
+            return int(handle.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def demand_percent(cpu_percent: float, wait_percent: float | None) -> float:
+    """The worker's demand for its core: the time it ran plus the time it waited for one (saturation.py)."""
+    return cpu_percent + (wait_percent or 0.0)
 
 
 @dataclass
@@ -67,13 +85,15 @@ class SelfCheck:
     def _loop(self) -> None:
         deadline = time.monotonic() + MAX_RUNTIME_S
         while time.monotonic() < deadline and not self._stopping.is_set():
-            asked = time.perf_counter()
+            asked, waited = time.perf_counter(), core_wait_ns()
             gevent.sleep(self.interval_s)
-            lag_ms = max(0.0, (time.perf_counter() - asked - self.interval_s) * 1000.0)
+            now, wait_ns = time.perf_counter(), core_wait_ns()
+            lag_ms = max(0.0, (now - asked - self.interval_s) * 1000.0)
             cpu = float(self._process.cpu_percent(None))
+            wait = None if wait_ns is None or waited is None else min(100.0, (wait_ns - waited) / 1e7 / (now - asked))
             self.last_cpu_percent = cpu
             row = (round(time.time(), 3), self.worker_id, round(cpu, 1), round(lag_ms, 2),
-                   self._call(self.users_fn), self._call(self.inflight_fn))
+                   self._call(self.users_fn), self._call(self.inflight_fn), None if wait is None else round(wait, 1))
             self._rows.append(row)
             if len(self._rows) > MAX_BUFFERED_ROWS:
                 del self._rows[: len(self._rows) - MAX_BUFFERED_ROWS]
@@ -96,7 +116,7 @@ class GeneratorWriter:
     def __init__(self, environment: Any = None):
         self.environment = environment
         self.latest_cpu: dict[str, float] = {}
-        self._recent: dict[str, deque] = {}  # worker -> its last SUSTAIN_SAMPLES (cpu %, loop lag ms)
+        self._recent: dict[str, deque] = {}  # worker -> its last SUSTAIN_SAMPLES (cpu %, wait %, loop lag ms)
         self.saturated_once: set[str] = set()  # workers saturated at some point since start
         self._appender: runfolder.CsvAppender | None = None
         self._path: Path | None = None
@@ -107,7 +127,8 @@ class GeneratorWriter:
         for row in rows:
             self.latest_cpu[str(row[1])] = float(row[2])
             recent = self._recent.setdefault(str(row[1]), deque(maxlen=SUSTAIN_SAMPLES))
-            recent.append((float(row[2]), float(row[3])))
+            wait = row[6] if len(row) > 6 else None
+            recent.append((float(row[2]), float(wait) if wait is not None else 0.0, float(row[3])))
             if len(recent) == SUSTAIN_SAMPLES and _saturated(recent):
                 self.saturated_once.add(str(row[1]))
         exporter = getattr(self.environment, "loadline_exporter", None)
@@ -127,21 +148,24 @@ class GeneratorWriter:
 
 
     def status(self) -> str:
-        """The web UI's line: each worker's CPU and loop lag (medians of its last samples), and whether
-        that is saturated by the report's own thresholds (loadline/core/saturation.py)."""
+        """The web UI's line: each worker's CPU, wait for a core and loop lag (medians of its last
+        samples), and whether that is saturated by the report's own thresholds (loadline/core/saturation.py)."""
         if not self._recent:
             return "-"
         parts = []
         for worker, recent in sorted(self._recent.items()):
-            cpu, lag = (statistics.median(v) for v in zip(*recent))
+            cpu, wait, lag = (statistics.median(v) for v in zip(*recent))
             hot = " SATURATED: numbers not trustworthy" if len(recent) == SUSTAIN_SAMPLES and _saturated(recent) else ""
-            parts.append(f"{worker}: CPU {cpu:.0f} %, loop lag {lag:.0f} ms{hot}")
+            waiting = f" (+{wait:.0f} % waiting for a core)" if wait >= 1 else ""
+            parts.append(f"{worker}: CPU {cpu:.0f} %{waiting}, loop lag {lag:.0f} ms{hot}")
         return "; ".join(parts)
 
 
 def _saturated(recent: deque) -> bool:
-    cpu, lag = (statistics.median(v) for v in zip(*recent))
-    return cpu >= CPU_SATURATED_PCT or lag >= LOOP_LAG_SATURATED_MS
+    """The rolling medians of the worker's demand for its core (CPU + wait) and of its loop lag."""
+    demand = statistics.median(demand_percent(cpu, wait) for cpu, wait, _ in recent)
+    lag = statistics.median(lag for _, _, lag in recent)
+    return demand >= CPU_SATURATED_PCT or lag >= LOOP_LAG_SATURATED_MS
 
 
 def install(environment: Any, worker_id: str, on_worker: bool) -> SelfCheck:

@@ -25,6 +25,7 @@ CASES = {
     "outside_engine": "outside-engine",
     "host_cpu": "host-cpu",
     "load_generator": "load-generator",
+    "starved_generator": "load-generator",
     "memory_leak": "memory-leak",
 }
 
@@ -98,6 +99,23 @@ def test_secondary_findings_are_kept(tmp_path):
     verdict = verdict_of(sc, tmp_path / "client-side")
     assert verdict["layer"] == "load-generator"
     assert "outside-engine" in [s["layer"] for s in verdict["secondary"]]
+
+
+@pytest.mark.parametrize("wait, named", [(34.0, True), (20.0, False)])
+def test_a_generator_starved_by_a_neighbour_is_named_only_when_it_waited_for_its_core(wait, named, tmp_path):
+    """Its CPU stays at its share of the core (62 %): the wait for the core decides (saturation.py)."""
+    sc = ms.starved_generator()
+    for phase in sc.phases[3:]:
+        phase.gen_wait = wait
+    verdict = verdict_of(sc, tmp_path)
+    assert (verdict["layer"] == "load-generator") == named, verdict
+    if named:
+        assert any("waiting for a core a neighbour held" in line for line in verdict["evidence"])
+    sc = ms.kv_cache()  # what the engine's own metrics prove stands, starved generator or not
+    for phase in sc.phases[3:]:
+        phase.gen_cpu, phase.gen_wait = 62.0, wait
+    verdict = verdict_of(sc, tmp_path / "kv")
+    assert verdict["layer"] == "kv-cache" and ("load-generator" in [s["layer"] for s in verdict["secondary"]]) == named
 
 
 def test_idle_gpu_under_a_flat_throughput_is_called_out(tmp_path):

@@ -18,7 +18,7 @@ from loadline.core.runfolder import GENERATOR_COLUMNS, SERVER_METRIC_COLUMNS, SE
 from loadline.core.errors import UsageError
 from loadline.runtime.scraper import SCRAPE_ERROR, Scraper, parse_url_option, scrape_targets, start_scraper
 from analysis.verdict.generator import is_saturated
-from loadline.runtime.selfcheck import SelfCheck
+from loadline.runtime.selfcheck import SelfCheck, core_wait_ns
 
 
 def _record(i: int, **kw) -> RequestRecord:
@@ -127,6 +127,15 @@ def test_self_check_samples_cpu_and_loop_lag():
     row = dict(zip(GENERATOR_COLUMNS, rows[-1]))
     assert row["worker_id"] == "w7" and row["users"] == 12 and row["inflight"] is None
     assert row["cpu_percent"] >= 0 and row["loop_lag_ms"] >= 0
+    assert 0 <= row["cpu_wait_percent"] <= 100  # Linux: the main thread's wait for a core (schedstat)
+
+
+@pytest.mark.parametrize("text, expected", [(b"123 4567 89\n", 4567), (b"123\n", None), (b"x y z\n", None)])
+def test_core_wait_reads_the_schedulers_run_delay(tmp_path, text, expected):
+    path = tmp_path / "schedstat"
+    path.write_bytes(text)
+    assert core_wait_ns(str(path)) == expected
+    assert core_wait_ns(str(tmp_path / "absent")) is None  # not Linux: no wait column, CPU alone judges
 
 
 def test_self_check_sees_a_blocked_event_loop():
@@ -140,9 +149,10 @@ def test_self_check_sees_a_blocked_event_loop():
     assert max(r[3] for r in check.sample_rows()) >= 50
 
 
-def _gen(cpu: list[float], lag: list[float] | None = None) -> pd.DataFrame:
+def _gen(cpu: list[float], lag: list[float] | None = None, wait: list[float | None] | None = None) -> pd.DataFrame:
     lag = lag or [1.0] * len(cpu)
-    return pd.DataFrame([(1000.0 + i, "w0", c, l, 10, 10) for i, (c, l) in enumerate(zip(cpu, lag))],
+    wait = wait or [None] * len(cpu)
+    return pd.DataFrame([(1000.0 + i, "w0", c, l, 10, 10, w) for i, (c, l, w) in enumerate(zip(cpu, lag, wait))],
                         columns=list(GENERATOR_COLUMNS))
 
 
@@ -153,6 +163,23 @@ def test_is_saturated_needs_a_sustained_stretch():
     assert hot and "worker w0" in evidence[0]
     assert is_saturated(_gen([30] * 20, [2] * 10 + [60] * 10))[0]  # loop lag alone
     assert is_saturated(None) == (False, [])
+
+
+@pytest.mark.parametrize("cpu, wait, saturated", [
+    (60, 35, True),  # a starved worker: it got 60 % of a core and waited for it 35 % of the time
+    (45, 50, True),
+    (60, 20, False),  # 20 % idle: room for bursts
+    (85, 0, False),
+    (30, None, False),  # no wait column (an older folder, or not Linux): CPU alone
+    (95, None, True),
+])
+def test_is_saturated_counts_the_time_spent_waiting_for_a_core(cpu, wait, saturated):
+    hot, evidence = is_saturated(_gen([cpu] * 10, wait=[wait] * 10))
+    assert hot == saturated
+    if saturated and wait:
+        assert f"waiting for a core a neighbour held {wait} %" in evidence[0]
+    old_folder = _gen([cpu] * 10).drop(columns=["cpu_wait_percent"])
+    assert is_saturated(old_folder)[0] == (cpu >= 90)
 
 
 def test_grafana_dashboard_uses_only_exported_metric_names():

@@ -27,3 +27,13 @@ def test_the_generator_row_says_which_worker_is_saturated_now_and_during_the_run
     # one hot sample is a blip, not saturation (the median over SUSTAIN_SAMPLES)
     writer.write([(1020.0, "w1", 99.0, 50.0, 8, None)])
     assert "SATURATED" not in _generator(env)["last"]
+
+
+def test_a_worker_starved_by_a_neighbour_is_saturated_at_its_share_of_the_core():
+    writer = GeneratorWriter(SimpleNamespace())
+    env = SimpleNamespace(loadline_generator_writer=writer)
+    writer.write([(1000.0 + i, "w1", 62.0, 8.0, 8, None, 33.0) for i in range(SUSTAIN_SAMPLES)])
+    writer.write([(1000.0 + i, "w2", 62.0, 8.0, 8, None, 12.0) for i in range(SUSTAIN_SAMPLES)])
+    row = _generator(env)
+    assert "w1: CPU 62 % (+33 % waiting for a core), loop lag 8 ms SATURATED" in row["last"]
+    assert row["last"].endswith("w2: CPU 62 % (+12 % waiting for a core), loop lag 8 ms") and row["run"] == "saturated: w1"
