@@ -72,14 +72,10 @@ def run_case(sim_options: list[str], run_args: list[str], out: Path) -> dict:
     return run_verdict(sim_options, run_args, out)["bottleneck"]
 
 
-# The load-generator case judges the generator's CPU % of its core (loadline/runtime/selfcheck.py):
-# beside two other test processes on 2 cores the generator gets ~65 % of one and its loop lag stays
-# below the limit, so that case needs the machine to itself (tests/run_shards.py), as a real run would.
-EXCLUSIVE = {"load-generator"}
-
-
-@pytest.mark.parametrize("layer", [pytest.param(layer, marks=pytest.mark.exclusive) if layer in EXCLUSIVE else layer
-                                   for layer in CASES])
+# The load-generator case runs beside the other test processes, as it would on a shared machine: there
+# the generator gets ~65 % of a core and waits for it the rest of the time, which its demand for the
+# core (CPU + wait, loadline/core/saturation.py) counts; CPU % alone read that as not saturated.
+@pytest.mark.parametrize("layer", list(CASES))
 def test_simulated_bottleneck_is_named(layer, tmp_path):
     sim_options, run_args = CASES[layer]
     bottleneck = run_case(sim_options, run_args, tmp_path)
