@@ -207,8 +207,10 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     table = to_model_time(wall, scale)
     recovered, recovery_problems = _recovery(run, slo)
     streaming = streaming_of(run.manifest)
+    open_loop = _open_loop(run, scale, slo)
     criteria = (gate.evaluate(table, slo, streaming) + server_criteria(run.server_metrics, slo)
-                + recovery.criteria(recovered, slo.recovery_s_max))
+                + recovery.criteria(recovered, slo.recovery_s_max)
+                + gate.open_loop_criteria((open_loop or {}).get("phases") or [], (open_loop or {}).get("lateness_limit_ms")))
     stopped = validity.completion_criterion(run.manifest)  # an interrupted run never passes
     criteria += [stopped] if stopped else []
     passed = gate.gate_passed(criteria)
@@ -250,8 +252,8 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
                                                                verdict["slo"]["unjudged"])
         verdict["notes"] += [lag_note] if lag_note else []
         verdict["exit_code"] = EXIT_UNUSABLE if untrustworthy else verdict["exit_code"]
-    verdict["open_loop"] = _open_loop(run, scale, slo)
-    verdict["notes"] += (verdict["open_loop"] or {}).get("notes") or []
+    verdict["open_loop"] = open_loop
+    verdict["notes"] += (open_loop or {}).get("notes") or []
     verdict["sentence"] = verdict_sentence(verdict)
     return table, verdict
 

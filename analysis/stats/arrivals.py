@@ -79,7 +79,8 @@ def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: f
                **_percentiles(done["e2e_ms"], "e2e", scale),
                **_percentiles(done["e2e_ms"] + done["lateness_ms"], "e2e_from_due", scale)}
         reasons = []
-        if target and fell_short(len(sent), target * scale * (end - start), cv2):
+        row["short"] = bool(target and fell_short(len(sent), target * scale * (end - start), cv2))
+        if row["short"]:
             reasons.append(f"achieved {achieved:.3g}/s of the target {target:.3g}/s ({achieved / target:.0%})")
         p95 = row["lateness_p95_ms"]
         if limit is not None and p95 is not None and p95 > limit:

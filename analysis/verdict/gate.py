@@ -7,7 +7,9 @@ passes one only if *every* phase does ("P95 stayed under 1,500 ms"); the measure
 phase's, named (the comparison is monotone, so the worst phase decides). So a stepped run that is
 pushed past its break point fails the gate by design; gate CI on a constant-load run at the target
 rate. The throughput criterion (only with `target_qps`) takes the best phase that met every other
-criterion. A criterion with no data (e.g. TTFT from a plain Locust CSV) is "not judged": it does not
+criterion. An open-loop run also passes only if every phase was offered its arrival rate, on
+time (`open_loop_criteria`, from analysis/stats/arrivals.py's phases): replies timed from when a
+request was sent prove nothing about a rate that was not sent, or sent late. A criterion with no data (e.g. TTFT from a plain Locust CSV) is "not judged": it does not
 fail the gate, `gate_note` says the pass is incomplete, and the report calls such a run INCOMPLETE
 with exit 1, never a silent PASS (issue 12, item 6): an SLO file that sets the criterion to "none"
 gates without it.
@@ -21,6 +23,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import pandas as pd
 
+from loadline.core.arrival_rate import MIN_ACHIEVED
 from loadline.core.judge import ERROR_RATE, LATENCY, Judgement, applicability, judge
 from loadline.core.slo import SLO
 
@@ -86,6 +89,35 @@ def evaluate(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> li
                                   need, best if best is not None else 0.0, (best or 0.0) >= need, where, unit="req/s",
                                   why="target_qps is set: the best phase that met every other criterion"))
     return criteria
+
+
+def open_loop_criteria(phases: list[dict], lateness_limit_ms: float | None) -> list[Criterion]:
+    """Open loop (analysis/stats/arrivals.py phase rows, model time): the rate offered and the schedule kept.
+
+    The worst phase decides each: the smallest share of its target rate sent (short = below 98 % of it by
+    more than the arrival process's noise, loadline/core/arrival_rate.py) and the largest lateness P95."""
+    rated = [p for p in phases if (_finite(p.get("target_rate")) or 0) > 0]
+    if not rated:
+        return []
+    share = {p["phase"]: (_finite(p.get("achieved_rate")) or 0.0) / p["target_rate"] for p in rated}
+    short = [p["phase"] for p in rated if p.get("short")]
+    where = short[0] if short else min(share, key=share.get)
+    out = [Criterion("arrival rate offered", f">= {MIN_ACHIEVED:.0%} of each phase's target", MIN_ACHIEVED,
+                     share[where], not short, where, unit="fraction",
+                     why="open loop: latency measured at a rate that was not sent says nothing about that rate")]
+    late = {p["phase"]: v for p in rated if (v := _finite(p.get("lateness_p95_ms"))) is not None}
+    if lateness_limit_ms is not None and late:
+        worst = max(late, key=late.get)
+        out.append(Criterion("arrival lateness P95", f"<= {lateness_limit_ms:g} ms", lateness_limit_ms,
+                             late[worst], late[worst] <= lateness_limit_ms, worst,
+                             why="open loop: a request sent late was felt late by its user; latency is timed "
+                                 "from sent (10 % of the SLO's latency budget, analysis/stats/arrivals.py)"))
+    return out
+
+
+def _finite(value: object) -> float | None:
+    """A number from a phase row (to_dict turns a missing value into NaN), else None."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def not_applied(slo: SLO, streaming: bool | None) -> list[dict]:

@@ -45,6 +45,8 @@ def test_below_capacity_the_rate_is_kept_and_arrivals_are_poisson(tmp_path, work
     (phase,) = verdict["open_loop"]["phases"]
     assert phase["target_rate"] == RATE
     assert phase["achieved_rate"] == pytest.approx(RATE, rel=0.02)
+    offered = next(c for c in verdict["slo"]["criteria"] if c["name"] == "arrival rate offered")
+    assert offered["passed"] is True and offered["measured"] == pytest.approx(1.0, abs=0.02)
     if workers:
         assert requests_table(run_dir)["worker_id"].nunique() == workers  # the rate was split, not doubled
     # Poisson arrivals: the gaps of the schedule (all workers merged) are exponential at the target rate
@@ -69,6 +71,9 @@ def test_above_capacity_latency_from_due_grows_while_latency_from_sent_does_not(
     assert from_due(last) > 2 * from_due(first)
     assert last["ttft_ms"].median() < 2 * first["ttft_ms"].median() + 20
     assert verdict["open_loop"]["sustained"] is False
+    # the gate agrees: a rate not offered on time is not a rate the SLO was met at
+    failed = {c["name"] for c in verdict["slo"]["criteria"] if c["passed"] is False}
+    assert failed & {"arrival rate offered", "arrival lateness P95"} and verdict["slo"]["passed"] is False
     summary = (run_dir / "report" / "summary.md").read_text()
     assert "the target rate was not sustained" in summary and "of the target 28/s" in summary
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.verdict.gate import evaluate, gate_note, gate_passed, junit_xml
+from analysis.verdict.gate import evaluate, gate_note, gate_passed, junit_xml, open_loop_criteria
 from analysis.data.load import load_run
 from analysis.stats.phases import phase_table
 from synthetic import make_requests, write_run
@@ -89,3 +89,34 @@ def test_gpu_memory_and_oom_restarts_from_server_metrics():
     assert bad["OOM restarts"].measured == 1 and bad["OOM restarts"].passed is False
     unmeasured = server_criteria(pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"]), SLO())
     assert [c.passed for c in unmeasured] == [None, None]
+
+
+def _arrival(phase: str, target: float | None, achieved: float, short: bool = False, late: float | None = 5.0) -> dict:
+    return {"phase": phase, "target_rate": target, "achieved_rate": achieved, "short": short, "lateness_p95_ms": late}
+
+
+@pytest.mark.parametrize("phases, offered, on_time, where", [
+    # the first step of a rate-steps run not offered: its fast replies prove nothing about 2/s
+    ([_arrival("rate 2", 2, 1.2, short=True), _arrival("rate 4", 4, 4), _arrival("rate 8", 8, 8)], False, True, "rate 2"),
+    ([_arrival("rate 2", 2, 2), _arrival("rate 4", 4, 3.99), _arrival("rate 8", 8, 6, short=True)], False, True, "rate 8"),
+    # within the arrival process's noise: offered (arrivals.py decides `short`), the share still said
+    ([_arrival("rate 2", 2, 1.97), _arrival("rate 4", 4, 4)], True, True, "rate 2"),
+    # every arrival sent, but late: users felt the lateness that latency from sent does not show
+    ([_arrival("rate 2", 2, 2), _arrival("rate 4", 4, 4, late=240.0)], True, False, "rate 2"),
+])
+def test_an_open_loop_run_passes_only_if_every_phase_was_offered_its_rate_on_time(phases, offered, on_time, where):
+    rate, lateness = open_loop_criteria(phases, lateness_limit_ms=80.0)
+    assert (rate.name, rate.passed, rate.where) == ("arrival rate offered", offered, where)
+    assert rate.measured == pytest.approx(min(p["achieved_rate"] / p["target_rate"] for p in phases if p["phase"] == where))
+    assert lateness.passed is on_time and lateness.measured == max(p["lateness_p95_ms"] for p in phases)
+    assert gate_passed([rate, lateness]) is (offered and on_time)
+
+
+def test_open_loop_criteria_skip_closed_loop_phases_and_missing_numbers():
+    nan = float("nan")
+    assert open_loop_criteria([], 80.0) == []
+    assert open_loop_criteria([_arrival("fixed", None, 3.0), _arrival("x", nan, 3.0)], 80.0) == []
+    (rate,) = open_loop_criteria([_arrival("rate 2", 2, 2, late=nan)], 80.0)  # no lateness measured: not judged
+    assert rate.passed is True
+    (rate,) = open_loop_criteria([_arrival("rate 2", 2, 2)], None)  # no latency budget in the SLO
+    assert rate.passed is True

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.stats import arrivals as stats
+from analysis.verdict.gate import open_loop_criteria
 from loadline.client.arrivals import ArrivalSettings, RateControl, next_gap
 from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.errors import UsageError
@@ -77,6 +78,8 @@ def test_a_run_that_kept_its_schedule_is_sustained():
     row = section["phases"][0]
     assert section["sustained"] and row["achieved_rate"] == pytest.approx(10.0, rel=0.01)
     assert row["ttft_from_due_p95_ms"] == pytest.approx(55.0)  # what the user felt: lateness + TTFT
+    criteria = open_loop_criteria(section["phases"], section["lateness_limit_ms"])
+    assert [(c.name, c.passed) for c in criteria] == [("arrival rate offered", True), ("arrival lateness P95", True)]
 
 
 def test_a_generator_behind_its_schedule_is_flagged_for_rate_or_lateness():
@@ -85,6 +88,10 @@ def test_a_generator_behind_its_schedule_is_flagged_for_rate_or_lateness():
     # 10 % of the default TTFT P95 budget (800 ms) is 80 ms
     late = stats.summary(open_loop_run(10, 60, 120.0), PHASE, CONSTANT, 1.0, SLO())
     assert not late["sustained"] and "lateness P95 120 ms > 80 ms" in late["notes"][0]
+    # the SLO gate fails each on the criterion it broke (analysis/verdict/gate.py)
+    for section, broken in ((short, "arrival rate offered"), (late, "arrival lateness P95")):
+        criteria = open_loop_criteria(section["phases"], section["lateness_limit_ms"])
+        assert [c.name for c in criteria if c.passed is False] == [broken]
 
 
 def test_a_poisson_count_within_its_own_noise_is_not_blamed_on_the_generator():
