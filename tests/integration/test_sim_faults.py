@@ -84,7 +84,10 @@ def test_killed_replica_comes_back_after_its_restart_delay(sim_server):
 
 
 def test_memory_leak_ends_in_an_oom_restart(sim_server):
-    sim = sim_server("tiny", "--admin", "--time-scale", "4", "--set", "restart_delay_s=2")
+    # the replica stays down 2 s of wall time (8 model s at x4), so the fault is cleared while it is: with
+    # the leak still on when it came back (0.5 s down), a busy machine posted the clear after 201 more
+    # blocks had leaked from the fresh replica
+    sim = sim_server("tiny", "--admin", "--time-scale", "4", "--set", "restart_delay_s=8")
     post_json(sim.admin_url + "/admin/faults", {"leak_blocks_per_s": 200})  # 256 blocks gone in ~1.3 model s
     leaked = _wait_for(lambda: metric(scrape(sim.url), "loadline_sim_kv_blocks_leaked"), timeout=5)
     assert leaked > 0
