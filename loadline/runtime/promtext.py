@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Iterator
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -21,13 +22,13 @@ def labels_json(labels: dict[str, str]) -> str:
     return json.dumps(labels, sort_keys=True, separators=(",", ":"))
 
 
-def text_to_rows(text: str, ts: float, source: str) -> list[tuple]:
-    """Prometheus text exposition -> rows in SERVER_METRIC_COLUMNS order.
+def iter_rows(text: str, ts: float, source: str) -> Iterator[tuple]:
+    """Prometheus text exposition -> rows in SERVER_METRIC_COLUMNS order, one metric family at a time
+    (the parser reads the page lazily, so a caller may pause between rows).
 
     `_created` samples (the creation time of each counter/histogram) are dropped: they are not
     measurements, and would double the table. Non-finite values (NaN gauges) are dropped too.
     """
-    rows: list[tuple] = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name.endswith("_created"):
@@ -35,8 +36,12 @@ def text_to_rows(text: str, ts: float, source: str) -> list[tuple]:
             value = float(sample.value)
             if not math.isfinite(value):
                 continue
-            rows.append((round(ts, 3), source, sample.name, labels_json(sample.labels), value))
-    return rows
+            yield (round(ts, 3), source, sample.name, labels_json(sample.labels), value)
+
+
+def text_to_rows(text: str, ts: float, source: str) -> list[tuple]:
+    """iter_rows as a list: the whole page at once (saved pages, `loadline report --prometheus`)."""
+    return list(iter_rows(text, ts, source))
 
 
 def error_row(ts: float, source: str, reason: str) -> tuple:

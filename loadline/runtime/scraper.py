@@ -19,7 +19,7 @@ from gevent.event import Event
 
 from loadline.core.errors import UsageError
 from loadline.core.runfolder import SERVER_METRICS, SERVER_METRIC_COLUMNS, CsvAppender
-from loadline.runtime.promtext import SCRAPE_DURATION, SCRAPE_ERROR, error_row, text_to_rows
+from loadline.runtime.promtext import SCRAPE_DURATION, SCRAPE_ERROR, error_row, iter_rows
 
 log = logging.getLogger("loadline.runtime.scraper")
 
@@ -60,6 +60,24 @@ def scrape_targets(option: str | None, host: str | None) -> dict[str, str]:
     return urls
 
 
+# The scraper shares its event loop with the users' token reads (the master, or the one process of a
+# local run): parsing a page holds that loop, and an engine's page takes 14 ms (the simulator's 287
+# samples) to tens of ms (vLLM's histograms), longer than a token gap (10-25 ms, REFERENCE-serving.md),
+# so every stream's bytes would wait in their sockets and merge. The parse hands the loop back this often.
+PARSE_SLICE_S = 0.001
+
+
+def _parse_yielding(text: str, ts: float, source: str) -> list[tuple]:
+    rows: list[tuple] = []
+    since = time.perf_counter()
+    for row in iter_rows(text, ts, source):
+        rows.append(row)
+        if time.perf_counter() - since > PARSE_SLICE_S:
+            gevent.sleep(0)  # token reads first; the parse resumes at the next metric family
+            since = time.perf_counter()
+    return rows
+
+
 @dataclass
 class Scraper:
     """Scrape `urls` every `interval_s` into `run_dir`/server_metrics.csv until `stop()`."""
@@ -92,7 +110,7 @@ class Scraper:
                     raise RuntimeError(f"HTTP {response.status_code}")
                 if len(response.content) > MAX_BODY_BYTES:
                     raise RuntimeError(f"body over {MAX_BODY_BYTES} bytes")
-                got = text_to_rows(response.text, ts, name)
+                got = _parse_yielding(response.text, ts, name)
                 got.append((round(ts, 3), name, SCRAPE_DURATION, "{}", round(time.time() - ts, 4)))
                 if name in self._failing:
                     self._failing.discard(name)

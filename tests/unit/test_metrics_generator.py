@@ -260,3 +260,42 @@ def test_master_collects_worker_rows_from_their_reports(tmp_path):
     df = pd.read_csv(tmp_path / runfolder.GENERATOR_METRICS)
     assert df["worker_id"].tolist() == ["w9"] and df["cpu_percent"].tolist() == [93.0]
     assert env.loadline_generator_writer.latest_cpu == {"w9": 93.0}
+
+
+def test_a_large_page_is_parsed_without_holding_the_token_reads(tmp_path):
+    """The scraper shares the loop with the users' reads: a page that takes ~100 ms to parse must let
+    other greenlets run all along (scraper.PARSE_SLICE_S), not stall every stream for the whole parse."""
+    from gevent.event import Event
+    from gevent.pywsgi import WSGIServer
+
+    from loadline.runtime.promtext import text_to_rows
+
+    family = "# TYPE m{i} histogram\n" + "".join(f'm{{i}}_bucket{{{{le="{b}"}}}} {b}\n' for b in range(1, 30)) \
+        + 'm{i}_bucket{{le="+Inf"}} 30\nm{i}_sum 1\nm{i}_count 30\n'
+    page = "".join(family.format(i=i) for i in range(150)).encode()  # 150 histograms, 4,800 samples
+    started = time.perf_counter()
+    whole = text_to_rows(page.decode(), 0.0, "target")
+    parse_s = time.perf_counter() - started
+    server = WSGIServer(("127.0.0.1", 0), lambda env, reply: (reply("200 OK", [("Content-Type", "text/plain")]), [page])[1],
+                        log=None)
+    server.start()
+    ticks: list[float] = []
+    done = Event()
+
+    def other_streams() -> None:
+        for _ in range(10**6):  # bounded: the scrape ends long before
+            ticks.append(time.perf_counter())  # the last one after the scrape: a stall to its end counts
+            if done.is_set():
+                return
+            gevent.sleep(0)
+
+    reader = gevent.spawn(other_streams)
+    try:
+        rows = Scraper(tmp_path, {"target": f"http://127.0.0.1:{server.server_port}/metrics"}).scrape_once()
+    finally:
+        done.set()
+        reader.join(5)
+        server.stop()
+    assert len(rows) == len(whole) + 1 == 4801  # every sample, plus the scrape's duration row
+    longest_stall = max(b - a for a, b in zip(ticks, ticks[1:]))
+    assert longest_stall < parse_s / 4, (longest_stall, parse_s)
