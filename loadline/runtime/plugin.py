@@ -18,6 +18,7 @@ from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
 from loadline.core.lifeline import die_with_parent
 from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, selfcheck  # locust_fixes also patches at import
+from loadline.runtime.gc_pauses import freeze_startup_heap
 from loadline.runtime.collector import RunCollector, close_phase_timeline
 from loadline.runtime.exporter import install as install_exporter
 from loadline.runtime.scraper import scrape_targets, start_scraper
@@ -80,6 +81,7 @@ def _on_init(environment, **_) -> None:
 
 @events.test_start.add_listener
 def _on_test_start(environment, **_) -> None:
+    freeze_startup_heap()  # before the users start: a full collection must not stall their reads
     environment.loadline_settings = None
     try:
         environment.loadline_settings = loadline_options.UserSettings.from_options(environment.parsed_options)
