@@ -19,7 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.report.build import build_report, unusable_reason
 from loadline.commands import target
 from loadline.core import resources, runfolder
 from loadline.core.errors import UsageError
@@ -371,6 +370,10 @@ def _interrupt_on_sigterm(signum, frame) -> None:
 
 
 def _report(run_dir: Path, slo_path: str | None, charts: bool = True) -> int:
+    # Imported here, not at the top: pandas and matplotlib cost ~3 s of CPU to import, paid only by
+    # a run that builds its report; a --no-report run or a refused command line starts without them.
+    from analysis.report.build import build_report, unusable_reason
+
     result = build_report(run_dir, SLO.from_file(slo_path), charts=charts)
     print(result.summary, file=sys.stderr)
     reason = unusable_reason(result.verdict)
