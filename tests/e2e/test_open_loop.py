@@ -109,9 +109,18 @@ def test_a_sweep_finds_the_highest_slo_compliant_rate_the_engine_model_implies(t
     records = requests_table(run_dir)
     implied = implied_max_rate(float(records["prompt_tokens"].mean()), 16, 4)
     assert manifest["sweep_max_rate"] == pytest.approx(implied, rel=0.10), manifest["sweep"]
-    # the report's highest SLO-compliant throughput (what `loadline plan` reads) is the same probe
+    # the report's highest SLO-compliant throughput (what `loadline plan` reads) is the same probe, or the
+    # probe below it when the report finds the sweep's answer over its TTFT limit by less than the sweep's
+    # precision (5 %): the live rule judged the probe's replies that had ended by the phase's end, the
+    # report judges every reply the phase started, and at the engine's capacity the last ones queue longer
+    # (seen once in CI: the 13.3/s probe at TTFT P95 813 ms against 800, the 12.6/s probe at 126 ms)
     best = verdict["max_slo_throughput"]
-    assert best["found"] and best["target_rate"] == pytest.approx(manifest["sweep_max_rate"], abs=0.01)
+    probes = {round(p["target_rate"], 3): p for p in verdict["phases"] if str(p["label"]).startswith("probe")}
+    answer = probes[round(manifest["sweep_max_rate"], 3)]
+    if best["target_rate"] != pytest.approx(manifest["sweep_max_rate"], abs=0.01):
+        assert 800 < answer["ttft_p95_ms"] <= 800 * 1.05, (answer, best)
+        assert best["target_rate"] == max(r for r in probes if r < manifest["sweep_max_rate"]), (best, probes)
+    assert best["found"]
     planned = loadline("plan", "--run", str(run_dir), "--target-qps", "30")
     # the number exactly as plan prints it (":g": 12.76, not 12.760)
     assert planned.code == 0 and f"per-replica throughput: {best['rps']:g} req/s" in planned.stdout, \
