@@ -11,7 +11,8 @@ import pandas as pd
 from loadline.core.runfolder import GENERATOR_SAMPLE_INTERVAL_S
 # the thresholds and why: loadline/core/saturation.py (the live web UI reads them too)
 from loadline.core.saturation import (CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, READ_DELAY_FALLBACK_MS,
-                                      READ_DELAY_MIN_RECORDS, READ_DELAY_QUANTILE, SUSTAIN_SAMPLES)
+                                      READ_DELAY_MIN_RECORDS, READ_DELAY_QUANTILE, SUSTAIN_SAMPLES,
+                                      demand_percent)
 
 
 def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_PCT,
@@ -33,7 +34,8 @@ def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_
     for worker, rows in df.sort_values("ts").groupby("worker_id"):
         if len(rows) < sustain:
             continue
-        demand = (rows["cpu_percent"] + rows["cpu_wait_percent"].fillna(0.0)).rolling(sustain).median()
+        waits = rows["cpu_wait_percent"].fillna(0.0)  # not measured (off Linux, older folders): CPU alone
+        demand = demand_percent(rows["cpu_percent"], waits).rolling(sustain).median()
         lag = rows["loop_lag_ms"].rolling(sustain).median()
         hot_cpu, hot_lag = demand >= cpu_pct, lag >= lag_ms
         if hot_cpu.any() or hot_lag.any():
@@ -42,7 +44,7 @@ def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_
             seconds = float(hot.sum()) * _median_step(rows["ts"])
             at = demand.idxmax()
             cpu = float(rows["cpu_percent"].rolling(sustain).median()[at])
-            wait = float(rows["cpu_wait_percent"].fillna(0.0).rolling(sustain).median()[at])
+            wait = float(waits.rolling(sustain).median()[at])
             waiting = (f", waiting for a core a neighbour held {wait:.0f} % (demand median {demand.max():.0f} %)"
                        if wait >= 1 else "")
             evidence.append(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import socket
 
+from loadline.client.transport_errors import ReadTimeout
 from loadline.core.kernel_stamps import ANC_SPACE, LINUX, SCM_TIMESTAMPNS, SO_TIMESTAMPNS, request_stamps, stamp_of
 
 __all__ = ["ANC_SPACE", "AVAILABLE", "KERNEL", "SCM_TIMESTAMPNS", "SO_TIMESTAMPNS", "USER", "enable",
@@ -85,7 +86,7 @@ def read_stamped(sock: socket.socket, size: int) -> tuple[bytes, list, bool]:
         except BlockingIOError:
             waited = True
             sock._wait(sock._read_event)  # type: ignore[attr-defined]  # the stall timer bounds this
-    raise TimeoutError("the socket stayed unreadable after a million wake-ups")
+    raise ReadTimeout("the socket stayed unreadable after a million wake-ups")
 
 
 if AVAILABLE:

@@ -31,3 +31,9 @@ SUSTAIN_SAMPLES = 5
 READ_DELAY_QUANTILE = 0.99  # "at least 1 % of replies"
 READ_DELAY_FALLBACK_MS = LOOP_LAG_SATURATED_MS  # no ITL to compare with
 READ_DELAY_MIN_RECORDS = 20  # a p99 of fewer kernel-stamped replies is one outlier's value
+
+
+def demand_percent(cpu_percent: float, wait_percent: float) -> float:
+    """A worker's demand for its core, % of it: the time it ran plus the time it waited for it (above).
+    Numbers or pandas Series alike (the web UI's row and the report's judge); a wait not measured is 0."""
+    return cpu_percent + wait_percent

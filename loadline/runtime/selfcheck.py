@@ -24,7 +24,7 @@ import psutil
 from gevent.event import Event
 
 from loadline.core import runfolder
-from loadline.core.saturation import CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, SUSTAIN_SAMPLES
+from loadline.core.saturation import CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, SUSTAIN_SAMPLES, demand_percent
 
 log = logging.getLogger("loadline.runtime.selfcheck")
 
@@ -45,11 +45,6 @@ def core_wait_ns(path: str = SCHEDSTAT) -> int | None:
             return int(handle.read().split()[1])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def demand_percent(cpu_percent: float, wait_percent: float | None) -> float:
-    """The worker's demand for its core: the time it ran plus the time it waited for one (saturation.py)."""
-    return cpu_percent + (wait_percent or 0.0)
 
 
 @dataclass

@@ -8,6 +8,7 @@ same clock, taken when the segment reached the host. Plus the Locust bulk-loggin
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -259,7 +260,8 @@ def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, w
     a = chunk(token("a"))
     b = chunk(token("b", "stop") + b"data: [DONE]\n\n") + b"0\r\n\r\n"
     think_s = 0.03 if waiting else 0.0  # the reader is blocked on the reply before the hog starts
-    written = tempfile.mktemp(prefix="loadline-written-")
+    scratch = tempfile.mkdtemp(prefix="loadline-written-")
+    written = os.path.join(scratch, "both")  # the server creates it once both writes are out
     args = [str(gap_s), "1" if together else "0", HEAD.hex(), b"".hex(), a.hex(), b.hex(), str(think_s), written]
     server = subprocess.Popen([sys.executable, "-c", SERVER, *args], stdout=subprocess.PIPE, text=True)
     try:
@@ -289,8 +291,7 @@ def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, w
     finally:
         server.kill()
         server.wait(10)
-        if os.path.exists(written):
-            os.unlink(written)
+        shutil.rmtree(scratch, ignore_errors=True)
     return rec, truth, response
 
 
