@@ -25,7 +25,10 @@ def _clause(c: dict) -> str:
     if name == "OOM restarts":
         return "no OOM restarts" if not measured else f"{f.num(measured)} OOM restart(s) (limit {threshold})"
     if c.get("unit") == "fraction":
-        return f"{name} stayed {threshold} (peak {f.pct(measured)})" if c["passed"] else f"{name} reached {f.pct(measured)} on {where} (limit {threshold})"
+        floor = threshold.startswith(">=")  # a share that must stay high (arrival rate offered), not low
+        if c["passed"]:
+            return f"{name} stayed {threshold} ({'lowest' if floor else 'peak'} {f.pct(measured)})"
+        return f"{name} {'fell to' if floor else 'reached'} {f.pct(measured)} on {where} (limit {threshold})"
     value = f"{f.num(measured)} {c.get('unit', 'ms')}"
     if c.get("unit") == "req/s":
         return f"throughput within SLO held {threshold} ({value})" if c["passed"] else f"throughput within SLO reached only {value} ({threshold} needed)"
