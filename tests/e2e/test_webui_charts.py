@@ -102,9 +102,10 @@ def test_stepped_run_from_the_form_draws_charts_phases_slo_and_serves_report_and
             wait_for(browser, lambda d: points(d) > first, 15, "the charts to grow")
             wait_for(browser, lambda d: int(d.find_element(By.ID, "chart-ttft").get_attribute("data-phase-markers")) >= 2,
                      30, "a phase marker (baseline, then step-1)")
-            red = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#slo tr[data-outcome=fail]"), 40,
-                           "an SLO criterion in red")
-            assert any(row.get_attribute("data-key") == "ttft_p95_ms" for row in red), [r.text for r in red]
+            # P99 may turn red first: over a few dozen replies it is the worst one, P95 not yet over its limit
+            wait_for(browser, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "#slo tr[data-outcome=fail]")
+                                         if r.get_attribute("data-key") == "ttft_p95_ms"], 40,
+                     "the TTFT P95 criterion in red")
             browser.save_screenshot(str(tmp_path / "webui-llm-tab-running.png"))  # while the overloaded step runs
             assert "step" in browser.find_element(By.ID, "phase").text or "Stopped" in browser.page_source
             # the stop rule ends the run at the overloaded step and the tab says why
