@@ -8,7 +8,9 @@ parser (C; Locust's own dependency), and this module owns only the socket:
 - "sent" is stamped right after the request's one `sendall()` returned (the kernel has the last byte);
 - every read is one `recvmsg()` that returns as soon as any bytes arrived; on a plain-TCP socket it
   carries the kernel's receive stamp (kernel_clock.py), so `arrival` is when those bytes reached
-  the host, however late a busy generator read them. Over TLS it is `perf_counter()` at the read;
+  the host, however late a busy generator read them. Over TLS it is `perf_counter()` at the read.
+  On a plain-TCP socket the body's reads are made by the process's body reader (`follow`,
+  body_reader.py: one greenlet for every body), with the same stamps (`read_ready`);
 - the connection is kept for the next request only when the reply's body ended cleanly and the
   server did not ask to close; a kept connection the server closed meanwhile is noticed before
   reuse, and a request that meets a dead one anyway is sent again once (keepalive.py).
@@ -21,16 +23,15 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from dataclasses import dataclass
+from functools import partial
 from time import perf_counter
-from urllib.parse import urlsplit
 
 import gevent.socket
-from gevent.monkey import get_original
 from geventhttpclient.response import HTTPParseError, HTTPResponse
 
 from loadline import __version__
-from loadline.client import kernel_clock
+from loadline.client import body_reader, kernel_clock
+from loadline.client.endpoint import Target, dropped, tls_context
 from loadline.client.keepalive import STALE_ERRORS, StaleKeepAlive
 from loadline.client.stall import StallTimer
 from loadline.client.transport_errors import ConnectError, ConnectTimeout, IncompleteBody, ReadTimeout
@@ -39,25 +40,6 @@ READ_SIZE = 65536
 # Two clock reads this far apart mean the OS ran something else in between (a read takes ~0.1 us);
 # stamps this far outside the request's own time cannot come from a consistent clock.
 CLOCKS_APART_S = 0.001
-_select = get_original("select", "select")  # a zero-timeout poll: no need to go through the hub
-
-
-@dataclass(frozen=True)
-class Target:
-    host: str
-    port: int
-    tls: bool
-    host_header: str
-    prefix: str  # the base URL's path, put before every request path
-
-    @classmethod
-    def parse(cls, base_url: str) -> "Target":
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {base_url!r}")
-        tls = parts.scheme == "https"
-        port = parts.port or (443 if tls else 80)
-        return cls(parts.hostname, port, tls, parts.netloc.rsplit("@", 1)[-1], parts.path.rstrip("/"))
 
 
 class Response:
@@ -110,10 +92,15 @@ class Response:
                 data, ancdata, waited = self._sock.recv(READ_SIZE), None, True
         finally:
             stall.waiting = False
-        stall.progress()
         # the bytes of this read came after `read_since`: after the call if it had to wait for them,
         # else (already queued) after the previous read returned
-        self.read_since = called if waited else self.read_at
+        self._took(data, ancdata, called if waited else self.read_at)
+        return data
+
+    def _took(self, data: bytes, ancdata: list | None, since: float) -> None:
+        """A read's times: when its bytes arrived (`arrival`), when it was read, how late."""
+        self._stall.progress()
+        self.read_since = since
         self.read_at = time.time()
         if ancdata is not None:
             wall = self.newest_wall = kernel_clock.stamp_of(ancdata)
@@ -124,9 +111,31 @@ class Response:
                     self.read_delay_max = delay
             elif data:  # bytes without a stamp (kernel_clock.keep_stamping_on): the read time instead
                 self.arrival = perf_counter()
-            return data
+            return
         self.arrival = perf_counter()
-        return data
+
+    def read_ready(self) -> bool:
+        """One read of a socket that is readable, for the body reader (body_reader.py): it never
+        waits; False when nothing was there after all."""
+        raw = self._sock._sock  # type: ignore[attr-defined]  # the non-blocking socket under gevent's
+        try:
+            if self._kernel:
+                data, ancdata, _, _ = raw.recvmsg(READ_SIZE, kernel_clock.ANC_SPACE)
+            else:
+                data, ancdata = raw.recv(READ_SIZE), None
+        except BlockingIOError:
+            return False
+        self._took(data, ancdata, self.read_at)  # read as soon as they came, or since the last read
+        self._feed(data)
+        return True
+
+    @property
+    def follow(self):  # type: ignore[no-untyped-def]
+        """The body reader's `follow(reply)` for this reply's body (streaming.read_stream), or None:
+        over TLS a readable socket need not mean readable bytes, and the reader is one's own choice."""
+        if self._conn.target.tls or not body_reader.ENABLED or not hasattr(self._sock, "_sock"):
+            return None
+        return partial(body_reader.follow, self)
 
     def use_read_time(self) -> None:
         """Time this reply by read time (the user clock) from now on: its kernel stamps cannot be placed."""
@@ -159,6 +168,9 @@ class Response:
             data = self._recv()
         except socket.timeout:
             raise ReadTimeout("no bytes within the read timeout") from None
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
         parser = self._parser
         if data:
             parser.feed(data)
@@ -170,6 +182,23 @@ class Response:
                 pass  # a length or chunked body cut short: not complete, raised just below
         if not parser.message_complete:
             raise IncompleteBody("the connection closed before the end of the reply")
+
+    @property
+    def decoded(self) -> bytearray:
+        """The body bytes the parser has decoded and nobody has taken yet (body_reader.py takes them)."""
+        return self._parser._body_buffer
+
+    @property
+    def complete(self) -> bool:
+        """The whole reply has been read (the body ended the way its headers said it would)."""
+        return self._parser.message_complete
+
+    @property
+    def stall(self) -> StallTimer:
+        return self._stall
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
 
     def read_head(self) -> None:
         parser = self._parser
@@ -266,7 +295,7 @@ class Connection:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if t.tls:
-                sock = _tls_context().wrap_socket(sock, server_hostname=t.host)
+                sock = tls_context().wrap_socket(sock, server_hostname=t.host)
             self.kernel = self.want_kernel and kernel_clock.enable(sock)
         except socket.timeout:
             sock.close()
@@ -280,7 +309,7 @@ class Connection:
 
     def _usable_socket(self) -> socket.socket:
         sock = self.sock
-        if sock is not None and _dropped(sock):  # the server closed it while idle (llama-server does)
+        if sock is not None and dropped(sock):  # the server closed it while idle (llama-server does)
             self.close()
             sock = None
         if sock is None:
@@ -364,22 +393,3 @@ def _wall_minus_perf() -> float:
         if p2 - p1 < best:
             best, offset = p2 - p1, wall - (p1 + p2) / 2
     return offset
-
-
-def _dropped(sock: socket.socket) -> bool:
-    """An idle kept-alive socket that is readable was closed by the server (or sent junk): not reusable."""
-    try:
-        readable, _, _ = _select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
-
-
-_tls: list[ssl.SSLContext] = []
-
-
-def _tls_context() -> ssl.SSLContext:
-    """The system's trust store (SSL_CERT_FILE / SSL_CERT_DIR are honoured by OpenSSL); made once."""
-    if not _tls:
-        _tls.append(ssl.create_default_context())
-    return _tls[0]

@@ -24,6 +24,11 @@ def _library(chunks: Iterable[bytes]) -> Iterator[str]:
     return (event.data for event in sseclient.SSEClient(chunks).events())
 
 
+def slow_event(event: bytes) -> Iterator[str]:
+    """The data of one complete event (its blank line cut off) that is not one `data:` line."""
+    return _library((event + b"\n\n",))
+
+
 def event_data(reads: Iterable[bytes]) -> Iterator[bytes | str]:
     """The data field of each event in the body `reads` yields, in order (bytes on the fast path,
     str from sseclient-py); an event is yielded while the read that completed it is the latest."""
@@ -41,7 +46,7 @@ def event_data(reads: Iterable[bytes]) -> Iterator[bytes | str]:
             if event.startswith(_DATA) and event.find(b"\n", 6) < 0:
                 yield event[6:]
             elif event:
-                yield from _library((event + b"\n\n",))
+                yield from slow_event(event)
         pending = buffer[start:]
     if pending.strip():  # an event the body ended without its blank line: sseclient-py dispatches it
         yield from _library((pending,))

@@ -32,6 +32,9 @@ from loadline.core.records import ErrorClass
 # not reused): the end is written right behind [DONE] (uvicorn: the empty last chunk), so this only
 # bounds what a server that holds the body open can cost a user; it never moves a measured time.
 DONE_GRACE_S = 0.05
+# How a body reader's turn with a reply ended: at [DONE], at the clean end of the body, or with
+# the rest of the body left for read_stream to pull (body_reader.py)
+DONE, END, PULL = "done", "end", "pull"
 
 
 class StreamFailure(Exception):
@@ -98,20 +101,27 @@ class Body(Protocol):
 
     def settle_merges(self, gap: float) -> None: ...  # count them in the read delay at the reply's pace
 
+    # optional, `follow(reply) -> DONE | END | PULL`: the body reader reads the body into `reply`
 
-class _TimedReads:
-    """Iterate over a body's reads for the SSE framing, remembering when the bytes of the last one arrived."""
 
-    __slots__ = ("body", "last_arrival", "clean_eof", "last_data", "content_events")
+class Reply:
+    """One reply being read, whichever way its bytes come: pulled read by read (`reads()`, the
+    greenlet of its user) or pushed by the body reader (body_reader.py). Holds what the reads said
+    (when the last one's bytes arrived, a clean end) and turns each event's data into `result`."""
 
-    def __init__(self, body: Body):
+    __slots__ = ("body", "result", "content_of", "last_arrival", "clean_eof", "last_data", "content_events")
+
+    def __init__(self, body: Body, content_of: Callable[[dict], str | None], result: StreamResult):
         self.body = body
+        self.result = result
+        self.content_of = content_of
         self.last_arrival = 0.0
         self.clean_eof = False
         self.last_data = b""
         self.content_events = 0  # of the last read: one server write each (every engine writes one per step)
 
-    def __iter__(self) -> Iterator[bytes]:
+    def reads(self) -> Iterator[bytes]:
+        """The body's reads, for the SSE framing, remembering when the bytes of the last one arrived."""
         body = self.body
         read1 = body.read1
         while True:
@@ -137,62 +147,78 @@ class _TimedReads:
         """After [DONE]: nothing but the end of the body follows it (the last read ended with it)."""
         return self.last_data.rstrip().endswith(b"[DONE]") and self.body.ends_within(DONE_GRACE_S)
 
+    def take(self, data: bytes | str) -> bool:
+        """One event's data into the result, stamped with the last read's arrival; True at [DONE]."""
+        if data == b"[DONE]" or data == "[DONE]":
+            return True
+        result = self.result
+        try:
+            chunk = _loads(data)
+            choices = chunk.get("choices")
+            if choices:
+                choice = choices[0]
+                text = self.content_of(choice)
+                if text:
+                    result.arrivals.append(self.last_arrival)
+                    result.pieces.append(text)
+                    self.content_events += 1
+                reason = choice.get("finish_reason")
+                if reason:
+                    result.finish_reason = reason
+            elif "error" in chunk:
+                error = chunk["error"]
+                message = error.get("message", "") if isinstance(error, dict) else str(error)
+                raise StreamFailure(ErrorClass.STREAM_ERROR, f"error in stream: {message[:160]}")
+            usage = chunk.get("usage")
+            if usage:
+                result.usage = valid_usage(usage)
+        except (ValueError, AttributeError, TypeError, IndexError, KeyError):
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+            raise StreamFailure(ErrorClass.MALFORMED, f"not an OpenAI chunk: {text[:80]!r}") from None
+        return False
+
+
+_loads = orjson.loads  # ~3x json.loads per chunk (docs/benchmarks.md); errors are ValueErrors
+
 
 def read_stream(body: Body, content_of: Callable[[dict], str | None], result: StreamResult) -> None:
     """Consume an SSE body into `result`; raise StreamFailure on a bad ending.
 
     `content_of(choice)` extracts the token text from a chunk's first choice (chat vs completions).
     `result` belongs to the caller so that what arrived before a failure or a cancellation is kept.
+    The body reader reads it when the body offers `follow` (a plain-TCP connection); what it hands
+    back (an unusual framing) is read here, in this greenlet.
     """
-    reads = _TimedReads(body)
+    reply = Reply(body, content_of, result)
     result.clock, result.body = body.clock, body
-    arrivals, pieces = result.arrivals, result.pieces
-    loads = orjson.loads  # ~3x json.loads per chunk (docs/benchmarks.md); errors are ValueErrors
+    follow = getattr(body, "follow", None)
     try:
-        for data in event_data(reads):
-            if data == b"[DONE]" or data == "[DONE]":
-                # The reply is over: stop reading. A server that holds the body open after it would
-                # otherwise block this user until the read timeout while the run looks healthy.
-                result.done = True
-                result.ended_at = reads.last_arrival
-                # nothing is read after it but the end of the body (DONE_GRACE_S); the connection
-                # is reused only when nothing else came
-                result.body_complete = reads.ends_at_done()
-                break
-            try:
-                chunk = loads(data)
-                choices = chunk.get("choices")
-                if choices:
-                    choice = choices[0]
-                    text = content_of(choice)
-                    if text:
-                        arrivals.append(reads.last_arrival)
-                        pieces.append(text)
-                        reads.content_events += 1
-                    reason = choice.get("finish_reason")
-                    if reason:
-                        result.finish_reason = reason
-                elif "error" in chunk:
-                    error = chunk["error"]
-                    message = error.get("message", "") if isinstance(error, dict) else str(error)
-                    raise StreamFailure(ErrorClass.STREAM_ERROR, f"error in stream: {message[:160]}")
-                usage = chunk.get("usage")
-                if usage:
-                    result.usage = valid_usage(usage)
-            except (ValueError, AttributeError, TypeError, IndexError, KeyError):
-                text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-                raise StreamFailure(ErrorClass.MALFORMED, f"not an OpenAI chunk: {text[:80]!r}") from None
+        outcome = follow(reply) if follow is not None else PULL
+        if outcome == PULL:
+            for data in event_data(reply.reads()):
+                if reply.take(data):
+                    outcome = DONE
+                    break
+        if outcome == DONE:
+            # The reply is over: stop reading. A server that holds the body open after it would
+            # otherwise block this user until the read timeout while the run looks healthy.
+            result.done = True
+            result.ended_at = reply.last_arrival
+            # nothing is read after it but the end of the body (DONE_GRACE_S); the connection
+            # is reused only when nothing else came
+            result.body_complete = reply.ends_at_done()
     except TRANSPORT_EXCEPTIONS as exc:  # before [DONE]: reading stops at it
         error_class = classify(exc)
         message = _CUT_MESSAGES.get(error_class, "stream cut: {}").format(type(exc).__name__)
         raise StreamFailure(error_class, message) from None
     finally:
-        reads.read_done()
+        reply.read_done()
+        arrivals = result.arrivals
         n = len(arrivals)
         body.settle_merges((arrivals[-1] - arrivals[0]) / (n - 1) if n > 1 else 0.0)
     if not result.done:
-        result.body_complete = reads.clean_eof
-        result.ended_at = reads.last_arrival or perf_counter()
+        result.body_complete = reply.clean_eof
+        result.ended_at = reply.last_arrival or perf_counter()
     if not result.finish_reason:
         end = "[DONE]" if result.done else "the end of the body"
         raise StreamFailure(ErrorClass.TRUNCATED, f"{end} without a finish_reason: the reply was cut short")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-import loadline.client.connection as connection
+import loadline.client.endpoint as endpoint
 from loadline.client.connection import Connection, ConnectError
 from loadline.client.failures import classify
 from loadline.client.streaming import StreamResult, chat_content, read_stream
@@ -73,7 +73,7 @@ def test_a_stream_over_tls_is_read_whole_with_read_time_stamps(tls_server, monke
     start, cert = tls_server
     port = start(1)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    monkeypatch.setattr(connection, "_tls", [])  # a fresh default context reads SSL_CERT_FILE
+    monkeypatch.setattr(endpoint, "_tls", [])  # a fresh default context reads SSL_CERT_FILE
     conn = Connection(f"https://127.0.0.1:{port}", 10, 10)
     response = conn.post("/v1/chat/completions", b"{}")
     result = StreamResult()
@@ -91,7 +91,7 @@ def test_an_untrusted_certificate_is_a_connect_error(tls_server, monkeypatch):
     start, _ = tls_server
     port = start(1)
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
-    monkeypatch.setattr(connection, "_tls", [])
+    monkeypatch.setattr(endpoint, "_tls", [])
     conn = Connection(f"https://127.0.0.1:{port}", 10, 10)
     with pytest.raises(ConnectError) as failure:
         conn.post("/v1/chat/completions", b"{}")

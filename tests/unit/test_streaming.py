@@ -1,7 +1,10 @@
 """The SSE reader against a scripted server on a real loopback socket: timing and bad endings.
 
 The simulator never sends malformed or split frames, so these edge cases get a tiny raw-socket
-server that writes exactly the bytes (and pauses) each test scripts.
+server that writes exactly the bytes (and pauses) each test scripts. Every test runs twice: with
+the body read by the process's body reader (push, the default on plain TCP) and by its user's
+greenlet (pull, as over TLS): both must give the same record (tests/unit/test_body_reader.py has
+what only the reader does).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from loadline.client import body_reader
 from loadline.client.connection import Connection, Response
 from loadline.client.streaming import (StreamFailure, StreamResult, chat_content, is_event_stream, read_stream,
                                        short_reply)
@@ -21,6 +25,12 @@ from loadline.core.records import ErrorClass
 
 HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 HEAD_CLOSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+
+
+@pytest.fixture(autouse=True, params=["push", "pull"])
+def read_mode(request, monkeypatch):
+    monkeypatch.setattr(body_reader, "ENABLED", request.param == "push" and body_reader.ENABLED)
+    return request.param
 
 
 def chunk(data: bytes) -> bytes:
@@ -62,7 +72,10 @@ def scripted_server(script: list, sent_at: list[float] | None = None):
                 elif callable(item):  # a marker the test reads: how far the script got
                     item()
                 else:
-                    conn.sendall(item)
+                    try:
+                        conn.sendall(item)
+                    except (BrokenPipeError, ConnectionResetError):
+                        return  # the client went away (a stopped user, a failed reply): the script ends
                     if sent_at is not None:
                         sent_at.append(time.perf_counter())
 
