@@ -4,15 +4,14 @@ Issue 15 ("one core drives everything offered"). Whole stacks in one gevent proc
 (the embedded simulator, flat cost model, on core 0): N users each stream chat replies of TOKENS
 tokens (ignore_eos) back to back for SECONDS, every stack in a fresh child process, rounds
 interleaved. Stacks (every one reads a chunk as soon as any bytes arrive):
-  loadline       the token path: connection.Connection + streaming.read_stream (kernel receive stamps)
+  loadline       the token path: connection.Connection + streaming.read_stream (kernel receive stamps),
+                 every body read by the process's body reader (body_reader.py)
+  loadline-pull  the same with LOADLINE_PUSH_READS=0 (every body read in its user's greenlet)
   loadline-user  the same with LOADLINE_KERNEL_CLOCK=0 (stamp = perf_counter() at the read)
   loadline-sseclient  the same with sseclient-py framing every event (as before sse.py's fast path)
-  epoll-reader   prototype: the headers as the token path reads them, then every body read by one
-                 greenlet over an epoll set (LF-framed events only; no timeouts): sizes the
-                 per-wake-up cost (docs/benchmarks.md)
-The first wave's requests/urllib3 path and the geventhttpclient prototypes that chose this one are
-measured in docs/benchmarks.md; to measure an older tree's whole generator, use
-generator_throughput.py --repo.
+The first wave's requests/urllib3 path, the geventhttpclient prototypes that chose this one and the
+epoll-reader prototype that led to body_reader.py are measured in docs/benchmarks.md; to measure an
+older tree's whole generator, use generator_throughput.py --repo.
 Columns: tokens/s and CPU-s per 1,000 tokens (time.process_time of the child) over the window
 WARMUP_S .. SECONDS - COOLDOWN_S; TTFT error |measured - truth| and first-token stamp error
 |sent_wall + TTFT - truth first_token| (both wall clocks) from the simulator's truth log, for requests
@@ -37,7 +36,7 @@ from pathlib import Path
 from time import perf_counter
 
 REPO = Path(__file__).resolve().parent.parent
-STACKS = ("loadline", "loadline-user", "loadline-sseclient", "epoll-reader")
+STACKS = ("loadline", "loadline-pull", "loadline-user", "loadline-sseclient")
 WARMUP_S = 3.0  # every user is in its steady request cycle
 COOLDOWN_S = 1.0  # users stop starting requests at SECONDS; the window ends before that
 
@@ -70,125 +69,13 @@ def loadline_stack(url: str, path: str, framing: str):  # type: ignore[no-untype
     return user
 
 
-def epoll_stack(url: str, path: str):  # type: ignore[no-untyped-def]
-    """Prototype: the headers as the token path reads them, then every body read by ONE reader
-    greenlet over an epoll set (no greenlet switch per token: it wakes once per batch of ready
-    sockets); the user greenlet waits for the end of its reply only."""
-    import orjson
-    from gevent.event import Event
-    from gevent.monkey import get_original
-    from gevent.socket import wait_read
-
-    from loadline.client import kernel_clock
-    from loadline.client.connection import Connection
-    from loadline.client.streaming import StreamResult
-
-    import gevent
-
-    epoll_cls = get_original("select", "epoll")
-    ep = epoll_cls()
-    streams: dict = {}
-    anc, stamp_of, loads = kernel_clock.ANC_SPACE, kernel_clock.stamp_of, orjson.loads
-
-    class Stream:
-        __slots__ = ("raw", "parser", "result", "done", "offset", "pending")
-
-    def finish(fd: int, stream) -> None:  # type: ignore[no-untyped-def]
-        ep.unregister(fd)
-        del streams[fd]
-        stream.done.set()
-
-    def consume(stream, arrival: float) -> None:  # type: ignore[no-untyped-def]
-        body = stream.parser._body_buffer
-        if not body:
-            return
-        chunk_bytes = bytes(body)
-        del body[:]
-        buf = stream.pending + chunk_bytes if stream.pending else chunk_bytes
-        start, result = 0, stream.result
-        while (end := buf.find(b"\n\n", start)) >= 0:
-            event, start = buf[start:end], end + 2
-            payload = event[6:]
-            if payload == b"[DONE]":
-                result.done = True
-                continue
-            chunk = loads(payload)
-            choices = chunk.get("choices")
-            if choices:
-                choice = choices[0]
-                delta = choice.get("delta")
-                text = delta.get("content") if delta else None
-                if text:
-                    result.arrivals.append(arrival)
-                    result.pieces.append(text)
-                if reason := choice.get("finish_reason"):
-                    result.finish_reason = reason
-            if usage := chunk.get("usage"):
-                result.usage = usage
-        stream.pending = buf[start:]
-
-    def reader() -> None:
-        for _ in range(10**9):
-            wait_read(ep.fileno())
-            for fd, _mask in ep.poll(0):
-                stream = streams.get(fd)
-                if stream is None:
-                    continue
-                try:
-                    data, ancdata, _, _ = stream.raw.recvmsg(65536, anc)
-                except BlockingIOError:
-                    continue
-                wall = stamp_of(ancdata)
-                arrival = wall - stream.offset if wall else perf_counter()
-                if not data:
-                    finish(fd, stream)
-                    continue
-                parser = stream.parser
-                parser.feed(data)
-                consume(stream, arrival)
-                if parser.message_complete:
-                    finish(fd, stream)
-
-    started: list = []
-
-    def user():  # type: ignore[no-untyped-def]
-        if not started:
-            started.append(gevent.spawn(reader))
-        conn = Connection(url, 5, 30)
-
-        def send(payload: bytes, rid: str):  # type: ignore[no-untyped-def]
-            response = conn.post(path, payload, {"Content-Type": "application/json", "X-Request-Id": rid})
-            assert response.status == 200, response.status
-            stream = Stream()
-            stream.raw, stream.parser = response._sock._sock, response._parser
-            stream.result, stream.done, stream.pending = StreamResult(), Event(), b""
-            stream.offset = response.sent_wall - response.sent_perf
-            stream.result.clock, stream.result.body = "kernel", response
-            consume(stream, response.arrival)  # what came with the headers: their stamp
-            if response._parser.message_complete:
-                response.close()
-                return response.sent_perf, response.sent_wall, stream.result
-            fd = stream.raw.fileno()
-            streams[fd] = stream
-            ep.register(fd, 1)  # EPOLLIN, level-triggered
-            stream.done.wait(30)
-            response._conn.stall.disarm()
-            response.close()
-            return response.sent_perf, response.sent_wall, stream.result
-        return send
-    return user
-
-
 def child(args: argparse.Namespace) -> None:
     from gevent import monkey
     monkey.patch_all()
     import gevent
 
     path = "/v1/chat/completions"
-    if args.child == "epoll-reader":
-        user = epoll_stack(args.url, path)
-    else:
-        user = loadline_stack(args.url, path, framing="sseclient" if args.child == "loadline-sseclient" else "sse")
+    user = loadline_stack(args.url, path, framing="sseclient" if args.child == "loadline-sseclient" else "sse")
     payload = json.dumps({"model": args.model, "messages": [{"role": "user", "content": "Say something long."}],
                           "stream": True, "max_tokens": args.tokens, "ignore_eos": True,
                           "stream_options": {"include_usage": True}}).encode()
@@ -247,7 +134,8 @@ def run_child(stack: str, streams: int, tag: str, url: str, model: str, args: ar
     pin = ["taskset", "-c", "1"] if (os.cpu_count() or 1) > 1 else []
     cmd = [*pin, sys.executable, __file__, "--child", stack, "--url", url, "--model", model, "--tag", tag,
            "--streams", str(streams), "--seconds", str(args.seconds), "--tokens", str(args.tokens)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "LOADLINE_KERNEL_CLOCK": "0" if stack == "loadline-user" else "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LOADLINE_KERNEL_CLOCK": "0" if stack == "loadline-user" else "1",
+           "LOADLINE_PUSH_READS": "0" if stack == "loadline-pull" else "1"}
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + 60, env=env, cwd=REPO)
     except subprocess.TimeoutExpired:

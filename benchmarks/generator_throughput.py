@@ -14,7 +14,7 @@ of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints o
 - read delay p99 (kernel clock: how late the generator read its sockets), and which clock rows used.
 
     python benchmarks/generator_throughput.py --preset heavy|light [--seconds 20] [--clock kernel|user]
-        [--repo PATH]   # drive another code tree (e.g. `git archive OLD | tar -x -C PATH`): old vs new
+        [--reads push|pull] [--repo PATH]   # drive another code tree (e.g. `git archive OLD | tar -x -C PATH`): old vs new
     python benchmarks/generator_throughput.py --streams 16 64 256 --step-ms 10 --tokens 256 --ttft-ms 100
 """
 
@@ -132,8 +132,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--clock", choices=["kernel", "user"], default="kernel",
                         help="user: LOADLINE_KERNEL_CLOCK=0 (stamps at read time)")
+    parser.add_argument("--reads", choices=["push", "pull"], default="push",
+                        help="pull: LOADLINE_PUSH_READS=0 (every body read in its user's greenlet)")
     parser.add_argument("--repo", type=Path, default=REPO, help="the code tree whose generator is measured")
     args = parser.parse_args()
+    os.environ["LOADLINE_PUSH_READS"] = "1" if args.reads == "push" else "0"  # the generator inherits it
     setting = PRESETS[args.preset] if args.preset else {"streams": args.streams, "step_ms": args.step_ms,
                                                          "tokens": args.tokens, "ttft_ms": args.ttft_ms}
     rows = [one(n, args.seconds, setting["step_ms"], setting["tokens"], setting["ttft_ms"], args.clock,
