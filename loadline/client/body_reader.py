@@ -7,7 +7,12 @@ full, the delay that makes reads carry several tokens under one stamp (docs/benc
 token path's own connection"). Here one reader greenlet waits on an epoll set of every body being
 read; when it wakes it reads each ready socket once (whatever arrived, with its kernel stamp) and
 turns the events into the reply's record right there, through the same `streaming.Reply` the
-pull path uses. The user's greenlet sleeps from its headers to the end of its reply.
+pull path uses. The user's greenlet sleeps from its request's send to the end of its reply: the
+reader reads the status line and headers too (`await_head`), since many engines send them only
+with the first token. Replies still waiting for their first token sit on a set of their own, looked
+at between every few reads of the others and by every user that starts waiting: TCP merges a
+token that waits in its socket with the next one under the later stamp (kernel_clock.py), so a
+first token read a token gap late would give TTFT a gap too long.
 
 The reader handles the framing every engine sends (one-line `data:` events, LF line endings;
 other events through sseclient-py one at a time). A CR in the stream, an event the body ends
@@ -34,19 +39,33 @@ try:
 except AttributeError:
     _epoll = None
 ENABLED = _epoll is not None and os.environ.get("LOADLINE_PUSH_READS", "1") != "0"
+# TCP merges a token that waits in its socket with the next one under the later stamp
+# (kernel_clock.py), and at 256 streams one pass over the ready sockets takes 20-30 ms, two or three
+# token gaps (docs/benchmarks.md): replies awaiting their first token are looked at again after this
+# many reads of the others (~0.5 ms at ~35 us a read), so that a first token is read within about
+# a millisecond of its arrival while the reader keeps up at all.
+FIRST_TOKEN_LOOK_EVERY = 16
 _DATA = b"data: "
+HEAD = "head"  # the reply's status line and headers are in (`await_head`)
 
 
 class _Follow:
     """One reply the reader follows: its response (socket, parser, stamps), its record, its user."""
 
-    __slots__ = ("response", "reply", "waiter", "pending")
+    __slots__ = ("response", "reply", "waiter", "pending", "fresh")
 
-    def __init__(self, response, reply: Reply, waiter) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, response, reply: Reply | None, waiter) -> None:  # type: ignore[no-untyped-def]
         self.response = response
         self.reply = reply
         self.waiter = waiter
         self.pending = b""  # an event's first bytes, waiting for its blank line
+        self.fresh = True  # no content yet: on the reader's set of replies awaiting their first token
+
+    def after_read(self) -> str | None:
+        """HEAD when following a reply's head and it is complete; else what `take_decoded` says."""
+        if self.reply is None:
+            return HEAD if self.response.has_head else None
+        return self.take_decoded()
 
     def take_decoded(self) -> str | None:
         """The events of the bytes the parser decoded since the last call, stamped with the read that
@@ -93,9 +112,17 @@ class BodyReader:
         self.hub = get_hub()
         self.pid = os.getpid()  # a forked worker makes its own: an epoll set is shared across a fork
         self._epoll = _epoll()  # type: ignore[misc]
-        self._ready = self.hub.loop.io(self._epoll.fileno(), 1)  # readable: some socket in the set is
+        self._fresh = _epoll()  # type: ignore[misc]  # the replies awaiting their first token
+        self._epoll.register(self._fresh.fileno(), 1)  # readable when one of them is
+        self._ready = self.hub.loop.io(self._epoll.fileno(), 1)  # readable: some socket in the sets is
         self._replies: dict[int, _Follow] = {}
         self._greenlet: gevent.Greenlet | None = None
+
+    def await_head(self, response) -> None:  # type: ignore[no-untyped-def]
+        """Read `response` until its status line and headers are in. Many engines send them with the
+        first token, so they are read as first tokens are: promptly (FIRST_TOKEN_LOOK_EVERY)."""
+        if not response.has_head:
+            self._wait(response, _Follow(response, None, _Waiter(self.hub)))
 
     def follow(self, response, reply: Reply) -> str:  # type: ignore[no-untyped-def]
         """Read `response`'s body into `reply` from the reader greenlet; DONE, END or PULL (the rest
@@ -104,47 +131,79 @@ class BodyReader:
         outcome = follow.take_decoded()  # the bytes that came with the headers
         if outcome is not None:
             return outcome
+        follow.fresh = not reply.result.arrivals
+        return self._wait(response, follow)
+
+    def _wait(self, response, follow: _Follow) -> str:  # type: ignore[no-untyped-def]
         fd = response.fileno()
-        self._epoll.register(fd, 1)  # EPOLLIN
+        (self._fresh if follow.fresh else self._epoll).register(fd, 1)  # EPOLLIN
         self._replies[fd] = follow
         if self._greenlet is None or self._greenlet.dead:
             self._greenlet = gevent.spawn(self._run)
+        # users that finish together (replies that began together end in the same engine step) run
+        # one after another between two turns of the reader: each looks at the first tokens too
+        self._read_fresh()
         stall = response.stall
         stall.waiting = True  # a stall raises ReadTimeout here, as it would in a read of our own
         try:
             outcome = follow.waiter.get()
         finally:
             stall.waiting = False
-            if self._replies.get(fd) is follow:  # still on the set: a timeout, a stop, a cancellation
-                del self._replies[fd]
-                self._epoll.unregister(fd)
+            if self._replies.get(fd) is follow:  # still on a set: a timeout, a stop, a cancellation
+                self._drop(fd, follow)
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
 
+    def _drop(self, fd: int, follow: _Follow) -> None:
+        del self._replies[fd]
+        (self._fresh if follow.fresh else self._epoll).unregister(fd)
+
     def _run(self) -> None:
-        replies, poll, wait, ready = self._replies, self._epoll.poll, self.hub.wait, self._ready
+        replies, poll, wait, ready, read = self._replies, self._epoll.poll, self.hub.wait, self._ready, self._read
+        fresh = self._fresh.fileno()
         try:
             while replies:
                 wait(ready)
+                reads = 0
                 for fd, _ in poll(0):
+                    if fd == fresh or reads >= FIRST_TOKEN_LOOK_EVERY:
+                        self._read_fresh()
+                        reads = 0
+                        if fd == fresh:
+                            continue
                     follow = replies.get(fd)
-                    if follow is None:
-                        continue
-                    try:
-                        outcome = follow.take_decoded() if follow.response.read_ready() else None
-                    except Exception as exc:  # this reply's own end (a reset, a bad chunk): raised in its user
-                        outcome = exc
-                    if outcome is not None:
-                        del replies[fd]
-                        self._epoll.unregister(fd)
-                        follow.waiter.deliver(outcome)
+                    if follow is not None:
+                        read(fd, follow)
+                        reads += 1
         finally:
             # not a reply's fault (a bug, or this greenlet killed): its users read on the pull way
             for fd, follow in list(replies.items()):
-                del replies[fd]
-                self._epoll.unregister(fd)
+                self._drop(fd, follow)
                 follow.waiter.deliver(follow._hand_back(follow.pending))
+
+    def _read_fresh(self) -> None:
+        """Read the replies whose first token (or what precedes it) has come; move those that have
+        their first token to the main set."""
+        replies = self._replies
+        for fd, _ in self._fresh.poll(0):
+            follow = replies.get(fd)
+            if follow is None:
+                continue
+            self._read(fd, follow)
+            if replies.get(fd) is follow and follow.reply.result.arrivals:  # (a head ends at once)
+                self._fresh.unregister(fd)
+                self._epoll.register(fd, 1)
+                follow.fresh = False
+
+    def _read(self, fd: int, follow: _Follow) -> None:
+        try:
+            outcome = follow.after_read() if follow.response.read_ready() else None
+        except Exception as exc:  # this reply's own end (a reset, a bad chunk): raised in its user
+            outcome = exc
+        if outcome is not None:
+            self._drop(fd, follow)
+            follow.waiter.deliver(outcome)
 
 
 class _Waiter:
@@ -168,8 +227,12 @@ class _Waiter:
 _reader: list[BodyReader] = []
 
 
-def follow(response, reply: Reply) -> str:  # type: ignore[no-untyped-def]
-    """The process's reader follows `response` (connection.Response.follow)."""
+def reader() -> BodyReader:
+    """The process's reader (connection.Response: `read_head`, `follow`)."""
     if not _reader or _reader[0].pid != os.getpid() or _reader[0].hub is not get_hub():
         _reader[:] = [BodyReader()]
-    return _reader[0].follow(response, reply)
+    return _reader[0]
+
+
+def follow(response, reply: Reply) -> str:  # type: ignore[no-untyped-def]
+    return reader().follow(response, reply)

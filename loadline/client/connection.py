@@ -130,12 +130,21 @@ class Response:
         return True
 
     @property
+    def pushed(self) -> bool:
+        """Whether the body reader reads this reply (its head and body): not over TLS, where a
+        readable socket need not mean readable bytes, nor when LOADLINE_PUSH_READS=0."""
+        return body_reader.ENABLED and not self._conn.target.tls and hasattr(self._sock, "_sock")
+
+    @property
     def follow(self):  # type: ignore[no-untyped-def]
-        """The body reader's `follow(reply)` for this reply's body (streaming.read_stream), or None:
-        over TLS a readable socket need not mean readable bytes, and the reader is one's own choice."""
-        if self._conn.target.tls or not body_reader.ENABLED or not hasattr(self._sock, "_sock"):
-            return None
-        return partial(body_reader.follow, self)
+        """The body reader's `follow(reply)` for this reply's body (streaming.read_stream), or None."""
+        return partial(body_reader.follow, self) if self.pushed else None
+
+    @property
+    def has_head(self) -> bool:
+        """The reply's status line and headers are in (a 1xx is not the reply: the real one follows)."""
+        parser = self._parser
+        return parser.headers_complete and parser.get_code() >= 200
 
     def use_read_time(self) -> None:
         """Time this reply by read time (the user clock) from now on: its kernel stamps cannot be placed."""
@@ -202,6 +211,8 @@ class Response:
 
     def read_head(self) -> None:
         parser = self._parser
+        if self.pushed:
+            body_reader.reader().await_head(self)
         while not parser.headers_complete or parser.get_code() < 200:  # 1xx: the real reply follows
             self._feed_next()
         self.status = parser.get_code()

@@ -145,3 +145,28 @@ def test_replies_on_the_set_when_the_reader_dies_are_read_on_by_their_users():
         gevent.joinall([user], timeout=10)
     result, error, _ = user.value
     assert error is None and result.text == " a b c d" and len(result.arrivals) == 4
+
+
+@pytest.mark.parametrize("interim", [b"", b"HTTP/1.1 100 Continue\r\n\r\n"])
+def test_a_head_sent_with_the_first_token_is_read_by_the_reader_and_stamped_with_it(interim):
+    # many engines write the status line and headers only with the first token: TTFT hangs on that read
+    streams = 8
+    sent = [[] for _ in range(streams)]
+    first = [interim] if interim else []
+    first += [0.1, HEAD_CHUNKED + chunk(token(" a"))]
+    script = [*first, 0.03, chunk(token(" b", "stop"))] + END
+    servers = [scripted_server(script, t) for t in sent]
+    urls = [s.__enter__() for s in servers]
+    try:
+        users = [gevent.spawn(read, url) for url in urls]
+        gevent.joinall(users, timeout=20)
+    finally:
+        for s in servers:
+            s.__exit__(None, None, None)
+    for k, user in enumerate(users):
+        result, error, sent_perf = user.value
+        assert error is None and result.text == " a b", (k, error)
+        head_and_first = sent[k][-4]  # the write that carried the head and " a" (then " b", [DONE], end)
+        assert -0.001 <= result.arrivals[0] - head_and_first < 0.01, k
+        assert result.body.headers_at == result.arrivals[0] and result.body.status == 200
+    assert on_the_set() == 0
