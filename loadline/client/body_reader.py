@@ -191,7 +191,8 @@ class BodyReader:
             if follow is None:
                 continue
             self._read(fd, follow)
-            if replies.get(fd) is follow and follow.reply.result.arrivals:  # (a head ends at once)
+            reply = follow.reply  # None: a head, which stays here until it is complete
+            if reply is not None and reply.result.arrivals and replies.get(fd) is follow:
                 self._fresh.unregister(fd)
                 self._epoll.register(fd, 1)
                 follow.fresh = False

@@ -43,24 +43,30 @@ def read(url: str, read_timeout: float = 5.0) -> tuple[StreamResult, Exception |
         conn.close()
 
 
+def read_at_once(scripts: list[list]) -> tuple[list, list[list[float]]]:
+    """One user per script, each against its own scripted server, all at once: (users, each
+    server's send times)."""
+    sent: list[list[float]] = [[] for _ in scripts]
+    servers = [scripted_server(script, times) for script, times in zip(scripts, sent)]
+    urls = [server.__enter__() for server in servers]
+    try:
+        users = [gevent.spawn(read, url) for url in urls]
+        gevent.joinall(users, timeout=20)
+    finally:
+        for server in servers:
+            server.__exit__(None, None, None)
+    assert all(u.successful() for u in users), [u.exception for u in users]
+    return users, sent
+
+
 def on_the_set() -> int:
     return sum(len(r._replies) for r in body_reader._reader)
 
 
 @pytest.mark.parametrize("streams, pause", [(12, 0.02), (4, 0.05)])
 def test_many_replies_in_one_reader_each_get_their_own_times_and_text(streams, pause):
-    scripts = [reply([f" w{k}-{i}" for i in range(6)], pause * (1 + k % 3)) for k in range(streams)]
-    sent = [[] for _ in range(streams)]
-    with scripted_server(scripts[0], sent[0]) as first:
-        servers = [scripted_server(s, t) for s, t in zip(scripts[1:], sent[1:])]
-        urls = [first, *(s.__enter__() for s in servers)]
-        try:
-            users = [gevent.spawn(read, url) for url in urls]
-            gevent.joinall(users, timeout=20)
-        finally:
-            for s in servers:
-                s.__exit__(None, None, None)
-    assert all(u.successful() for u in users), [u.exception for u in users]
+    users, sent = read_at_once([reply([f" w{k}-{i}" for i in range(6)], pause * (1 + k % 3))
+                                for k in range(streams)])
     for k, user in enumerate(users):
         result, error, _ = user.value
         assert error is None and result.text == "".join(f" w{k}-{i}" for i in range(6))
@@ -150,21 +156,11 @@ def test_replies_on_the_set_when_the_reader_dies_are_read_on_by_their_users():
 @pytest.mark.parametrize("interim", [b"", b"HTTP/1.1 100 Continue\r\n\r\n"])
 def test_a_head_sent_with_the_first_token_is_read_by_the_reader_and_stamped_with_it(interim):
     # many engines write the status line and headers only with the first token: TTFT hangs on that read
-    streams = 8
-    sent = [[] for _ in range(streams)]
     first = [interim] if interim else []
-    first += [0.1, HEAD_CHUNKED + chunk(token(" a"))]
-    script = [*first, 0.03, chunk(token(" b", "stop"))] + END
-    servers = [scripted_server(script, t) for t in sent]
-    urls = [s.__enter__() for s in servers]
-    try:
-        users = [gevent.spawn(read, url) for url in urls]
-        gevent.joinall(users, timeout=20)
-    finally:
-        for s in servers:
-            s.__exit__(None, None, None)
+    script = [*first, 0.1, HEAD_CHUNKED + chunk(token(" a")), 0.03, chunk(token(" b", "stop"))] + END
+    users, sent = read_at_once([script] * 8)
     for k, user in enumerate(users):
-        result, error, sent_perf = user.value
+        result, error, _ = user.value
         assert error is None and result.text == " a b", (k, error)
         head_and_first = sent[k][-4]  # the write that carried the head and " a" (then " b", [DONE], end)
         assert -0.001 <= result.arrivals[0] - head_and_first < 0.01, k
