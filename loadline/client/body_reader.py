@@ -95,6 +95,9 @@ class _Follow:
         if response.complete:
             if self.pending.strip():  # an event without its blank line: sseclient-py dispatches it
                 return self._hand_back(self.pending)
+            # the end of the body: it moves the end of the reply when it came in a read of its own
+            # (then it had to be waited for), as in streaming.Reply.reads
+            reply.last_arrival = response.arrival
             reply.clean_eof = True
             return END
         return None

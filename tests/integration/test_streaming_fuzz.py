@@ -4,11 +4,13 @@
 `Body` below is that interface over chosen byte chunks, optionally ending in the transport exception
 the connection raises when it is cut. No server is mocked: the reader's own input is generated.
 
-Properties (three tests, 10,500 generated cases, about 30 s of CPU):
+Properties (four tests, 12,000 generated cases, about 40 s of CPU):
 - a valid stream split at any bytes gives the same record as the unsplit stream;
 - any corruption, truncation, huge line or non-UTF-8 byte: no exception but StreamFailure escapes,
   every outcome is classified (ok = a finish_reason; else an ErrorClass), and the reader returns
-  (the input is finite and nothing waits).
+  (the input is finite and nothing waits);
+- the body reader's way of taking the same reads (body_reader.py: events framed as reads come,
+  unusual framings handed back to the pull path) gives the same record, times and ending.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loadline.client import body_reader
 from loadline.client.connection import READ_SIZE, IncompleteBody, ReadTimeout
 from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
 from loadline.core.records import ErrorClass
@@ -70,16 +73,44 @@ class Body:
         pass
 
 
+class PushedBody(Body):
+    """The same reads the body reader's way (body_reader.py): each handed to its `_Follow` as the
+    reader hands a ready socket's read, and what it hands back read by the pull path."""
+
+    def __init__(self, chunks: list[bytes], cut: str | None = None):
+        super().__init__(chunks, cut)
+        self.decoded = bytearray()  # connection.Response's: decoded by the parser, not taken yet
+        self.complete = False
+
+    def read1(self) -> bytes:
+        if self.decoded:  # handed back: the same read, the same stamp
+            data = bytes(self.decoded)
+            del self.decoded[:]
+            return data
+        return b"" if self.complete else super().read1()  # the end is not read twice
+
+    def follow(self, reply) -> str:  # type: ignore[no-untyped-def]
+        follow = body_reader._Follow(self, reply, None)
+        for _ in range(100_000):
+            data = super().read1()  # the transport's cut is raised here, as read_ready raises it
+            self.decoded += data
+            self.complete = not data
+            outcome = follow.take_decoded()
+            if outcome is not None:
+                return outcome
+        raise AssertionError("the reader kept reading past the end")
+
+
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts})
     return [data[a:b] for a, b in zip([0, *points], [*points, len(data)])]
 
 
-def outcome(chunks: list[bytes], cut: str | None = None) -> tuple[StreamResult, str]:
+def outcome(chunks: list[bytes], cut: str | None = None, body: type = Body) -> tuple[StreamResult, str]:
     """Read the body; "ok" or the failure's error class. Anything else raised fails the test."""
     result = StreamResult()
     try:
-        read_stream(Body(chunks, cut), chat_content, result)
+        read_stream(body(chunks, cut), chat_content, result)
     except StreamFailure as exc:
         assert exc.error_class in set(ErrorClass), exc.error_class
         return result, str(exc.error_class)
@@ -163,3 +194,21 @@ def test_any_corruption_ends_in_a_classified_outcome(stream, cuts, cut):
 def test_random_bytes_end_in_a_classified_outcome(body, cuts, cut):
     _, status = outcome(split(body, cuts), cut)
     assert status != "ok" or b"finish_reason" in body  # random bytes that pass must have said how the reply ended
+
+
+# --- the body reader's way ------------------------------------------------------------------------------
+PUSH_CASES = settings(FUZZ, max_examples=1500)
+
+
+def everything(result: StreamResult) -> tuple:
+    return (*record(result), tuple(result.arrivals), result.ended_at, result.body_complete)
+
+
+@PUSH_CASES
+@given(st.one_of(valid_streams(), corrupted_streams()), st.lists(st.integers(min_value=0), max_size=20),
+       st.sampled_from(CUTS))
+def test_the_body_reader_and_the_pull_path_give_the_same_record(stream, cuts, cut):
+    pulled, pulled_status = outcome(split(stream, cuts), cut)
+    pushed, pushed_status = outcome(split(stream, cuts), cut, PushedBody)
+    assert pushed_status == pulled_status
+    assert everything(pushed) == everything(pulled)
