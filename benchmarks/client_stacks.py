@@ -8,7 +8,7 @@ interleaved. Stacks (every one reads a chunk as soon as any bytes arrive):
                  every body read by the process's body reader (body_reader.py)
   loadline-pull  the same with LOADLINE_PUSH_READS=0 (every body read in its user's greenlet)
   loadline-user  the same with LOADLINE_KERNEL_CLOCK=0 (stamp = perf_counter() at the read)
-  loadline-sseclient  the same with sseclient-py framing every event (as before sse.py's fast path)
+  loadline-sseclient  loadline-pull with sseclient-py framing every event (as before sse.py's fast path)
 The first wave's requests/urllib3 path, the geventhttpclient prototypes that chose this one and the
 epoll-reader prototype that led to body_reader.py are measured in docs/benchmarks.md; to measure an
 older tree's whole generator, use generator_throughput.py --repo.
@@ -135,7 +135,7 @@ def run_child(stack: str, streams: int, tag: str, url: str, model: str, args: ar
     cmd = [*pin, sys.executable, __file__, "--child", stack, "--url", url, "--model", model, "--tag", tag,
            "--streams", str(streams), "--seconds", str(args.seconds), "--tokens", str(args.tokens)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "LOADLINE_KERNEL_CLOCK": "0" if stack == "loadline-user" else "1",
-           "LOADLINE_PUSH_READS": "0" if stack == "loadline-pull" else "1"}
+           "LOADLINE_PUSH_READS": "0" if stack in ("loadline-pull", "loadline-sseclient") else "1"}
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + 60, env=env, cwd=REPO)
     except subprocess.TimeoutExpired:

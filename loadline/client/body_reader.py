@@ -28,10 +28,11 @@ from __future__ import annotations
 import os
 
 import gevent
-from gevent.hub import Waiter, get_hub
+from gevent.event import AsyncResult
+from gevent.hub import get_hub
 from gevent.monkey import get_original
 
-from loadline.client.sse import slow_event
+from loadline.client.sse import Framer
 from loadline.client.streaming import DONE, END, PULL, Reply
 
 try:
@@ -45,20 +46,19 @@ ENABLED = _epoll is not None and os.environ.get("LOADLINE_PUSH_READS", "1") != "
 # many reads of the others (~0.5 ms at ~35 us a read), so that a first token is read within about
 # a millisecond of its arrival while the reader keeps up at all.
 FIRST_TOKEN_LOOK_EVERY = 16
-_DATA = b"data: "
 HEAD = "head"  # the reply's status line and headers are in (`await_head`)
 
 
 class _Follow:
     """One reply the reader follows: its response (socket, parser, stamps), its record, its user."""
 
-    __slots__ = ("response", "reply", "waiter", "pending", "fresh")
+    __slots__ = ("response", "reply", "done", "framer", "fresh")
 
-    def __init__(self, response, reply: Reply | None, waiter) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, response, reply: Reply | None) -> None:  # type: ignore[no-untyped-def]
         self.response = response
         self.reply = reply
-        self.waiter = waiter
-        self.pending = b""  # an event's first bytes, waiting for its blank line
+        self.done = AsyncResult()  # the reader's outcome, or the reply's own failure, for its user
+        self.framer = Framer()
         self.fresh = True  # no content yet: on the reader's set of replies awaiting their first token
 
     def after_read(self) -> str | None:
@@ -77,24 +77,17 @@ class _Follow:
             del decoded[:]
             reply.last_arrival = response.arrival
             reply.last_data = data
-            buffer = self.pending + data if self.pending else data
-            if b"\r" in buffer:  # CR line endings: sseclient-py frames the rest (streaming.read_stream)
-                return self._hand_back(buffer)
-            start = 0
+            found = self.framer.events(data)
+            if found is None:  # CR line endings: sseclient-py frames the rest (streaming.read_stream)
+                return self._hand_back()
             take = reply.take
-            while (end := buffer.find(b"\n\n", start)) >= 0:
-                event = buffer[start:end]
-                start = end + 2
-                if event.startswith(_DATA) and event.find(b"\n", 6) < 0:
-                    if take(event[6:]):
-                        return DONE
-                elif event and any(take(data) for data in slow_event(event)):
+            for event in found:
+                if take(event):
                     return DONE
-            self.pending = buffer[start:]
             reply.read_done()
         if response.complete:
-            if self.pending.strip():  # an event without its blank line: sseclient-py dispatches it
-                return self._hand_back(self.pending)
+            if self.framer.pending.strip():  # an event without its blank line: sseclient-py dispatches it
+                return self._hand_back()
             # the end of the body: it moves the end of the reply when it came in a read of its own
             # (then it had to be waited for), as in streaming.Reply.reads
             reply.last_arrival = response.arrival
@@ -102,9 +95,11 @@ class _Follow:
             return END
         return None
 
-    def _hand_back(self, rest: bytes) -> str:
-        self.response.decoded[:0] = rest  # read again by the pull path, with the same stamp
-        self.pending = b""
+    def _hand_back(self) -> str:
+        """What the framer holds goes back to the parser's buffer: the pull path reads it again, with
+        the same stamp (connection.Response.read1)."""
+        self.response.decoded[:0] = self.framer.pending
+        self.framer.pending = b""
         return PULL
 
 
@@ -125,12 +120,12 @@ class BodyReader:
         """Read `response` until its status line and headers are in. Many engines send them with the
         first token, so they are read as first tokens are: promptly (FIRST_TOKEN_LOOK_EVERY)."""
         if not response.has_head:
-            self._wait(response, _Follow(response, None, _Waiter(self.hub)))
+            self._wait(response, _Follow(response, None))
 
     def follow(self, response, reply: Reply) -> str:  # type: ignore[no-untyped-def]
         """Read `response`'s body into `reply` from the reader greenlet; DONE, END or PULL (the rest
         is the caller's to read). Raises what cut the body, in the caller's greenlet."""
-        follow = _Follow(response, reply, _Waiter(self.hub))
+        follow = _Follow(response, reply)
         outcome = follow.take_decoded()  # the bytes that came with the headers
         if outcome is not None:
             return outcome
@@ -149,14 +144,11 @@ class BodyReader:
         stall = response.stall
         stall.waiting = True  # a stall raises ReadTimeout here, as it would in a read of our own
         try:
-            outcome = follow.waiter.get()
+            return follow.done.get()  # raises the reply's own failure here, in its user's greenlet
         finally:
             stall.waiting = False
             if self._replies.get(fd) is follow:  # still on a set: a timeout, a stop, a cancellation
                 self._drop(fd, follow)
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
 
     def _drop(self, fd: int, follow: _Follow) -> None:
         del self._replies[fd]
@@ -183,7 +175,7 @@ class BodyReader:
             # not a reply's fault (a bug, or this greenlet killed): its users read on the pull way
             for fd, follow in list(replies.items()):
                 self._drop(fd, follow)
-                follow.waiter.deliver(follow._hand_back(follow.pending))
+                follow.done.set(follow._hand_back())
 
     def _read_fresh(self) -> None:
         """Read the replies whose first token (or what precedes it) has come; move those that have
@@ -204,39 +196,20 @@ class BodyReader:
         try:
             outcome = follow.after_read() if follow.response.read_ready() else None
         except Exception as exc:  # this reply's own end (a reset, a bad chunk): raised in its user
-            outcome = exc
+            self._drop(fd, follow)
+            follow.done.set_exception(exc)
+            return
         if outcome is not None:
             self._drop(fd, follow)
-            follow.waiter.deliver(outcome)
-
-
-class _Waiter:
-    """Where a user's greenlet waits for the reader to be done with its reply."""
-
-    __slots__ = ("_waiter", "_loop")
-
-    def __init__(self, hub) -> None:  # type: ignore[no-untyped-def]
-        self._waiter = Waiter(hub)
-        self._loop = hub.loop
-
-    def get(self):  # type: ignore[no-untyped-def]
-        return self._waiter.get()
-
-    def deliver(self, outcome: object) -> None:
-        # through the hub (a Waiter is switched from there); a user that left meanwhile (timeout,
-        # stop) leaves it in a waiter nobody reads
-        self._loop.run_callback(self._waiter.switch, outcome)
+            follow.done.set(outcome)
 
 
 _reader: list[BodyReader] = []
 
 
 def reader() -> BodyReader:
-    """The process's reader (connection.Response: `read_head`, `follow`)."""
+    """The process's reader (connection.Response: `read_head`, `follow`), made at its first use."""
     if not _reader or _reader[0].pid != os.getpid() or _reader[0].hub is not get_hub():
         _reader[:] = [BodyReader()]
     return _reader[0]
 
-
-def follow(response, reply: Reply) -> str:  # type: ignore[no-untyped-def]
-    return reader().follow(response, reply)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from functools import partial
 from time import perf_counter
 
 import gevent.socket
@@ -34,6 +33,7 @@ from loadline.client import body_reader, kernel_clock
 from loadline.client.endpoint import Target, dropped, tls_context
 from loadline.client.keepalive import STALE_ERRORS, StaleKeepAlive
 from loadline.client.stall import StallTimer
+from loadline.client.streaming import PULL, Reply
 from loadline.client.transport_errors import ConnectError, ConnectTimeout, IncompleteBody, ReadTimeout
 
 READ_SIZE = 65536
@@ -47,13 +47,13 @@ class Response:
 
     __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries", "arrival",
                  "read_delay_max", "read_at", "read_since", "newest_wall", "merges",
-                 "_conn", "_sock", "_parser", "_offset", "_kernel", "_stall")
+                 "_conn", "_sock", "_parser", "_offset", "_kernel", "stall")
 
     def __init__(self, conn: "Connection", sock: socket.socket, parser: HTTPResponse, sent_perf: float,
                  sent_wall: float, before_perf: float) -> None:
         self._conn, self._sock, self._parser = conn, sock, parser
         self._kernel = conn.kernel
-        self._stall = conn.stall
+        self.stall = conn.stall  # the connection's read timeout (stall.py)
         self.sent_perf, self.sent_wall = sent_perf, sent_wall
         self._offset = sent_wall - sent_perf  # kernel stamps (wall clock) -> perf_counter()
         self.arrival = 0.0
@@ -82,7 +82,7 @@ class Response:
 
     def _recv(self) -> bytes:
         """One read of whatever arrived, stamping `arrival`; b"" at the end of the connection."""
-        stall = self._stall
+        stall = self.stall
         stall.waiting = True
         called = time.time()
         try:
@@ -99,7 +99,7 @@ class Response:
 
     def _took(self, data: bytes, ancdata: list | None, since: float) -> None:
         """A read's times: when its bytes arrived (`arrival`), when it was read, how late."""
-        self._stall.progress()
+        self.stall.progress()
         self.read_since = since
         self.read_at = time.time()
         if ancdata is not None:
@@ -135,10 +135,10 @@ class Response:
         readable socket need not mean readable bytes, nor when LOADLINE_PUSH_READS=0."""
         return body_reader.ENABLED and not self._conn.target.tls and hasattr(self._sock, "_sock")
 
-    @property
-    def follow(self):  # type: ignore[no-untyped-def]
-        """The body reader's `follow(reply)` for this reply's body (streaming.read_stream), or None."""
-        return partial(body_reader.follow, self) if self.pushed else None
+    def follow(self, reply: Reply) -> str:
+        """The body reader reads this reply's body into `reply` (streaming.read_stream); PULL: the
+        caller reads it."""
+        return body_reader.reader().follow(self, reply) if self.pushed else PULL
 
     @property
     def has_head(self) -> bool:
@@ -202,10 +202,6 @@ class Response:
         """The whole reply has been read (the body ended the way its headers said it would)."""
         return self._parser.message_complete
 
-    @property
-    def stall(self) -> StallTimer:
-        return self._stall
-
     def fileno(self) -> int:
         return self._sock.fileno()
 
@@ -260,7 +256,7 @@ class Response:
 
     def close(self) -> None:
         """Done with this reply: the connection stays open for the next request only if the reply ended cleanly."""
-        self._stall.disarm()
+        self.stall.disarm()
         parser = self._parser
         if parser.message_complete and parser.should_keep_alive() and not parser._body_buffer:
             self._conn.answered = True

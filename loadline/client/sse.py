@@ -2,7 +2,7 @@
 
 Every engine we drive (vLLM, SGLang, TGI, llama.cpp, the simulator) sends each chunk as one
 `data: {...}` line ended by a blank line, LF only. Those events are cut out of the bytes with one
-`find()` and handed over as bytes (orjson parses bytes and rejects invalid UTF-8 itself). Anything
+`find()` (`Framer`, fed each read) and handed over as bytes (orjson parses bytes and rejects invalid UTF-8 itself). Anything
 else is left to sseclient-py, the library that frames the full format: an event with comments,
 other fields or several data lines is parsed by it on its own, and once a CR appears (CRLF or CR
 line endings) it frames the rest of the stream. Why not sseclient-py for everything: it splits
@@ -24,29 +24,46 @@ def _library(chunks: Iterable[bytes]) -> Iterator[str]:
     return (event.data for event in sseclient.SSEClient(chunks).events())
 
 
-def slow_event(event: bytes) -> Iterator[str]:
-    """The data of one complete event (its blank line cut off) that is not one `data:` line."""
-    return _library((event + b"\n\n",))
+class Framer:
+    """The fast path, fed read by read: both the pull path (`event_data`) and the body reader
+    (body_reader.py, which is handed reads rather than asking for them) cut events with it."""
 
+    __slots__ = ("pending",)
 
-def event_data(reads: Iterable[bytes]) -> Iterator[bytes | str]:
-    """The data field of each event in the body `reads` yields, in order (bytes on the fast path,
-    str from sseclient-py); an event is yielded while the read that completed it is the latest."""
-    pending = b""
-    source = iter(reads)
-    for data in source:
-        buffer = pending + data if pending else data
+    def __init__(self) -> None:
+        self.pending = b""  # an event's first bytes, waiting for its blank line
+
+    def events(self, data: bytes) -> list[bytes | str] | None:
+        """The data of each event this read completes, in order; None once a CR appears (CRLF or CR
+        line endings): sseclient-py must frame the rest, starting with `pending`, which then holds
+        this read too."""
+        buffer = self.pending + data if self.pending else data
         if b"\r" in buffer:
-            yield from _library(chain((buffer,), source))
-            return
+            self.pending = buffer
+            return None
+        found: list[bytes | str] = []
         start = 0
         while (end := buffer.find(b"\n\n", start)) >= 0:
             event = buffer[start:end]
             start = end + 2
             if event.startswith(_DATA) and event.find(b"\n", 6) < 0:
-                yield event[6:]
-            elif event:
-                yield from slow_event(event)
-        pending = buffer[start:]
-    if pending.strip():  # an event the body ended without its blank line: sseclient-py dispatches it
-        yield from _library((pending,))
+                found.append(event[6:])
+            elif event:  # comments, other fields, several data lines: the library, this event alone
+                found.extend(_library((event + b"\n\n",)))
+        self.pending = buffer[start:]
+        return found
+
+
+def event_data(reads: Iterable[bytes]) -> Iterator[bytes | str]:
+    """The data field of each event in the body `reads` yields, in order (bytes on the fast path,
+    str from sseclient-py); an event is yielded while the read that completed it is the latest."""
+    framer = Framer()
+    source = iter(reads)
+    for data in source:
+        found = framer.events(data)
+        if found is None:
+            yield from _library(chain((framer.pending,), source))
+            return
+        yield from found
+    if framer.pending.strip():  # an event the body ended without its blank line: sseclient-py dispatches it
+        yield from _library((framer.pending,))

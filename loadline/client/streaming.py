@@ -101,7 +101,7 @@ class Body(Protocol):
 
     def settle_merges(self, gap: float) -> None: ...  # count them in the read delay at the reply's pace
 
-    # optional, `follow(reply) -> DONE | END | PULL`: the body reader reads the body into `reply`
+    def follow(self, reply: "Reply") -> str: ...  # the body reader reads the body: DONE, END, or PULL (read it here)
 
 
 class Reply:
@@ -186,14 +186,13 @@ def read_stream(body: Body, content_of: Callable[[dict], str | None], result: St
 
     `content_of(choice)` extracts the token text from a chunk's first choice (chat vs completions).
     `result` belongs to the caller so that what arrived before a failure or a cancellation is kept.
-    The body reader reads it when the body offers `follow` (a plain-TCP connection); what it hands
-    back (an unusual framing) is read here, in this greenlet.
+    The body reader reads it when the body `follow`s (a plain-TCP connection); what it hands back
+    (an unusual framing, or all of it over TLS) is read here, in this greenlet.
     """
     reply = Reply(body, content_of, result)
     result.clock, result.body = body.clock, body
-    follow = getattr(body, "follow", None)
     try:
-        outcome = follow(reply) if follow is not None else PULL
+        outcome = body.follow(reply)
         if outcome == PULL:
             for data in event_data(reply.reads()):
                 if reply.take(data):

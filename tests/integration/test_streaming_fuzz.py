@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loadline.client import body_reader
 from loadline.client.connection import READ_SIZE, IncompleteBody, ReadTimeout
-from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
+from loadline.client.streaming import PULL, StreamFailure, StreamResult, chat_content, read_stream
 from loadline.core.records import ErrorClass
 
 CASES = 3500  # per test: 3 x 3,500 = 10,500 generated cases
@@ -60,6 +60,9 @@ class Body:
     def merged(self, extra_events: int) -> None:
         pass
 
+    def follow(self, reply) -> str:  # type: ignore[no-untyped-def]
+        return PULL  # read here, read by read (PushedBody: the body reader's way)
+
     def settle_merges(self, gap: float) -> None:
         pass
 
@@ -90,7 +93,7 @@ class PushedBody(Body):
         return b"" if self.complete else super().read1()  # the end is not read twice
 
     def follow(self, reply) -> str:  # type: ignore[no-untyped-def]
-        follow = body_reader._Follow(self, reply, None)
+        follow = body_reader._Follow(self, reply)
         for _ in range(100_000):
             data = super().read1()  # the transport's cut is raised here, as read_ready raises it
             self.decoded += data
