@@ -49,6 +49,7 @@ class ResponseSink:
             now = time.time()
             self.conn.write(response(200, body, keep_alive=self.conn.keep_alive))
             self.truth["first_token"] = self.truth["last_token"] = now
+            self.truth["first_write_s"] = self.truth["last_write_s"] = round(time.time() - now, 6)
             self._done(seq, 200, "ok")
 
     def _stream(self, seq: Sequence) -> None:
@@ -76,10 +77,13 @@ class ResponseSink:
             data += LAST_CHUNK
         now = time.time()
         self.conn.write(data)
+        # The kernel took the bytes somewhere in [now, now + took]: a write call that took long was
+        # preempted around the send, and that bounds how far the stamp can be from the wire.
+        took = round(time.time() - now, 6)
         if not self.headers_sent:
             self.headers_sent = True
-            self.truth["first_token"] = now
-        self.truth["last_token"] = now
+            self.truth["first_token"], self.truth["first_write_s"] = now, took
+        self.truth["last_token"], self.truth["last_write_s"] = now, took
         self.sent = seq.generated
 
     def interrupt(self, seq: Sequence, abort: Callable[[Sequence], None]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO
 
 FIELDS = ("request_id", "replica", "endpoint", "stream", "arrival", "queue_start", "queue_end", "first_token",
-          "last_token", "prompt_tokens", "output_tokens", "status", "outcome", "finish_reason", "preemptions",
+          "last_token", "first_write_s", "last_write_s", "prompt_tokens", "output_tokens", "status", "outcome", "finish_reason", "preemptions",
           "faults")
 
 

@@ -42,7 +42,7 @@ poll = get_original("select", "poll")
 AF_INET, SOCK_STREAM, SOCK_DGRAM, SOL_SOCKET = 2, 1, 2, 1
 POLLIN = 1
 CONNECTIONS, REQUESTS_EACH, MAX_TOKENS = 8, 3, 6
-TOLERANCE_MS = 1.0  # measured 0.005-0.05 ms between the stamp and the kernel's receive stamp
+TOLERANCE_MS = 1.0  # measured 0.005-0.05 ms between the stamp and the kernel's receive stamp (its write not preempted)
 DEADLINE_S = 30.0
 
 
@@ -174,14 +174,19 @@ def test_truth_stamps_are_the_kernels_send_times(sim_server, event_loop_name):
         row = truth.loc[stream.request_id]
         assert first_any > 0, "a read without a kernel stamp"
         any_err.append((first_any - row.first_token) * 1000)
+        # (error, how long the simulator's write call took: the kernel sent within [stamp, stamp + that])
         if first is not None:
-            first_err.append((first - row.first_token) * 1000)
+            first_err.append(((first - row.first_token) * 1000, row.first_write_s * 1000))
         if last is not None:
-            last_err.append((last - row.last_token) * 1000)
+            last_err.append(((last - row.last_token) * 1000, row.last_write_s * 1000))
     # a prompt reader sees nearly every write alone (one engine step is ~20 ms here)
     assert len(first_err) >= len(streams) // 2 and len(last_err) >= len(streams) // 2, (first_err, last_err)
-    assert max(map(abs, first_err)) < TOLERANCE_MS, first_err
-    assert max(map(abs, last_err)) < TOLERANCE_MS, last_err
+    # A CI run saw one first token 2.2 ms after its stamp: the simulator preempted between its stamp
+    # and its send. The write call's own duration, logged beside each stamp, bounds that lateness.
+    assert all(-TOLERANCE_MS < err < TOLERANCE_MS + took for err, took in first_err), first_err
+    assert all(-TOLERANCE_MS < err < TOLERANCE_MS + took for err, took in last_err), last_err
+    assert sum(took < TOLERANCE_MS for _, took in first_err + last_err) >= len(first_err + last_err) // 2, (
+        "the simulator's writes were slow: no stamp was tested to the tolerance")
     # a read holding several writes is stamped late (its newest write), never before the truth
     assert min(any_err) > -TOLERANCE_MS, any_err
 
