@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analysis.report import charts, server_charts
 
 from analysis.verdict import gate
 
@@ -28,7 +26,7 @@ from analysis.verdict.bottleneck import judge
 from analysis.verdict.capacity import plan_from_run
 from analysis.data.load import RunData, load_run
 from analysis.data.prom_ingest import load_query_range
-from analysis.report.recovery_chart import recovery_chart
+from analysis.report.guard import guarded
 from analysis.report.html import render_html
 from analysis.report.markdown import render_markdown, verdict_sentence
 from analysis.report.workers import worker_lines
@@ -71,31 +69,16 @@ def clean(value: Any) -> Any:
     return value
 
 
-def _guarded(name: str, call: Callable[[], Any], fallback: dict) -> Any:
-    """Run another part's analysis; a failure there is reported in the verdict, not fatal to the report.
-
-    The report is written at the end of every run: losing the SLO verdict because a secondary
-    analysis raised would cost the user more than a section that says it could not be computed.
-    """
-    try:
-        return call()
-    except UsageError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - see docstring
-        last = traceback.extract_tb(exc.__traceback__)[-1]
-        return {**fallback, "error": f"{name} failed: {type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"}
-
-
 def _bottleneck(run: RunData, table: pd.DataFrame, criteria: list[dict], floor_model_ms: float | None = None) -> dict:
     fallback = {"layer": None, "evidence": [], "actions": [], "secondary": [], "not_judged": ["bottleneck verdict unavailable"]}
     failed = [c for c in criteria if c.get("passed") is False]  # a failed SLO is a limit: never "headroom"
-    return _guarded("bottleneck verdict", lambda: judge(run, table, slo_failures=failed,
+    return guarded("bottleneck verdict", lambda: judge(run, table, slo_failures=failed,
                                                         measurement_floor_ms=floor_model_ms), fallback)
 
 
 def _validity(run: RunData, criteria: list[dict], scale: float) -> dict:
     fallback = {"usable": True, "trustworthy": None, "reason": None, "findings": [], "floor": {}, "confidence_steps": 0}
-    return _guarded("validity", lambda: validity.assess(run.requests, run.phases, run.generator, criteria, scale,
+    return guarded("validity", lambda: validity.assess(run.requests, run.phases, run.generator, criteria, scale,
                                                         read_truth(run.path)), fallback)
 
 
@@ -112,14 +95,14 @@ def _not_judged(reason: str) -> dict:
 
 
 def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> dict:
-    return _guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {})
+    return guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {})
 
 
 def _open_loop(run: RunData, scale: float, slo: SLO) -> dict:
     """Arrival-rate runs: target vs achieved rate, lateness, latency from due (analysis/stats/arrivals.py)."""
     if not run.has_records:
         return {}
-    return _guarded("open loop", lambda: arrivals.summary(run.requests, run.phases, run.manifest.get("options") or {},
+    return guarded("open loop", lambda: arrivals.summary(run.requests, run.phases, run.manifest.get("options") or {},
                                                           scale, slo), {})
 
 
@@ -127,13 +110,8 @@ def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
     """Surge / fault recovery entries (analysis.stats.recovery), and why they are missing if they failed."""
     if not run.has_records:
         return [], []
-    result = _guarded("recovery", lambda: recovery.from_run(run.requests, run.phases, run.manifest, slo, run.faults), {})
+    result = guarded("recovery", lambda: recovery.from_run(run.requests, run.phases, run.manifest, slo, run.faults), {})
     return (result, []) if isinstance(result, list) else ([], [result["error"]])
-
-
-def _server_charts(run: RunData, table: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str | None]:
-    result = _guarded("server charts", lambda: list(server_charts.charts(run, table, out_dir)), {})
-    return (result, None) if isinstance(result, list) else ([], result.get("error"))
 
 
 def merge_prometheus(run: RunData, files: Iterable[str | Path]) -> None:
@@ -144,35 +122,6 @@ def merge_prometheus(run: RunData, files: Iterable[str | Path]) -> None:
     frames = [f for f in (run.server_metrics, extra) if f is not None and len(f)]
     if frames:
         run.server_metrics = pd.concat(frames, ignore_index=True)
-
-
-def _draw_charts(run: RunData, table: pd.DataFrame, knee_point: dict, break_point: dict, criteria: list[dict],
-                 out_dir: Path, scale: float = 1.0) -> tuple[list[Path], list[str]]:
-    drawn: list[Path] = []
-    problems: list[str] = []
-    jobs: list[tuple[str, Callable[[], Path]]] = []
-    if run.has_records:
-        curve = knee.load_curve(table)
-        jobs += [
-            ("latency over time", lambda: charts.latency_over_time(run, out_dir / "latency_over_time.png", scale)),
-            ("throughput vs concurrency", lambda: charts.throughput_vs_concurrency(
-                curve, knee_point, break_point, charts.slo_lines(criteria), out_dir / "throughput_vs_concurrency.png")),
-            ("latency CDFs", lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png", scale)),
-            ("tokens over time", lambda: charts.tokens_over_time(run, out_dir / "tokens_over_time.png", scale)),
-            ("errors over time", lambda: charts.errors_over_time(run, out_dir / "errors_over_time.png", scale)),
-        ]
-    elif run.locust_history is not None:
-        jobs.append(("locust history", lambda: charts.locust_history_chart(run.locust_history, out_dir / "locust_history.png")))
-    for name, job in jobs:
-        result = _guarded(f"chart '{name}'", job, {})
-        if isinstance(result, Path):
-            drawn.append(result)
-        else:
-            problems.append(result["error"])
-    extra, problem = _server_charts(run, table, out_dir)
-    drawn += [Path(p) for p in extra]
-    problems += [problem] if problem else []
-    return drawn, problems
 
 
 def _require_outcomes(run: RunData, table: pd.DataFrame) -> None:
@@ -237,7 +186,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     # "Is this run valid?" and "where does the time go?" come before any capacity statement
     verdict["validity"] = _validity(run, verdict["slo"]["criteria"], scale)
     floor = (verdict["validity"].get("floor") or {}).get("floor_model_ms")
-    verdict["time_split"] = _guarded("time split", lambda: time_split(
+    verdict["time_split"] = guarded("time split", lambda: time_split(
         run.requests, run.phases, run.server_metrics, scale, floor), {"available": False, "phases": []})
     if verdict["validity"].get("usable") is False:
         verdict["exit_code"] = EXIT_UNUSABLE
@@ -273,13 +222,10 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
         raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
     table, verdict = analyse(run, slo)
     if charts:
-        chart_paths, problems = _draw_charts(run, table, verdict["knee"], verdict["break_point"], verdict["slo"]["criteria"], out,
-                                             verdict["time_scale"])
-        drawn = _guarded("chart 'recovery'", lambda: recovery_chart(verdict["recovery"], out / "recovery.png"), {})
-        if isinstance(drawn, Path):
-            chart_paths.append(drawn)
-        elif isinstance(drawn, dict):
-            problems.append(drawn["error"])
+        # Imported here: matplotlib costs ~0.6 s of CPU to import, which a --no-charts report skips.
+        from analysis.report.figures import draw_charts
+
+        chart_paths, problems = draw_charts(run, table, verdict, out)
     else:
         chart_paths, problems = [], ["charts not drawn (--no-charts): loadline report RUN draws them"]
     verdict["charts"] = [p.name for p in chart_paths]

@@ -1,0 +1,50 @@
+"""Every chart of a report, drawn into its folder; a chart that fails is named, the others are kept.
+
+Its own module so that matplotlib is imported only by a report that draws (build.py imports this
+when asked for charts): the import costs ~0.6 s of CPU, a --no-charts report (a CI gate) skips it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.data.load import RunData
+from analysis.report import charts, server_charts
+from analysis.report.guard import guarded
+from analysis.report.recovery_chart import recovery_chart
+from analysis.stats import knee
+
+
+def draw_charts(run: RunData, table: pd.DataFrame, verdict: dict, out_dir: Path) -> tuple[list[Path], list[str]]:
+    """(the PNG files drawn, one line per chart that could not be)."""
+    scale = verdict["time_scale"]
+    jobs: list[tuple[str, Callable[[], Path]]] = []
+    if run.has_records:
+        curve = knee.load_curve(table)
+        slo_lines = charts.slo_lines(verdict["slo"]["criteria"])
+        jobs += [
+            ("chart 'latency over time'", lambda: charts.latency_over_time(run, out_dir / "latency_over_time.png", scale)),
+            ("chart 'throughput vs concurrency'", lambda: charts.throughput_vs_concurrency(
+                curve, verdict["knee"], verdict["break_point"], slo_lines, out_dir / "throughput_vs_concurrency.png")),
+            ("chart 'latency CDFs'", lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png", scale)),
+            ("chart 'tokens over time'", lambda: charts.tokens_over_time(run, out_dir / "tokens_over_time.png", scale)),
+            ("chart 'errors over time'", lambda: charts.errors_over_time(run, out_dir / "errors_over_time.png", scale)),
+        ]
+    elif run.locust_history is not None:
+        jobs.append(("chart 'locust history'", lambda: charts.locust_history_chart(run.locust_history, out_dir / "locust_history.png")))
+    jobs.append(("server charts", lambda: list(server_charts.charts(run, table, out_dir))))
+    jobs.append(("chart 'recovery'", lambda: recovery_chart(verdict["recovery"], out_dir / "recovery.png")))
+    drawn: list[Path] = []
+    problems: list[str] = []
+    for name, job in jobs:
+        result = guarded(name, job, {})
+        if isinstance(result, Path):
+            drawn.append(result)
+        elif isinstance(result, list):
+            drawn += [Path(p) for p in result]
+        elif isinstance(result, dict) and "error" in result:
+            problems.append(result["error"])
+    return drawn, problems
