@@ -275,7 +275,7 @@ def test_shifted_clocks_and_a_killed_worker_across_hosts(hosts, tmp_path):
     # the report names it; with the server's log in the run folder (as `loadline run` leaves it) the
     # loss is counted exactly
     shutil.copy(cluster.runs / "sim-truth.jsonl", run_dir / "truth.jsonl")
-    report = subprocess.run([sys.executable, "-m", "loadline", "report", str(run_dir)], capture_output=True,
+    report = subprocess.run([sys.executable, "-m", "loadline", "report", str(run_dir), "--no-charts"], capture_output=True,
                             text=True, timeout=120, cwd=REPO)
     # (exit 2 is possible: libfaketime leaves kernel receive stamps unshifted, so the shifted workers'
     # kernel-clock TTFTs are off by their shift and the validity check may call the run unusable)

@@ -85,8 +85,8 @@ def test_cli_exit_codes_follow_the_slo(tmp_path, capsys):
     relaxed.write_text("[slo]\ne2e_p95_ms = 401\ne2e_p99_ms = 'none'\nttft_p95_ms = 'none'\n")
     strict = tmp_path / "strict.toml"
     strict.write_text("[slo]\ne2e_p95_ms = 399\n")  # 400 ms exactly at a 400 ms limit passes (loadline/core/judge.py)
-    assert cli_main(["report", str(path), "--slo", str(relaxed), "--out", str(tmp_path / "r1")]) == 0
-    assert cli_main(["report", str(path), "--slo", str(strict), "--out", str(tmp_path / "r2")]) == 1
+    assert cli_main(["report", str(path), "--slo", str(relaxed), "--out", str(tmp_path / "r1"), "--no-charts"]) == 0
+    assert cli_main(["report", str(path), "--slo", str(strict), "--out", str(tmp_path / "r2"), "--no-charts"]) == 1
     assert "PASS" in (tmp_path / "r1" / "summary.md").read_text()
     assert cli_main(["report", str(path), "--slo", str(tmp_path / "absent.toml")]) == 2
     assert "SLO file not found" in capsys.readouterr().err
@@ -160,14 +160,15 @@ def test_time_scaled_runs_are_judged_in_model_time(tmp_path):
     n = 100  # 100 requests of 100 ms over 10 s of a run compressed x10 -> model: 1,000 ms, 1 req/s
     requests = make_requests(1000.0 + np.arange(n) * 0.1, np.full(n, 100.0), ttft_ms=20.0, output_tokens=5)
     path = write_run(tmp_path / "run", requests, manifest={"name": "scaled", "options": {"time_scale": 10}})
-    result = build_report(path, SLO(e2e_p95_ms=900, e2e_p99_ms=None, ttft_p95_ms=None))
+    result = build_report(path, SLO(e2e_p95_ms=900, e2e_p99_ms=None, ttft_p95_ms=None), charts=False)
     phase = result.verdict["phases"][0]
     assert phase["e2e_p50_ms"] == pytest.approx(1000.0)
     assert phase["rps"] == pytest.approx(n / (99 * 0.1 + 0.1) / 10)
     assert phase["goodput_rps"] == 0  # 1,000 ms model time misses the 900 ms limit
     assert result.exit_code == 1 and "x10" in result.summary
     assert "test (1 phase" in result.verdict["sentence"] and "100-second" in result.verdict["sentence"]
-    unscaled = build_report(write_run(tmp_path / "plain", requests), SLO(e2e_p95_ms=900, e2e_p99_ms=None, ttft_p95_ms=None))
+    unscaled = build_report(write_run(tmp_path / "plain", requests), SLO(e2e_p95_ms=900, e2e_p99_ms=None, ttft_p95_ms=None),
+                            charts=False)
     assert unscaled.exit_code == 0 and unscaled.verdict["phases"][0]["goodput_rps"] == pytest.approx(phase["rps"] * 10)
 
 

@@ -65,7 +65,7 @@ def test_report_reads_a_prometheus_export_instead_of_a_scrape(tmp_path):
     """`loadline report RUN --prometheus FILE`: a run without server_metrics.csv, judged from an export."""
     run_dir = ms.write_scenario(ms.kv_cache(), tmp_path / "run")
     (run_dir / runfolder.SERVER_METRICS).unlink()
-    code = cli(["report", str(run_dir), "--prometheus", str(DATA / "metrics_kv_cache_sglang.json.gz")])
+    code = cli(["report", str(run_dir), "--prometheus", str(DATA / "metrics_kv_cache_sglang.json.gz"), "--no-charts"])
     assert code in (0, 1)
     verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
     assert verdict["bottleneck"]["layer"] == "kv-cache"

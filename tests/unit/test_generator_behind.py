@@ -85,11 +85,11 @@ def _behind_run(path):
 
 
 def test_the_report_warns_on_a_far_pass_and_exits_2_on_a_pass_within_the_lag(tmp_path):
-    far = build_report(_behind_run(tmp_path / "far"), SLO())  # TTFT P95 200 vs 800 ms
+    far = build_report(_behind_run(tmp_path / "far"), SLO(), charts=False)  # TTFT P95 200 vs 800 ms
     assert far.exit_code == 0 and far.verdict["slo"]["passed"]
     assert "Note: PASS, but the load generator was behind" in far.summary and "verdict stands" in far.summary
 
-    close = build_report(_behind_run(tmp_path / "close"), dataclasses.replace(SLO(), ttft_p95_ms=220.0))
+    close = build_report(_behind_run(tmp_path / "close"), dataclasses.replace(SLO(), ttft_p95_ms=220.0), charts=False)
     assert close.exit_code == 2 and close.verdict["slo"]["passed"]
     assert "numbers not trustworthy" in close.summary and "TTFT P95 passed by 20 ms" in close.summary
 

@@ -20,7 +20,7 @@ def _healthy_run(path, **manifest):
 
 
 def test_a_finished_healthy_run_passes(tmp_path):
-    result = build_report(_healthy_run(tmp_path / "run", status="finished"), SLO())
+    result = build_report(_healthy_run(tmp_path / "run", status="finished"), SLO(), charts=False)
     assert result.exit_code == 0 and result.summary.startswith("## Loadline report: PASS")
     assert validity.COMPLETION not in result.summary
 
@@ -28,7 +28,7 @@ def test_a_finished_healthy_run_passes(tmp_path):
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
 def test_an_interrupted_run_fails_the_run_completed_criterion_and_says_by_what(tmp_path, signal_name):
     run = _healthy_run(tmp_path / "run", status="interrupted", interrupted_by=signal_name)
-    result = build_report(run, SLO())
+    result = build_report(run, SLO(), charts=False)
     assert result.exit_code == 1 and result.verdict["slo"]["passed"] is False
     first = result.summary.splitlines()[0]
     assert first.startswith(f"## Loadline report: INTERRUPTED by {signal_name}"), first
@@ -40,7 +40,7 @@ def test_an_interrupted_run_fails_the_run_completed_criterion_and_says_by_what(t
 
 
 def test_a_run_whose_manifest_still_says_running_is_incomplete(tmp_path):
-    result = build_report(_healthy_run(tmp_path / "run", status="running"), SLO())
+    result = build_report(_healthy_run(tmp_path / "run", status="running"), SLO(), charts=False)
     assert result.exit_code == 1 and result.summary.startswith("## Loadline report: INTERRUPTED")
     assert "master died" in result.summary
 
@@ -64,7 +64,7 @@ def _plain_locust_export(folder):
 
 
 def test_a_plain_locust_export_without_ttft_is_incomplete_not_a_silent_pass(tmp_path):
-    result = build_report(_plain_locust_export(tmp_path / "plain"), SLO())
+    result = build_report(_plain_locust_export(tmp_path / "plain"), SLO(), charts=False)
     assert result.verdict["slo"]["passed"] is True  # nothing failed...
     assert result.exit_code == 1 and result.verdict["slo"]["unjudged"] == ["TTFT P95"]  # ...but TTFT was never judged
     assert result.summary.startswith("## Loadline report: INCOMPLETE")
@@ -72,5 +72,5 @@ def test_a_plain_locust_export_without_ttft_is_incomplete_not_a_silent_pass(tmp_
 
 
 def test_an_slo_that_switches_the_unmeasurable_criterion_off_passes_the_export(tmp_path):
-    result = build_report(_plain_locust_export(tmp_path / "plain"), SLO(ttft_p95_ms=None))
+    result = build_report(_plain_locust_export(tmp_path / "plain"), SLO(ttft_p95_ms=None), charts=False)
     assert result.exit_code == 0 and result.summary.startswith("## Loadline report: PASS")
