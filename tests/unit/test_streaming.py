@@ -245,7 +245,7 @@ def test_payloads_that_are_not_openai_chunks_are_malformed_not_client_bugs(bad):
 
 
 def test_done_ends_the_response_even_if_the_body_stays_open():
-    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), 0.05, chunk(event(b"[DONE]")), 2.0]
+    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), 0.05, chunk(event(b"[DONE]")), 0.6]  # open past the read timeout
     with scripted_server(script) as url:
         result = StreamResult()
         t0 = time.perf_counter()
@@ -260,7 +260,7 @@ def test_after_done_the_reader_stops_while_the_server_still_holds_the_body_open(
     # issue 12, item 7: before, the reader waited for the end of the body until the read timeout (here
     # 10 s, 60 s by default) and the user sat idle; now it returns at [DONE] and gives the connection up
     released = threading.Event()
-    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), 3.0, released.set]
+    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), 1.0, released.set]
     with scripted_server(script) as url:
         result = StreamResult()
         conn, response = post(url, read_timeout=10)
