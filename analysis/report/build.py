@@ -18,7 +18,6 @@ from typing import Any
 
 import pandas as pd
 
-
 from analysis.verdict import gate
 
 from analysis.stats import arrivals, knee, recovery
@@ -73,13 +72,13 @@ def _bottleneck(run: RunData, table: pd.DataFrame, criteria: list[dict], floor_m
     fallback = {"layer": None, "evidence": [], "actions": [], "secondary": [], "not_judged": ["bottleneck verdict unavailable"]}
     failed = [c for c in criteria if c.get("passed") is False]  # a failed SLO is a limit: never "headroom"
     return guarded("bottleneck verdict", lambda: judge(run, table, slo_failures=failed,
-                                                        measurement_floor_ms=floor_model_ms), fallback)
+                                                       measurement_floor_ms=floor_model_ms), fallback)
 
 
 def _validity(run: RunData, criteria: list[dict], scale: float) -> dict:
     fallback = {"usable": True, "trustworthy": None, "reason": None, "findings": [], "floor": {}, "confidence_steps": 0}
     return guarded("validity", lambda: validity.assess(run.requests, run.phases, run.generator, criteria, scale,
-                                                        read_truth(run.path)), fallback)
+                                                       read_truth(run.path)), fallback)
 
 
 def unusable_reason(verdict: dict) -> str | None:
@@ -103,7 +102,7 @@ def _open_loop(run: RunData, scale: float, slo: SLO) -> dict:
     if not run.has_records:
         return {}
     return guarded("open loop", lambda: arrivals.summary(run.requests, run.phases, run.manifest.get("options") or {},
-                                                          scale, slo), {})
+                                                         scale, slo), {})
 
 
 def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
