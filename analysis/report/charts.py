@@ -22,6 +22,8 @@ from analysis.stats.phases import pooled_itl_ms
 MAX_BUCKETS = 150
 CDF_MAX_REQUESTS = 20_000  # ITL CDF pools the gaps of at most this many evenly spaced requests
 _SHADES = ("#e8eef7", "#f7f3e8")
+# Time series put their legend beside the axes: inside, it hid the first phase's label and the data under it.
+BESIDE = {"loc": "upper left", "bbox_to_anchor": (1.005, 1.0), "borderaxespad": 0.0}
 
 
 def _save(fig, path: Path) -> Path:
@@ -81,7 +83,7 @@ def latency_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
         for column, q, style in (("e2e_ms", 0.5, "-"), ("e2e_ms", 0.95, "-"), ("e2e_ms", 0.99, "-"), ("ttft_ms", 0.95, "--")):
             series = grouped[column].quantile(q)
             ax.plot(series.index, series.to_numpy() * scale, style, label=f"{column[:-3].upper()} P{round(q * 100)}")
-    _legend(ax, loc="upper left")
+    _legend(ax, **BESIDE)
     ax.set(title=f"Latency percentiles over time ({width * scale:g} s buckets, ok requests)", xlabel=_time_label(scale),
            ylabel="latency (ms)")
     return _save(fig, path)
@@ -164,7 +166,7 @@ def tokens_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
     bucket = ((ok["end_wall"].to_numpy() - t0) // width) * width
     tokens = ok.groupby(bucket)["output_tokens"].sum() / (width * scale)
     ax.step((tokens.index + width / 2) * scale, tokens.to_numpy(), where="mid", label="output tokens/s (ok requests)")
-    _legend(ax, loc="upper left")
+    _legend(ax, **BESIDE)
     ax.set(title=f"Output tokens/s over time ({width * scale:g} s buckets, by completion time)",
            xlabel=_time_label(scale), ylabel="tokens/s")
     return _save(fig, path)
@@ -187,7 +189,7 @@ def errors_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
         for name in counts.columns:
             ax.bar((counts.index + width / 2) * scale, counts[name].to_numpy() / per_s, width=per_s, bottom=bottom, label=name)
             bottom += counts[name].to_numpy() / per_s
-        ax.legend(fontsize=8, title="error class", loc="upper left")
+        ax.legend(fontsize=8, title="error class", **BESIDE)
     ax.set(title=f"Errors over time by class ({width * scale:g} s buckets, by start time)", xlabel=_time_label(scale),
            ylabel="errors/s")
     return _save(fig, path)

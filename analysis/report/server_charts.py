@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.report.charts import _legend, _save, _shade_phases, _time_label, plt
+from analysis.report.charts import BESIDE, _legend, _save, _shade_phases, _time_label, plt
 from analysis.verdict.signals import Signals
 from analysis.data.timescale import time_scale
 
@@ -76,7 +76,7 @@ def _scheduler(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | None:
     _plot(ax, s.gauge_series("running"), axis, "running")
     _plot(ax, s.gauge_series("waiting"), axis, "waiting (queued)")
     ax.set_ylabel("requests")
-    _legend(ax, loc="upper left")
+    _legend(ax, **BESIDE)
     return _save(fig, path)
 
 
@@ -86,7 +86,7 @@ def _percent_panel(ax, series: pd.Series, axis: "_Axis", label: str, limit: floa
     ax.axhline(limit, color="#cc3333", linestyle=":", linewidth=1, label=limit_label)
     ax.set_ylim(0, 105)
     ax.set_ylabel("%")
-    _legend(ax, loc="upper left")
+    _legend(ax, **BESIDE)
 
 
 def _kv(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | None:
@@ -96,7 +96,7 @@ def _kv(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | None:
     _percent_panel(ax, s.gauge_series("kv_usage") * 100, axis, "KV-cache usage %", 90, "90 % (pinned)")
     _plot(ax2, s.rate_series("preemptions"), axis, "preemptions / s", color="#cc3333")
     ax2.set_ylabel("per second")
-    _legend(ax2, loc="upper left")
+    _legend(ax2, **BESIDE)
     return _save(fig, path)
 
 
@@ -113,7 +113,7 @@ def _gpu(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | None:
         ax2.set_ylabel("%")
     else:
         _plot(ax2, used, axis, "GPU memory used (MiB)")
-    _legend(ax2, loc="upper left")
+    _legend(ax2, **BESIDE)
     return _save(fig, path)
 
 
@@ -127,7 +127,7 @@ def _request_phases(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | Non
         _plot(ax, series.replace([np.inf, -np.inf], np.nan).dropna(), axis, concept.replace("_", " "))
     ax.set_ylabel("ms")
     ax.set_yscale("symlog", linthresh=10)
-    _legend(ax, loc="upper left")
+    _legend(ax, **BESIDE)
     return _save(fig, path)
 
 

@@ -175,9 +175,15 @@ def test_time_scaled_runs_are_judged_in_model_time(tmp_path):
 def test_every_chart_has_a_title_units_and_a_legend(tmp_path, monkeypatch):
     seen = {}
 
+    beside = {}
+
     def capture(fig, path):
         seen[path.name] = [(ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), ax.get_legend() is not None)
                            for ax in fig.axes]
+        fig.tight_layout()  # what _save does before drawing
+        renderer = fig.canvas.get_renderer()
+        beside[path.name] = all(ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+                                for ax in fig.axes if ax.get_legend() is not None)
         charts.plt.close(fig)
         return path
 
@@ -201,6 +207,8 @@ def test_every_chart_has_a_title_units_and_a_legend(tmp_path, monkeypatch):
             assert title and xlabel and ylabel and legend, (name, title, xlabel, ylabel, legend)
     units = " ".join(x + y for axes in seen.values() for _, x, y, _ in axes)
     assert "(ms)" in units and "(s)" in units and "requests/s" in units and "tokens/s" in units and "errors/s" in units
+    # over time, the legend sits beside the axes: inside, it hid the first phase's label and data
+    assert {name for name, outside in beside.items() if outside} == {"a.png", "d.png", "e.png"}, beside
 
 
 def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):
