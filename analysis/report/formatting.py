@@ -58,6 +58,18 @@ def span(values: Any, unit: str) -> str:
     return f"{num(low)}-{num(high)} {unit}"
 
 
+def safe_point(safe: dict) -> str:
+    """The safe operating point's line: its request rate, and about how many users (whole ones: the
+    rate's users are interpolated between steps, and "8.10 users" reads as a precision it has not)."""
+    users = safe.get("users")
+    about = ""
+    if users:
+        low, high = (max(1, round(u)) for u in users)
+        about = f", about {low}" if low == high else f", about {low}-{high}"
+        about += " user" if high == 1 else " users"
+    return f"Safe operating point: {span(safe['rps'], 'req/s')}{about} ({safe['reason']})"
+
+
 def point(p: dict, what: str) -> str:
     """One line about a knee / break point / max-throughput dict."""
     if not p or not p.get("found"):

@@ -45,8 +45,7 @@ def _limits(verdict: dict) -> str:
              f.point(verdict["max_slo_throughput"], "Max SLO-compliant throughput")]
     safe = verdict["safe_operating_point"]
     if safe.get("found"):
-        items.append(f"Safe operating point: {f.span(safe['rps'], 'req/s')}"
-                     + (f", about {f.span(safe['users'], 'users')}" if safe.get("users") else "") + f" ({safe['reason']})")
+        items.append(f.safe_point(safe))
     method = verdict["knee"].get("method")
     extra = f'<p class="muted">Knee method: {escape(method)}.</p>' if method else ""
     return "<ul>" + "".join(f"<li>{escape(i)}</li>" for i in items) + "</ul>" + extra

@@ -97,8 +97,7 @@ def render_markdown(verdict: dict) -> str:
               f"- {f.point(verdict['max_slo_throughput'], 'Max SLO-compliant throughput')}"]
     safe = verdict["safe_operating_point"]
     if safe.get("found"):
-        lines.append(f"- Safe operating point: {f.span(safe['rps'], 'req/s')}"
-                     + (f", about {f.span(safe['users'], 'users')}" if safe.get("users") else "") + f" ({safe['reason']})")
+        lines.append(f"- {f.safe_point(safe)}")
     lines.append(f"- Bottleneck: {sections.bottleneck_line(verdict)}")
     if sections.time_line(verdict):
         lines.append(f"- Where the time goes: {sections.time_line(verdict)}")

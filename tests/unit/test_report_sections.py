@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from analysis.report import formatting as f
 from analysis.report import sections
 from analysis.report.html import render_html
 from analysis.report.markdown import render_markdown, verdict_sentence
@@ -54,3 +57,11 @@ def test_an_unusable_run_says_so_instead_of_a_verdict():
     text = render_markdown(verdict)
     assert text.startswith("## Loadline report: UNUSABLE") and "UNUSABLE RUN: 40 of 40" in text
     assert "| 401 | application/json | 40 | bad key |" in text and "headroom" not in text
+
+
+@pytest.mark.parametrize(("users", "said"), [((8.1, 10.0), "about 8-10 users"), ((3.6, 4.4), "about 4 users"),
+                                             ((0.4, 0.6), "about 1 user"), (None, "")])
+def test_the_safe_operating_point_says_whole_users(users, said):
+    line = f.safe_point({"rps": [4.86, 5.66], "users": users, "reason": "60-70 % of the break point"})
+    assert line.startswith("Safe operating point: 4.86-5.66 req/s") and line.endswith("(60-70 % of the break point)")
+    assert (said in line) if said else ("user" not in line)
