@@ -18,7 +18,7 @@ HELP = ("Analyse a run folder (or a folder of plain `locust --csv` exports): per
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="the run folder")
-    parser.add_argument("--slo", metavar="FILE", help=f"SLO thresholds (TOML, see configs/slo/); default: {defaults_text()}")
+    parser.add_argument("--slo", metavar="FILE", help=f"SLO thresholds (TOML, see configs/slo/, or a name: strict); default: {defaults_text()}")
     parser.add_argument("--out", metavar="DIR", help="where to write the report (default: RUN/report)")
     parser.add_argument("--prometheus", metavar="FILE", nargs="+", action="extend", default=[],
                         help="Prometheus query_range JSON exports to merge into the server metrics")

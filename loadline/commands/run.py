@@ -60,9 +60,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=0, help="local worker processes (0 = single process)")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="compress time: simulator constants, think times and shape durations divided by X")
-    p.add_argument("--config", help="a Locust conf file (configs/profiles/*.conf): shape and user options; "
-                                    "a relative path not found here is looked up in Loadline's shipped configs/")
-    p.add_argument("--slo", help="SLO thresholds (TOML, configs/slo/*.toml) for the stop rule and the report")
+    p.add_argument("--config", help="a Locust conf file (configs/profiles/*.conf, or a profile's name: standard): "
+                                    "shape and user options; a relative path not found here is looked up in "
+                                    "Loadline's shipped configs/")
+    p.add_argument("--slo", help="SLO thresholds (TOML, configs/slo/*.toml, or a name: strict) for the stop rule "
+                                 "and the report")
     p.add_argument("--out", default="runs", help="where run folders are created (default runs/)")
     p.add_argument("--no-report", action="store_true", help="skip `loadline report` at the end")
     p.add_argument("--no-charts", action="store_true", help="the report without its PNG charts (seconds faster)")
@@ -181,13 +183,13 @@ def _validate(args: argparse.Namespace) -> None:
         if "=" not in option:
             raise UsageError(f"--sim-option takes KEY=VALUE (got {option!r})")
     # A user's relative path: the current directory first, then Loadline's shipped configs/.
-    args.config = str(resources.resolve(args.config)) if args.config else args.config
-    args.slo = str(resources.resolve(args.slo)) if args.slo else args.slo
-    for what, path in (("config file", args.config), ("SLO file", args.slo)):
+    args.config = str(resources.resolve(args.config, "profile")) if args.config else args.config
+    args.slo = str(resources.resolve(args.slo, "slo")) if args.slo else args.slo
+    for what, path, shelf in (("config file", args.config, "profile"), ("SLO file", args.slo, "slo")):
         if path and Path(path).is_dir():
             raise UsageError(f"{what} {path} is a directory: give a file")
         if path and not Path(path).is_file():
-            raise UsageError(f"{what} not found: {path}")
+            raise UsageError(f"{what} not found: {path} (a path, or one of Loadline's: {resources.shipped_names(shelf)})")
     SLO.from_file(args.slo)  # types and ranges now, not after a 30-minute run (issue 12, item 3)
     _conf_value(args.config, "locustfile")  # a conf file that is not one: said before anything starts
 

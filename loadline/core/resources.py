@@ -41,15 +41,33 @@ def locustfile(name: str) -> Path:
     return shipped_dir("locustfiles") / name
 
 
-def resolve(path: str | Path) -> Path:
+# a bare name given for these options -> the shipped shelf and the files' suffix ("standard" ->
+# configs/profiles/standard.conf), as --sim-profile takes "tiny" for configs/sim/tiny.toml
+SHELVES = {"profile": ("profiles", ".conf"), "slo": ("slo", ".toml")}
+
+
+def resolve(path: str | Path, shelf: str | None = None) -> Path:
     """A user's path: as given when it exists (relative paths from the current directory), else the
     shipped copy when it starts with configs/ or locustfiles/ (so `configs/profiles/standard.conf`
-    works from any directory), else as given: the caller reports it missing."""
+    works from any directory), else, for a bare name and a `shelf` of SHELVES, the shipped file of
+    that name ("standard" or "standard.conf"), else as given: the caller reports it missing."""
     given = Path(path)
-    if given.is_absolute() or given.exists() or not given.parts or given.parts[0] not in SHIPPED:
+    if given.is_absolute() or given.exists() or not given.parts:
         return given
-    shipped = shipped_dir(given.parts[0]).joinpath(*given.parts[1:])
-    return shipped if shipped.exists() else given
+    if given.parts[0] in SHIPPED:
+        shipped = shipped_dir(given.parts[0]).joinpath(*given.parts[1:])
+        return shipped if shipped.exists() else given
+    if shelf is not None and len(given.parts) == 1:
+        folder, suffix = SHELVES[shelf]
+        shipped = config_file(folder, given.name if given.suffix == suffix else given.name + suffix)
+        return shipped if shipped.is_file() else given
+    return given
+
+
+def shipped_names(shelf: str) -> str:
+    """The shipped files of a shelf by name, for an error message: "burst, quick-look, ..."."""
+    folder, suffix = SHELVES[shelf]
+    return ", ".join(sorted(p.stem for p in config_file(folder).glob(f"*{suffix}")))
 
 
 def checkout_root() -> Path | None:

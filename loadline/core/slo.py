@@ -53,11 +53,11 @@ class SLO:
     def from_file(cls, path: str | Path | None) -> "SLO":
         if path is None:
             return cls()
-        p = resources.resolve(path)  # here first, then Loadline's shipped configs/slo/ (any directory, a wheel)
+        p = resources.resolve(path, "slo")  # here first, then Loadline's shipped configs/slo/ (any directory, a wheel)
         try:
             data = tomllib.loads(p.read_text())
         except FileNotFoundError:
-            raise UsageError(f"SLO file not found: {p}") from None
+            raise UsageError(f"SLO file not found: {p} (a path, or one of Loadline's: {resources.shipped_names('slo')})") from None
         except OSError as exc:
             raise UsageError(f"cannot read SLO file {p}: {exc.strerror or exc}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -102,6 +102,8 @@ def test_plan_command_bad_input_exits_2_with_one_line(capsys, argv):
     (["--sim-option", "max_num_seqs"], "KEY=VALUE"),
     (["--time-scale", "0"], "time-scale"),
     (["--config", "/nonexistent.conf"], "not found"),
+    (["--config", "standrd"], "not found: standrd (a path, or one of Loadline's: burst, "),  # the names to pick from
+    (["--slo", "strcit"], "one of Loadline's: default, drill, relaxed, strict"),
 ])
 def test_run_bad_input_is_one_line_and_exit_2(capsys, tmp_path, nothing_starts, args, message):
     done = run_cli(capsys, "run", "--out", str(tmp_path), "--run-time", "2s", *args)

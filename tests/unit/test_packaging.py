@@ -51,6 +51,25 @@ def test_a_path_found_nowhere_comes_back_as_given(tmp_path, monkeypatch, path):
     assert resources.resolve(path) == Path(path)
 
 
+@pytest.mark.parametrize(("shelf", "name", "file"), [("profile", "standard", "profiles/standard.conf"),
+                                                     ("profile", "traffic-surprise.conf", "profiles/traffic-surprise.conf"),
+                                                     ("slo", "strict", "slo/strict.toml"),
+                                                     ("slo", "drill.toml", "slo/drill.toml")])
+def test_a_shipped_profile_or_slo_by_its_bare_name(tmp_path, monkeypatch, shelf, name, file):
+    monkeypatch.chdir(tmp_path)
+    assert resources.resolve(name, shelf) == ROOT / "configs" / file
+    assert resources.resolve(name) == Path(name)  # where no shelf is meant, a name is only a path
+    (tmp_path / name).write_text("# mine\n")  # a file of that name here comes first
+    assert resources.resolve(name, shelf) == Path(name)
+
+
+@pytest.mark.parametrize(("shelf", "name"), [("profile", "strict"), ("slo", "standard"), ("slo", "sub/strict")])
+def test_a_name_on_the_wrong_shelf_or_with_a_folder_is_not_found(tmp_path, monkeypatch, shelf, name):
+    monkeypatch.chdir(tmp_path)
+    assert resources.resolve(name, shelf) == Path(name)
+    assert "default, drill, relaxed, strict" in resources.shipped_names("slo")
+
+
 def test_simulator_profiles_by_name_or_by_path_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert profile_path("tiny") == ROOT / "configs" / "sim" / "tiny.toml"
