@@ -164,8 +164,10 @@ def phase_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator
 
 
 def slice_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator: pd.DataFrame | None,
-                  signals: Signals, th: Thresholds) -> list[Window]:
-    """Equal time slices of the loaded span, each long enough for `min_slice_scrapes` engine scrapes."""
+                  signals: Signals, th: Thresholds, scale: float = 1.0) -> list[Window]:
+    """Equal time slices of the loaded span, each long enough for `min_slice_scrapes` engine scrapes.
+
+    Labelled in model time from the first phase's start, as the report's charts draw it (wall x `scale`)."""
     if not len(phases):
         return []
     start, end = float(phases["start_wall"].min()), float(phases["end_wall"].max())
@@ -184,7 +186,7 @@ def slice_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator
         if users is None:
             inside = phases[(phases["start_wall"] < b) & (phases["end_wall"] > a)]
             users = float(inside.apply(_users, axis=1).max()) if len(inside) else 0.0
-        out.append(Window(f"t+{a - start:.0f}..{b - start:.0f} s", a, b, users, "slice", stats))
+        out.append(Window(f"t+{(a - start) * scale:.0f}..{(b - start) * scale:.0f} s", a, b, users, "slice", stats))
     return [w for w in out if (w.stat("requests") or 0) > 0]
 
 
@@ -333,7 +335,7 @@ def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | N
     requests = getattr(run, "requests", None)
     windows = phase_windows(phases, requests, getattr(run, "generator", None))
     if needs_slices(phases, getattr(run, "phases", None)):
-        windows += slice_windows(phases, requests, getattr(run, "generator", None), signals, th)
+        windows += slice_windows(phases, requests, getattr(run, "generator", None), signals, th, scale)
     baseline = _baseline(windows, signals)
     # a latency rise must clear the noise floor and the client's own measurement floor (model ms)
     floor_ms = max(th.noise_floor_ms, measurement_floor_ms or 0.0) / scale

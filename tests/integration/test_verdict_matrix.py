@@ -13,6 +13,7 @@ import verdict_matrix as vm
 from analysis.data.load import load_run
 from analysis.stats.phases import phase_table
 from analysis.verdict.bottleneck import judge
+from analysis.verdict.context import build_context
 
 
 def verdict_of(v: vm.Variant, tmp_path, slo_failures=None, builder=None) -> dict:
@@ -177,3 +178,19 @@ def test_jittery_small_slices_of_a_healthy_run_are_headroom(tmp_path):
     run = load_run(run_dir)
     verdict = judge(run, phase_table(run))
     assert verdict["layer"] == "headroom", (verdict["evidence"], verdict["limit"])
+
+
+@pytest.mark.parametrize("scale", [5.0, 20.0])
+def test_a_time_slice_is_named_in_model_time_as_the_charts_draw_it(tmp_path, scale):
+    """A demo at x5 said "kv-cache in t+130..157 s" while its charts put that load at 650-785 s."""
+    variant = next(v for v in vm.VARIANTS if v.shape == "fixed" and v.layer == "scheduler")
+    sc = vm.scenario(variant)
+    run = load_run(ms.write_scenario(sc, tmp_path / "run", vm.server_table(variant, sc), one_phase=True))
+    labels = {}
+    for s in (1.0, scale):
+        run.manifest = {**(run.manifest or {}), "options": {**((run.manifest or {}).get("options") or {}), "time_scale": s}}
+        labels[s] = [w.label for w in build_context(run, phase_table(run)).windows if w.kind == "slice"]
+    assert len(labels[1.0]) >= 2 and len(labels[scale]) == len(labels[1.0]), labels
+    for wall, model in zip(labels[1.0], labels[scale]):
+        (a, b), (c, d) = (tuple(int(x) for x in label[2:-2].split("..")) for label in (wall, model))
+        assert abs(c - a * scale) <= scale and abs(d - b * scale) <= scale, (wall, model)
