@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import IO
 
 FIELDS = ("request_id", "replica", "endpoint", "stream", "arrival", "queue_start", "queue_end", "first_token",
-          "last_token", "first_write_s", "last_write_s", "prompt_tokens", "output_tokens", "status", "outcome", "finish_reason", "preemptions",
-          "faults")
+          "last_token", "first_write_s", "last_write_s", "prompt_tokens", "output_tokens", "status", "outcome",
+          "finish_reason", "preemptions", "faults")
 
 
 def new_record(request_id: str, arrival: float, endpoint: str, faults: list[str]) -> dict:
