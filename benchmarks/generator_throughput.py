@@ -11,10 +11,15 @@ of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints o
 - first-token stamp error, p50/p99: |start_wall + TTFT - first_token| (both sides' wall clocks;
   no truth-side arrival lag);
 - pooled ITL p50 (every gap of every request whose tokens fall in the window) vs the true STEP;
+- last-token stamp error p99: |start_wall + E2E - last_token| (with the first token's, it bounds the
+  error of the mean gap);
 - read delay p99 (kernel clock: how late the generator read its sockets), and which clock rows used.
+`--hog` runs a busy process on the generator's core for the whole run (the issue's "CPU hog sharing
+the generator's core"); `--watch off` turns the first-bytes watch off (LOADLINE_FIRST_BYTES_WATCH=0).
 
     python benchmarks/generator_throughput.py --preset heavy|light [--seconds 20] [--clock kernel|user]
-        [--reads push|pull] [--repo PATH]   # drive another code tree (e.g. `git archive OLD | tar -x -C PATH`): old vs new
+        [--reads push|pull] [--watch on|off] [--hog]
+        [--repo PATH]   # drive another code tree (e.g. `git archive OLD | tar -x -C PATH`): old vs new
     python benchmarks/generator_throughput.py --streams 16 64 256 --step-ms 10 --tokens 256 --ttft-ms 100
 """
 
@@ -76,7 +81,24 @@ def token_times(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(arrivals), np.stack([np.concatenate(gaps), np.concatenate(gap_ends)])
 
 
-def one(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float, clock: str, repo: Path) -> dict:
+def start_hog() -> subprocess.Popen:
+    """A process that keeps the generator's core busy (bounded: it ends by itself after 10 minutes)."""
+    spin = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass"
+    return subprocess.Popen([*pin(1), sys.executable, "-c", spin])
+
+
+def one(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float, clock: str, repo: Path,
+        hog: bool = False) -> dict:
+    hogger = start_hog() if hog else None
+    try:
+        return measure(streams, seconds, step_ms, tokens, ttft_ms, clock, repo)
+    finally:
+        if hogger is not None:
+            hogger.kill()
+            hogger.wait(10)
+
+
+def measure(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float, clock: str, repo: Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         sim = start_simulator(["--profile", "tiny", "--truth", str(Path(tmp) / "truth.jsonl"),
@@ -108,6 +130,7 @@ def one(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float,
     ok = ok[(ok.start_wall >= t_start) & (ok.start_wall + ok.e2e_ms / 1000 < t_end)]
     ttft_err = (ok.ttft_ms - (ok.first_token - ok.arrival) * 1000).abs()
     stamp_err = (ok.start_wall + ok.ttft_ms / 1000 - ok.first_token).abs() * 1000
+    last_err = (ok.start_wall + ok.e2e_ms / 1000 - ok.last_token).abs() * 1000
     clocks = got.clock.dropna().unique() if "clock" in got else ["user (old)"]  # rows that streamed
     # over the replies that ended: the report judges "behind" on those (a stream cut at stop waits out its last read)
     ended = records[records.status == "ok"]
@@ -120,6 +143,7 @@ def one(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float,
             # steadier than the p99 near its 5 ms bar: the p99 jumps by a token gap when this crosses 1 %
             "TTFT err >5ms %": 100 * float((ttft_err > 5.0).mean()) if len(ttft_err) else float("nan"),
             "stamp err p50": stamp_err.quantile(0.5), "stamp err p99": stamp_err.quantile(0.99),
+            "last err p99": last_err.quantile(0.99),
             "ITL p50": float(np.median(window_gaps)) if len(window_gaps) else float("nan"),
             "read delay p99": delay, "requests": len(ok)}
 
@@ -136,13 +160,17 @@ def main() -> None:
                         help="user: LOADLINE_KERNEL_CLOCK=0 (stamps at read time)")
     parser.add_argument("--reads", choices=["push", "pull"], default="push",
                         help="pull: LOADLINE_PUSH_READS=0 (every body read in its user's greenlet)")
+    parser.add_argument("--watch", choices=["on", "off"], default="on",
+                        help="off: LOADLINE_FIRST_BYTES_WATCH=0 (first tokens stamped by the reader's reads only)")
+    parser.add_argument("--hog", action="store_true", help="a busy process on the generator's core")
     parser.add_argument("--repo", type=Path, default=REPO, help="the code tree whose generator is measured")
     args = parser.parse_args()
     os.environ["LOADLINE_PUSH_READS"] = "1" if args.reads == "push" else "0"  # the generator inherits it
+    os.environ["LOADLINE_FIRST_BYTES_WATCH"] = "1" if args.watch == "on" else "0"
     setting = PRESETS[args.preset] if args.preset else {"streams": args.streams, "step_ms": args.step_ms,
                                                          "tokens": args.tokens, "ttft_ms": args.ttft_ms}
     rows = [one(n, args.seconds, setting["step_ms"], setting["tokens"], setting["ttft_ms"], args.clock,
-                args.repo.resolve()) for n in setting["streams"]]
+                args.repo.resolve(), args.hog) for n in setting["streams"]]
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
 
 

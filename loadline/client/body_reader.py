@@ -12,7 +12,9 @@ reader reads the status line and headers too (`await_head`), since many engines 
 with the first token. Replies still waiting for their first token sit on a set of their own, looked
 at between every few reads of the others and by every user that starts waiting: TCP merges a
 token that waits in its socket with the next one under the later stamp (kernel_clock.py), so a
-first token read a token gap late would give TTFT a gap too long.
+first token read a token gap late would give TTFT a gap too long. When the loop is busy all the same
+(a collection, a long turn of another greenlet), an OS thread has stamped those first bytes as they
+arrived (first_bytes.py), and the reader reads them in the pieces that thread saw.
 
 The reader handles the framing every engine sends (one-line `data:` events, LF line endings;
 other events through sseclient-py one at a time). A CR in the stream, an event the body ends
@@ -32,6 +34,7 @@ from gevent.event import AsyncResult
 from gevent.hub import get_hub
 from gevent.monkey import get_original
 
+from loadline.client.first_bytes import FirstBytesWatch
 from loadline.client.sse import Framer
 from loadline.client.streaming import DONE, END, PULL, Reply
 
@@ -46,6 +49,9 @@ ENABLED = _epoll is not None and os.environ.get("LOADLINE_PUSH_READS", "1") != "
 # many reads of the others (~0.5 ms at ~35 us a read), so that a first token is read within about
 # a millisecond of its arrival while the reader keeps up at all.
 FIRST_TOKEN_LOOK_EVERY = 16
+# and an OS thread stamps them when they arrive, whatever the loop is doing (first_bytes.py)
+MAX_PIECES = 64  # a bound: a socket has as many pieces as writes arrived before the reader came
+FIRST_BYTES_WATCH = os.environ.get("LOADLINE_FIRST_BYTES_WATCH", "1") != "0"
 HEAD = "head"  # the reply's status line and headers are in (`await_head`)
 
 
@@ -115,6 +121,7 @@ class BodyReader:
         self._ready = self.hub.loop.io(self._epoll.fileno(), 1)  # readable: some socket in the sets is
         self._replies: dict[int, _Follow] = {}
         self._greenlet: gevent.Greenlet | None = None
+        self.first_bytes = FirstBytesWatch() if FIRST_BYTES_WATCH else None  # stamps first tokens on arrival
 
     def await_head(self, response) -> None:  # type: ignore[no-untyped-def]
         """Read `response` until its status line and headers are in. Many engines send them with the
@@ -134,6 +141,8 @@ class BodyReader:
 
     def _wait(self, response, follow: _Follow) -> str:  # type: ignore[no-untyped-def]
         fd = response.fileno()
+        if not follow.fresh:  # its first token came with the head
+            response.unwatch()
         (self._fresh if follow.fresh else self._epoll).register(fd, 1)  # EPOLLIN
         self._replies[fd] = follow
         if self._greenlet is None or self._greenlet.dead:
@@ -150,9 +159,11 @@ class BodyReader:
             if self._replies.get(fd) is follow:  # still on a set: a timeout, a stop, a cancellation
                 self._drop(fd, follow)
 
-    def _drop(self, fd: int, follow: _Follow) -> None:
+    def _drop(self, fd: int, follow: _Follow, outcome: str | None = None) -> None:
         del self._replies[fd]
         (self._fresh if follow.fresh else self._epoll).unregister(fd)
+        if outcome != HEAD:  # the body is followed next, still waiting for its first token
+            follow.response.unwatch()
 
     def _run(self) -> None:
         replies, poll, wait, ready, read = self._replies, self._epoll.poll, self.hub.wait, self._ready, self._read
@@ -189,27 +200,52 @@ class BodyReader:
             reply = follow.reply  # None: a head, which stays here until it is complete
             if reply is not None and reply.result.arrivals and replies.get(fd) is follow:
                 self._fresh.unregister(fd)
+                follow.response.unwatch()
                 self._epoll.register(fd, 1)
                 follow.fresh = False
 
     def _read(self, fd: int, follow: _Follow) -> None:
+        response = follow.response
         try:
-            outcome = follow.after_read() if follow.response.read_ready() else None
+            if response.watch is not None:
+                outcome = self._read_pieces(fd, follow, response.watch)
+            else:
+                outcome = follow.after_read() if response.read_ready() else None
         except Exception as exc:  # this reply's own end (a reset, a bad chunk): raised in its user
             self._drop(fd, follow)
             follow.done.set_exception(exc)
             return
         if outcome is not None:
-            self._drop(fd, follow)
+            self._drop(fd, follow, outcome)
             follow.done.set(outcome)
+
+    @staticmethod
+    def _read_pieces(fd: int, follow: _Follow, watch: FirstBytesWatch) -> str | None:
+        """Read a watched reply in the pieces its peeks saw, each with its own stamp, then the rest."""
+        response = follow.response
+        for _ in range(MAX_PIECES):
+            with watch.lock:  # the peeks' byte counts hold until this read
+                size, peeked = watch.next_piece(fd)
+                got = response.read_ready(size, peeked)
+            outcome = follow.after_read() if got else None
+            if outcome is not None or not got or not peeked:
+                return outcome
+        return None
 
 
 _reader: list[BodyReader] = []
 
 
+def first_bytes_watch() -> FirstBytesWatch | None:
+    """The watch that stamps the process's replies' first bytes as they arrive, if the reader reads them."""
+    return reader().first_bytes if ENABLED else None
+
+
 def reader() -> BodyReader:
     """The process's reader (connection.Response: `read_head`, `follow`), made at its first use."""
     if not _reader or _reader[0].pid != os.getpid() or _reader[0].hub is not get_hub():
+        if _reader and _reader[0].first_bytes is not None:
+            _reader[0].first_bytes.stop()  # its thread ends at its next look (another hub's, or a parent's)
         _reader[:] = [BodyReader()]
     return _reader[0]
 

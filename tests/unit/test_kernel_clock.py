@@ -24,6 +24,7 @@ from geventhttpclient.response import HTTPResponse
 from locust.stats import RequestStats
 
 import loadline.client.connection as connection
+from loadline.client import body_reader
 from loadline.client.connection import Connection, Response
 from loadline.client.kernel_clock import SCM_TIMESTAMPNS, enable, stamp_of
 from loadline.client.locust_stats import log_many
@@ -298,11 +299,28 @@ def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, w
 @pytest.mark.parametrize("gap_s, hog_s, waiting", [(0.1, 0.15, False), (0.2, 0.25, False), (0.1, 0.15, True)])
 def test_a_first_token_that_shared_its_read_with_the_next_says_the_generator_was_behind(gap_s, hog_s, waiting,
                                                                                       monkeypatch):
+    """Without the first-bytes watch (LOADLINE_FIRST_BYTES_WATCH=0): TCP merged the two writes under
+    the later stamp, and the read delay says by how much the first token may be late."""
+    monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", False)
+    monkeypatch.setattr(body_reader, "_reader", [])  # a reader made without the watch
     rec, truth, response = hogged_first_read(gap_s, hog_s, False, monkeypatch, waiting)
     stamp_error_s = response.sent_wall + rec.ttft_ms / 1000 - truth[0]
     assert stamp_error_s > gap_s / 2  # a read after both writes: token a carries token b's stamp
     # the newest bytes waited hog - gap (< one gap); the oldest waited ~hog: the read delay covers the error
     assert rec.read_delay_ms / 1000 >= stamp_error_s and rec.read_delay_ms / 1000 > gap_s
+
+
+@pytest.mark.parametrize("gap_s, hog_s, waiting", [(0.1, 0.15, False), (0.2, 0.25, False), (0.1, 0.15, True),
+                                                   (0.03, 0.2, True)])
+def test_a_watched_first_token_keeps_its_stamp_however_late_it_is_read(gap_s, hog_s, waiting, monkeypatch):
+    """The watch (first_bytes.py) peeked at token a before token b came, though the loop was busy:
+    both keep their own write's stamp, and the read delay still says the generator was behind."""
+    monkeypatch.setattr(body_reader, "_reader", [])  # a reader of its own, with the watch (the default)
+    rec, truth, response = hogged_first_read(gap_s, hog_s, False, monkeypatch, waiting)
+    assert abs(response.sent_wall + rec.ttft_ms / 1000 - truth[0]) < 0.005
+    assert abs(response.sent_wall + rec.e2e_ms / 1000 - truth[1]) < 0.005
+    assert rec.itl_p50_ms == pytest.approx((truth[1] - truth[0]) * 1000, abs=5)
+    assert rec.read_delay_ms / 1000 > gap_s  # token a waited through the busy spell: behind
 
 
 def test_two_events_in_one_write_read_promptly_keep_an_exact_stamp(monkeypatch):

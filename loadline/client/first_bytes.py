@@ -1,0 +1,103 @@
+"""First tokens stamped by an OS thread that looks at them without taking them (MSG_PEEK).
+
+Why: TCP merges a segment that waits in its socket with the next one, and the merged bytes carry the
+newer segment's receive stamp (kernel_clock.py). At heavy load the body reader's greenlet sometimes
+looks at a reply one token gap late (a collection, the run collector's drain, a long turn of the
+hub: docs/benchmarks.md, "what stalls the first-token reads"), and that reply's TTFT is then one gap
+too long. A greenlet cannot be woken while another one runs; an OS thread can: this one waits on an
+epoll set of the replies still waiting for their first token and, as soon as bytes arrive on one,
+peeks at them (`recvmsg(MSG_PEEK)`), which gives the kernel's stamp of what has arrived so far and
+leaves the bytes where they are. It needs the GIL for that, which CPython hands over within its
+switch interval (5 ms by default, well under the 10-50 ms between an engine's tokens), whatever
+Python code the greenlets are running.
+
+The body reader then reads a watched socket in the pieces the peeks saw (`take`): the first
+`length` bytes with the first peek's stamp, the next ones with the next, the rest with its own, so
+each piece carries the stamp of the segment that completed it, as if it had been read on time.
+A peek's stamp is never later than the read's own (the bytes were there when it looked), so this can
+only move a stamp towards the truth. Sockets over TLS are never watched (their bytes are records).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+from gevent.monkey import get_original
+
+from loadline.core.kernel_stamps import ANC_SPACE, stamp_of
+
+_epoll = get_original("select", "epoll")
+_allocate_lock = get_original("_thread", "allocate_lock")
+_start_thread = get_original("_thread", "start_new_thread")
+EPOLLIN_EDGE = 0x001 | (1 << 31)  # EPOLLIN | EPOLLET: woken once per arrival, not while bytes wait
+PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
+PEEK_SIZE = 65536
+SWITCH_INTERVAL_S = 0.001
+POLL_S = 1.0  # the thread's wait between two looks at whether it should stop
+
+
+class FirstBytesWatch:
+    """The thread, its epoll set and what its peeks saw, per watched file descriptor:
+    [(bytes waiting, their newest stamp), ...], lengths from the oldest unread byte."""
+
+    def __init__(self) -> None:
+        self.lock = _allocate_lock()  # held by the thread while it peeks, by `take` while it reads
+        self._epoll = _epoll()
+        self._seen: dict[int, list[tuple[int, float]]] = {}
+        self._socks: dict[int, socket.socket] = {}
+        self.stopped = False
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+        _start_thread(self._run, ())
+
+    def watch(self, fd: int, raw: socket.socket) -> None:
+        """Peek at `raw` (a non-blocking socket asking for receive stamps) whenever bytes arrive."""
+        with self.lock:
+            self._seen[fd], self._socks[fd] = [], raw
+            try:
+                self._epoll.register(fd, EPOLLIN_EDGE)
+            except FileExistsError:  # a kept-alive connection, left on the set: armed again
+                self._epoll.modify(fd, EPOLLIN_EDGE)
+
+    def unwatch(self, fd: int) -> None:
+        with self.lock:
+            if self._socks.pop(fd, None) is not None:
+                del self._seen[fd]
+                try:
+                    self._epoll.unregister(fd)
+                except OSError:  # closed already: the kernel took it off the set
+                    pass
+
+    def next_piece(self, fd: int) -> tuple[int, float]:
+        """How much of `fd` to read next, and the stamp of those bytes (0.0: the read's own): the
+        oldest piece a peek saw, else everything. Call it with `lock` held and read before releasing
+        it: the peeks count bytes from the oldest unread one."""
+        seen = self._seen.get(fd)
+        if not seen:
+            return PEEK_SIZE, 0.0
+        size, stamp = seen.pop(0)
+        seen[:] = [(length - size, later) for length, later in seen]
+        return size, stamp
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def _run(self) -> None:
+        poll, seen, socks = self._epoll.poll, self._seen, self._socks
+        while not self.stopped:
+            ready = poll(POLL_S)  # the GIL is released while it waits
+            if not ready:
+                continue
+            with self.lock:
+                for fd, _ in ready:
+                    raw = socks.get(fd)
+                    if raw is None:  # unwatched since the wake-up
+                        continue
+                    try:
+                        data, ancdata, _, _ = raw.recvmsg(PEEK_SIZE, ANC_SPACE, PEEK)
+                    except OSError:  # nothing after all, or the connection's end: its reader will see
+                        continue
+                    stamp = stamp_of(ancdata)
+                    peeks = seen[fd]
+                    if stamp and len(data) > (peeks[-1][0] if peeks else 0):
+                        peeks.append((len(data), stamp))
