@@ -133,6 +133,10 @@ class Connection:
         stall.waiting = True
         try:
             sock.sendall(request)
+        except BaseException:
+            if watch is not None:
+                watch.unwatch(sock.fileno())
+            raise
         finally:
             stall.waiting = False
         sent_perf, sent_wall = perf_counter(), time.time()
@@ -142,9 +146,13 @@ class Connection:
         try:
             response.read_head()
         except IncompleteBody:
+            response.unwatch()
             if response.arrival:  # bytes came, then the close: not a request that never arrived
                 raise
             raise ConnectionResetError("the connection closed before any reply") from None
+        except BaseException:  # the caller closes the connection, not this response: off the watch here
+            response.unwatch()
+            raise
         if response.clock == kernel_clock.KERNEL and not (
                 before - CLOCKS_APART_S <= response.headers_at <= perf_counter() + CLOCKS_APART_S):
             # A reply stamped before its request was written, or in the future: the kernel's clock

@@ -83,6 +83,12 @@ class FirstBytesWatch:
         self.stopped = True
 
     def _run(self) -> None:
+        try:
+            self._watch_forever()
+        except Exception:  # noqa: BLE001  # never a traceback from a helper thread: the reads keep their own stamps
+            self.stopped = True
+
+    def _watch_forever(self) -> None:
         poll, seen, socks = self._epoll.poll, self._seen, self._socks
         while not self.stopped:
             ready = poll(POLL_S)  # the GIL is released while it waits

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from loadline.client import body_reader
 from loadline.client.connection import Connection
 from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify, exception_chain
 from loadline.client.keepalive import stale_retried
@@ -114,3 +115,29 @@ def test_when_the_fresh_connection_fails_too_the_failure_says_it_was_a_resend():
         with pytest.raises(TRANSPORT_EXCEPTIONS) as failure:
             _request(session, url)
     assert classify(failure.value) == ErrorClass.RESET and stale_retried(exception_chain(failure.value))
+
+
+@pytest.mark.parametrize("scripts, requests, failing", [
+    ([["keep", "keep", "keep"]], 3, 0),  # every reply whole, on one kept-alive connection
+    ([["close"], ["close"]], 2, 0),
+    ([["keep", "linger"], ["keep"]], 3, 0),  # the 3rd meets the lingering close and is resent
+    ([["drop"]], 1, 1),  # no answer: the request fails
+    ([["keep", "linger"], ["drop"]], 3, 1),  # the resend fails too
+])
+def test_no_socket_stays_on_the_first_bytes_watch_after_its_request(scripts, requests, failing):
+    """The watch (first_bytes.py) follows a reply from its send to its first token: whatever the ending,
+    success or failure, it lets go of the socket (a closed one left there would pin the socket object)."""
+    watch = body_reader.first_bytes_watch()
+    if watch is None:
+        pytest.skip("the first-bytes watch needs the body reader (Linux, LOADLINE_PUSH_READS)")
+    with scripted_connections(scripts) as (url, _):
+        session = Connection(url, 5, 5)
+        failures = 0
+        for _ in range(requests):
+            try:
+                _request(session, url)
+            except TRANSPORT_EXCEPTIONS:
+                failures += 1
+            assert not watch._socks and not watch._seen
+        session.close()
+    assert failures == failing
