@@ -30,7 +30,9 @@ def num(value: Any, digits: int | None = None) -> str:
     value = float(value)
     if digits is None:
         digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
-    return f"{value:,.0f}" if value == int(value) else f"{value:,.{digits}f}"
+    text = f"{value:,.0f}" if value == int(value) else f"{value:,.{digits}f}"
+    # a tiny negative (a client stamp a few us before the truth's) rounds to zero: no sign on a zero
+    return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
 
 
 def ms(value: Any) -> str:

@@ -65,3 +65,11 @@ def test_the_safe_operating_point_says_whole_users(users, said):
     line = f.safe_point({"rps": [4.86, 5.66], "users": users, "reason": "60-70 % of the break point"})
     assert line.startswith("Safe operating point: 4.86-5.66 req/s") and line.endswith("(60-70 % of the break point)")
     assert (said in line) if said else ("user" not in line)
+
+
+@pytest.mark.parametrize(("value", "shown"), [(-0.001, "0.00"), (-0.004, "0.00"), (-0.02, "-0.02"), (-0.4, "-0.40"),
+                                              (-1234.2, "-1,234"), (-0.0, "0"), (0.004, "0.00"), (12.34, "12.3")])
+def test_a_number_that_rounds_to_zero_carries_no_sign(value, shown):
+    """The validity table's client-minus-truth P50 is a few us either side of zero: '-0.00' claimed a sign
+    the shown digits cannot carry; a real negative keeps it."""
+    assert f.num(value) == shown
