@@ -34,8 +34,11 @@ log = logging.getLogger("loadline")
 
 PROBE_MSG = "loadline_clock_probe"
 REPLY_MSG = "loadline_clock_reply"
+# A worker says it can answer probes once its handler is registered (Locust's init event, after it has
+# connected): a probe sent on connect could arrive first, and Locust logs it as an unknown message.
+READY_MSG = "loadline_clock_ready"
 PROBE_INTERVAL_S = 2.0  # "repeat during the run": a drifting or stepped clock is followed within a window
-# A burst when a worker connects and when a test starts: rows are corrected with the estimate known when
+# A burst when a worker is ready and when a test starts: rows are corrected with the estimate known when
 # they arrive, and on a loaded machine a single early probe can take hundreds of ms (its error: half that).
 BURST = 5
 BURST_SPACING_S = 0.05
@@ -108,11 +111,12 @@ class ClockSync:
         self.on_reply_data = on_reply  # (locust node id, worker id, reply data): liveness and in-flight counts
         self.estimates: dict[str, OffsetEstimate] = {}
         self.uncorrected: dict[str, int] = {}  # rows that arrived before the worker's first sample
+        self.ready: set[str] = set()  # Locust node ids of the workers that answer probes (READY_MSG)
         self._greenlet: gevent.Greenlet | None = None
 
     def install(self) -> "ClockSync":
         self.runner.register_message(REPLY_MSG, self.on_reply)
-        self.runner.environment.events.worker_connect.add_listener(lambda client_id, **_: self.burst(client_id))
+        self.runner.register_message(READY_MSG, self.on_ready)
         self._greenlet = gevent.spawn(self._loop)
         return self
 
@@ -133,9 +137,13 @@ class ClockSync:
             self.probe_all()
             gevent.sleep(PROBE_INTERVAL_S)
 
+    def on_ready(self, environment: Any, msg: Any, **_: Any) -> None:
+        self.ready.add(msg.node_id)
+        self.burst(msg.node_id)
+
     def probe_all(self) -> None:
         for client in list(self.runner.clients.all):
-            if client.state != "missing":
+            if client.state != "missing" and client.id in self.ready:
                 self._probe(client.id)
 
     def _probe(self, client_id: str) -> None:
@@ -229,6 +237,7 @@ def install_worker(runner: Any, worker_id: str, status: Callable[[], dict[str, A
         runner.send_message(REPLY_MSG, reply)
 
     runner.register_message(PROBE_MSG, on_probe)
+    runner.send_message(READY_MSG, {"worker": worker_id})
 
 
 def add_arguments(parser: Any) -> None:
