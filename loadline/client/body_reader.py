@@ -50,8 +50,8 @@ ENABLED = _epoll is not None and os.environ.get("LOADLINE_PUSH_READS", "1") != "
 # a millisecond of its arrival while the reader keeps up at all.
 FIRST_TOKEN_LOOK_EVERY = 16
 # and an OS thread stamps them when they arrive, whatever the loop is doing (first_bytes.py)
-MAX_PIECES = 64  # a bound: a socket has as many pieces as writes arrived before the reader came
 FIRST_BYTES_WATCH = os.environ.get("LOADLINE_FIRST_BYTES_WATCH", "1") != "0"
+MAX_PIECES = 64  # a bound: a socket has as many pieces as writes arrived before the reader came
 HEAD = "head"  # the reply's status line and headers are in (`await_head`)
 
 

@@ -8,10 +8,12 @@ too long. A greenlet cannot be woken while another one runs; an OS thread can: t
 epoll set of the replies still waiting for their first token and, as soon as bytes arrive on one,
 peeks at them (`recvmsg(MSG_PEEK)`), which gives the kernel's stamp of what has arrived so far and
 leaves the bytes where they are. It needs the GIL for that, which CPython hands over within its
-switch interval (5 ms by default, well under the 10-50 ms between an engine's tokens), whatever
-Python code the greenlets are running.
+switch interval, whatever Python code the greenlets are running: 5 ms by default, set to 1 ms here so
+that a peek comes well inside the 10-50 ms between an engine's tokens, also when another process
+shares the core (docs/benchmarks.md, "Issue 15, sixth session"). The main thread pays for the shorter
+interval only when this thread asks for the GIL.
 
-The body reader then reads a watched socket in the pieces the peeks saw (`take`): the first
+The body reader then reads a watched socket in the pieces the peeks saw (`next_piece`): the first
 `length` bytes with the first peek's stamp, the next ones with the next, the rest with its own, so
 each piece carries the stamp of the segment that completed it, as if it had been read on time.
 A peek's stamp is never later than the read's own (the bytes were there when it looked), so this can
@@ -42,7 +44,7 @@ class FirstBytesWatch:
     [(bytes waiting, their newest stamp), ...], lengths from the oldest unread byte."""
 
     def __init__(self) -> None:
-        self.lock = _allocate_lock()  # held by the thread while it peeks, by `take` while it reads
+        self.lock = _allocate_lock()  # held by the thread while it peeks, by the body reader while it reads
         self._epoll = _epoll()
         self._seen: dict[int, list[tuple[int, float]]] = {}
         self._socks: dict[int, socket.socket] = {}
@@ -65,7 +67,7 @@ class FirstBytesWatch:
                 del self._seen[fd]
                 try:
                     self._epoll.unregister(fd)
-                except OSError:  # closed already: the kernel took it off the set
+                except (OSError, ValueError):  # closed already (the socket, or this watch once stopped)
                     pass
 
     def next_piece(self, fd: int) -> tuple[int, float]:
@@ -87,6 +89,9 @@ class FirstBytesWatch:
             self._watch_forever()
         except Exception:  # noqa: BLE001  # never a traceback from a helper thread: the reads keep their own stamps
             self.stopped = True
+        finally:
+            with self.lock:
+                self._epoll.close()
 
     def _watch_forever(self) -> None:
         poll, seen, socks = self._epoll.poll, self._seen, self._socks

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from loadline.client.first_bytes import PEEK_SIZE, FirstBytesWatch
+from loadline.client.first_bytes import PEEK_SIZE, POLL_S, FirstBytesWatch
 from loadline.core.kernel_stamps import ANC_SPACE, request_stamps, stamp_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
@@ -113,3 +113,17 @@ def test_a_socket_closed_while_watched_is_let_go_quietly(pair, watch):
     write(server, b"late bytes")
     watch.unwatch(fd)  # no error: already off the set
     assert watch.next_piece(fd) == (PEEK_SIZE, 0.0)
+
+
+def test_a_stopped_watch_ends_its_thread_and_lets_go_quietly(pair):
+    client, server = pair
+    watch = FirstBytesWatch()
+    watch.watch(client.fileno(), client)
+    watch.stop()
+    deadline = time.monotonic() + POLL_S + WAIT_S
+    while not watch._epoll.closed and time.monotonic() < deadline:  # the thread closes it as it ends
+        time.sleep(0.01)
+    assert watch._epoll.closed
+    write(server, b"after the stop")
+    watch.unwatch(client.fileno())  # a response of the replaced reader letting go: no error
+    assert watch.next_piece(client.fileno()) == (PEEK_SIZE, 0.0)
