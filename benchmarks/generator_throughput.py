@@ -15,7 +15,8 @@ of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints o
   error of the mean gap);
 - read delay p99 (kernel clock: how late the generator read its sockets), and which clock rows used.
 `--hog` runs a busy process on the generator's core for the whole run (the issue's "CPU hog sharing
-the generator's core"); `--watch off` turns the first-bytes watch off (LOADLINE_FIRST_BYTES_WATCH=0).
+the generator's core"); `--watch on` turns the first-bytes watch on (LOADLINE_FIRST_BYTES_WATCH=1; off
+by default, as in the product).
 
     python benchmarks/generator_throughput.py --preset heavy|light [--seconds 20] [--clock kernel|user]
         [--reads push|pull] [--watch on|off] [--hog]
@@ -160,8 +161,8 @@ def main() -> None:
                         help="user: LOADLINE_KERNEL_CLOCK=0 (stamps at read time)")
     parser.add_argument("--reads", choices=["push", "pull"], default="push",
                         help="pull: LOADLINE_PUSH_READS=0 (every body read in its user's greenlet)")
-    parser.add_argument("--watch", choices=["on", "off"], default="on",
-                        help="off: LOADLINE_FIRST_BYTES_WATCH=0 (first tokens stamped by the reader's reads only)")
+    parser.add_argument("--watch", choices=["on", "off"], default="off",
+                        help="on: LOADLINE_FIRST_BYTES_WATCH=1 (first tokens stamped by a watching thread)")
     parser.add_argument("--hog", action="store_true", help="a busy process on the generator's core")
     parser.add_argument("--repo", type=Path, default=REPO, help="the code tree whose generator is measured")
     args = parser.parse_args()

@@ -13,8 +13,9 @@ with the first token. Replies still waiting for their first token sit on a set o
 at between every few reads of the others and by every user that starts waiting: TCP merges a
 token that waits in its socket with the next one under the later stamp (kernel_clock.py), so a
 first token read a token gap late would give TTFT a gap too long. When the loop is busy all the same
-(a collection, a long turn of another greenlet), an OS thread has stamped those first bytes as they
-arrived (first_bytes.py), and the reader reads them in the pieces that thread saw.
+(a collection, a long turn of another greenlet), an OS thread can stamp those first bytes as they
+arrive (first_bytes.py, LOADLINE_FIRST_BYTES_WATCH=1), and the reader then reads them in the pieces
+that thread saw.
 
 The reader handles the framing every engine sends (one-line `data:` events, LF line endings;
 other events through sseclient-py one at a time). A CR in the stream, an event the body ends
@@ -28,6 +29,7 @@ timeout or a stop reaches the user's greenlet as before and takes the reply off 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import gevent
 from gevent.event import AsyncResult
@@ -49,9 +51,18 @@ ENABLED = _epoll is not None and os.environ.get("LOADLINE_PUSH_READS", "1") != "
 # many reads of the others (~0.5 ms at ~35 us a read), so that a first token is read within about
 # a millisecond of its arrival while the reader keeps up at all.
 FIRST_TOKEN_LOOK_EVERY = 16
-# and an OS thread stamps them when they arrive, whatever the loop is doing (first_bytes.py)
-FIRST_BYTES_WATCH = os.environ.get("LOADLINE_FIRST_BYTES_WATCH", "1") != "0"
 MAX_PIECES = 64  # a bound: a socket has as many pieces as writes arrived before the reader came
+
+
+def watch_wanted(environ: Mapping[str, str]) -> bool:
+    """LOADLINE_FIRST_BYTES_WATCH=1: an OS thread also stamps first tokens as they arrive, whatever the
+    loop is doing (first_bytes.py). Off by default: on a busy machine, where the generator waits for
+    a core, its hand-overs of the GIL cost a saturated generator 10-18 % of its requests
+    (docs/benchmarks.md)."""
+    return environ.get("LOADLINE_FIRST_BYTES_WATCH", "0").strip() == "1"
+
+
+FIRST_BYTES_WATCH = watch_wanted(os.environ)
 HEAD = "head"  # the reply's status line and headers are in (`await_head`)
 
 

@@ -18,6 +18,13 @@ The body reader then reads a watched socket in the pieces the peeks saw (`next_p
 each piece carries the stamp of the segment that completed it, as if it had been read on time.
 A peek's stamp is never later than the read's own (the bytes were there when it looked), so this can
 only move a stamp towards the truth. Sockets over TLS are never watched (their bytes are records).
+
+Opt-in (LOADLINE_FIRST_BYTES_WATCH=1, body_reader.py): every wake-up of this thread hands the GIL
+over and back, and on a machine whose cores are busy the loop then waits for this thread to get a
+core. Measured (docs/benchmarks.md, "Issue 15, sixth session"): no cost on a quiet box at 21k
+tokens/s, but 10-18 % fewer requests from a saturated generator sharing 2 cores with two busy
+processes. Turn it on where first-token truth matters more than the last requests per second
+(a generator with a core of its own, or a run whose report says it was behind).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from loadline.client import body_reader
 from loadline.client.first_bytes import PEEK_SIZE, POLL_S, FirstBytesWatch
 from loadline.core.kernel_stamps import ANC_SPACE, request_stamps, stamp_of
 
@@ -127,3 +128,12 @@ def test_a_stopped_watch_ends_its_thread_and_lets_go_quietly(pair):
     write(server, b"after the stop")
     watch.unwatch(client.fileno())  # a response of the replaced reader letting go: no error
     assert watch.next_piece(client.fileno()) == (PEEK_SIZE, 0.0)
+
+
+@pytest.mark.parametrize(("environ", "on"), [({}, False), ({"LOADLINE_FIRST_BYTES_WATCH": "1"}, True),
+                                             ({"LOADLINE_FIRST_BYTES_WATCH": " 1\n"}, True),
+                                             ({"LOADLINE_FIRST_BYTES_WATCH": "0"}, False),
+                                             ({"LOADLINE_FIRST_BYTES_WATCH": "yes"}, False)])
+def test_the_watch_is_opt_in(environ, on):
+    """Off unless asked for: on a busy machine its GIL hand-overs cost a saturated generator requests."""
+    assert body_reader.watch_wanted(environ) is on
