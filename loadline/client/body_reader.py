@@ -248,8 +248,9 @@ _reader: list[BodyReader] = []
 
 
 def first_bytes_watch() -> FirstBytesWatch | None:
-    """The watch that stamps the process's replies' first bytes as they arrive, if the reader reads them."""
-    return reader().first_bytes if ENABLED else None
+    """The watch that stamps the process's replies' first bytes as they arrive, if asked for and the
+    reader reads them (None, without making the reader, when not: this runs for every request)."""
+    return reader().first_bytes if ENABLED and FIRST_BYTES_WATCH else None
 
 
 def reader() -> BodyReader:

@@ -145,13 +145,10 @@ class Connection:
         response = Response(self, sock, HTTPResponse("POST"), sent_perf, sent_wall, before, watch)
         try:
             response.read_head()
-        except IncompleteBody:
+        except BaseException as exc:  # the caller closes the connection, not this response: off the watch here
             response.unwatch()
-            if response.arrival:  # bytes came, then the close: not a request that never arrived
-                raise
-            raise ConnectionResetError("the connection closed before any reply") from None
-        except BaseException:  # the caller closes the connection, not this response: off the watch here
-            response.unwatch()
+            if isinstance(exc, IncompleteBody) and not response.arrival:  # closed before any byte came back
+                raise ConnectionResetError("the connection closed before any reply") from None
             raise
         if response.clock == kernel_clock.KERNEL and not (
                 before - CLOCKS_APART_S <= response.headers_at <= perf_counter() + CLOCKS_APART_S):

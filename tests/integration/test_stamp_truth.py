@@ -25,6 +25,7 @@ import uuid
 import pandas as pd
 import pytest
 
+from loadline.client import body_reader
 from loadline.client.connection import Connection
 from loadline.client.measure import fill_timings
 from loadline.client.streaming import StreamResult, chat_content, read_stream
@@ -58,7 +59,11 @@ def stream_some(url: str, rows: list[dict]) -> None:
         conn.close()
 
 
-def test_first_token_and_ttfb_stamps_match_the_simulators_truth(sim_server):
+@pytest.mark.parametrize("watch", [False, True], ids=["reads", "first-bytes-watch"])
+def test_first_token_and_ttfb_stamps_match_the_simulators_truth(sim_server, watch, monkeypatch):
+    """Both ways of stamping first tokens: the reader's reads (the default) and the opt-in watch."""
+    monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", watch)  # LOADLINE_FIRST_BYTES_WATCH
+    monkeypatch.setattr(body_reader, "_reader", [])  # a reader made with that setting
     sim = sim_server("tiny")
     rows: list[dict] = []
     threads = [threading.Thread(target=stream_some, args=(sim.url, rows), daemon=True)
