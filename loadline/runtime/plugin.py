@@ -158,7 +158,8 @@ def _scrape_urls(environment) -> dict[str, str]:
 @events.quitting.add_listener
 def _let_locust_csv_catch_up(environment, **_) -> None:
     """Locust rewrites its --csv stats once a second and not again at exit, so the final file can miss
-    the last second of requests. Its writer greenlet is still alive while `quitting` fires: give it
-    one more cycle so locust_stats.csv agrees with requests.csv."""
+    the last second of requests: write them once more, so that locust_stats.csv agrees with requests.csv.
+    Should Locust's writer not be found (another Locust version), give its greenlet one more cycle."""
     if not isinstance(environment.runner, WorkerRunner) and getattr(environment.parsed_options, "csv_prefix", None):
-        gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.3)
+        if not locust_fixes.write_final_csv_stats():
+            gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.3)
