@@ -1,11 +1,12 @@
-"""`make test`: the whole suite in a few pytest processes at once (3 by default), then the timing-exact tests alone.
+"""`make test`: the whole suite in a few pytest processes at once (4 by default), then the timing-exact tests alone.
 
 Why not pytest-xdist: its workers start pytest inside execnet's main-thread-only model, and this
 suite must monkey-patch with gevent before anything else (tests/conftest.py, as Locust does), which
 breaks the worker channel. Separate pytest processes over disjoint sets of files need nothing.
 
 Why this helps on 2 cores: most e2e tests wait on a clock (a run of N seconds against the simulator
-at a given time scale), so two of them overlap well. Tests whose assertions are timing-exact
+at a given time scale): measured on 2 cores, the box was ~50 % idle with 3 processes, ~35 % with 4
+(parallel phase 294 s -> 234 s; docs/architecture.md). Tests whose assertions are timing-exact
 (client timings against the simulator's truth to a few ms, a CPU hog on purpose, a capacity the
 engine model implies) carry `@pytest.mark.exclusive` and run after the others, with the machine to
 themselves, as they did when the suite was serial.
@@ -15,7 +16,7 @@ least loaded shard); `--record` rewrites that file from this run's JUnit reports
 counts as DEFAULT_S. Each shard's output goes to runs/test-shards/shard-K.log; the summary lines and
 any failures are printed at the end. Exit code: 0 if every process passed, else the first failing one's.
 
-    python tests/run_shards.py [--shards 3] [--record] [pytest args, e.g. -x]
+    python tests/run_shards.py [--shards 4] [--record] [pytest args, e.g. -x]
 """
 
 from __future__ import annotations
@@ -104,8 +105,10 @@ def _file_of(classname: str) -> str | None:
     return None
 
 
-def _record(junits: list[Path]) -> None:
-    per_file: dict[str, float] = defaultdict(float)
+def _record(junits: list[Path], dealt: list[str]) -> None:
+    """Each dealt file's time in this run's shards; 0 for a file whose tests are all exclusive (they run
+    apart): a time kept from before would deal it a share of the parallel phase it never takes."""
+    per_file: dict[str, float] = defaultdict(float, {name: 0.0 for name in dealt})
     for junit in junits:
         if not junit.exists():
             continue
@@ -115,12 +118,12 @@ def _record(junits: list[Path]) -> None:
                 per_file[path] += float(case.get("time", 0.0))
     merged = {**(json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}), **per_file}
     DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(merged.items())}, indent=1) + "\n")
-    print(f"run_shards: recorded {len(per_file)} files in {DURATIONS.relative_to(REPO)}")
+    print(f"run_shards: recorded {len(per_file)} files in {DURATIONS}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shards", type=int, default=int(os.environ.get("LOADLINE_TEST_SHARDS", "3")))
+    parser.add_argument("--shards", type=int, default=int(os.environ.get("LOADLINE_TEST_SHARDS", "4")))
     parser.add_argument("--record", action="store_true", help="rewrite tests/durations.json from this run")
     args, extra = parser.parse_known_args(argv)
     out = REPO / "runs" / "test-shards"
@@ -140,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in _failed_tests(results):  # last: a CI page that shows only the output's tail still names them
         print(f"run_shards: {line}")
     if args.record:
-        _record([out / f"shard-{k}.xml" for k in range(len(shards))])  # what the dealing spreads: the exclusive tests run apart
+        _record([out / f"shard-{k}.xml" for k in range(len(shards))], [f for files in shards for f in files])  # what the dealing spreads: the exclusive tests run apart
     failed = [code for _, code, _ in results if code not in (0, 5)]  # 5: no test selected (e.g. no exclusive test)
     return failed[0] if failed else 0
 

@@ -3,9 +3,12 @@ longest first onto the least loaded process, and the exclusive tests found by th
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.run_shards import DEFAULT_S, _file_of, deal, exclusive_files, suite_files
+import tests.run_shards as run_shards
+from tests.run_shards import DEFAULT_S, _file_of, _record, deal, exclusive_files, suite_files
 
 
 @pytest.mark.parametrize("shards", [1, 2, 3, 5])
@@ -37,3 +40,19 @@ def test_exclusive_files_are_those_with_the_marker_and_junit_names_map_to_files(
     assert _file_of("tests.e2e.test_run_spine") == "tests/e2e/test_run_spine.py"
     assert _file_of("tests.unit.test_run_shards.SomeClass") == "tests/unit/test_run_shards.py"
     assert _file_of("nowhere.module") is None
+
+
+@pytest.mark.parametrize("old_exclusive_s", [116.9, 0.0])
+def test_recording_counts_a_file_with_only_exclusive_tests_as_zero(tmp_path, monkeypatch, old_exclusive_s):
+    """A file whose tests all run apart takes no time in the parallel phase; a time kept from an older
+    record once dealt it 117 s of a shard it never used (that shard ended 110 s before the others)."""
+    durations = tmp_path / "durations.json"
+    durations.write_text(json.dumps({"tests/e2e/test_run_spine.py": 50.0, "tests/e2e/test_analysis_sim_e2e.py":
+                                     old_exclusive_s, "tests/unit/test_gone.py": 3.0}))
+    monkeypatch.setattr(run_shards, "DURATIONS", durations)
+    junit = tmp_path / "shard-0.xml"
+    junit.write_text('<testsuites><testsuite><testcase classname="tests.e2e.test_run_spine" time="7.5"/>'
+                     '<testcase classname="tests.e2e.test_run_spine" time="2.5"/></testsuite></testsuites>')
+    _record([junit, tmp_path / "absent.xml"], ["tests/e2e/test_run_spine.py", "tests/e2e/test_analysis_sim_e2e.py"])
+    assert json.loads(durations.read_text()) == {"tests/e2e/test_analysis_sim_e2e.py": 0.0,
+                                                 "tests/e2e/test_run_spine.py": 10.0, "tests/unit/test_gone.py": 3.0}
