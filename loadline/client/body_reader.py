@@ -13,9 +13,9 @@ with the first token. Replies still waiting for their first token sit on a set o
 at between every few reads of the others and by every user that starts waiting: TCP merges a
 token that waits in its socket with the next one under the later stamp (kernel_clock.py), so a
 first token read a token gap late would give TTFT a gap too long. When the loop is busy all the same
-(a collection, a long turn of another greenlet), an OS thread can stamp those first bytes as they
-arrive (first_bytes.py, LOADLINE_FIRST_BYTES_WATCH=1), and the reader then reads them in the pieces
-that thread saw.
+(a collection, a long turn of another greenlet), an OS thread stamps those first bytes as they
+arrive (first_bytes.py; it rests while it costs the loop too much, watch_budget.py), and the reader
+then reads them in the pieces that thread saw.
 
 The reader handles the framing every engine sends (one-line `data:` events, LF line endings;
 other events through sseclient-py one at a time). A CR in the stream, an event the body ends
@@ -39,6 +39,7 @@ from gevent.monkey import get_original
 from loadline.client.first_bytes import FirstBytesWatch
 from loadline.client.sse import Framer
 from loadline.client.streaming import DONE, END, PULL, Reply
+from loadline.client.watch_budget import WatchBudget
 
 try:
     _epoll = get_original("select", "epoll")  # gevent's patched select has none: the original, Linux only
@@ -54,15 +55,20 @@ FIRST_TOKEN_LOOK_EVERY = 16
 MAX_PIECES = 64  # a bound: a socket has as many pieces as writes arrived before the reader came
 
 
-def watch_wanted(environ: Mapping[str, str]) -> bool:
-    """LOADLINE_FIRST_BYTES_WATCH=1: an OS thread also stamps first tokens as they arrive, whatever the
-    loop is doing (first_bytes.py). Off by default: on a busy machine, where the generator waits for
-    a core, its hand-overs of the GIL cost a saturated generator 10-18 % of its requests
-    (docs/benchmarks.md)."""
-    return environ.get("LOADLINE_FIRST_BYTES_WATCH", "0").strip() == "1"
+WATCH_OFF, WATCH_ON, WATCH_WITHIN_BUDGET = "off", "on", "within budget"
 
 
-FIRST_BYTES_WATCH = watch_wanted(os.environ)
+def watch_mode(environ: Mapping[str, str]) -> str:
+    """How an OS thread also stamps first tokens as they arrive, whatever the loop is doing
+    (first_bytes.py). By default within its budget: it rests while its hand-overs of the GIL cost the
+    loop more than watch_budget.BUDGET of its time (on busy cores they cost a saturated generator
+    10-18 % of its requests, docs/benchmarks.md). LOADLINE_FIRST_BYTES_WATCH=1: on whatever it
+    costs; =0: off."""
+    value = environ.get("LOADLINE_FIRST_BYTES_WATCH", "").strip()
+    return WATCH_ON if value == "1" else WATCH_OFF if value == "0" else WATCH_WITHIN_BUDGET
+
+
+FIRST_BYTES_WATCH = watch_mode(os.environ)
 HEAD = "head"  # the reply's status line and headers are in (`await_head`)
 
 
@@ -132,7 +138,7 @@ class BodyReader:
         self._ready = self.hub.loop.io(self._epoll.fileno(), 1)  # readable: some socket in the sets is
         self._replies: dict[int, _Follow] = {}
         self._greenlet: gevent.Greenlet | None = None
-        self.first_bytes = FirstBytesWatch() if FIRST_BYTES_WATCH else None  # stamps first tokens on arrival
+        self.first_bytes = _make_watch(FIRST_BYTES_WATCH)  # stamps first tokens on arrival
 
     def await_head(self, response) -> None:  # type: ignore[no-untyped-def]
         """Read `response` until its status line and headers are in. Many engines send them with the
@@ -244,13 +250,22 @@ class BodyReader:
         return None
 
 
+def _make_watch(mode: str) -> FirstBytesWatch | None:
+    if mode == WATCH_OFF:
+        return None
+    return FirstBytesWatch(WatchBudget() if mode == WATCH_WITHIN_BUDGET else None)
+
+
 _reader: list[BodyReader] = []
 
 
 def first_bytes_watch() -> FirstBytesWatch | None:
-    """The watch that stamps the process's replies' first bytes as they arrive, if asked for and the
-    reader reads them (None, without making the reader, when not: this runs for every request)."""
-    return reader().first_bytes if ENABLED and FIRST_BYTES_WATCH else None
+    """The watch that stamps a new reply's first bytes as they arrive, if it is on, not resting, and the
+    reader reads the reply (None, without making the reader, when off: this runs for every request)."""
+    if not ENABLED or FIRST_BYTES_WATCH == WATCH_OFF:
+        return None
+    watch = reader().first_bytes
+    return None if watch is None or watch.resting else watch
 
 
 def reader() -> BodyReader:

@@ -19,26 +19,29 @@ each piece carries the stamp of the segment that completed it, as if it had been
 A peek's stamp is never later than the read's own (the bytes were there when it looked), so this can
 only move a stamp towards the truth. Sockets over TLS are never watched (their bytes are records).
 
-Opt-in (LOADLINE_FIRST_BYTES_WATCH=1, body_reader.py): every wake-up of this thread hands the GIL
-over and back, and on a machine whose cores are busy the loop then waits for this thread to get a
-core. Measured (docs/benchmarks.md, "Issue 15, sixth session"): no cost on a quiet box at 21k
-tokens/s, but 10-18 % fewer requests from a saturated generator sharing 2 cores with two busy
-processes. Turn it on where first-token truth matters more than the last requests per second
-(a generator with a core of its own, or a run whose report says it was behind).
+On by default within a budget (watch_budget.py): every wake-up of this thread hands the GIL over and
+back, and on a machine whose cores are busy the loop then waits for this thread to get a core. Measured
+(docs/benchmarks.md, "Issue 15, sixth session"): no cost on a quiet box at 21k tokens/s, but 10-18 %
+fewer requests from a saturated generator sharing 2 cores with two busy processes. So the thread
+measures its own wait for a core and rests while that exceeds the budget. LOADLINE_FIRST_BYTES_WATCH=1
+keeps it on whatever it costs, =0 turns it off (body_reader.py).
 """
 
 from __future__ import annotations
 
 import socket
 import sys
+from collections.abc import Callable
 
 from gevent.monkey import get_original
 
+from loadline.client.watch_budget import WINDOW_S, WatchBudget, thread_wait_s
 from loadline.core.kernel_stamps import ANC_SPACE, stamp_of
 
 _epoll = get_original("select", "epoll")
 _allocate_lock = get_original("_thread", "allocate_lock")
 _start_thread = get_original("_thread", "start_new_thread")
+_monotonic = get_original("time", "monotonic")
 EPOLLIN_EDGE = 0x001 | (1 << 31)  # EPOLLIN | EPOLLET: woken once per arrival, not while bytes wait
 PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
 PEEK_SIZE = 65536
@@ -50,8 +53,11 @@ class FirstBytesWatch:
     """The thread, its epoll set and what its peeks saw, per watched file descriptor:
     [(bytes waiting, their newest stamp), ...], lengths from the oldest unread byte."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: WatchBudget | None = None,
+                 waited: Callable[[], float | None] = thread_wait_s) -> None:
         self.lock = _allocate_lock()  # held by the thread while it peeks, by the body reader while it reads
+        self.budget = budget  # None: on whatever it costs (LOADLINE_FIRST_BYTES_WATCH=1)
+        self._waited = waited  # the thread's own wait for a core so far (s), read once a window
         self._epoll = _epoll()
         self._seen: dict[int, list[tuple[int, float]]] = {}
         self._socks: dict[int, socket.socket] = {}
@@ -88,6 +94,11 @@ class FirstBytesWatch:
         seen[:] = [(length - size, later) for length, later in seen]
         return size, stamp
 
+    @property
+    def resting(self) -> bool:
+        """Over its budget for now: new replies are not watched (read on every request, so a plain attribute)."""
+        return self.budget is not None and self.budget.resting
+
     def stop(self) -> None:
         self.stopped = True
 
@@ -101,9 +112,13 @@ class FirstBytesWatch:
                 self._epoll.close()
 
     def _watch_forever(self) -> None:
-        poll, seen, socks = self._epoll.poll, self._seen, self._socks
+        poll, seen, socks, budget = self._epoll.poll, self._seen, self._socks, self.budget
+        look_at = 0.0
         while not self.stopped:
             ready = poll(POLL_S)  # the GIL is released while it waits
+            if budget is not None and (now := _monotonic()) >= look_at:
+                budget.observe(now, self._waited())
+                look_at = now + WINDOW_S
             if not ready:
                 continue
             with self.lock:

@@ -15,6 +15,7 @@ import pytest
 
 from loadline.client import body_reader
 from loadline.client.first_bytes import PEEK_SIZE, POLL_S, FirstBytesWatch
+from loadline.client.watch_budget import WINDOW_S, WatchBudget
 from loadline.core.kernel_stamps import ANC_SPACE, request_stamps, stamp_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
@@ -130,10 +131,44 @@ def test_a_stopped_watch_ends_its_thread_and_lets_go_quietly(pair):
     assert watch.next_piece(client.fileno()) == (PEEK_SIZE, 0.0)
 
 
-@pytest.mark.parametrize(("environ", "on"), [({}, False), ({"LOADLINE_FIRST_BYTES_WATCH": "1"}, True),
-                                             ({"LOADLINE_FIRST_BYTES_WATCH": " 1\n"}, True),
-                                             ({"LOADLINE_FIRST_BYTES_WATCH": "0"}, False),
-                                             ({"LOADLINE_FIRST_BYTES_WATCH": "yes"}, False)])
-def test_the_watch_is_opt_in(environ, on):
-    """Off unless asked for: on a busy machine its GIL hand-overs cost a saturated generator requests."""
-    assert body_reader.watch_wanted(environ) is on
+@pytest.mark.parametrize(("environ", "mode"), [({}, body_reader.WATCH_WITHIN_BUDGET),
+                                               ({"LOADLINE_FIRST_BYTES_WATCH": "1"}, body_reader.WATCH_ON),
+                                               ({"LOADLINE_FIRST_BYTES_WATCH": " 1\n"}, body_reader.WATCH_ON),
+                                               ({"LOADLINE_FIRST_BYTES_WATCH": "0"}, body_reader.WATCH_OFF),
+                                               ({"LOADLINE_FIRST_BYTES_WATCH": "auto"}, body_reader.WATCH_WITHIN_BUDGET)])
+def test_the_watch_is_on_within_its_budget_unless_told(environ, mode):
+    """By default within its budget (it rests while its GIL hand-overs cost the loop too much); =1
+    keeps it on whatever it costs, =0 turns it off."""
+    assert body_reader.watch_mode(environ) == mode
+
+
+def test_a_watch_whose_thread_waits_for_a_core_rests_and_new_replies_are_not_watched(monkeypatch):
+    """The real thread, told it waited 300 ms of every second for a core (what beside two busy processes
+    measured): within a window or two it rests, and `first_bytes_watch` hands new requests no watch."""
+    clock = {"waited": 0.0}
+
+    def busy() -> float:
+        clock["waited"] += 0.6  # read about once a second: more than half of it spent waiting
+        return clock["waited"]
+
+    watch = FirstBytesWatch(WatchBudget(), waited=busy)
+    monkeypatch.setattr(body_reader, "ENABLED", True)
+    monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_WITHIN_BUDGET)
+    monkeypatch.setattr(body_reader, "reader", lambda: type("R", (), {"first_bytes": watch})())
+    try:
+        assert body_reader.first_bytes_watch() is watch  # not rested yet
+        deadline = time.monotonic() + 3 * WINDOW_S + WAIT_S
+        while not watch.resting and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert watch.resting and watch.budget.pauses == 1
+        assert body_reader.first_bytes_watch() is None
+    finally:
+        watch.stop()
+
+
+def test_a_watch_forced_on_never_rests():
+    watch = FirstBytesWatch(None, waited=lambda: 1e9)
+    try:
+        assert watch.budget is None and not watch.resting
+    finally:
+        watch.stop()

@@ -127,7 +127,7 @@ def test_when_the_fresh_connection_fails_too_the_failure_says_it_was_a_resend():
 def test_no_socket_stays_on_the_first_bytes_watch_after_its_request(scripts, requests, failing, monkeypatch):
     """The watch (first_bytes.py) follows a reply from its send to its first token: whatever the ending,
     success or failure, it lets go of the socket (a closed one left there would pin the socket object)."""
-    monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", True)  # LOADLINE_FIRST_BYTES_WATCH=1
+    monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_ON)  # LOADLINE_FIRST_BYTES_WATCH=1
     monkeypatch.setattr(body_reader, "_reader", [])  # a reader of its own, with the watch
     watch = body_reader.first_bytes_watch()
     if watch is None:

@@ -299,9 +299,9 @@ def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, w
 @pytest.mark.parametrize("gap_s, hog_s, waiting", [(0.1, 0.15, False), (0.2, 0.25, False), (0.1, 0.15, True)])
 def test_a_first_token_that_shared_its_read_with_the_next_says_the_generator_was_behind(gap_s, hog_s, waiting,
                                                                                       monkeypatch):
-    """Without the first-bytes watch (the default): TCP merged the two writes under
+    """Without the first-bytes watch (LOADLINE_FIRST_BYTES_WATCH=0, or resting): TCP merged the two writes under
     the later stamp, and the read delay says by how much the first token may be late."""
-    monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", False)
+    monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_OFF)
     monkeypatch.setattr(body_reader, "_reader", [])  # a reader made without the watch
     rec, truth, response = hogged_first_read(gap_s, hog_s, False, monkeypatch, waiting)
     stamp_error_s = response.sent_wall + rec.ttft_ms / 1000 - truth[0]
@@ -315,7 +315,7 @@ def test_a_first_token_that_shared_its_read_with_the_next_says_the_generator_was
 def test_a_watched_first_token_keeps_its_stamp_however_late_it_is_read(gap_s, hog_s, waiting, monkeypatch):
     """The watch (first_bytes.py) peeked at token a before token b came, though the loop was busy:
     both keep their own write's stamp, and the read delay still says the generator was behind."""
-    monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", True)  # LOADLINE_FIRST_BYTES_WATCH=1
+    monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_ON)  # LOADLINE_FIRST_BYTES_WATCH=1
     monkeypatch.setattr(body_reader, "_reader", [])  # a reader of its own, with the watch
     rec, truth, response = hogged_first_read(gap_s, hog_s, False, monkeypatch, waiting)
     assert abs(response.sent_wall + rec.ttft_ms / 1000 - truth[0]) < 0.005
