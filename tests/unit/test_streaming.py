@@ -52,8 +52,8 @@ def scripted_server(script: list, sent_at: list[tuple[float, float]] | None = No
     `sent_at` receives perf_counter() before and after each send: the server's truth, since a busy
     machine oversleeps the script's pauses. Both, because the bytes reach the client somewhere in
     between, and "after" can be late by milliseconds: this server shares the process (and its GIL)
-    with the client, whose first-bytes watch thread takes the GIL as the bytes arrive (seen in CI:
-    4.4 ms on a busy box)."""
+    with the client, whose first-bytes watch thread (when on) takes the GIL as the bytes arrive (seen
+    in CI: 4.4 ms on a busy box)."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(10)
     port = listener.getsockname()[1]
