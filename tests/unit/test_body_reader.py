@@ -11,7 +11,7 @@ import time
 
 import gevent
 import pytest
-from test_streaming import HEAD_CHUNKED, chunk, event, post, scripted_server, token
+from test_streaming import HEAD_CHUNKED, arrived_during, chunk, event, post, scripted_server, token
 
 from loadline.client import body_reader, streaming
 from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
@@ -71,8 +71,7 @@ def test_many_replies_in_one_reader_each_get_their_own_times_and_text(streams, p
         result, error, _ = user.value
         assert error is None and result.text == "".join(f" w{k}-{i}" for i in range(6))
         # sent[k]: the head, then each token: every token stamped when its own bytes came
-        assert all(before - 0.001 <= arrival < after + 0.01 for arrival, (before, after) in
-                   zip(result.arrivals, sent[k][1:7])), (k, result.arrivals, sent[k][1:7])
+        assert arrived_during(result.arrivals, sent[k][1:7], 0.01), (k, result.arrivals, sent[k][1:7])
     assert on_the_set() == 0
 
 
@@ -162,7 +161,7 @@ def test_a_head_sent_with_the_first_token_is_read_by_the_reader_and_stamped_with
     for k, user in enumerate(users):
         result, error, _ = user.value
         assert error is None and result.text == " a b", (k, error)
-        before, after = sent[k][-4]  # the write that carried the head and " a" (then " b", [DONE], end)
-        assert before - 0.001 <= result.arrivals[0] < after + 0.01, k
+        head_and_first = sent[k][-4]  # the write that carried the head and " a" (then " b", [DONE], end)
+        assert arrived_during(result.arrivals[:1], [head_and_first], 0.01), k
         assert result.body.headers_at == result.arrivals[0] and result.body.status == 200
     assert on_the_set() == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -156,7 +157,7 @@ def test_a_watch_whose_thread_waits_for_a_core_rests_and_new_replies_are_not_wat
     watch = FirstBytesWatch(WatchBudget(), waited=busy)
     monkeypatch.setattr(body_reader, "ENABLED", True)
     monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_WITHIN_BUDGET)
-    monkeypatch.setattr(body_reader, "reader", lambda: type("R", (), {"first_bytes": watch})())
+    monkeypatch.setattr(body_reader, "reader", lambda: SimpleNamespace(first_bytes=watch))  # this watch's reader
     try:
         assert body_reader.first_bytes_watch() is watch  # not rested yet
         deadline = time.monotonic() + 3 * WINDOW_S + WAIT_S
