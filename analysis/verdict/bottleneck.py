@@ -60,7 +60,7 @@ def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | N
     seen = [line for w in limited for line in w.limits + readings[id(w)].saturation]
     reasons += seen[:MAX_REASONS] + ([f"... and {len(seen) - MAX_REASONS} more"] if len(seen) > MAX_REASONS else [])
     fired = [f for f in findings if f.fired]
-    primary = _primary(fired, readings, ctx.th)
+    primary = _primary(fired, readings, ctx.th, ctx.engine_shares_host)
     if primary is not None:
         confidence, notes = _confidence(ctx, primary, fired)
     elif reasons:
@@ -112,15 +112,24 @@ def _load(f: Finding, readings: dict[int, Reading]) -> tuple[float, float]:
     return (f.window.users, r.in_engine() if r else 0.0)
 
 
-def _primary(fired: list[Finding], readings: dict[int, Reading], th: Thresholds) -> Finding | None:
+def _primary(fired: list[Finding], readings: dict[int, Reading], th: Thresholds,
+             shared_host: bool = False) -> Finding | None:
     by_layer = {f.layer: f for f in fired}
     if "load-generator" in by_layer:
         # a starved generator makes the client's timings suspect, so it outranks every layer proven
         # by them; what the engine's own metrics prove (a queue, a full pool) it cannot fake: a
-        # late client only offers less load. Those stand, with the generator as secondary.
-        fired = [f for f in fired if f.engine_side]
+        # late client only offers less load. Those stand, with the generator as secondary. On the
+        # engine's own host the starved generator is a starved host: the engine's step times and
+        # the host's CPU are then the generator's doing too, and only the counts stand.
+        fired = [f for f in fired if f.engine_side and not (shared_host and f.host_timed)]
         if not fired:
-            return by_layer["load-generator"]
+            generator = by_layer["load-generator"]
+            stretched = [f.layer for f in by_layer.values() if f.host_timed and f.engine_side]
+            if shared_host and stretched:
+                generator.evidence.append(
+                    f"not counted against it: {', '.join(stretched)} (the engine ran on this host, whose cores the "
+                    "generator saturated: its step times and the host's CPU are stretched by the generator too)")
+            return generator
     # a proven leak (idle residue, OOM restart, floor rising at constant load) explains a full pool
     if "memory-leak" in by_layer and by_layer["memory-leak"] in fired:
         return by_layer["memory-leak"]

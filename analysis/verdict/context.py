@@ -12,8 +12,10 @@ to each window here; the engine's own saturation signals are read in analysis/ve
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
@@ -102,6 +104,22 @@ class Context:
 
     def requests_in(self, start: float, end: float) -> pd.DataFrame:
         return requests_between(getattr(self.run, "requests", None), start, end)
+
+    @property
+    def engine_shares_host(self) -> bool:
+        """Did the engine run on the load generator's own host? A loopback target (the embedded
+        simulator, a llama-server beside the generator) can only be reached from there."""
+        return is_loopback_target((getattr(self.run, "manifest", None) or {}).get("target"))
+
+
+def is_loopback_target(url: Any) -> bool:
+    host = urlsplit(str(url or "")).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def num(value: Any) -> float | None:

@@ -33,6 +33,9 @@ class Finding:
     unjudged: str | None = None  # why the rule could not be evaluated
     any_of: bool = False  # one held check is enough (leak, gateway, generator: independent symptoms)
     engine_side: bool = False  # proven by the engine's (or host's) own metrics, not by client timings
+    # proven by the engine's step times or its host's CPU: a saturated generator on that same host
+    # (loopback target) inflates both, so there they are as suspect as the client's timings
+    host_timed: bool = False
     also: str | None = None  # a second limit the same window shows, said in the on-call sentence
     # supporting signals seen, but short of confirming (GPU busy, not pinned): like an unmeasured
     # one, each caps the confidence at medium
@@ -188,6 +191,7 @@ def gpu_compute(ctx: Context, r: Reading, base: Reading) -> Finding:
         f.unjudged = "gpu-compute (no per-token time: engine ITL histogram or client TPOT)"
         return f
     f.engine_side = r.per_token_source.startswith("engine") and base.per_token_source == r.per_token_source
+    f.host_timed = True
     grew = None
     if r.running is not None and base.running is not None:
         grew = r.running.mean / base.running.mean if base.running.mean > 0 else float("inf")
@@ -247,7 +251,7 @@ def kv_cache(ctx: Context, r: Reading, base: Reading) -> Finding:
 
 def host_cpu(ctx: Context, r: Reading, base: Reading) -> Finding:
     del base
-    f = Finding("host-cpu", window=r.window, engine_side=True)
+    f = Finding("host-cpu", window=r.window, engine_side=True, host_timed=True)
     busy = ctx.signals.host_cpu_busy(r.window.start, r.window.end)
     if busy is None:
         f.unjudged = "host-cpu (no host CPU metric: scrape node_exporter's node_cpu_seconds_total)"

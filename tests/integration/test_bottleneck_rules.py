@@ -118,6 +118,46 @@ def test_a_generator_starved_by_a_neighbour_is_named_only_when_it_waited_for_its
     assert verdict["layer"] == "kv-cache" and ("load-generator" in [s["layer"] for s in verdict["secondary"]]) == named
 
 
+# Where the engine ran: a remote host, or the generator's own (loopback targets only reach that one)
+REMOTE = ["http://10.0.0.5:8000", "https://inference.example.com/v1", None]
+LOCAL = ["http://127.0.0.1:8000", "http://localhost:8080/v1", "http://[::1]:9000"]
+
+
+@pytest.mark.parametrize("target", REMOTE + LOCAL)
+@pytest.mark.parametrize("name", ["gpu_compute", "host_cpu"])
+def test_a_saturated_generator_on_the_engines_host_outranks_what_the_hosts_time_proves(name, target, tmp_path):
+    """Per-token time (gpu-compute) and host CPU (host-cpu) are the engine's own metrics: a starved
+    generator on another host cannot fake them. On the engine's host a starved generator is a
+    starved host, which stretches the engine's steps and fills the host's CPU: the generator leads."""
+    sc = getattr(ms, name)()
+    for phase in sc.phases[2:]:
+        phase.gen_cpu = 99.0
+    if target:
+        sc.manifest["target"] = target
+    verdict = verdict_of(sc, tmp_path)
+    layer = name.replace("_", "-")
+    if target in LOCAL:
+        assert verdict["layer"] == "load-generator", verdict
+        assert layer in [s["layer"] for s in verdict["secondary"]]
+        assert any(line.startswith(f"not counted against it: {layer}") for line in verdict["evidence"]), verdict
+    else:
+        assert verdict["layer"] == layer, verdict
+        assert "load-generator" in [s["layer"] for s in verdict["secondary"]]
+
+
+@pytest.mark.parametrize("target", LOCAL[:2])
+@pytest.mark.parametrize("name", ["kv_cache", "scheduler"])
+def test_counts_stand_over_a_saturated_generator_on_the_engines_host(name, target, tmp_path):
+    """A full pool or a pinned batch cap with a queue are counts, not times: a busy host cannot fake them."""
+    sc = getattr(ms, name)()
+    for phase in sc.phases[2:]:
+        phase.gen_cpu = 99.0
+    sc.manifest["target"] = target
+    verdict = verdict_of(sc, tmp_path)
+    assert verdict["layer"] == name.replace("_", "-"), verdict
+    assert "load-generator" in [s["layer"] for s in verdict["secondary"]]
+
+
 def test_idle_gpu_under_a_flat_throughput_is_called_out(tmp_path):
     sc = ms.host_cpu()
     verdict = verdict_of(sc, tmp_path)
