@@ -16,8 +16,8 @@ of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints o
 - read delay p99 (kernel clock: how late the generator read its sockets), and which clock rows used.
 `--hog` runs a busy process on the generator's core for the whole run (the issue's "CPU hog sharing
 the generator's core"); `--watch` sets the first-bytes watch as the product's LOADLINE_FIRST_BYTES_WATCH
-does: `off` (the default), `on` (=1, whatever it costs), `budget` (=auto: on while its thread's wait for
-a core stays within its budget).
+does: `budget` (the default: on while its thread's wait for a core stays within its budget), `on` (=1,
+whatever it costs), `off` (=0).
 
     python benchmarks/generator_throughput.py --preset heavy|light [--seconds 20] [--clock kernel|user]
         [--reads push|pull] [--watch off|on|budget] [--hog]
@@ -162,10 +162,10 @@ def main() -> None:
                         help="user: LOADLINE_KERNEL_CLOCK=0 (stamps at read time)")
     parser.add_argument("--reads", choices=["push", "pull"], default="push",
                         help="pull: LOADLINE_PUSH_READS=0 (every body read in its user's greenlet)")
-    parser.add_argument("--watch", choices=["off", "on", "budget"], default="off",
-                        help="the first-bytes watch (first tokens stamped by a watching thread): off, the "
-                             "product's default; on: LOADLINE_FIRST_BYTES_WATCH=1 whatever it costs; budget: "
-                             "=auto (it rests while it costs the loop too much)")
+    parser.add_argument("--watch", choices=["off", "on", "budget"], default="budget",
+                        help="the first-bytes watch (first tokens stamped by a watching thread): budget, the "
+                             "product's default (it rests while it costs the loop too much); on: "
+                             "LOADLINE_FIRST_BYTES_WATCH=1 whatever it costs; off: =0")
     parser.add_argument("--hog", action="store_true", help="a busy process on the generator's core")
     parser.add_argument("--repo", type=Path, default=REPO, help="the code tree whose generator is measured")
     args = parser.parse_args()

@@ -19,14 +19,12 @@ each piece carries the stamp of the segment that completed it, as if it had been
 A peek's stamp is never later than the read's own (the bytes were there when it looked), so this can
 only move a stamp towards the truth. Sockets over TLS are never watched (their bytes are records).
 
-Opt-in (body_reader.py): every wake-up of this thread hands the GIL over and back, and on a machine
-whose cores are busy the loop then waits for this thread to get a core. Measured (docs/benchmarks.md,
-"Issue 15, sixth session"): no cost on a quiet box at 21k tokens/s, but 10-18 % fewer requests from a
-saturated generator sharing 2 cores with two busy processes. LOADLINE_FIRST_BYTES_WATCH=auto keeps it
-within a budget: the thread measures its own wait for a core and rests while that exceeds it
-(watch_budget.py); =1 keeps it on whatever it costs. Turn it on where first-token truth matters more
-than the last requests per second (a generator with a core of its own, or a run whose report says it
-was behind).
+On within a budget by default (body_reader.py): every wake-up of this thread hands the GIL over and
+back, and on a machine whose cores are busy the loop then waits for this thread to get a core.
+Measured (docs/benchmarks.md, "Issue 15, sixth session"): no cost on a quiet box at 21k tokens/s, but
+10-18 % fewer requests from a saturated generator sharing 2 cores with two busy processes. So the
+thread measures its own wait for a core and rests while that exceeds its budget (watch_budget.py);
+LOADLINE_FIRST_BYTES_WATCH=1 keeps it on whatever it costs, =0 turns it off.
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ class FirstBytesWatch:
     def __init__(self, budget: WatchBudget | None = None,
                  waited: Callable[[], float | None] = thread_wait_s) -> None:
         self.lock = _allocate_lock()  # held by the thread while it peeks, by the body reader while it reads
-        self.budget = budget  # None: on whatever it costs (LOADLINE_FIRST_BYTES_WATCH=1); else =auto
+        self.budget = budget  # None: on whatever it costs (LOADLINE_FIRST_BYTES_WATCH=1); else the default
         self._waited = waited  # the thread's own wait for a core so far (s), read once a window
         self._epoll = _epoll()
         self._seen: dict[int, list[tuple[int, float]]] = {}

@@ -16,8 +16,8 @@ What the kernel can and cannot tell (measured on Linux 6.18, loopback):
   bytes waited; for a read that carried several content events (every engine writes one per
   step), how long the oldest may have waited, i.e. since the read was called (or, when its bytes
   were already queued, since the previous read). Below one gap between writes, every stamp is exact.
-  A reply's first token can escape this: with LOADLINE_FIRST_BYTES_WATCH=1 (or =auto, within a
-  budget: watch_budget.py) an OS thread peeks at its bytes as they arrive (first_bytes.py).
+  A reply's first token escapes this: an OS thread peeks at its bytes as they arrive (first_bytes.py;
+  within a budget by default, watch_budget.py; LOADLINE_FIRST_BYTES_WATCH=1 always, =0 never).
 - Over TLS the kernel sees only ciphertext records: no stamps; the caller keeps user-space stamps.
 
 The stamps are CLOCK_REALTIME (`time.time()`'s clock); callers convert them to `perf_counter()`

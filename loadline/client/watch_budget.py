@@ -1,4 +1,4 @@
-"""The first-bytes watch's budget (LOADLINE_FIRST_BYTES_WATCH=auto): it rests while its hand-overs of
+"""The first-bytes watch's budget (its default; LOADLINE_FIRST_BYTES_WATCH=1 has none): it rests while its hand-overs of
 the GIL cost the loop too much.
 
 Why: each wake-up of the watch thread (first_bytes.py) takes the GIL from the event loop and gives it

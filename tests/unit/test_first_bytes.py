@@ -132,16 +132,17 @@ def test_a_stopped_watch_ends_its_thread_and_lets_go_quietly(pair):
     assert watch.next_piece(client.fileno()) == (PEEK_SIZE, 0.0)
 
 
-@pytest.mark.parametrize(("environ", "mode"), [({}, body_reader.WATCH_OFF),
+@pytest.mark.parametrize(("environ", "mode"), [({}, body_reader.WATCH_WITHIN_BUDGET),
+                                               ({"LOADLINE_FIRST_BYTES_WATCH": ""}, body_reader.WATCH_WITHIN_BUDGET),
                                                ({"LOADLINE_FIRST_BYTES_WATCH": "1"}, body_reader.WATCH_ON),
                                                ({"LOADLINE_FIRST_BYTES_WATCH": " 1\n"}, body_reader.WATCH_ON),
                                                ({"LOADLINE_FIRST_BYTES_WATCH": "0"}, body_reader.WATCH_OFF),
+                                               ({"LOADLINE_FIRST_BYTES_WATCH": " 0 "}, body_reader.WATCH_OFF),
                                                ({"LOADLINE_FIRST_BYTES_WATCH": "auto"}, body_reader.WATCH_WITHIN_BUDGET),
-                                               ({"LOADLINE_FIRST_BYTES_WATCH": " Auto"}, body_reader.WATCH_WITHIN_BUDGET),
-                                               ({"LOADLINE_FIRST_BYTES_WATCH": "yes"}, body_reader.WATCH_OFF)])
-def test_the_watch_is_opt_in_always_or_within_its_budget(environ, mode):
-    """Off unless asked for; =1 on whatever it costs, =auto within its budget (it rests while its GIL
-    hand-overs cost the loop too much)."""
+                                               ({"LOADLINE_FIRST_BYTES_WATCH": "yes"}, body_reader.WATCH_WITHIN_BUDGET)])
+def test_the_watch_is_on_within_its_budget_unless_told_always_or_never(environ, mode):
+    """Within its budget by default (it rests while its GIL hand-overs cost the loop too much); =1 on
+    whatever it costs, =0 off; anything else is the default."""
     assert body_reader.watch_mode(environ) == mode
 
 
