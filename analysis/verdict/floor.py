@@ -34,6 +34,8 @@ def _phase_of(times: np.ndarray, phases: pd.DataFrame) -> np.ndarray:
     starts = pd.to_numeric(phases["start_wall"], errors="coerce").to_numpy(dtype=float)
     ends = pd.to_numeric(phases["end_wall"], errors="coerce").to_numpy(dtype=float)
     ends = np.where(np.isnan(ends), np.inf, ends)
+    if not len(starts):  # a run stopped before its first phase: generator samples but no phase
+        return np.full(len(times), -1)
     pos = np.searchsorted(starts, times, side="right") - 1
     inside = (pos >= 0) & (times < ends[np.clip(pos, 0, None)])
     return np.where(inside, pos, -1)

@@ -54,6 +54,31 @@ def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_
     return bool(evidence), evidence
 
 
+def watch_rests(generator: pd.DataFrame | None) -> list[str]:
+    """One line per worker whose first-bytes watch rested (generator_metrics.csv `watch_resting`).
+
+    While it rests (its thread waited for a core over its budget, loadline/client/watch_budget.py), a
+    first token the generator read late takes the stamp of a later token that came in the same read,
+    so TTFT can be up to the read delay long; the read delay column still says how late each read was.
+    """
+    if generator is None or not len(generator) or "watch_resting" not in generator:
+        return []
+    df = generator.assign(ts=pd.to_numeric(generator["ts"], errors="coerce"),
+                          rest=pd.to_numeric(generator["watch_resting"], errors="coerce"))
+    t0, lines = float(df["ts"].min()), []
+    for worker, rows in df.sort_values("ts").groupby("worker_id"):
+        resting = rows["rest"] == 1
+        if not resting.any():
+            continue
+        seconds = float(resting.sum()) * _median_step(rows["ts"])
+        watched = float(rows["rest"].notna().sum()) * _median_step(rows["ts"])
+        first = float(rows.loc[resting, "ts"].iloc[0]) - t0
+        lines.append(f"worker {worker}: the first-bytes watch rested ~{seconds:.0f} s of {watched:.0f} s from t={first:.0f} s "
+                     "(its thread waited for a core over its 5 % budget): first tokens read late in that time carry a "
+                     "later token's stamp, so TTFT there may include the generator's read delay")
+    return lines
+
+
 def _median_step(ts: pd.Series) -> float:
     steps = ts.diff().dropna()
     return float(steps.median()) if len(steps) else GENERATOR_SAMPLE_INTERVAL_S

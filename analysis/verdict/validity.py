@@ -24,7 +24,7 @@ import pandas as pd
 from analysis.verdict.floor import FLOOR_QUANTILE, floor_materiality, measurement_floor
 from analysis.verdict.floor import q as _q
 from analysis.verdict.gate import Criterion
-from analysis.verdict.generator import behind_evidence, behind_phases, is_saturated
+from analysis.verdict.generator import behind_evidence, behind_phases, is_saturated, watch_rests
 from loadline.core.redact import redact, sample
 
 # The statuses a misconfigured test gets, not an overloaded service (RFC 9110): 400 bad request
@@ -166,6 +166,9 @@ def assess(requests: pd.DataFrame, phases: pd.DataFrame, generator: pd.DataFrame
                         "within the read delay of its limit")
         findings.append({"kind": "generator-behind", "severity": "untrustworthy" if behind else "note",
                          "message": message})
+    rests = watch_rests(generator)
+    if rests:
+        findings.append({"kind": "watch-rested", "severity": "note", "message": "; ".join(rests)})
     for reason in floor["reasons"]:
         findings.append({"kind": "measurement-floor", "severity": "untrustworthy", "message": reason})
     steps = int(saturated or bool(behind)) + int(floor["material"])
@@ -176,7 +179,7 @@ def assess(requests: pd.DataFrame, phases: pd.DataFrame, generator: pd.DataFrame
         "findings": findings,
         "setup_failure": setup,
         "generator": {"saturated": saturated, "evidence": gen_evidence, "behind": behind, "behind_seen": seen_behind,
-                      "lag_error_model_ms": lag_error, "gate_doubts": doubts},
+                      "lag_error_model_ms": lag_error, "gate_doubts": doubts, "watch_rested": rests},
         "floor": floor,
         "confidence_steps": steps,  # how many steps (high -> medium -> low) the verdict's confidence drops
     }

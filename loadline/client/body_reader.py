@@ -269,6 +269,14 @@ def first_bytes_watch() -> FirstBytesWatch | None:
     return None if watch is None or watch.resting else watch
 
 
+def watch_resting() -> bool | None:
+    """Whether this process's first-bytes watch rests now; None when it has none (off, or no reader yet).
+    Sampled once a second into generator_metrics.csv (loadline/runtime/selfcheck.py)."""
+    if not _reader or _reader[0].pid != os.getpid() or _reader[0].first_bytes is None:
+        return None
+    return _reader[0].first_bytes.resting
+
+
 def reader() -> BodyReader:
     """The process's reader (connection.Response: `read_head`, `follow`), made at its first use."""
     if not _reader or _reader[0].pid != os.getpid() or _reader[0].hub is not get_hub():

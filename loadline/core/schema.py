@@ -83,9 +83,12 @@ PHASES: Schema = schema_of(PhaseRow)
 FAULTS: Schema = schema_of(FaultRow)
 SERVER_METRICS: Schema = {"ts": FLOAT, "source": STR, "metric": STR, "labels": STR, "value": FLOAT}  # labels: JSON
 # cpu_wait_percent: the share of the interval the worker was ready to run but waited for a core (Linux
-# schedstat; empty elsewhere): with cpu_percent, its demand for the core (loadline/core/saturation.py)
+# schedstat; empty elsewhere): with cpu_percent, its demand for the core (loadline/core/saturation.py).
+# watch_resting: 1 while the first-bytes watch rested over its budget (loadline/client/watch_budget.py:
+# first tokens read late then take a later token's stamp), 0 while it watched, empty without one
+# (LOADLINE_FIRST_BYTES_WATCH=0, no plain-HTTP reply read yet, off Linux, folders from before it)
 GENERATOR: Schema = {"ts": FLOAT, "worker_id": STR, "cpu_percent": FLOAT, "loop_lag_ms": FLOAT, "users": FLOAT,
-                     "inflight": FLOAT, "cpu_wait_percent": FLOAT}
+                     "inflight": FLOAT, "cpu_wait_percent": FLOAT, "watch_resting": FLOAT}
 
 
 def columns(schema: Schema, kind: str | None = None) -> tuple[str, ...]:

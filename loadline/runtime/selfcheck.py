@@ -23,6 +23,7 @@ import gevent
 import psutil
 from gevent.event import Event
 
+from loadline.client import body_reader
 from loadline.core import runfolder
 from loadline.core.saturation import CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, SUSTAIN_SAMPLES, demand_percent
 
@@ -55,6 +56,7 @@ class SelfCheck:
     interval_s: float = SAMPLE_INTERVAL_S
     users_fn: Callable[[], int] | None = None
     inflight_fn: Callable[[], int] | None = None
+    watch_fn: Callable[[], bool | None] | None = None  # is the first-bytes watch resting (body_reader)
 
     def __post_init__(self) -> None:
         self._rows: list[tuple] = []
@@ -69,11 +71,12 @@ class SelfCheck:
         self._greenlet = gevent.spawn(self._loop)
         return self
 
-    def _call(self, fn: Callable[[], int] | None) -> int | None:
+    def _call(self, fn: Callable[[], int | bool | None] | None) -> int | None:
         if fn is None:
             return None
         try:
-            return int(fn())
+            value = fn()
+            return None if value is None else int(value)
         except Exception:  # noqa: BLE001 - a broken probe must not kill the self-check
             return None
 
@@ -88,7 +91,8 @@ class SelfCheck:
             wait = None if wait_ns is None or waited is None else min(100.0, (wait_ns - waited) / 1e7 / (now - asked))
             self.last_cpu_percent = cpu
             row = (round(time.time(), 3), self.worker_id, round(cpu, 1), round(lag_ms, 2),
-                   self._call(self.users_fn), self._call(self.inflight_fn), None if wait is None else round(wait, 1))
+                   self._call(self.users_fn), self._call(self.inflight_fn), None if wait is None else round(wait, 1),
+                   self._call(self.watch_fn))
             self._rows.append(row)
             if len(self._rows) > MAX_BUFFERED_ROWS:
                 del self._rows[: len(self._rows) - MAX_BUFFERED_ROWS]
@@ -113,6 +117,7 @@ class GeneratorWriter:
         self.latest_cpu: dict[str, float] = {}
         self._recent: dict[str, deque] = {}  # worker -> its last SUSTAIN_SAMPLES (cpu %, wait %, loop lag ms)
         self.saturated_once: set[str] = set()  # workers saturated at some point since start
+        self.watch_resting: dict[str, bool] = {}  # worker -> its first-bytes watch rested at its last sample
         self._appender: runfolder.CsvAppender | None = None
         self._path: Path | None = None
 
@@ -124,6 +129,7 @@ class GeneratorWriter:
             recent = self._recent.setdefault(str(row[1]), deque(maxlen=SUSTAIN_SAMPLES))
             wait = row[6] if len(row) > 6 else None
             recent.append((float(row[2]), float(wait) if wait is not None else 0.0, float(row[3])))
+            self.watch_resting[str(row[1])] = len(row) > 7 and row[7] == 1
             if len(recent) == SUSTAIN_SAMPLES and _saturated(recent):
                 self.saturated_once.add(str(row[1]))
         exporter = getattr(self.environment, "loadline_exporter", None)
@@ -152,7 +158,8 @@ class GeneratorWriter:
             cpu, wait, lag = (statistics.median(v) for v in zip(*recent))
             hot = " SATURATED: numbers not trustworthy" if len(recent) == SUSTAIN_SAMPLES and _saturated(recent) else ""
             waiting = f" (+{wait:.0f} % waiting for a core)" if wait >= 1 else ""
-            parts.append(f"{worker}: CPU {cpu:.0f} %{waiting}, loop lag {lag:.0f} ms{hot}")
+            rests = ", first-bytes watch resting (its thread waits for a core)" if self.watch_resting.get(worker) else ""
+            parts.append(f"{worker}: CPU {cpu:.0f} %{waiting}, loop lag {lag:.0f} ms{rests}{hot}")
         return "; ".join(parts)
 
 
@@ -166,7 +173,7 @@ def _saturated(recent: deque) -> bool:
 def install(environment: Any, worker_id: str, on_worker: bool) -> SelfCheck:
     """Start the self-check in a worker (`on_worker`: rows go to the master) or a local runner (rows go to disk)."""
     runner = environment.runner
-    check = SelfCheck(worker_id, users_fn=lambda: runner.user_count).start()
+    check = SelfCheck(worker_id, users_fn=lambda: runner.user_count, watch_fn=body_reader.watch_resting).start()
     environment.loadline_selfcheck = check
     if on_worker:
         def _report(client_id: str, data: dict) -> None:

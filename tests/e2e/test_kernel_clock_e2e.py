@@ -43,6 +43,9 @@ def hogged_run(sim_server, tmp_path, kernel: bool):
                           env={**os.environ, **env})
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     sim.stop()
+    # the first-bytes watch (on within its budget by default) says in every sample whether it rested
+    resting = pd.read_csv(run_dir / "generator_metrics.csv")["watch_resting"]
+    assert resting.notna().any() and set(resting.dropna()) <= {0.0, 1.0}, resting.value_counts(dropna=False)
     records = requests_table(run_dir)
     # steady state: not the spawn second, not the shutdown (Locust's stop blocks the loop for longer
     # than a token gap: several tokens then share one kernel stamp, see above)

@@ -7,6 +7,7 @@ has merged the two writes under the later stamp (the control in each test).
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -146,6 +147,14 @@ def test_the_watch_is_on_within_its_budget_unless_told_always_or_never(environ, 
     assert body_reader.watch_mode(environ) == mode
 
 
+@pytest.mark.parametrize("readers", [[], [SimpleNamespace(pid=os.getpid(), first_bytes=None)],
+                                     [SimpleNamespace(pid=-1, first_bytes=SimpleNamespace(resting=True))]])
+def test_without_a_watch_of_this_process_there_is_no_rest_to_sample(monkeypatch, readers):
+    """No reader yet, a reader without a watch (=0), a forked parent's reader: the column stays empty."""
+    monkeypatch.setattr(body_reader, "_reader", readers)
+    assert body_reader.watch_resting() is None
+
+
 def test_a_watch_whose_thread_waits_for_a_core_rests_and_new_replies_are_not_watched(monkeypatch):
     """The real thread, told it waited 300 ms of every second for a core (what beside two busy processes
     measured): within a window or two it rests, and `first_bytes_watch` hands new requests no watch."""
@@ -159,13 +168,16 @@ def test_a_watch_whose_thread_waits_for_a_core_rests_and_new_replies_are_not_wat
     monkeypatch.setattr(body_reader, "ENABLED", True)
     monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_WITHIN_BUDGET)
     monkeypatch.setattr(body_reader, "reader", lambda: SimpleNamespace(first_bytes=watch))  # this watch's reader
+    monkeypatch.setattr(body_reader, "_reader", [SimpleNamespace(pid=os.getpid(), first_bytes=watch)])  # its sample
     try:
         assert body_reader.first_bytes_watch() is watch  # not rested yet
+        assert body_reader.watch_resting() is False  # what the self-check writes to generator_metrics.csv
         deadline = time.monotonic() + 3 * WINDOW_S + WAIT_S
         while not watch.resting and time.monotonic() < deadline:
             time.sleep(0.02)
         assert watch.resting and watch.budget.pauses == 1
         assert body_reader.first_bytes_watch() is None
+        assert body_reader.watch_resting() is True
     finally:
         watch.stop()
 

@@ -17,7 +17,8 @@ from loadline.core.records import COLUMNS, RequestRecord
 from loadline.core.runfolder import GENERATOR_COLUMNS, SERVER_METRIC_COLUMNS, SERVER_METRICS
 from loadline.core.errors import UsageError
 from loadline.runtime.scraper import SCRAPE_ERROR, Scraper, parse_url_option, scrape_targets, start_scraper
-from analysis.verdict.generator import is_saturated
+from analysis.verdict import validity
+from analysis.verdict.generator import is_saturated, watch_rests
 from loadline.runtime.selfcheck import SelfCheck, core_wait_ns
 
 
@@ -138,6 +139,41 @@ def test_core_wait_reads_the_schedulers_run_delay(tmp_path, text, expected):
     assert core_wait_ns(str(tmp_path / "absent")) is None  # not Linux: no wait column, CPU alone judges
 
 
+@pytest.mark.parametrize("probe, expected", [(lambda: True, 1), (lambda: False, 0), (lambda: None, None),
+                                             (lambda: 1 / 0, None)])
+def test_self_check_rows_say_whether_the_first_bytes_watch_rested(probe, expected):
+    """body_reader.watch_resting: True while resting, False while watching, None without a watch; a
+    probe that raises is a gap in the column, never a dead self-check."""
+    check = SelfCheck("w3", interval_s=0.02, watch_fn=probe).start()
+    gevent.sleep(0.1)
+    check.stop()
+    rows = [dict(zip(GENERATOR_COLUMNS, row)) for row in check.sample_rows()]
+    assert len(rows) >= 2 and all(row["watch_resting"] == expected for row in rows)
+    assert all(row["worker_id"] == "w3" for row in rows)
+
+
+@pytest.mark.parametrize("resting, said", [
+    ([0] * 5 + [1] * 10 + [0] * 5, "rested ~10 s of 20 s from t=5 s"),
+    ([None] * 4 + [1] * 3 + [0] * 13, "rested ~3 s of 16 s from t=4 s"),  # no watch before the first reply
+    ([1] * 20, "rested ~20 s of 20 s from t=0 s"),
+    ([0] * 20, None),
+    ([None] * 20, None),  # LOADLINE_FIRST_BYTES_WATCH=0
+])
+def test_a_rested_watch_is_a_validity_note_with_how_long_and_from_when(resting, said):
+    gen = _gen([30] * 20, resting=resting)
+    lines = watch_rests(gen)
+    if said is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and said in lines[0] and lines[0].startswith("worker w0: ")
+    requests = pd.DataFrame(columns=["status", "start_wall", "ttft_ms", "read_delay_ms"])
+    result = validity.assess(requests, pd.DataFrame(columns=["label", "start_wall", "end_wall"]), gen, [], 1.0)
+    notes = [f for f in result["findings"] if f["kind"] == "watch-rested"]
+    assert [f["severity"] for f in notes] == ([] if said is None else ["note"])
+    assert result["generator"]["watch_rested"] == lines and result["confidence_steps"] == 0  # a note, no step down
+    assert watch_rests(gen.drop(columns=["watch_resting"])) == []  # folders from before the column
+
+
 def test_self_check_sees_a_blocked_event_loop():
     check = SelfCheck("w1", interval_s=0.02).start()
     gevent.sleep(0.05)
@@ -149,11 +185,13 @@ def test_self_check_sees_a_blocked_event_loop():
     assert max(r[3] for r in check.sample_rows()) >= 50
 
 
-def _gen(cpu: list[float], lag: list[float] | None = None, wait: list[float | None] | None = None) -> pd.DataFrame:
+def _gen(cpu: list[float], lag: list[float] | None = None, wait: list[float | None] | None = None,
+         resting: list[int | None] | None = None) -> pd.DataFrame:
     lag = lag or [1.0] * len(cpu)
     wait = wait or [None] * len(cpu)
-    return pd.DataFrame([(1000.0 + i, "w0", c, l, 10, 10, w) for i, (c, l, w) in enumerate(zip(cpu, lag, wait))],
-                        columns=list(GENERATOR_COLUMNS))
+    resting = resting or [None] * len(cpu)
+    return pd.DataFrame([(1000.0 + i, "w0", c, l, 10, 10, w, r) for i, (c, l, w, r) in
+                         enumerate(zip(cpu, lag, wait, resting))], columns=list(GENERATOR_COLUMNS))
 
 
 def test_is_saturated_needs_a_sustained_stretch():

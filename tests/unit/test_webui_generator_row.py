@@ -37,3 +37,17 @@ def test_a_worker_starved_by_a_neighbour_is_saturated_at_its_share_of_the_core()
     row = _generator(env)
     assert "w1: CPU 62 % (+33 % waiting for a core), loop lag 8 ms SATURATED" in row["last"]
     assert row["last"].endswith("w2: CPU 62 % (+12 % waiting for a core), loop lag 8 ms") and row["run"] == "saturated: w1"
+
+
+def test_the_generator_row_says_while_a_workers_first_bytes_watch_rests():
+    """watch_resting (generator_metrics.csv's 8th column): said while the last sample says so, gone after."""
+    writer = GeneratorWriter(SimpleNamespace())
+    env = SimpleNamespace(loadline_generator_writer=writer)
+    writer.write([(1000.0 + i, "w1", 62.0, 8.0, 8, None, 33.0, 1) for i in range(SUSTAIN_SAMPLES)])
+    writer.write([(1000.0 + i, "w2", 40.0, 1.0, 8, None, 1.0, 0) for i in range(SUSTAIN_SAMPLES)])
+    writer.write([(1000.0 + i, "w3", 40.0, 1.0, 8, None, 1.0, None) for i in range(SUSTAIN_SAMPLES)])
+    last = _generator(env)["last"]
+    assert "w1: CPU 62 % (+33 % waiting for a core), loop lag 8 ms, first-bytes watch resting" in last
+    assert last.count("watch resting") == 1
+    writer.write([(1010.0, "w1", 30.0, 1.0, 8, None, 1.0, 0)])
+    assert "watch resting" not in _generator(env)["last"]
