@@ -202,7 +202,7 @@ def generator_rows(sc: Scenario) -> pd.DataFrame:
     for pos, ph in enumerate(sc.phases):
         start, _ = _bounds(pos)
         for sec in range(PHASE_S):
-            rows.append((start + sec + 0.5, "w0", ph.gen_cpu, ph.gen_lag_ms, ph.users, ph.users, ph.gen_wait))
+            rows.append((start + sec + 0.5, "w0", ph.gen_cpu, ph.gen_lag_ms, ph.users, ph.users, ph.gen_wait, None))
     return pd.DataFrame(rows, columns=list(runfolder.GENERATOR_COLUMNS))
 
 
