@@ -25,12 +25,18 @@ def validity_status(verdict: dict) -> str:
         return f"UNUSABLE RUN: {v.get('reason')}. No capacity statement can be made from it."
     if v.get("error"):
         return f"Validity: not assessed ({v['error']})."
-    doubts = [x["message"] for x in v.get("findings") or [] if x.get("severity") == "untrustworthy"]
+    findings = v.get("findings") or []
+    doubts = [x["message"] for x in findings if x.get("severity") == "untrustworthy"]
+    # notes do not lower trust (a lag whose cost the truth log measured, a rested first-bytes watch),
+    # but a reader of the status line must not be told the generator kept up when it did not
+    notes = [x for x in findings if x.get("severity") == "note"]
+    noted = (" Noted: " + "; ".join(x["message"] for x in notes) + ".") if notes else ""
     if doubts:
-        return "Valid, but the numbers are less trustworthy: " + "; ".join(doubts) + "."
+        return "Valid, but the numbers are less trustworthy: " + "; ".join(doubts) + "." + noted
     floor = (v.get("floor") or {}).get("floor_model_ms")
     tail = f" (client measurement floor {f.num(floor)} ms in model time)" if floor is not None else ""
-    return "Valid: requests reached the engine, the generator kept up" + tail + "."
+    kept = "" if any(x.get("kind") == "generator-behind" for x in notes) else ", the generator kept up"
+    return "Valid: requests reached the engine" + kept + tail + "." + noted
 
 
 def setup_rows(verdict: dict) -> list[list[str]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html import escape as html_escape
+
 import pytest
 
 from analysis.report import formatting as f
@@ -73,3 +75,28 @@ def test_a_number_that_rounds_to_zero_carries_no_sign(value, shown):
     """The validity table's client-minus-truth P50 is a few us either side of zero: '-0.00' claimed a sign
     the shown digits cannot carry; a real negative keeps it."""
     assert f.num(value) == shown
+
+
+REST = {"kind": "watch-rested", "severity": "note", "message": "worker w0: the first-bytes watch rested ~10 s of 20 s"}
+BEHIND = {"kind": "generator-behind", "severity": "note", "message": "the load generator was behind (...)"}
+SATURATED = {"kind": "generator-saturated", "severity": "untrustworthy", "message": "the load generator was saturated"}
+
+
+@pytest.mark.parametrize("findings, starts, kept", [
+    ([], "Valid: requests reached the engine, the generator kept up.", True),
+    ([REST], "Valid: requests reached the engine, the generator kept up. Noted: worker w0: the first-bytes watch", True),
+    ([BEHIND], "Valid: requests reached the engine. Noted: the load generator was behind", False),
+    ([BEHIND, REST], "Valid: requests reached the engine. Noted: the load generator was behind (...); worker w0", False),
+    ([SATURATED, REST], "Valid, but the numbers are less trustworthy: the load generator was saturated. Noted: worker w0",
+     False),
+])
+def test_the_validity_line_carries_its_notes_and_never_says_kept_up_beside_a_lag(findings, starts, kept):
+    """Notes (a lag the truth log measured, a rested watch) do not lower trust, but they are said."""
+    verdict = _verdict(validity={"usable": True, "findings": findings, "floor": {}})
+    line = sections.validity_status(verdict)
+    assert line.startswith(starts), line
+    assert ("the generator kept up" in line) == kept
+    for finding in findings:
+        assert finding["message"] in line
+    verdict["sentence"] = verdict_sentence(verdict)
+    assert line in render_markdown(verdict) and html_escape(line, quote=False) in render_html(verdict, [])
