@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from loadline.client.watch_budget import BUDGET as WATCH_BUDGET
 from loadline.core.runfolder import GENERATOR_SAMPLE_INTERVAL_S
 # the thresholds and why: loadline/core/saturation.py (the live web UI reads them too)
 from loadline.core.saturation import (CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, READ_DELAY_FALLBACK_MS,
@@ -74,7 +75,7 @@ def watch_rests(generator: pd.DataFrame | None) -> list[str]:
         watched = float(rows["rest"].notna().sum()) * _median_step(rows["ts"])
         first = float(rows.loc[resting, "ts"].iloc[0]) - t0
         lines.append(f"worker {worker}: the first-bytes watch rested ~{seconds:.0f} s of {watched:.0f} s from t={first:.0f} s "
-                     "(its thread waited for a core over its 5 % budget): first tokens read late in that time carry a "
+                     f"(its thread waited for a core over its {WATCH_BUDGET * 100:.0f} % budget): first tokens read late in that time carry a "
                      "later token's stamp, so TTFT there may include the generator's read delay")
     return lines
 
