@@ -16,11 +16,11 @@ of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints o
 - read delay p99 (kernel clock: how late the generator read its sockets), and which clock rows used.
 `--hog` runs a busy process on the generator's core for the whole run (the issue's "CPU hog sharing
 the generator's core"); `--watch` sets the first-bytes watch as the product's LOADLINE_FIRST_BYTES_WATCH
-does: `budget` (the default: on while its thread's wait for a core stays within its budget), `on` (=1,
-whatever it costs), `off` (=0).
+does: `budget` (the default: on while its thread's wait for a core stays within its budget), `on`
+(=1, whatever it costs), `off` (=0).
 
     python benchmarks/generator_throughput.py --preset heavy|light [--seconds 20] [--clock kernel|user]
-        [--reads push|pull] [--watch off|on|budget] [--hog]
+        [--reads push|pull] [--watch budget|on|off] [--hog]
         [--repo PATH]   # drive another code tree (e.g. `git archive OLD | tar -x -C PATH`): old vs new
     python benchmarks/generator_throughput.py --streams 16 64 256 --step-ms 10 --tokens 256 --ttft-ms 100
 """
@@ -162,15 +162,15 @@ def main() -> None:
                         help="user: LOADLINE_KERNEL_CLOCK=0 (stamps at read time)")
     parser.add_argument("--reads", choices=["push", "pull"], default="push",
                         help="pull: LOADLINE_PUSH_READS=0 (every body read in its user's greenlet)")
-    parser.add_argument("--watch", choices=["off", "on", "budget"], default="budget",
+    parser.add_argument("--watch", choices=["budget", "on", "off"], default="budget",
                         help="the first-bytes watch (first tokens stamped by a watching thread): budget, the "
-                             "product's default (it rests while it costs the loop too much); on: "
-                             "LOADLINE_FIRST_BYTES_WATCH=1 whatever it costs; off: =0")
+                             "default (it rests while it costs the loop too much); on: LOADLINE_FIRST_BYTES_WATCH=1 "
+                             "whatever it costs; off: =0")
     parser.add_argument("--hog", action="store_true", help="a busy process on the generator's core")
     parser.add_argument("--repo", type=Path, default=REPO, help="the code tree whose generator is measured")
     args = parser.parse_args()
     os.environ["LOADLINE_PUSH_READS"] = "1" if args.reads == "push" else "0"  # the generator inherits it
-    os.environ["LOADLINE_FIRST_BYTES_WATCH"] = {"off": "0", "on": "1", "budget": "auto"}[args.watch]
+    os.environ["LOADLINE_FIRST_BYTES_WATCH"] = {"budget": "", "on": "1", "off": "0"}[args.watch]
     setting = PRESETS[args.preset] if args.preset else {"streams": args.streams, "step_ms": args.step_ms,
                                                          "tokens": args.tokens, "ttft_ms": args.ttft_ms}
     rows = [one(n, args.seconds, setting["step_ms"], setting["tokens"], setting["ttft_ms"], args.clock,

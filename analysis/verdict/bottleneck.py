@@ -121,13 +121,14 @@ def _primary(fired: list[Finding], readings: dict[int, Reading], th: Thresholds,
         # late client only offers less load. Those stand, with the generator as secondary. On the
         # engine's own host the starved generator is a starved host: the engine's step times and
         # the host's CPU are then the generator's doing too, and only the counts stand.
-        fired = [f for f in fired if f.engine_side and not (shared_host and f.host_timed)]
+        stretched = [f for f in fired if shared_host and f.engine_side and f.host_timed]
+        fired = [f for f in fired if f.engine_side and f not in stretched]
         if not fired:
             generator = by_layer["load-generator"]
-            stretched = [f.layer for f in by_layer.values() if f.host_timed and f.engine_side]
-            if shared_host and stretched:
+            if stretched:
+                layers = ", ".join(dict.fromkeys(f.layer for f in stretched))
                 generator.evidence.append(
-                    f"not counted against it: {', '.join(stretched)} (the engine ran on this host, whose cores the "
+                    f"not counted against it: {layers} (the engine ran on this host, whose cores the "
                     "generator saturated: its step times and the host's CPU are stretched by the generator too)")
             return generator
     # a proven leak (idle residue, OOM restart, floor rising at constant load) explains a full pool

@@ -71,8 +71,8 @@ def watch_rests(generator: pd.DataFrame | None) -> list[str]:
         resting = rows["rest"] == 1
         if not resting.any():
             continue
-        seconds = float(resting.sum()) * _median_step(rows["ts"])
-        watched = float(rows["rest"].notna().sum()) * _median_step(rows["ts"])
+        step = _median_step(rows["ts"])
+        seconds, watched = float(resting.sum()) * step, float(rows["rest"].notna().sum()) * step
         first = float(rows.loc[resting, "ts"].iloc[0]) - t0
         lines.append(f"worker {worker}: the first-bytes watch rested ~{seconds:.0f} s of {watched:.0f} s from t={first:.0f} s "
                      f"(its thread waited for a core over its {WATCH_BUDGET * 100:.0f} % budget): first tokens read late in that time carry a "

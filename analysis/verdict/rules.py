@@ -181,7 +181,7 @@ def _named(ctx: Context, concept: str) -> str:
 
 
 def gpu_compute(ctx: Context, r: Reading, base: Reading) -> Finding:
-    f = Finding("gpu-compute", window=r.window)
+    f = Finding("gpu-compute", window=r.window, host_timed=True)
     if r.window is base.window:
         f.unjudged = "gpu-compute (no lighter window to compare per-token time with)"
         return f
@@ -191,7 +191,6 @@ def gpu_compute(ctx: Context, r: Reading, base: Reading) -> Finding:
         f.unjudged = "gpu-compute (no per-token time: engine ITL histogram or client TPOT)"
         return f
     f.engine_side = r.per_token_source.startswith("engine") and base.per_token_source == r.per_token_source
-    f.host_timed = True
     grew = None
     if r.running is not None and base.running is not None:
         grew = r.running.mean / base.running.mean if base.running.mean > 0 else float("inf")

@@ -65,7 +65,7 @@ def watch_mode(environ: Mapping[str, str]) -> str:
     it costs, =0 turns it off. Without it, a first token read late takes a later token's stamp:
     TTFT error p99 9.3 ms at 256 streams and 37 ms at 16 beside a CPU hog, against 0.06 and 0.45 ms
     with it, at the same tokens/s and CPU per token (docs/benchmarks.md, "Issue 15, eighth session")."""
-    value = environ.get("LOADLINE_FIRST_BYTES_WATCH", "").strip().lower()
+    value = environ.get("LOADLINE_FIRST_BYTES_WATCH", "").strip()
     return WATCH_ON if value == "1" else WATCH_OFF if value == "0" else WATCH_WITHIN_BUDGET
 
 
@@ -272,14 +272,18 @@ def first_bytes_watch() -> FirstBytesWatch | None:
 def watch_resting() -> bool | None:
     """Whether this process's first-bytes watch rests now; None when it has none (off, or no reader yet).
     Sampled once a second into generator_metrics.csv (loadline/runtime/selfcheck.py)."""
-    if not _reader or _reader[0].pid != os.getpid() or _reader[0].first_bytes is None:
-        return None
-    return _reader[0].first_bytes.resting
+    own = _own_reader()
+    return None if own is None or own.first_bytes is None else own.first_bytes.resting
+
+
+def _own_reader() -> BodyReader | None:
+    """The reader made in this process and hub, if any (not a forked parent's, nor another hub's)."""
+    return _reader[0] if _reader and _reader[0].pid == os.getpid() and _reader[0].hub is get_hub() else None
 
 
 def reader() -> BodyReader:
     """The process's reader (connection.Response: `read_head`, `follow`), made at its first use."""
-    if not _reader or _reader[0].pid != os.getpid() or _reader[0].hub is not get_hub():
+    if _own_reader() is None:
         if _reader and _reader[0].first_bytes is not None:
             _reader[0].first_bytes.stop()  # its thread ends at its next look (another hub's, or a parent's)
         _reader[:] = [BodyReader()]

@@ -4,10 +4,11 @@ Every read is one `recvmsg()` that returns as soon as any bytes arrived; on a pl
 carries the kernel's receive stamp (kernel_clock.py), so `arrival` is when those bytes reached the
 host, however late a busy generator read them. Over TLS it is `perf_counter()` at the read. On a
 plain-TCP socket the head and body are read by the process's body reader (`follow`, body_reader.py:
-one greenlet for every body), with the same stamps (`read_ready`); unless
-LOADLINE_FIRST_BYTES_WATCH=0 (or the watch rests, over its budget), the first bytes of a reply are watched from its request's send until its
-first token by an OS thread that stamps them as they arrive (first_bytes.py). Bodies the parser decodes before the caller asks (bytes that came with the
-headers) keep the arrival time of the read that brought them.
+one greenlet for every body), with the same stamps (`read_ready`); the first bytes of a reply are
+watched from its request's send until its first token by an OS thread that stamps them as they
+arrive (first_bytes.py), unless that thread rests (watch_budget.py) or LOADLINE_FIRST_BYTES_WATCH=0.
+Bodies the parser decodes before the caller asks (bytes that came with the headers) keep the
+arrival time of the read that brought them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The first-bytes watch's budget (its default; LOADLINE_FIRST_BYTES_WATCH=1 has none): it rests while its hand-overs of
-the GIL cost the loop too much.
+"""The first-bytes watch's budget: it rests while its hand-overs of the GIL cost the loop too much.
 
 Why: each wake-up of the watch thread (first_bytes.py) takes the GIL from the event loop and gives it
 back, and the loop waits until the thread has been given a core to take it. On a machine with a core

@@ -62,8 +62,8 @@ def stream_some(url: str, rows: list[dict]) -> None:
 @pytest.mark.parametrize("watch", [body_reader.WATCH_OFF, body_reader.WATCH_ON, body_reader.WATCH_WITHIN_BUDGET],
                          ids=["reads", "first-bytes-watch", "watch-within-budget"])
 def test_first_token_and_ttfb_stamps_match_the_simulators_truth(sim_server, watch, monkeypatch):
-    """Every way of stamping first tokens: the reader's reads (the default), the watch, and the watch
-    within its budget (=auto: it may rest on a busy box, and its replies are then stamped by their reads)."""
+    """Every way of stamping first tokens: the reader's reads (=0), the watch (=1), and the watch within
+    its budget (the default: it may rest on a busy box, and its replies are then stamped by their reads)."""
     monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", watch)  # LOADLINE_FIRST_BYTES_WATCH
     monkeypatch.setattr(body_reader, "_reader", [])  # a reader made with that setting
     sim = sim_server("tiny")

@@ -14,6 +14,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from gevent.hub import get_hub
 
 from loadline.client import body_reader
 from loadline.client.first_bytes import PEEK_SIZE, POLL_S, FirstBytesWatch
@@ -147,7 +148,7 @@ def test_the_watch_is_on_within_its_budget_unless_told_always_or_never(environ, 
     assert body_reader.watch_mode(environ) == mode
 
 
-@pytest.mark.parametrize("readers", [[], [SimpleNamespace(pid=os.getpid(), first_bytes=None)],
+@pytest.mark.parametrize("readers", [[], [SimpleNamespace(pid=os.getpid(), hub=get_hub(), first_bytes=None)],
                                      [SimpleNamespace(pid=-1, first_bytes=SimpleNamespace(resting=True))]])
 def test_without_a_watch_of_this_process_there_is_no_rest_to_sample(monkeypatch, readers):
     """No reader yet, a reader without a watch (=0), a forked parent's reader: the column stays empty."""
@@ -168,7 +169,7 @@ def test_a_watch_whose_thread_waits_for_a_core_rests_and_new_replies_are_not_wat
     monkeypatch.setattr(body_reader, "ENABLED", True)
     monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_WITHIN_BUDGET)
     monkeypatch.setattr(body_reader, "reader", lambda: SimpleNamespace(first_bytes=watch))  # this watch's reader
-    monkeypatch.setattr(body_reader, "_reader", [SimpleNamespace(pid=os.getpid(), first_bytes=watch)])  # its sample
+    monkeypatch.setattr(body_reader, "_reader", [SimpleNamespace(pid=os.getpid(), hub=get_hub(), first_bytes=watch)])  # its sample
     try:
         assert body_reader.first_bytes_watch() is watch  # not rested yet
         assert body_reader.watch_resting() is False  # what the self-check writes to generator_metrics.csv

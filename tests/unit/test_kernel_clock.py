@@ -299,7 +299,7 @@ def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, w
 @pytest.mark.parametrize("gap_s, hog_s, waiting", [(0.1, 0.15, False), (0.2, 0.25, False), (0.1, 0.15, True)])
 def test_a_first_token_that_shared_its_read_with_the_next_says_the_generator_was_behind(gap_s, hog_s, waiting,
                                                                                       monkeypatch):
-    """Without the first-bytes watch (the default, or resting): TCP merged the two writes under
+    """Without the first-bytes watch (=0, or resting): TCP merged the two writes under
     the later stamp, and the read delay says by how much the first token may be late."""
     monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_OFF)
     monkeypatch.setattr(body_reader, "_reader", [])  # a reader made without the watch
