@@ -18,17 +18,20 @@ import time
 from time import perf_counter
 from typing import TYPE_CHECKING
 
+from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.response import HTTPParseError, HTTPResponse
 
 from loadline.client import body_reader, kernel_clock
 from loadline.client.first_bytes import FirstBytesWatch
 from loadline.client.streaming import PULL, Reply
 from loadline.client.transport_errors import IncompleteBody, ReadTimeout
+from loadline.core.kernel_stamps import ANC_SPACE, stamp_of
 
 if TYPE_CHECKING:  # the connection makes its responses; a response only reads its fields
     from loadline.client.connection import Connection
 
 READ_SIZE = 65536
+_parse = HTTPResponseParser.feed  # a reply to POST, never to HEAD: no need of the subclass's wrapper
 
 
 class Response:
@@ -98,23 +101,25 @@ class Response:
     def _took(self, data: bytes, ancdata: list | None, since: float, peeked: float = 0.0) -> None:
         """A read's times: when its bytes arrived (`arrival`), when it was read, how late. `peeked`: the
         stamp a look at these bytes saw before they merged with later ones (first_bytes.py)."""
-        self.stall.progress()
+        now = perf_counter()
+        self.stall.last_progress = now
         self.read_since = since
-        self.read_at = time.time()
-        if ancdata is not None:
-            wall = kernel_clock.stamp_of(ancdata)
-            if peeked and (peeked < wall or not wall):
-                wall = peeked
-            self.newest_wall = wall
-            if wall:
-                self.arrival = wall - self._offset
-                delay = self.read_at - wall
-                if delay > self.read_delay_max:
-                    self.read_delay_max = delay
-            elif data:  # bytes without a stamp (kernel_clock.keep_stamping_on): the read time instead
-                self.arrival = perf_counter()
+        # time.time() of the read, through the request's offset: one clock call, and the same
+        # conversion the stamps take, so that read delays are differences within one clock
+        read_at = self.read_at = now + self._offset
+        if ancdata is None:
+            self.arrival = now
             return
-        self.arrival = perf_counter()
+        wall = stamp_of(ancdata)
+        if peeked and (peeked < wall or not wall):
+            wall = peeked
+        self.newest_wall = wall
+        if wall:
+            self.arrival = wall - self._offset
+            if read_at - wall > self.read_delay_max:
+                self.read_delay_max = read_at - wall
+        elif data:  # bytes without a stamp (kernel_clock.keep_stamping_on): the read time instead
+            self.arrival = now
 
     def read_ready(self, size: int = READ_SIZE, peeked: float = 0.0) -> bool:
         """One read of at most `size` bytes of a socket that is readable, for the body reader
@@ -123,13 +128,16 @@ class Response:
         raw = self._sock._sock  # type: ignore[attr-defined]  # the non-blocking socket under gevent's
         try:
             if self._kernel:
-                data, ancdata, _, _ = raw.recvmsg(size, kernel_clock.ANC_SPACE)
+                data, ancdata, _, _ = raw.recvmsg(size, ANC_SPACE)
             else:
                 data, ancdata = raw.recv(size), None
         except BlockingIOError:
             return False
         self._took(data, ancdata, self.read_at, peeked)  # read as soon as they came, or since the last read
-        self._feed(data)
+        if data:
+            _parse(self._parser, data)  # the C parser itself: HTTPResponse.feed only adds HEAD's case
+        else:
+            self._feed(data)
         return True
 
     @property

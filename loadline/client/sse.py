@@ -37,7 +37,13 @@ class Framer:
         """The data of each event this read completes, in order; None once a CR appears (CRLF or CR
         line endings): sseclient-py must frame the rest, starting with `pending`, which then holds
         this read too."""
-        buffer = self.pending + data if self.pending else data
+        if self.pending:
+            buffer = self.pending + data
+        elif data.startswith(_DATA) and data.find(b"\n") == len(data) - 2 and data.endswith(b"\n\n") \
+                and b"\r" not in data:
+            return [data[6:-2]]  # what nearly every read is: one whole one-line event (a token)
+        else:
+            buffer = data
         if b"\r" in buffer:
             self.pending = buffer
             return None

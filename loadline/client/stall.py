@@ -20,15 +20,15 @@ MIN_REARM_S = 0.001
 
 
 class StallTimer:
-    """Armed for one request (send, headers, body); `progress()` after every read, `disarm()` at its end."""
+    """Armed for one request (send, headers, body); `last_progress` set after every read, `disarm()` at its end."""
 
-    __slots__ = ("seconds", "make_error", "waiting", "_last", "_reader", "_timer")
+    __slots__ = ("seconds", "make_error", "waiting", "last_progress", "_reader", "_timer")
 
     def __init__(self, seconds: float | None, make_error: Callable[[], BaseException]) -> None:
         self.seconds = seconds
         self.make_error = make_error
         self.waiting = False  # the reader is blocked in a read (or the request's send) of this connection
-        self._last = 0.0
+        self.last_progress = 0.0  # perf_counter() of the last read's end: set by the reader (response.py)
         self._reader = None
         self._timer = None
 
@@ -37,11 +37,8 @@ class StallTimer:
         if self.seconds is None:
             return
         self._reader = getcurrent()
-        self._last = perf_counter()
+        self.last_progress = perf_counter()
         self._start(self.seconds)
-
-    def progress(self) -> None:
-        self._last = perf_counter()
 
     def disarm(self) -> None:
         timer, self._timer = self._timer, None
@@ -61,7 +58,7 @@ class StallTimer:
         reader = self._reader
         if reader is None or self.seconds is None:
             return
-        idle = perf_counter() - self._last
+        idle = perf_counter() - self.last_progress
         if self.waiting and idle >= self.seconds:
             self._reader = None
             reader.throw(self.make_error())

@@ -18,6 +18,8 @@ STREAMS = {
     "empty data and a CR mid-stream": b"data: \n\n" + TOKEN + b"\n\ndata: x\r\n\r\n",
     "no blank line at the end": TOKEN + b"\n\n" + TOKEN + b"\n",
     "not utf-8 on the fast path": b"data: \xff\xfe\n\n",
+    "a CR right before the blank line": TOKEN + b"\r\n\n" + TOKEN + b"\n\n",
+    "an empty event, then a field line": b"data: \n\n" + b"data: a\nid: 1\n\n" + TOKEN + b"\n\n",
 }
 
 
