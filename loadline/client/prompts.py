@@ -13,6 +13,8 @@ import json
 import random
 import re
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
 from pathlib import Path
 
 from loadline.core import resources
@@ -59,9 +61,15 @@ class PromptSource:
     system_prompt: str = ""  # shared prefix (agent template); identical for every user
     dataset: tuple[tuple[str, ...], ...] = ()  # conversations as tuples of human turns
 
-    def length_class(self, rng: random.Random) -> str:
+    @cached_property
+    def _classes(self) -> tuple[list[str], list[float]]:
+        """The class names and their cumulative weights: what `choices` would build on every draw."""
         names = list(self.mix)
-        return rng.choices(names, weights=[self.mix[n] for n in names])[0]
+        return names, list(accumulate(self.mix[n] for n in names))
+
+    def length_class(self, rng: random.Random) -> str:
+        names, cumulative = self._classes
+        return rng.choices(names, cum_weights=cumulative)[0]
 
     def message(self, rng: random.Random) -> str:
         """One standalone message: a dataset conversation's opening turn, or synthetic text."""
@@ -92,6 +100,11 @@ def estimate_tokens(messages: list[dict]) -> int:
     return sum(len(_TOKEN.findall(m["content"])) + PER_MESSAGE_TOKENS for m in messages)
 
 
+def _at_most_tokens(messages: list[dict]) -> int:
+    """A bound on estimate_tokens without its regex: a token is at least one character."""
+    return sum(len(m["content"]) + PER_MESSAGE_TOKENS for m in messages)
+
+
 def prompt_budget(context: int, max_tokens: int, max_input: int = 0) -> int:
     """The most estimated tokens (estimate_tokens) a prompt may have; 0 = no limit known.
 
@@ -114,7 +127,7 @@ def fit_history(messages: list[dict], budget: int) -> list[dict]:
     Chat front ends keep a sliding window of the conversation; without it a long session would
     end every request in a context-length 400 and measure the client's mistake, not the server.
     """
-    if budget <= 0 or estimate_tokens(messages) <= budget:
+    if budget <= 0 or _at_most_tokens(messages) <= budget or estimate_tokens(messages) <= budget:
         return messages
     head = [m for m in messages[:1] if m["role"] == "system"]
     turns = messages[len(head):]

@@ -29,6 +29,8 @@ class _Identity:
     def reset(self) -> None:
         self._base = uuid.uuid4().int & ~COUNTER_MASK
         self.tag = uuid.UUID(int=self._base).hex[:8]
+        # everything but the counter is fixed per process: the id is this prefix and 12 hex digits
+        self._prefix = str(uuid.UUID(int=self._base, version=4))[:-12]
         # hostname-pid alone collides (two PID-1 containers with one hostname: hostNetwork pods on a
         # node); the tag's first 4 hex digits make it unique and tie it to this process's request ids.
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{self.tag[:4]}"
@@ -36,7 +38,7 @@ class _Identity:
         self._users = itertools.count(1)
 
     def request_id(self) -> str:
-        return str(uuid.UUID(int=self._base | (next(self._requests) & COUNTER_MASK), version=4))
+        return f"{self._prefix}{next(self._requests) & COUNTER_MASK:012x}"
 
     def user_id(self) -> str:
         return f"{self.tag}-u{next(self._users)}"

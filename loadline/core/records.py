@@ -34,6 +34,7 @@ Definitions (the README repeats them; analysis uses them everywhere):
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -105,7 +106,8 @@ class RequestRecord:
     itl_us: str = field(default="", repr=False)
 
     def to_row(self) -> list:
-        return [getattr(self, name) for name in COLUMNS]
+        return list(_row_of(self))
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RequestRecord))
+_row_of = operator.attrgetter(*COLUMNS)  # the row in one C call (one per request, on the worker)

@@ -124,10 +124,9 @@ class CsvAppender:
             self._file.flush()
 
     def write_rows(self, rows: Iterable[Iterable[Any]]) -> int:
-        n = 0
-        for row in rows:
-            self._writer.writerow(row)
-            n += 1
+        rows = rows if isinstance(rows, list) else list(rows)
+        self._writer.writerows(rows)
+        n = len(rows)
         self._file.flush()
         self.rows_written += n
         return n

@@ -178,6 +178,21 @@ def test_worker_ids_differ_for_the_same_host_and_pid_and_stay_readable(monkeypat
     assert len(ids) >= 19  # 16 random bits: a repeat among 20 is a 0.3 % event
 
 
+def test_request_ids_are_the_uuids_of_the_process_base_and_counter_across_resets():
+    import uuid
+
+    one = identity._Identity()
+    for _ in range(3):
+        base = one._base
+        for n in (1, 2, 3):
+            assert one.request_id() == str(uuid.UUID(int=base | n, version=4))
+        one._requests = iter([identity.COUNTER_MASK, identity.COUNTER_MASK + 6])  # the counter wraps in its group
+        assert one.request_id() == str(uuid.UUID(int=base | identity.COUNTER_MASK, version=4))
+        assert one.request_id() == str(uuid.UUID(int=base | 5, version=4))
+        one.reset()  # as after a fork: a new base and prefix
+        assert one._base != base
+
+
 def test_report_lines_name_the_lost_worker_and_count_its_loss_from_the_truth_log():
     manifest = {"workers_lost": [{"worker": "node-1-abcd", "how": "missing", "lost_at": 3600.0, "last_seen": 3596.0,
                                   "in_flight": 2, "requests_lost_estimate": 3, "phases": ["1:4 users"]}],

@@ -82,6 +82,15 @@ def test_prompt_mix_and_lengths():
     assert 0.4 < classes.count("long") / len(classes) < 0.6
 
 
+@pytest.mark.parametrize("spec", ["short=1", "short=0.5,long=0.5", "short=0.2,medium=0.7,long=0.1", "long=3,short=1"])
+def test_length_classes_are_drawn_as_choices_with_the_weights_would_draw_them(spec):
+    mix = parse_mix(spec)
+    source, names = PromptSource(mix), list(mix)
+    ours, theirs = random.Random(11), random.Random(11)
+    for _ in range(300):
+        assert source.length_class(ours) == theirs.choices(names, weights=[mix[n] for n in names])[0]
+
+
 @pytest.mark.parametrize("spec", ["", "tiny=1", "short=x", "short=0", "short=-1"])
 def test_bad_prompt_mix_is_a_usage_error(spec):
     with pytest.raises(UsageError):
@@ -135,6 +144,16 @@ def test_fit_history_drops_oldest_turns_but_keeps_system_and_newest():
     assert estimate_tokens(fitted) <= 300 and len(fitted) < len(messages)
     assert fitted[1]["role"] == "user"  # whole turns are dropped, the window starts on a question
     assert fit_history(messages, 0) == messages and fit_history(messages, 10**6) == messages
+
+
+@pytest.mark.parametrize("content", ["a,b;c", "x" * 40, "word " * 30, "é!é!é!", ",,,,,,,,,,"])
+def test_fit_history_leaves_a_prompt_alone_exactly_when_its_estimate_fits(content):
+    from loadline.client.prompts import estimate_tokens, fit_history
+
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": content}]
+    need = estimate_tokens(messages)
+    for budget in (need - 1, need, need + 1, 10 * need):
+        assert (fit_history(messages, budget) is messages) == (budget >= need), (content, budget)
 
 
 def test_a_newest_message_too_long_on_its_own_is_cut_to_fit():

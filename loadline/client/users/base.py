@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from time import perf_counter
 
 import gevent
+import orjson
 import requests
 from gevent import GreenletExit
 from locust import User, constant
@@ -155,7 +156,7 @@ class LLMUser(User):
         """One logical request: attempts with capped, Retry-After-honouring retries on 429/503.
 
         `lane`: open-loop users' connection and due time for this request (users/arrivals.py)."""
-        payload = json.dumps(body).encode()
+        payload = _json_body(body)
         attempt = 0
         result, retry_after = self._attempt(payload, session_id, turn, attempt, lane)
         while retry_after is not None and attempt < self.settings.max_retries:
@@ -298,6 +299,15 @@ class LLMUser(User):
         if gaps_us:
             # one sample per gap (pooled ITL, live), logged in one update per request
             log_many(stats.get(self.stats_name, "ITL"), [gap / 1000 for gap in gaps_us])
+
+
+def _json_body(body: dict) -> bytes:
+    """The request's JSON: orjson's (a fifth of json.dumps' time, UTF-8 and no spaces), or json's for
+    what orjson refuses (a dataset's lone surrogate), which escapes it."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body).encode()
 
 
 def _one_line(value: object) -> str:
