@@ -104,9 +104,7 @@ class Response:
         now = perf_counter()
         self.stall.last_progress = now
         self.read_since = since
-        # time.time() of the read, through the request's offset: one clock call, and the same
-        # conversion the stamps take, so that read delays are differences within one clock
-        read_at = self.read_at = now + self._offset
+        read_at = self.read_at = time.time()  # the stamps' clock: a read delay holds across a clock step
         if ancdata is None:
             self.arrival = now
             return
