@@ -17,6 +17,7 @@ from loadline.core import resources
 from loadline.core.redact import redact as redact_text
 from loadline.core.runfolder import redact
 from loadline.core.runsettings import streaming_of_options, time_scale_of_options
+from loadline.core.target_host import target_on_this_host
 
 # Options whose values are secrets whatever their name says.
 SECRET_OPTIONS = {"api_key"}
@@ -49,6 +50,7 @@ def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
         "started_at": time.time(),
         "started_at_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "target": redact_text(environment.host) if environment.host else environment.host,  # user:key@host
+        "target_on_this_host": target_on_this_host(environment.host),  # beside the generator? (the verdict)
         "user_classes": sorted(environment.user_classes_by_name) if environment.user_classes_by_name else [],
         "shape": type(shape).__name__ if shape is not None else None,
         "runner": type(runner).__name__,

@@ -145,6 +145,19 @@ def test_a_saturated_generator_on_the_engines_host_outranks_what_the_hosts_time_
         assert "load-generator" in [s["layer"] for s in verdict["secondary"]]
 
 
+@pytest.mark.parametrize("on_this_host,leads", [(True, "load-generator"), (False, None), (None, None)])
+@pytest.mark.parametrize("name", ["gpu_compute", "host_cpu"])
+def test_a_target_the_run_found_on_its_own_machine_counts_as_the_engines_host(name, on_this_host, leads, tmp_path):
+    """A server bound to all interfaces, reached by the machine's own address: the run recorded
+    that it was local (target_on_this_host), so its starved generator leads as on a loopback target."""
+    sc = getattr(ms, name)()
+    for phase in sc.phases[2:]:
+        phase.gen_cpu = 99.0
+    sc.manifest.update(target="http://192.168.7.20:8080/v1", target_on_this_host=on_this_host)
+    verdict = verdict_of(sc, tmp_path)
+    assert verdict["layer"] == (leads or name.replace("_", "-")), verdict
+
+
 @pytest.mark.parametrize("target", LOCAL[:2])
 @pytest.mark.parametrize("name", ["kv_cache", "scheduler"])
 def test_counts_stand_over_a_saturated_generator_on_the_engines_host(name, target, tmp_path):
