@@ -121,7 +121,7 @@ class Context:
 def generators_on_manifest_host(manifest: dict, requests: pd.DataFrame | None) -> bool:
     """Whether the load came from the machine that wrote the manifest: a single process, or workers
     whose ids (`hostname-pid-tag`, loadline/core/identity.py) all name that machine."""
-    if not manifest.get("workers"):
+    if not manifest.get("workers") and manifest.get("runner") != "MasterRunner":
         return True
     host = (manifest.get("host") or {}).get("name")
     if not host or requests is None or "worker_id" not in requests or requests.empty:

@@ -72,6 +72,9 @@ def _requests(*workers: str) -> pd.DataFrame:
     ({"workers": 2, "host": {"name": "gpu-1"}}, _requests("node-a-7-abcd"), False),
     ({"workers": 2, "host": {"name": "gpu-1"}}, None, False),  # workers, nothing to say where they ran
     ({"workers": 1}, _requests("gpu-1-7-abcd"), False),
+    ({"runner": "MasterRunner", "workers": 0, "host": {"name": "gpu-1"}}, _requests("gpu-1-7-abcd"), True),
+    ({"runner": "MasterRunner", "workers": 0, "host": {"name": "gpu-1"}}, _requests("gpu-2-7-abcd"), False),
+    ({"runner": "LocalRunner", "workers": 0, "host": {"name": "gpu-1"}}, _requests("vm-7-abcd"), True),
 ])
 def test_the_load_counts_as_the_manifests_machines_only_when_every_worker_ran_there(manifest, requests, expected):
     assert generators_on_manifest_host(manifest, requests) is expected
