@@ -12,14 +12,13 @@ to each window here; the engine's own saturation signals are read in analysis/ve
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
 
+from analysis.verdict.engine_host import engine_shares_host
 from analysis.verdict.signals import Signals
 from loadline.core.runsettings import time_scale_of
 
@@ -107,37 +106,8 @@ class Context:
 
     @property
     def engine_shares_host(self) -> bool:
-        """Did the engine run on the load generator's own host? A loopback target (the embedded
-        simulator, a llama-server beside the generator) can only be reached from there; a target the
-        run found on its own machine (loadline/core/target_host.py) counts when every generator ran
-        on that machine too."""
-        manifest = getattr(self.run, "manifest", None) or {}
-        if is_loopback_target(manifest.get("target")):
-            return True
-        return manifest.get("target_on_this_host") is True and generators_on_manifest_host(
-            manifest, getattr(self.run, "requests", None))
-
-
-def generators_on_manifest_host(manifest: dict, requests: pd.DataFrame | None) -> bool:
-    """Whether the load came from the machine that wrote the manifest: a single process, or workers
-    whose ids (`hostname-pid-tag`, loadline/core/identity.py) all name that machine."""
-    if not manifest.get("workers") and manifest.get("runner") != "MasterRunner":
-        return True
-    host = (manifest.get("host") or {}).get("name")
-    if not host or requests is None or "worker_id" not in requests or requests.empty:
-        return False
-    names = {str(worker).rsplit("-", 2)[0] for worker in requests["worker_id"].dropna().unique()}
-    return names == {host}
-
-
-def is_loopback_target(url: Any) -> bool:
-    host = urlsplit(str(url or "")).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        """Did the engine run on the load generator's own host (analysis/verdict/engine_host.py)?"""
+        return engine_shares_host(getattr(self.run, "manifest", None) or {}, getattr(self.run, "requests", None))
 
 
 def num(value: Any) -> float | None:

@@ -114,8 +114,9 @@ class Response:
         self.newest_wall = wall
         if wall:
             self.arrival = wall - self._offset
-            if read_at - wall > self.read_delay_max:
-                self.read_delay_max = read_at - wall
+            delay = read_at - wall
+            if delay > self.read_delay_max:
+                self.read_delay_max = delay
         elif data:  # bytes without a stamp (kernel_clock.keep_stamping_on): the read time instead
             self.arrival = now
 
@@ -132,10 +133,7 @@ class Response:
         except BlockingIOError:
             return False
         self._took(data, ancdata, self.read_at, peeked)  # read as soon as they came, or since the last read
-        if data:
-            _parse(self._parser, data)  # the C parser itself: HTTPResponse.feed only adds HEAD's case
-        else:
-            self._feed(data)
+        self._feed(data)
         return True
 
     @property
@@ -192,7 +190,7 @@ class Response:
     def _feed(self, data: bytes) -> None:
         parser = self._parser
         if data:
-            parser.feed(data)
+            _parse(parser, data)  # the C parser itself: HTTPResponse.feed only adds HEAD's case
             return
         if parser.headers_complete and not parser.message_complete:
             try:

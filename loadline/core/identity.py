@@ -52,6 +52,11 @@ def worker_id() -> str:
     return _identity.worker_id
 
 
+def host_of_worker(worker: str) -> str:
+    """The hostname in a worker id (`hostname-pid-tag`: a hostname may hold dashes, pid and tag do not)."""
+    return worker.rsplit("-", 2)[0]
+
+
 def next_request_id() -> str:
     return _identity.request_id()
 

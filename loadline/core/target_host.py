@@ -18,18 +18,29 @@ from urllib.parse import urlsplit
 import psutil
 
 
+def is_loopback_url(url: object) -> bool:
+    """A loopback URL ("localhost", 127.0.0.0/8, ::1): only the machine it runs on can reach it."""
+    host = urlsplit(str(url or "")).hostname or ""
+    if host == "localhost":  # urlsplit lowers the host
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def target_on_this_host(url: str | None) -> bool | None:
     """True: the URL's host is this machine; False: an address of another; None: a name not known here."""
     host = urlsplit(str(url or "")).hostname or ""
     if not host:
         return None
-    if host.lower() in ("localhost", socket.gethostname().lower()):
+    if is_loopback_url(url) or host == socket.gethostname().lower():
         return True
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return None
-    return address.is_loopback or address.is_unspecified or address in local_addresses()
+    return address.is_unspecified or address in local_addresses()
 
 
 def local_addresses() -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
