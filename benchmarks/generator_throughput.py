@@ -13,7 +13,12 @@ of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints o
 - pooled ITL p50 (every gap of every request whose tokens fall in the window) vs the true STEP;
 - last-token stamp error p99: |start_wall + E2E - last_token| (with the first token's, it bounds the
   error of the mean gap);
-- read delay p99 (kernel clock: how late the generator read its sockets), and which clock rows used.
+- read delay p99 (kernel clock: how late the generator read its sockets), and which clock rows used;
+- core speed: how fast the generator's core ran during the window (a fixed loop's steps per CPU-second,
+  sampled twice a second on that core, median and range). Why: on the shared VMs we measure on, a
+  core's speed moves up to 2x within a second with its neighbours' load (docs/benchmarks.md, "Issue
+  15, tenth session"), and CPU-s per 1k tokens moves with it: compare rows at like speeds, or old and
+  new paths interleaved.
 `--hog` runs a busy process on the generator's core for the whole run (the issue's "CPU hog sharing
 the generator's core"); `--watch` sets the first-bytes watch as the product's LOADLINE_FIRST_BYTES_WATCH
 does: `budget` (the default: on while its thread's wait for a core stays within its budget), `on`
@@ -21,7 +26,7 @@ does: `budget` (the default: on while its thread's wait for a core stays within 
 
     python benchmarks/generator_throughput.py --preset heavy|light [--seconds 20] [--clock kernel|user]
         [--reads push|pull] [--watch budget|on|off] [--hog]
-        [--repo PATH]   # drive another code tree (e.g. `git archive OLD | tar -x -C PATH`): old vs new
+        [--repo PATH ...] [--rounds N]   # other code trees (`git archive OLD | tar -x -C PATH`), taking turns
     python benchmarks/generator_throughput.py --streams 16 64 256 --step-ms 10 --tokens 256 --ttft-ms 100
 """
 
@@ -83,6 +88,36 @@ def token_times(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(arrivals), np.stack([np.concatenate(gaps), np.concatenate(gap_ends)])
 
 
+SPEED_PROBE = """
+import sys, time
+begin, end = float(sys.argv[1]), float(sys.argv[2])
+time.sleep(max(0.0, begin - time.time()))
+while time.time() < end:
+    start, n = time.thread_time(), 0
+    for _ in range(20000):
+        n += 1
+    print(20000 / (time.thread_time() - start) / 1e6, flush=True)
+    time.sleep(0.5)
+"""  # ~1 ms of CPU every 0.5 s: 0.2 % of the core it measures
+
+
+def start_speed_probe(begin: float, end: float) -> subprocess.Popen:
+    """Samples the generator's core speed (M loop steps per CPU-second of the probe's own thread, so a
+    probe that waits for the core does not read as slow) from `begin` to `end` (time.time()). Started
+    with the generator, so that its own start-up falls outside the window."""
+    return subprocess.Popen([*pin(1), sys.executable, "-c", SPEED_PROBE, str(begin), str(end)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def core_speed(probe: subprocess.Popen) -> str:
+    """median (min-max) of the probe's samples."""
+    out, _ = probe.communicate(timeout=30)
+    samples = np.array([float(line) for line in out.split()])
+    if not len(samples):
+        return "-"
+    return f"{np.median(samples):.0f} ({samples.min():.0f}-{samples.max():.0f})"
+
+
 def start_hog() -> subprocess.Popen:
     """A process that keeps the generator's core busy (bounded: it ends by itself after 10 minutes)."""
     spin = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass"
@@ -113,15 +148,18 @@ def measure(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: fl
                    "--prompt-mix", "short=1", "--only-summary", "--loglevel", "WARNING"]
             env = {**os.environ, "PYTHONPATH": str(repo), "LOADLINE_KERNEL_CLOCK": "1" if clock == "kernel" else "0"}
             proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            span = max(1.0, seconds - WARMUP_S - COOLDOWN_S)
+            probe = start_speed_probe(time.time() + 1.0 + WARMUP_S, time.time() + 1.0 + WARMUP_S + span - 0.5)
             # the window: from WARMUP_S after the spawn (Locust starts spawning ~1 s after launch) to the end
             time.sleep(1.0 + WARMUP_S)
             window = [time.time(), cpu_seconds(proc.pid)]
-            time.sleep(max(1.0, seconds - WARMUP_S - COOLDOWN_S))
+            time.sleep(span)
             window += [time.time(), cpu_seconds(proc.pid)]
+            speed = core_speed(probe)
             proc.wait(timeout=seconds + 60)
         finally:
             sim.stop()
-        records = pd.read_csv(run_dir / "requests.csv")
+        records = pd.read_csv(run_dir / "requests.csv", low_memory=False)
         truth = pd.DataFrame(json.loads(line) for line in (Path(tmp) / "truth.jsonl").read_text().splitlines())
     t_start, cpu_start, t_end, cpu_end = window
     got = records[records.ttft_ms.notna()]
@@ -147,7 +185,7 @@ def measure(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: fl
             "stamp err p50": stamp_err.quantile(0.5), "stamp err p99": stamp_err.quantile(0.99),
             "last err p99": last_err.quantile(0.99),
             "ITL p50": float(np.median(window_gaps)) if len(window_gaps) else float("nan"),
-            "read delay p99": delay, "requests": len(ok)}
+            "read delay p99": delay, "requests": len(ok), "core speed": speed}
 
 
 def main() -> None:
@@ -167,14 +205,19 @@ def main() -> None:
                              "default (it rests while it costs the loop too much); on: LOADLINE_FIRST_BYTES_WATCH=1 "
                              "whatever it costs; off: =0")
     parser.add_argument("--hog", action="store_true", help="a busy process on the generator's core")
-    parser.add_argument("--repo", type=Path, default=REPO, help="the code tree whose generator is measured")
+    parser.add_argument("--repo", type=Path, action="append",
+                        help="a code tree whose generator is measured (repeat it to compare trees: they take turns)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="runs of each tree, interleaved (the core's speed drifts: see `core speed`)")
     args = parser.parse_args()
     os.environ["LOADLINE_PUSH_READS"] = "1" if args.reads == "push" else "0"  # the generator inherits it
     os.environ["LOADLINE_FIRST_BYTES_WATCH"] = {"budget": "", "on": "1", "off": "0"}[args.watch]
     setting = PRESETS[args.preset] if args.preset else {"streams": args.streams, "step_ms": args.step_ms,
                                                          "tokens": args.tokens, "ttft_ms": args.ttft_ms}
-    rows = [one(n, args.seconds, setting["step_ms"], setting["tokens"], setting["ttft_ms"], args.clock,
-                args.repo.resolve(), args.hog) for n in setting["streams"]]
+    repos = [repo.resolve() for repo in args.repo or [REPO]]
+    rows = [{"tree": repo.name, **one(n, args.seconds, setting["step_ms"], setting["tokens"], setting["ttft_ms"],
+                                      args.clock, repo, args.hog)}
+            for _ in range(max(1, args.rounds)) for n in setting["streams"] for repo in repos]
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.3f}",
                                        formatters={"CPU-s/1k tok": lambda v: f"{v:.4f}"}))  # steps of ~1 %
 
