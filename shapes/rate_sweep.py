@@ -13,6 +13,11 @@ The search (as guidellm's sweep, in the issue's words: synchronous, saturated, t
    Each probe at (lo + hi) / 2 holds for one hold; it passes when it meets the SLO (the stop rule's
    judge: loadline/core/judge.py) and carried its rate (loadline/core/arrival_rate.py): lo = probe,
    else hi = probe. The sweep ends when (hi - lo) / hi < --sweep-precision or after --sweep-probes probes.
+   That hi is a guess, not a bound: a server overloaded by the flood can complete fewer requests per
+   second than it serves at a lower rate (preemption, a queue past its KV cache, a generator that fell
+   behind at the flood's rate), so the guess is probed first. If it passes, lo = it and the guess
+   doubles (up to the flood's rate, which failed); bisection starts once hi is a rate that failed.
+   An answer that no failed probe bounds (the probes ran out first) is reported as "at least" it.
 The answer, the highest passing rate, is written on the last phase's note and in the manifest
 (`sweep_max_rate`); every probe is a phase with its `target_rate`, so the report's max
 SLO-compliant throughput and `loadline plan` read the same run.
@@ -35,7 +40,7 @@ logger = logging.getLogger(__name__)
 START = ShapeOption("--sweep-start-rate", 0.5, "Rate sweep: the light probe's rate (model requests/s)")
 MAX_RATE = ShapeOption("--sweep-max-rate", 100.0, "Rate sweep: the flood probe's rate, and the highest probed")
 HOLD = ShapeOption("--sweep-hold", 60.0, "Rate sweep: seconds each probe holds its rate")
-PROBES = ShapeOption("--sweep-probes", 6, "Rate sweep: most bisection probes after the light and flood ones")
+PROBES = ShapeOption("--sweep-probes", 6, "Rate sweep: most probes after the light and flood ones")
 PRECISION = ShapeOption("--sweep-precision", 0.05, "Rate sweep: stop when (hi - lo) / hi is below this")
 HEADROOM = 1.25  # hi = 1.25 x the flood's measured completions/s (module docstring, step 3)
 
@@ -68,6 +73,7 @@ class SweepSettings:
 class Search:
     lo: float = 0.0  # highest rate that passed
     hi: float = 0.0
+    hi_failed: bool = False  # hi is a rate that broke (a probe's, or the flood's), not the 1.25x guess
     probes: int = 0
     answer: float | None = None
 
@@ -109,19 +115,28 @@ class RateSweepShape(RateShape):
                 return self._finish(rate, "the flood itself met the SLO: raise --sweep-max-rate to look higher")
             window = self._window(start_wall, end_wall)
             throughput = window.rps if window is not None and window.rps else rate
-            search.hi = min(s.max_rate, HEADROOM * throughput)
+            search.hi = round(min(s.max_rate, HEADROOM * throughput), 3)  # as probed: _next_probe rounds too
+            search.hi_failed = search.hi >= s.max_rate  # the flood's own rate failed
             search.lo = min(search.lo, search.hi / 2)
-            logger.info("rate sweep: saturated throughput %.3g/s; bisecting %s..%s", throughput,
-                        rate_text(search.lo), rate_text(search.hi))
+            logger.info("rate sweep: saturated throughput %.3g/s; searching %s..%s%s", throughput,
+                        rate_text(search.lo), rate_text(search.hi),
+                        "" if search.hi_failed else ", the guessed ceiling first")
             self._drain()
             self._next_probe()
             return None
         search.probes += 1
-        if passed:
+        if not passed:
+            search.hi, search.hi_failed = rate, True
+        elif search.hi_failed or rate < search.hi:
             search.lo = rate
-        else:
-            search.hi = rate
-        if (search.hi - search.lo) / search.hi < s.precision or search.probes >= s.probes:
+        else:  # the guessed ceiling held: look twice as high
+            search.lo, search.hi = rate, round(min(s.max_rate, 2 * search.hi), 3)
+            search.hi_failed = search.hi >= s.max_rate
+        converged = search.hi_failed and (search.hi - search.lo) / search.hi < s.precision
+        if converged or search.probes >= s.probes:
+            if not search.hi_failed:
+                return self._finish(search.lo, f"at least {rate_text(search.lo)}: every probe passed, and no rate "
+                                               f"between it and the flood's {rate_text(s.max_rate)} was tried")
             return self._finish(search.lo, f"bracket {rate_text(search.lo)}..{rate_text(search.hi)}")
         if not passed:
             self._drain()
@@ -134,12 +149,15 @@ class RateSweepShape(RateShape):
         self._append(Phase("drain (0/s)", "recover", self.settings.hold_s / 2, self.schedulers(), target_rate=0.0))
 
     def _next_probe(self) -> None:
-        rate = round((self.search.lo + self.search.hi) / 2, 3)
-        self._append(self.rate_phase(f"probe-{self.search.probes + 1}", rate, self.settings.hold_s, judged=True))
+        """The guessed ceiling itself until a rate has failed, then the middle of the bracket."""
+        search = self.search
+        rate = round(search.hi if not search.hi_failed else (search.lo + search.hi) / 2, 3)
+        self._append(self.rate_phase(f"probe-{search.probes + 1}", rate, self.settings.hold_s, judged=True))
 
     def _append(self, phase: Phase) -> None:
         assert self.state is not None
         self.state.phases.append(scaled(phase, time_scale(self.options)))
+        self.state.timeline.planned_phases = len(self.state.phases)  # the log's "Phase 4/N", the web UI's count
 
     def _finish(self, answer: float | None, why: str) -> str | None:
         """No further phase: the shape ends after this one. The answer goes to the timeline and manifest."""
@@ -149,6 +167,7 @@ class RateSweepShape(RateShape):
         logger.warning("%s", text)
         assert self.state is not None
         del self.state.phases[self.state.index + 1:]  # e.g. the flood, when the light probe already broke
+        self.state.timeline.planned_phases = len(self.state.phases)
         if self.state.timeline.open is not None:
             self.state.timeline.annotate(self.state.timeline.open, text)
         active = runfolder.active()
