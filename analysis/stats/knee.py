@@ -15,9 +15,15 @@ Rate phases (open loop, shapes/rate_steps.py) are load levels by their offered a
 not carry its rate (fewer completions than the rate asks for, beyond the schedule's noise:
 loadline/core/arrival_rate.py) breaks, since past that point the offered load is not what was served.
 
-Break point: the first phase, in time order, that breaks the SLO's latency or error criteria.
-Safe operating point: 60-70 % of the break point's throughput (DOMAIN.md); without a break point
-60-70 % of the highest SLO-compliant throughput, flagged as a lower bound. The matching users are read
+Break point: the first phase, in time order, that breaks the SLO's latency or error criteria. In a
+run of rate phases it is the lowest offered rate that broke (a drain at rate 0 aside): a rate sweep
+floods the server before it probes lower rates (shapes/rate_sweep.py), and the flood breaking first
+in time says nothing about where the rates start to break.
+Safe operating point: 60-70 % of the break point's throughput (DOMAIN.md: the break point is the true
+capacity); without a break point 60-70 % of the highest SLO-compliant throughput, flagged as a lower
+bound. When the break point carried less than the best phase that met the SLO (an overload that made
+the server complete fewer requests, e.g. preemption past its KV cache), that phase's throughput is the
+capacity the run showed, and the basis. The matching users are read
 off the rising part of the throughput-vs-users curve (linear interpolation), not scaled from the
 break point's users: past saturation users only add queueing, so 60 % of them can still be too many.
 """
@@ -89,13 +95,21 @@ def find_knee(table: pd.DataFrame) -> dict:
 
 
 def find_break_point(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> dict:
-    """The first phase the SLO judge fails (loadline/core/judge.py); `streaming`: the run's traffic."""
+    """The first phase the SLO judge fails (loadline/core/judge.py), or among rate phases the lowest
+    offered rate that failed; `streaming`: the run's traffic."""
+    broken = []
     for _, row in table.sort_values("start_wall").iterrows():
         if row["ok"] + row["errors"] <= 0:
             continue
         reasons = phase_violations(row, slo, streaming) + _not_carried(row)
         if reasons:
-            return {"found": True, **_point(row), "reasons": reasons}
+            broken.append((row, reasons))
+    if level_column(table) == "target_rate":
+        rated = [(row, reasons) for row, reasons in broken if row.get("target_rate", 0) > 0]
+        broken = sorted(rated, key=lambda found: found[0]["target_rate"]) or broken  # stable: ties in time order
+    if broken:
+        row, reasons = broken[0]
+        return {"found": True, **_point(row), "reasons": reasons}
     return {"found": False, "reasons": [], "reason": "every phase met the SLO: the break point lies beyond the tested load"}
 
 
@@ -120,11 +134,19 @@ def max_compliant_throughput(table: pd.DataFrame, slo: SLO, streaming: bool | No
 
 
 def safe_operating_point(table: pd.DataFrame, break_point: dict, best: dict | None = None) -> dict:
-    """`best`: max_compliant_throughput(), the basis when the break point was not reached."""
+    """`best`: max_compliant_throughput(), the basis when the break point was not reached, or when it
+    carried more than the break point did."""
+    reason = "60-70 % of the break point"
     if break_point.get("found"):
         basis, lower_bound = break_point, False
+        if best and best.get("found") and (best["rps"] or 0) > (break_point["rps"] or 0):
+            basis = best
+            reason = (f"60-70 % of the highest SLO-compliant throughput, {best['rps']:.3g} req/s: more than the "
+                      f"break point carried, {break_point['rps']:.3g} req/s")
     elif best and best.get("found"):
         basis, lower_bound = best, True
+        reason = ("60-70 % of the highest SLO-compliant throughput: the break point was not reached, "
+                  "so this is a lower bound")
     else:
         return {"found": False, "reason": "no phase met the SLO and none broke it"}
 
@@ -132,10 +154,7 @@ def safe_operating_point(table: pd.DataFrame, break_point: dict, best: dict | No
         return {"found": False, "reason": "the basis phase has no throughput"}
     rps = [round(basis["rps"] * SAFE_LOW, 3), round(basis["rps"] * SAFE_HIGH, 3)]
     return {"found": True, "rps": rps, "users": _users_at(table, rps), "basis_label": basis["label"],
-            "lower_bound": lower_bound,
-            "reason": ("60-70 % of the break point" if not lower_bound
-                       else "60-70 % of the highest SLO-compliant throughput: the break point was not reached, "
-                            "so this is a lower bound")}
+            "lower_bound": lower_bound, "reason": reason}
 
 
 def _users_at(table: pd.DataFrame, rps: list[float]) -> list[float] | None:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from analysis.stats.knee import find_break_point, find_knee, max_compliant_throughput
+from analysis.stats.knee import find_break_point, find_knee, max_compliant_throughput, safe_operating_point
 from loadline.core.errors import UsageError
 from loadline.core.slo import SLO
 from shapes.rate_steps import RateStepShape, step_rates
@@ -75,3 +75,51 @@ def test_a_rate_shape_started_with_closed_loop_users_ends_at_once_with_exit_code
         tick = shape.tick()
         assert (tick is None) is refused, (users, tick)
         assert shape.runner.environment.process_exit_code == (2 if refused else None)
+
+
+def sweep_table() -> pd.DataFrame:
+    """A rate sweep's phases in time order (shapes/rate_sweep.py) against a server that serves ~32/s within
+    the SLO but completes only ~23/s once overloaded: light, flood, drain, the ceiling, twice it, drain, ..."""
+    offered = [0.5, 100, 0, 22.9, 45.7, 0, 34.3, 0, 28.6, 31.4]
+    carried = [0.5, 22.6, 0.05, 22.5, 22.5, 0.03, 23.1, 0.03, 28.3, 31.8]
+    table = rate_table(offered, carried, [2500, 16000, 9000, 4400, 20000, 14000, 17000, 14000, 5100, 6800])
+    table.loc[[2, 5, 7], "kind"] = "recover"
+    return table
+
+
+def test_a_sweeps_break_point_is_its_lowest_failing_rate_not_the_flood_that_came_first():
+    broken = find_break_point(sweep_table(), SLO(), streaming=True)
+    assert broken["found"] and broken["target_rate"] == 34.3 and broken["label"] == "rate 34.3"
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]])
+def test_rate_phases_break_at_the_lowest_failing_rate_in_any_order(order):
+    table = rate_table([2, 4, 8, 16], [2.0, 4.0, 8.0, 10.0], [300, 310, 350, 900])  # 16/s offered, 10/s carried
+    table["start_wall"] = [float(60 * order.index(i)) for i in range(4)]
+    table.loc[1, ["rps", "requests", "ok"]] = [2.5, 150, 150]  # 4/s offered, 2.5/s carried: it breaks too
+    assert find_break_point(table, SLO(), streaming=True)["target_rate"] == 4
+
+
+def test_closed_loop_phases_still_break_at_the_first_in_time():
+    """A pulse: the burst breaks, then the recovery at base users still does; the burst came first."""
+    table = rate_table([1, 1, 1], [10, 9, 4], [300, 900, 900])
+    table["target_rate"] = float("nan")
+    table["users"], table["kind"] = [8, 32, 8], ["baseline", "burst", "recover"]
+    table["ttft_p95_ms"] = [100.0, 2000.0, 1500.0]
+    broken = find_break_point(table, SLO(), streaming=True)
+    assert broken["found"] and broken["users"] == 32
+
+
+def test_an_overload_that_cut_throughput_does_not_lower_the_safe_point():
+    table = sweep_table()
+    broken = find_break_point(table, SLO(), streaming=True)
+    best = max_compliant_throughput(table, SLO(), streaming=True)
+    assert best["rps"] == 31.8 and broken["rps"] == 23.1
+    safe = safe_operating_point(table, broken, best)
+    assert safe["rps"] == pytest.approx([0.6 * 31.8, 0.7 * 31.8], abs=0.01) and not safe["lower_bound"]
+    assert "31.8 req/s: more than the break point carried, 23.1 req/s" in safe["reason"]
+    # rate steps whose break point carried the most: its throughput stays the basis
+    steps = rate_table([2, 4, 8, 16], [2, 4, 8, 10], [300, 310, 350, 900])
+    safe = safe_operating_point(steps, find_break_point(steps, SLO(), streaming=True),
+                                max_compliant_throughput(steps, SLO(), streaming=True))
+    assert safe["rps"] == pytest.approx([6.0, 7.0]) and safe["reason"] == "60-70 % of the break point"
