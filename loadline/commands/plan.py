@@ -16,7 +16,8 @@ HELP = """Capacity plan: replicas = ceil(target / per-replica x 1.2) + 1 spare, 
 efficiency assumed (2 replicas = 1.6-1.8x one), water levels (green < 70 %, yellow 70-85 %, red > 85 %)
 and, with --params-b, the GPU memory for weights + KV cache + 20 % runtime.
 The per-replica figure is given (--per-replica-qps) or read from a run folder (--run: its best
-SLO-compliant phase, else its knee; divided by the replicas and by the simulator time scale).
+SLO-compliant phase, else its knee; divided by the replicas and by the simulator time scale), with a
+caution line for what that run's report said against trusting its numbers (a saturated generator).
 Example: loadline plan --target-qps 500 --per-replica-qps 240   ->  4 replicas."""
 
 
@@ -53,6 +54,23 @@ def _per_replica_from_run(run_dir: str) -> tuple[float, str]:
     return value, basis
 
 
+def run_doubts(run_dir: str) -> list[str]:
+    """What the run's own report said against trusting its numbers (report/verdict.json's validity):
+    a plan built on a saturated generator's run inherits its doubt. [] when the report says nothing
+    against them; a hint when there is no report to ask."""
+    path = Path(run_dir) / "report" / "verdict.json"
+    try:
+        validity = json.loads(path.read_text()).get("validity") or {}
+    except FileNotFoundError:
+        return [f"no report in {run_dir} yet: `loadline report {run_dir}` says whether its numbers can be trusted"]
+    except (OSError, ValueError, AttributeError):
+        return [f"{path} could not be read: `loadline report {run_dir}` writes it again"]
+    if validity.get("usable") is False:
+        return [f"the run's report calls it unusable: {validity.get('reason')}"]
+    return [f"the run's report: {finding['message']}" for finding in validity.get("findings", [])
+            if isinstance(finding, dict) and finding.get("severity") == "untrustworthy"]
+
+
 def build(args: argparse.Namespace) -> dict:
     if args.per_replica_qps is None and not args.run:
         raise UsageError("give --per-replica-qps Q or --run RUN_DIR")
@@ -63,6 +81,8 @@ def build(args: argparse.Namespace) -> dict:
     if per_replica <= 0:
         raise UsageError("--per-replica-qps must be > 0")
     out: dict = {"per_replica_qps": round(per_replica, 3), "basis": basis}
+    if args.run and args.per_replica_qps is None:
+        out["doubts"] = run_doubts(args.run)
     if args.target_qps is not None:
         try:
             out["plan"] = capacity.plan(args.target_qps, per_replica, args.margin, args.spares, args.efficiency,
@@ -80,6 +100,7 @@ def build(args: argparse.Namespace) -> dict:
 
 def render(out: dict) -> str:
     lines = [f"per-replica throughput: {out['per_replica_qps']:g} req/s ({out['basis']})"]
+    lines += [f"caution: {doubt}" for doubt in out.get("doubts", [])]
     plan = out.get("plan")
     if plan:
         eff = plan["horizontal_efficiency"]

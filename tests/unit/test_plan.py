@@ -89,3 +89,28 @@ def test_plan_command_reads_a_run(tmp_path, capsys):
     assert cli(["plan", "--run", str(run_dir), "--target-qps", "40"]) == 0
     assert "SLO-compliant" in capsys.readouterr().out
 
+
+
+def test_a_plan_from_a_run_carries_what_its_report_said_against_its_numbers(tmp_path, capsys):
+    """A capacity plan read off a saturated generator's run inherits that doubt; no report yet says how to ask."""
+    run_dir = ms.write_scenario(ms.scheduler(), tmp_path / "run")
+    assert cli(["plan", "--run", str(run_dir), "--target-qps", "40"]) == 0
+    assert f"caution: no report in {run_dir} yet: `loadline report {run_dir}`" in capsys.readouterr().out
+    report = run_dir / "report"
+    report.mkdir()
+    findings = [{"kind": "generator-saturated", "severity": "untrustworthy", "message": "the load generator was saturated: x"},
+                {"kind": "generator-behind", "severity": "note", "message": "behind, but only a note"}]
+    for validity, said in (({"usable": True, "trustworthy": False, "findings": findings},
+                            ["caution: the run's report: the load generator was saturated: x"]),
+                           ({"usable": True, "trustworthy": True, "findings": findings[1:]}, []),
+                           ({"usable": False, "reason": "no request reached the target", "findings": []},
+                            ["caution: the run's report calls it unusable: no request reached the target"])):
+        (report / "verdict.json").write_text(json.dumps({"validity": validity}))
+        assert cli(["plan", "--run", str(run_dir), "--target-qps", "40"]) == 0
+        out = capsys.readouterr().out
+        assert [line for line in out.splitlines() if line.startswith("caution")] == said, out
+        assert cli(["plan", "--run", str(run_dir), "--target-qps", "40", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["doubts"] == [line.removeprefix("caution: ") for line in said]
+    (report / "verdict.json").write_text("{not json")
+    assert cli(["plan", "--run", str(run_dir), "--target-qps", "40"]) == 0
+    assert "could not be read" in capsys.readouterr().out
