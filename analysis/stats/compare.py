@@ -7,7 +7,8 @@ confidence, between the order statistics of rank n*q -/+ 1.96*sqrt(n*q*(1-q)) (n
 of the binomial). So a P99 from 50 samples can never count (its interval is open above); a P50
 from 50,000 need only cross the threshold. Throughput (requests/s, tokens/s) regresses when it falls by more
 than the threshold and by more than 3 Poisson standard deviations of the base's count.
-Phases are matched by position when both runs have the same phase labels, else by label.
+Phases are matched by position when both runs have the same phase labels, else by label. Two rate
+sweeps also compare their answers, the max SLO-compliant rate (`_sweep_row`).
 Time-scaled runs are compared in model time (analysis.data.timescale), so runs at different scales compare.
 """
 
@@ -109,6 +110,21 @@ def _error_row(label: str, base: pd.Series, new: pd.Series) -> dict:
             "base_high": math.nan, "new_low": math.nan, "new_high": math.nan, "regression": regression}
 
 
+def _sweep_row(base: dict, new: dict, threshold: float) -> dict | None:
+    """A rate sweep's answer (manifest `sweep_max_rate`, model requests/s: shapes/rate_sweep.py), when both
+    runs swept. Its probes' labels carry their rates, so they rarely match phase by phase; this is the
+    number a sweep is run for. It regresses when it fell by more than the threshold (its own resolution,
+    --sweep-precision, is 5 % by default), or to no compliant rate at all."""
+    if "sweep_max_rate" not in base or "sweep_max_rate" not in new:
+        return None
+    bv, nv = (math.nan if v is None else float(v) for v in (base["sweep_max_rate"], new["sweep_max_rate"]))
+    change = nv / bv - 1.0 if bv > 0 else math.nan
+    regression = bool(bv > 0 and (math.isnan(nv) or -change > threshold))
+    return {"phase": "sweep", "metric": "sweep_max_rate", "base": bv, "new": nv, "change": change,
+            "base_low": math.nan, "base_high": math.nan, "new_low": math.nan, "new_high": math.nan,
+            "regression": regression}
+
+
 def compare_runs(base: RunData, new: RunData, threshold: float = 0.10) -> Comparison:
     scales = (time_scale(base.manifest), time_scale(new.manifest))
     base_table, new_table = to_model_time(phase_table(base), scales[0]), to_model_time(phase_table(new), scales[1])
@@ -124,5 +140,8 @@ def compare_runs(base: RunData, new: RunData, threshold: float = 0.10) -> Compar
                                   scales)
         rows += _rate_rows(label, b, n, threshold, scales[0])
         rows.append(_error_row(label, b, n))
+    sweep = _sweep_row(base.manifest or {}, new.manifest or {}, threshold)
+    if sweep is not None:
+        rows.append(sweep)
     columns = ["phase", "metric", "base", "new", "change", "base_low", "base_high", "new_low", "new_high", "regression"]
     return Comparison(pd.DataFrame(rows, columns=columns), unmatched)

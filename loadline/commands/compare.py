@@ -12,7 +12,8 @@ from loadline.core.errors import UsageError
 
 HELP = ("Compare two run folders phase by phase. A latency percentile regresses when it is worse by more "
         "than --threshold and the runs' 95 % confidence intervals do not overlap; throughput when it falls "
-        "by more than --threshold and 3 Poisson SDs. Exit 0: no regression, 1: regression, 2: unusable input.")
+        "by more than --threshold and 3 Poisson SDs; two rate sweeps' answers (max SLO-compliant rate) when it "
+        "falls by more than --threshold or to none. Exit 0: no regression, 1: regression, 2: unusable input.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def render(comparison: Comparison, show_all: bool = False) -> str:
     rows = comparison.rows
     if not show_all:
-        rows = rows[rows["metric"].str.contains("p95|p99|rps|error_rate") | rows["regression"]]
+        rows = rows[rows["metric"].str.contains("p95|p99|rps|error_rate|sweep") | rows["regression"]]
     lines = ["| phase | metric | base | new | change | regression |", "|---|---|---|---|---|---|"]
     for _, r in rows.iterrows():
         change = f.pct(r["change"]) if r["metric"] == "error_rate" else ("-" if f.missing(r["change"]) else f"{r['change']:+.1%}")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
+import pytest
 
-from analysis.stats.compare import _latency_rows, match_phases, quantile_interval
+from analysis.stats.compare import _latency_rows, _sweep_row, match_phases, quantile_interval
 
 
 def test_quantile_interval_brackets_the_estimate_and_narrows_with_n():
@@ -56,3 +59,22 @@ def test_phases_match_by_label_when_the_timelines_differ():
     pairs, unmatched = match_phases(base, new)
     assert pairs == [(0, 0), (2, 1)]
     assert unmatched == ["base only: step-1", "new only: step-3"]
+
+
+@pytest.mark.parametrize("base, new, regression", [
+    (32.9, 17.6, True),    # the answer fell by 46 %
+    (32.9, 28.0, True),    # 15 %: past the 10 % threshold (the sweep's own resolution is 5 %)
+    (32.9, 31.0, False),   # 6 %: within the threshold
+    (17.6, 32.9, False),   # it rose
+    (20.0, None, True),    # no compliant rate any more
+    (None, 20.0, False),   # the base had none
+])
+def test_a_sweeps_answer_regresses_when_it_falls_past_the_threshold_or_to_none(base, new, regression):
+    row = _sweep_row({"sweep_max_rate": base}, {"sweep_max_rate": new}, threshold=0.10)
+    assert row["phase"] == "sweep" and row["regression"] is regression
+    assert math.isnan(row["new"]) if new is None else row["new"] == new
+
+
+def test_runs_that_did_not_both_sweep_have_no_sweep_row():
+    assert _sweep_row({"sweep_max_rate": 20.0}, {}, 0.10) is None
+    assert _sweep_row({}, {}, 0.10) is None
