@@ -81,6 +81,17 @@ def refuse_closed_loop(shape_name: str, user_classes: Any) -> None:
                          f"never be offered")
 
 
+def refuse_rateless(shape_name: str, user_classes: Any, arrival_rate: float) -> None:
+    """UsageError when every user to run follows an arrival rate and nothing sets one: no --arrival-rate
+    and no rate shape. Those users would wait for a rate for the whole run (a pulse shape's minutes),
+    send nothing, and end as an empty run."""
+    classes = list(user_classes or [])
+    if classes and arrival_rate <= 0 and all(issubclass(cls, ArrivalRateUser) for cls in classes):
+        shaped = f"--shape {shape_name} sets users, not rates" if shape_name else "no shape sets one"
+        raise UsageError(f"the open-loop users (--scenario rate) send at an arrival rate, and none is set: {shaped}; "
+                         f"give --rate R (locust: --arrival-rate R) or a rate shape (--shape rate-steps or rate-sweep)")
+
+
 class RateShape(StepShape):
     """Base of the shapes whose phases are arrival rates: one scheduler user per process, rates published."""
 

@@ -23,7 +23,7 @@ from locust.util.load_locustfile import load_locustfile
 from loadline.client.options import UserSettings
 from loadline.core.errors import UsageError
 from shapes import registry
-from shapes.rate_steps import refuse_closed_loop
+from shapes.rate_steps import refuse_closed_loop, refuse_rateless
 
 PROG = "loadline run"
 
@@ -57,6 +57,8 @@ def check(argv: list[str]) -> None:
     shape = registry.shape_class(name)() if name else None
     if getattr(shape, "open_loop", False):
         refuse_closed_loop(name, user_classes)
+    else:
+        refuse_rateless(name, user_classes, float(getattr(options, "arrival_rate", 0.0) or 0.0))
     if shape is not None and hasattr(shape, "planned"):  # a PhasedShape plans (and checks) its phases
         shape.planned(options)
 

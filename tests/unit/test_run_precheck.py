@@ -121,3 +121,20 @@ def test_a_rate_shape_with_the_open_loop_users_passes_and_is_implied_when_no_sce
         before = named.scenario
         run._imply_open_loop(named, named.shape, conf_locustfile="")
         assert named.scenario == before  # a named scenario, or a closed-loop shape: untouched
+
+
+@pytest.mark.parametrize("shape", ["", "pulse", "stepped", "soak"])
+def test_open_loop_users_with_no_rate_are_refused_before_the_run(shape):
+    """`--scenario rate` with no --rate and a shape that sets users: the arrival users waited for a rate
+    for the whole pulse (minutes), sent nothing, and the run ended as an empty run."""
+    argv = [*RATE_ENTRY, "--headless", *(["--shape", shape] if shape else [])]
+    said = f"--shape {shape} sets users, not rates" if shape else "no shape sets one"
+    with pytest.raises(UsageError, match=f"none is set: {said}; give --rate R") as raised:
+        precheck.check(argv)
+    assert "\n" not in str(raised.value)
+    precheck.check([*argv, "--arrival-rate", "2"])  # a rate: fine, whatever the shape
+
+
+def test_open_loop_users_beside_closed_loop_ones_need_no_rate():
+    both = ["-f", f"{REPO}/locustfiles/rate.py,{REPO}/locustfiles/chat.py,{REPO}/locustfiles/shape.py"]
+    precheck.check([*both, "--headless", "--shape", "stepped"])  # the chat users make the load
