@@ -148,8 +148,8 @@ def measure(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: fl
                    "--prompt-mix", "short=1", "--only-summary", "--loglevel", "WARNING"]
             env = {**os.environ, "PYTHONPATH": str(repo), "LOADLINE_KERNEL_CLOCK": "1" if clock == "kernel" else "0"}
             proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-            span = max(1.0, seconds - WARMUP_S - COOLDOWN_S)
-            probe = start_speed_probe(time.time() + 1.0 + WARMUP_S, time.time() + 1.0 + WARMUP_S + span - 0.5)
+            span, begin = max(1.0, seconds - WARMUP_S - COOLDOWN_S), time.time() + 1.0 + WARMUP_S
+            probe = start_speed_probe(begin, begin + span - 0.5)
             # the window: from WARMUP_S after the spawn (Locust starts spawning ~1 s after launch) to the end
             time.sleep(1.0 + WARMUP_S)
             window = [time.time(), cpu_seconds(proc.pid)]

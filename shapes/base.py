@@ -145,6 +145,7 @@ class PhasedShape(LoadTestShape):
         else:
             rate = spawn_rate_for(previous_users, phase)
         state.index, state.entered_at, state.last_tick = index, self.clock.monotonic(), (phase.target_users, rate)
+        state.timeline.planned_phases = len(state.phases)  # "Phase 4/N" also for a shape that adds phases as it goes
         row = state.timeline.begin(index, phase.label, phase.kind, phase.target_users, rate,
                                    self.users_now(), self.clock.wall(), phase.duration_s, phase.target_rate)
         # on_phase_end reads a judged phase's whole window: the live view keeps its rows exact however long it is

@@ -115,8 +115,7 @@ class RateSweepShape(RateShape):
                 return self._finish(rate, "the flood itself met the SLO: raise --sweep-max-rate to look higher")
             window = self._window(start_wall, end_wall)
             throughput = window.rps if window is not None and window.rps else rate
-            search.hi = round(min(s.max_rate, HEADROOM * throughput), 3)  # as probed: _next_probe rounds too
-            search.hi_failed = search.hi >= s.max_rate  # the flood's own rate failed
+            self._guess_ceiling(HEADROOM * throughput)
             search.lo = min(search.lo, search.hi / 2)
             logger.info("rate sweep: saturated throughput %.3g/s; searching %s..%s%s", throughput,
                         rate_text(search.lo), rate_text(search.hi),
@@ -130,8 +129,8 @@ class RateSweepShape(RateShape):
         elif search.hi_failed or rate < search.hi:
             search.lo = rate
         else:  # the guessed ceiling held: look twice as high
-            search.lo, search.hi = rate, round(min(s.max_rate, 2 * search.hi), 3)
-            search.hi_failed = search.hi >= s.max_rate
+            search.lo = rate
+            self._guess_ceiling(2 * search.hi)
         converged = search.hi_failed and (search.hi - search.lo) / search.hi < s.precision
         if converged or search.probes >= s.probes:
             if not search.hi_failed:
@@ -142,6 +141,12 @@ class RateSweepShape(RateShape):
             self._drain()
         self._next_probe()
         return None
+
+    def _guess_ceiling(self, rate: float) -> None:
+        """hi = `rate`, rounded as probes are and capped at the flood's rate, which is a failure, not a guess."""
+        search, max_rate = self.search, self.settings.max_rate
+        search.hi = round(min(max_rate, rate), 3)
+        search.hi_failed = search.hi >= max_rate
 
     def _drain(self) -> None:
         """Rate 0 for half a hold after an overloaded phase: its backlog (at most --max-inflight requests)
@@ -157,7 +162,6 @@ class RateSweepShape(RateShape):
     def _append(self, phase: Phase) -> None:
         assert self.state is not None
         self.state.phases.append(scaled(phase, time_scale(self.options)))
-        self.state.timeline.planned_phases = len(self.state.phases)  # the log's "Phase 4/N", the web UI's count
 
     def _finish(self, answer: float | None, why: str) -> str | None:
         """No further phase: the shape ends after this one. The answer goes to the timeline and manifest."""
@@ -167,7 +171,7 @@ class RateSweepShape(RateShape):
         logger.warning("%s", text)
         assert self.state is not None
         del self.state.phases[self.state.index + 1:]  # e.g. the flood, when the light probe already broke
-        self.state.timeline.planned_phases = len(self.state.phases)
+        self.state.timeline.planned_phases = len(self.state.phases)  # the open phase is now the last
         if self.state.timeline.open is not None:
             self.state.timeline.annotate(self.state.timeline.open, text)
         active = runfolder.active()

@@ -234,5 +234,5 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
     (out / "summary.md").write_text(summary)
     (out / "report.html").write_text(render_html(verdict, chart_paths))
     (out / "junit.xml").write_text(gate.junit_xml(verdict["slo"]["criteria"]))
-    runfolder.write_json_atomic(out / "verdict.json", verdict)
+    runfolder.write_json_atomic(out / runfolder.VERDICT, verdict)
     return ReportResult(verdict["exit_code"], summary, verdict, out)

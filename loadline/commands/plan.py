@@ -10,6 +10,7 @@ from analysis.data.load import load_run
 from analysis.stats.knee import find_knee
 from analysis.stats.phases import phase_table
 from analysis.verdict import capacity
+from loadline.core import runfolder
 from loadline.core.errors import UsageError
 
 HELP = """Capacity plan: replicas = ceil(target / per-replica x 1.2) + 1 spare, the horizontal
@@ -58,7 +59,7 @@ def run_doubts(run_dir: str) -> list[str]:
     """What the run's own report said against trusting its numbers (report/verdict.json's validity):
     a plan built on a saturated generator's run inherits its doubt. [] when the report says nothing
     against them; a hint when there is no report to ask."""
-    path = Path(run_dir) / "report" / "verdict.json"
+    path = Path(run_dir) / runfolder.REPORT_DIR / runfolder.VERDICT
     try:
         validity = json.loads(path.read_text()).get("validity") or {}
     except FileNotFoundError:

@@ -40,6 +40,7 @@ FAULTS = "faults.csv"
 LOCUST_CSV_PREFIX = "locust"  # -> locust_stats.csv, locust_stats_history.csv, locust_failures.csv
 LOCUST_HTML = "locust_report.html"
 REPORT_DIR = "report"
+VERDICT = "verdict.json"  # in REPORT_DIR: the report's verdict, for `loadline plan --run` too
 
 # Column names in file order; their types are loadline/core/schema.py's (the one declaration).
 PHASE_COLUMNS = schema.columns(schema.PHASES)
