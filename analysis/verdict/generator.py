@@ -122,6 +122,7 @@ def behind_evidence(behind: list[dict], scale: float = 1.0) -> list[str]:
     return [f"{b['phase']}: read delay p99 {b['read_delay_p99_ms'] * scale:,.1f} ms > "
             + (f"ITL p50 {b['itl_p50_ms'] * scale:,.1f} ms" if b["itl_p50_ms"] else f"{b['threshold_ms'] * scale:g} ms")
             + (" (ITL p50 0 ms: most gaps merged away)" if b["itl_p50_ms"] == 0 else "")
-            + f" ({b['records']} replies, model time): reads carried several tokens; if they waited in the "
-            "socket, the earlier ones were stamped late (a server that sent them together, catching up or "
-            "behind a buffering proxy, gives the same reads with true stamps)" for b in behind]
+            + f" ({b['records']} replies, model time): reads carried several tokens while the generator was "
+            "busy or waiting for its core, so the earlier ones may be stamped up to that late (a server that "
+            "wrote them together, catching up or behind a buffering proxy, shares their stamp too, but counts "
+            "here only while the generator was busy)" for b in behind]

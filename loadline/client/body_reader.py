@@ -15,7 +15,9 @@ token that waits in its socket with the next one under the later stamp (kernel_c
 first token read a token gap late would give TTFT a gap too long. When the loop is busy all the same
 (a collection, a long turn of another greenlet), an OS thread stamps those first bytes as they
 arrive (first_bytes.py; within a budget by default, watch_budget.py; LOADLINE_FIRST_BYTES_WATCH=1
-always, =0 never), and the reader then reads them in the pieces that thread saw.
+always, =0 never), and the reader then reads them in the pieces that thread saw. Before it sleeps,
+the reader notes when it found every socket empty (idle_clock.py): a read that then carries several
+tokens cannot have waited longer than the process was busy since (a server that wrote them together).
 
 The reader handles the framing every engine sends (one-line `data:` events, LF line endings;
 other events through sseclient-py one at a time). A CR in the stream, an event the body ends
@@ -29,7 +31,9 @@ timeout or a stop reaches the user's greenlet as before and takes the reply off 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
+from time import time
 
 import gevent
 from gevent.event import AsyncResult
@@ -37,6 +41,7 @@ from gevent.hub import get_hub
 from gevent.monkey import get_original
 
 from loadline.client.first_bytes import FirstBytesWatch
+from loadline.client.idle_clock import IdleClock
 from loadline.client.sse import Framer
 from loadline.client.streaming import DONE, END, PULL, Reply
 from loadline.client.watch_budget import WatchBudget
@@ -88,7 +93,11 @@ class _Follow:
     def after_read(self) -> str | None:
         """HEAD when following a reply's head and it is complete; else what `take_decoded` says."""
         if self.reply is None:
-            return HEAD if self.response.has_head else None
+            if not self.response.has_head:
+                return None
+            if self.response.decoded:  # tokens came with the head: their events are counted in `follow`
+                self.response.hold_idle()
+            return HEAD
         return self.take_decoded()
 
     def take_decoded(self) -> str | None:
@@ -107,6 +116,7 @@ class _Follow:
             take = reply.take
             for event in found:
                 if take(event):
+                    reply.read_done()  # counted while the reply is on the set (response.merged)
                     return DONE
             reply.read_done()
         if response.complete:
@@ -140,6 +150,7 @@ class BodyReader:
         self._replies: dict[int, _Follow] = {}
         self._greenlet: gevent.Greenlet | None = None
         self.first_bytes = _make_watch(FIRST_BYTES_WATCH)  # stamps first tokens on arrival
+        self.idle = IdleClock()  # when every socket followed was last seen empty: merged reads' bound
 
     def await_head(self, response) -> None:  # type: ignore[no-untyped-def]
         """Read `response` until its status line and headers are in. Many engines send them with the
@@ -152,6 +163,7 @@ class BodyReader:
         is the caller's to read). Raises what cut the body, in the caller's greenlet."""
         follow = _Follow(response, reply)
         outcome = follow.take_decoded()  # the bytes that came with the headers
+        response.held_busy = None
         if outcome is not None:
             return outcome
         follow.fresh = not reply.result.arrivals
@@ -163,11 +175,13 @@ class BodyReader:
             response.unwatch()
         (self._fresh if follow.fresh else self._epoll).register(fd, 1)  # EPOLLIN
         self._replies[fd] = follow
+        response.idle, response.idle_first, response.idle_last = self.idle, self.idle.looks + 1, sys.maxsize
         if self._greenlet is None or self._greenlet.dead:
             self._greenlet = gevent.spawn(self._run)
         # users that finish together (replies that began together end in the same engine step) run
         # one after another between two turns of the reader: each looks at the first tokens too
         self._read_fresh()
+        self._look()  # the reader may sleep until this reply's first bytes: a look it joined before
         stall = response.stall
         stall.waiting = True  # a stall raises ReadTimeout here, as it would in a read of our own
         try:
@@ -179,13 +193,14 @@ class BodyReader:
 
     def _drop(self, fd: int, follow: _Follow, outcome: str | None = None) -> None:
         del self._replies[fd]
+        follow.response.idle_last = self.idle.looks  # later looks no longer see this socket
         (self._fresh if follow.fresh else self._epoll).unregister(fd)
         if outcome != HEAD:  # the body is followed next, still waiting for its first token
             follow.response.unwatch()
 
     def _run(self) -> None:
         replies, poll, wait, ready, read = self._replies, self._epoll.poll, self.hub.wait, self._ready, self._read
-        fresh = self._fresh.fileno()
+        fresh, look = self._fresh.fileno(), self._look
         try:
             while replies:
                 wait(ready)
@@ -200,11 +215,18 @@ class BodyReader:
                     if follow is not None:
                         read(fd, follow)
                         reads += 1
+                look()
         finally:
             # not a reply's fault (a bug, or this greenlet killed): its users read on the pull way
             for fd, follow in list(replies.items()):
                 self._drop(fd, follow)
                 follow.done.set(follow._hand_back())
+
+    def _look(self) -> None:
+        """When every socket followed (the fresh set's too: it is on the main one) has no bytes waiting,
+        the idle clock notes it: bytes that come after can wait only while the process is busy."""
+        if not self._epoll.poll(0, 1):
+            self.idle.empty(time())
 
     def _read_fresh(self) -> None:
         """Read the replies whose first token (or what precedes it) has come; move those that have

@@ -15,7 +15,9 @@ What the kernel can and cannot tell (measured on Linux 6.18, loopback):
   The read delay says when that happened (connection.py): for a read of one write, how long its
   bytes waited; for a read that carried several content events (every engine writes one per
   step), how long the oldest may have waited, i.e. since the read was called (or, when its bytes
-  were already queued, since the previous read). Below one gap between writes, every stamp is exact.
+  were already queued, since the previous read), and no longer than the process was busy since the
+  body reader last saw the socket empty (idle_clock.py: a server that wrote them together to an
+  idle generator). Below one gap between writes, every stamp is exact.
   A reply's first token escapes this: an OS thread peeks at its bytes as they arrive (first_bytes.py;
   within a budget by default, watch_budget.py; LOADLINE_FIRST_BYTES_WATCH=1 always, =0 never).
 - Over TLS the kernel sees only ciphertext records: no stamps; the caller keeps user-space stamps.

@@ -23,6 +23,7 @@ from geventhttpclient.response import HTTPParseError, HTTPResponse
 
 from loadline.client import body_reader, kernel_clock
 from loadline.client.first_bytes import FirstBytesWatch
+from loadline.client.idle_clock import IdleClock
 from loadline.client.streaming import PULL, Reply
 from loadline.client.transport_errors import IncompleteBody, ReadTimeout
 from loadline.core.kernel_stamps import ANC_SPACE, stamp_of
@@ -39,7 +40,8 @@ class Response:
 
     __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries", "arrival",
                  "read_delay_max", "read_at", "read_since", "newest_wall", "merges",
-                 "_conn", "_sock", "_parser", "_offset", "_kernel", "stall", "watch", "_fd")
+                 "_conn", "_sock", "_parser", "_offset", "_kernel", "stall", "watch", "_fd",
+                 "idle", "idle_first", "idle_last", "held_busy")
 
     def __init__(self, conn: "Connection", sock: socket.socket, parser: HTTPResponse, sent_perf: float,
                  sent_wall: float, before_perf: float, watch: FirstBytesWatch | None = None) -> None:
@@ -57,6 +59,11 @@ class Response:
         self.read_at = self.read_since = sent_wall - (sent_perf - before_perf)
         self.newest_wall = 0.0  # the last read's kernel stamp (0: none)
         self.merges: list[tuple[float, float, int]] = []  # reads that carried several writes (merged())
+        # the body reader's clock of its empty looks, and which of them saw this reply on its set
+        # (idle_clock.py; set while the reader follows it, None once this reply is read the pull way)
+        self.idle: IdleClock | None = None
+        self.idle_first = self.idle_last = 0
+        self.held_busy: float | None = None  # that bound for the bytes that came with the head (hold_idle)
         self.connect_ms = 0.0
         self.stale_retries = 0
         self.status = 0
@@ -83,6 +90,7 @@ class Response:
         """One read of whatever arrived, stamping `arrival`; b"" at the end of the connection."""
         if self.watch is not None:  # read here, not by the body reader: the peeks' counts would not hold
             self.unwatch()
+        self.idle = None  # the reader's empty looks say nothing of a socket it does not follow
         stall = self.stall
         stall.waiting = True
         called = time.time()
@@ -162,12 +170,25 @@ class Response:
 
     def merged(self, extra_events: int) -> None:
         """The last read carried `extra_events` content events more than one (streaming.py counts
-        them). Every engine writes one per step, so several server writes waited together and all
-        carry the newest one's stamp (kernel_clock.py): the oldest waited about `extra_events` steps
-        longer than the newest, and at most since `read_since`. Settled when the reply's pace is
-        known (`settle_merges`)."""
+        them). Every engine writes one per step, so several server writes may have waited together,
+        all under the newest one's stamp (kernel_clock.py): the oldest waited about `extra_events`
+        steps longer than the newest, at most since `read_since`, and at most as long as the process
+        was busy since the body reader last saw this socket empty (idle_clock.py: a server that wrote
+        them together to an idle generator gives ~0). Settled when the reply's pace is known
+        (`settle_merges`)."""
         newest_wait = self.read_at - self.newest_wall if self.newest_wall else 0.0
-        self.merges.append((newest_wait, self.read_at - self.read_since, extra_events))
+        bound = self.read_at - self.read_since
+        busy = self.held_busy
+        if busy is None and self.idle is not None:
+            busy = self.idle.busy_since(self.idle_first, self.idle_last)
+        if busy is not None and busy < bound:
+            bound = busy
+        self.merges.append((newest_wait, bound, extra_events))
+
+    def hold_idle(self) -> None:
+        """Keep the idle clock's bound of the read that brought the head for the body bytes that came
+        with it: their events are counted later, by the reply's user, after the reader's next looks."""
+        self.held_busy = self.idle.busy_since(self.idle_first, self.idle_last) if self.idle is not None else None
 
     def settle_merges(self, gap: float) -> None:
         """Count each merged read's oldest bytes in the read delay: the newest one's wait plus the

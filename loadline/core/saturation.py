@@ -23,9 +23,12 @@ server writes means one write per read, so every stamp is exact; once a phase's 
 exceeds the phase's typical gap (its ITL p50), at least 1 % of replies had tokens stamped late (the
 earlier tokens of a merged read get the later stamp) and TTFT/ITL are no longer the server's alone.
 Without an ITL (non-streaming, one-token replies) the loop-lag bound above stands in.
-What the read delay cannot tell: a server that sends several tokens together (an engine catching up
-after a stall, as the simulator does on a busy host; a proxy that buffers SSE) gives the same reads
-as a late generator. It errs on the side of doubt, and the report's evidence line says both readings.
+A server that writes several tokens together (an engine catching up after a stall, as the simulator
+does on a busy host; a proxy that buffers SSE) gives the same reads as a late generator, with true
+stamps. What tells them apart is what the generator was doing: a merged read counts its oldest bytes
+only for as long as the process was busy (on a core or waiting for one) since the body reader last
+saw its sockets empty (loadline/client/idle_clock.py). An idle generator's merged reads so stay
+below a gap; a busy one's keep their bound, which errs on the side of doubt.
 """
 
 CPU_SATURATED_PCT = 90.0
