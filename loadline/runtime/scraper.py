@@ -63,8 +63,16 @@ def scrape_targets(option: str | None, host: str | None) -> dict[str, str]:
 # The scraper shares its event loop with the users' token reads (the master, or the one process of a
 # local run): parsing a page holds that loop, and an engine's page takes 14 ms (the simulator's 287
 # samples) to tens of ms (vLLM's histograms), longer than a token gap (10-25 ms, REFERENCE-serving.md),
-# so every stream's bytes would wait in their sockets and merge. The parse hands the loop back this often.
+# so every stream's bytes would wait in their sockets and merge. The parse hands the loop back this often,
+# through a timer that the loop's poll of its sockets comes before. gevent.sleep(0) only queues a
+# callback, and the loop runs up to 50 queued callbacks before it polls again (gevent's
+# CALLBACK_CHECK_COUNT): a parse that slept 0 between its slices held the reads for all of its
+# 11-14 ms (a local run at one user: the report said 'generator behind'). Measured with a socket fed
+# every 0.5 ms beside 40 slices of 1 ms: sleep(0) or 1e-6 let it be read 0-2 times (the timer has
+# expired before the poll), 1e-5 22 times, 1e-4 78 times (the parse then takes 1.6x as long in wall
+# time, not in CPU: the loop sleeps in its poll meanwhile).
 PARSE_SLICE_S = 0.001
+IO_TURN_S = 1e-4
 
 
 def _parse_yielding(text: str, ts: float, source: str) -> list[tuple]:
@@ -73,7 +81,7 @@ def _parse_yielding(text: str, ts: float, source: str) -> list[tuple]:
     for row in iter_rows(text, ts, source):
         rows.append(row)
         if time.perf_counter() - since > PARSE_SLICE_S:
-            gevent.sleep(0)  # token reads first; the parse resumes at the next metric family
+            gevent.sleep(IO_TURN_S)  # token reads first; the parse resumes at the next metric family
             since = time.perf_counter()
     return rows
 

@@ -9,6 +9,7 @@ import time
 import urllib.request
 
 import gevent
+from gevent.monkey import get_original
 import pandas as pd
 import pytest
 
@@ -302,7 +303,7 @@ def test_master_collects_worker_rows_from_their_reports(tmp_path):
 
 def test_a_large_page_is_parsed_without_holding_the_token_reads(tmp_path):
     """The scraper shares the loop with the users' reads: a page that takes ~100 ms to parse must let
-    other greenlets run all along (scraper.PARSE_SLICE_S), not stall every stream for the whole parse."""
+    a stream's reads run all along (scraper.PARSE_SLICE_S), not stall every stream for the whole parse."""
     from gevent.event import Event
     from gevent.pywsgi import WSGIServer
 
@@ -319,21 +320,37 @@ def test_a_large_page_is_parsed_without_holding_the_token_reads(tmp_path):
     server.start()
     ticks: list[float] = []
     done = Event()
+    # a stream's bytes: an OS thread writes a byte every 0.5 ms, a greenlet reads them as they come
+    # (woken by the loop's poll of its socket, as the body reader is: a callback-only yield would not do)
+    theirs, ours = socket.socketpair()
+    writing = [True]
+    pause = get_original("time", "sleep")
+
+    def server_writes() -> None:
+        for _ in range(20_000):  # bounded: 10 s at most
+            if not writing[0]:
+                return
+            ours.send(b"x")
+            pause(0.0005)
 
     def other_streams() -> None:
         for _ in range(10**6):  # bounded: the scrape ends long before
+            theirs.recv(65536)
             ticks.append(time.perf_counter())  # the last one after the scrape: a stall to its end counts
             if done.is_set():
                 return
-            gevent.sleep(0)
 
+    get_original("_thread", "start_new_thread")(server_writes, ())
     reader = gevent.spawn(other_streams)
     try:
         rows = Scraper(tmp_path, {"target": f"http://127.0.0.1:{server.server_port}/metrics"}).scrape_once()
     finally:
         done.set()
         reader.join(5)
+        writing[0] = False
         server.stop()
+        theirs.close()
+        ours.close()
     assert len(rows) == len(whole) + 1 == 4801  # every sample, plus the scrape's duration row
     longest_stall = max(b - a for a, b in zip(ticks, ticks[1:]))
     assert longest_stall < parse_s / 4, (longest_stall, parse_s)
