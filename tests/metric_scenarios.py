@@ -33,6 +33,7 @@ class Phase:
     ttft_ms: float = 50.0
     tpot_ms: float = 10.0
     fail_503: float = 0.0  # share of requests answered 503 by something in front of the engine
+    fail_stream: float = 0.0  # share of streams the engine aborted (an error object inside a 200 stream)
     running: float | None = None  # default: users
     waiting: float = 0.0
     kv: float = 0.1
@@ -73,6 +74,7 @@ def requests_table(sc: Scenario) -> pd.DataFrame:
         jitter = 1 + 0.05 * np.sin(np.arange(n))  # deterministic spread around the phase's value
         for i in range(n):
             failed = ph.fail_503 > 0 and (i % max(1, int(round(1 / ph.fail_503)))) == 0
+            aborted = ph.fail_stream > 0 and (i % max(1, int(round(1 / ph.fail_stream)))) == 1
             ttft = ph.ttft_ms * jitter[i]
             rec = {c: "" for c in COLUMNS}
             rec.update(request_id=f"{pos}-{i}", worker_id="w0", user_id=f"u{i % ph.users}", user_class="Chat",
@@ -81,6 +83,9 @@ def requests_table(sc: Scenario) -> pd.DataFrame:
                        content_chunks=0, prompt_tokens=100)
             if failed:
                 rec.update(status="error", error_class="http", http_status=503, e2e_ms=3.0, output_tokens=0)
+            elif aborted:
+                rec.update(status="error", error_class="stream_error", http_status=200, ttft_ms=ttft,
+                           e2e_ms=ttft + ph.tpot_ms * 20, output_tokens=20)
             else:
                 rec.update(status="ok", http_status=200, ttft_ms=ttft, ttfb_ms=ttft / 2, tpot_ms=ph.tpot_ms * jitter[i],
                            e2e_ms=ttft + ph.tpot_ms * 99, output_tokens=100, finish_reason="stop")

@@ -64,7 +64,8 @@ def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | N
     if primary is not None:
         confidence, notes = _confidence(ctx, primary, fired)
     elif reasons:
-        primary, confidence, notes = _unexplained(ctx, window_findings, reasons), "low", []
+        candidates = [] if _failures_only(ctx, limited, readings) else window_findings
+        primary, confidence, notes = _unexplained(ctx, candidates, reasons), "low", []
     else:
         primary, confidence, notes = _headroom(ctx), ("high" if ctx.windows else "low"), []
     secondary = _secondary(fired, primary)
@@ -248,6 +249,23 @@ def _closeness(f: Finding) -> tuple[float, float]:
         return (0.0, f.score)
     defining = [c for c in f.checks if c.required and c.measured]
     return (sum(c.held for c in defining) / len(defining) if defining else 0.0, f.score)
+
+
+ERROR_CRITERIA = ("error rate",)  # SLO criteria that failed requests fail (loadline/core/judge.py's names)
+
+
+def _failures_only(ctx: Context, limited: list[Window], readings: dict[int, Reading]) -> bool:
+    """The limit reached is failed requests alone: no latency or throughput criterion failed, no
+    window's latency rose nor its throughput went flat, and the engine showed no saturation. The
+    window rules' signals (queueing, per-token time, a pinned pool) explain latency; a near miss of
+    theirs then explains none of the failures (an engine that aborts 5 % of its streams at 4 users,
+    with its queue empty, named 'scheduler' from its closest match). Rules that explain failures
+    (gateway, leak, restarts) fire on their own."""
+    if any(str(c.get("name", "")).strip().lower() not in ERROR_CRITERIA for c in ctx.slo_failures):
+        return False
+    if any(readings[id(w)].saturation or len(w.limits) > int(w.failing) for w in limited):
+        return False
+    return bool(ctx.slo_failures) or any(w.failing for w in limited)
 
 
 def _unexplained(ctx: Context, window_findings: list[Finding], reasons: list[str]) -> Finding:

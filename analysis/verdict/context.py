@@ -70,6 +70,7 @@ class Window:
     kind: str  # "phase" or "slice"
     stats: dict[str, float] = field(default_factory=dict)  # client numbers, wall-time ms; see CLIENT_STATS
     limits: list[str] = field(default_factory=list)  # client-side reasons this window shows a limit
+    failing: bool = False  # one of them is its share of failed requests (the others: latency, throughput)
 
     @property
     def duration(self) -> float:
@@ -301,6 +302,7 @@ def mark_client_limits(windows: list[Window], baseline: Window | None, th: Thres
         err = w.stat("error_rate") if err is None else err
         if err is not None and err >= th.error_rate:
             w.limits.append(f"{err:.1%} of requests failed in {w.label} (invalid-request 4xx excluded)")
+            w.failing = True
         # a capacity limit is latency that rises with load: a window no more loaded than the baseline
         # (the slices of a fixed-user run) that is slower had a transient, not a limit
         if baseline is not None and w is not baseline and w.users > baseline.users:

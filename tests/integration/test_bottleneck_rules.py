@@ -282,3 +282,55 @@ def test_no_rule_fired_the_closest_is_the_one_whose_defining_signals_held_most(d
     verdict = verdict_of(ms.vary(sc, factor), tmp_path)
     assert verdict["layer"] == "scheduler" and verdict["confidence"] == "low", verdict
     assert any("closest match" in line for line in verdict["evidence"]), verdict["evidence"]
+
+
+def _aborting_engine(share: float, queue_ms: float) -> ms.Scenario:
+    """An engine that aborts `share` of its streams at every load, calm otherwise, its queue time above
+    the noise floor but far from dominating TTFT: the scheduler rule's near miss of a real run (a100
+    profile, error_rate=0.05, 4 users) that named 'scheduler'."""
+    sc = ms.healthy()
+    for p in sc.phases:
+        p.fail_stream, p.queue_ms, p.ttft_ms = share, queue_ms, 50 + queue_ms
+    return sc
+
+
+def _error_rate_failed(sc: ms.Scenario, tmp_path, extra: tuple[dict, ...] = ()) -> dict:
+    run = load_run(ms.write_scenario(sc, tmp_path / sc.name))
+    where = f"{sc.kind}-2 ({sc.phases[1].users} users)"
+    failure = {"name": "error rate", "measured": 0.05, "limit": 0.0, "threshold": "<= 0.00%", "unit": "fraction",
+               "where": where}
+    return judge(run, phase_table(run), slo_failures=[failure, *extra])
+
+
+@pytest.mark.parametrize("share, queue_ms", [(0.05, 80.0), (0.2, 120.0), (0.1, 300.0)])
+@pytest.mark.parametrize("factor", [1.0, 0.4, 3.0])
+def test_failures_alone_with_a_calm_engine_name_no_layer_from_a_near_miss(share, queue_ms, factor, tmp_path):
+    verdict = _error_rate_failed(ms.vary(_aborting_engine(share, queue_ms), factor), tmp_path)
+    assert verdict["layer"] == "unidentified" and verdict["confidence"] == "low", verdict
+    assert not any("closest match" in line for line in verdict["evidence"]), verdict["evidence"]
+    mix = next(line for line in verdict["evidence"] if line.startswith("the failures:"))
+    assert "stream_error" in mix and "the engine aborted generation" in mix
+    assert "read the server's log for the aborted requests" in verdict["actions"]
+
+
+@pytest.mark.parametrize("factor", [1.0, 0.4, 3.0])
+def test_failures_beside_a_latency_failure_keep_the_closest_latency_layer(factor, tmp_path):
+    """The same near miss once a latency criterion failed too: the latency is what the window rules
+    explain, so the closest one is still said (low, as a near miss)."""
+    sc = ms.scheduler()
+    sc.phases[-2:] = [dataclasses.replace(p, waiting_duty=0.2, fail_stream=0.05) for p in sc.phases[-2:]]
+    ttft = {"name": "TTFT P95", "measured": 1047.0, "threshold": "<= 800 ms", "unit": "ms",
+            "where": f"step-5 ({sc.phases[-1].users} users)"}
+    verdict = _error_rate_failed(ms.vary(sc, factor), tmp_path, (ttft,))
+    assert verdict["layer"] == "scheduler" and verdict["confidence"] == "low", verdict
+    assert any("closest match" in line for line in verdict["evidence"]), verdict["evidence"]
+
+
+def test_failures_with_requests_waiting_at_the_engine_are_judged_by_the_rules(tmp_path):
+    """Failures while the engine's queue is full (a capped queue answering errors) come with the
+    engine's own saturation: the window rules judge them as before."""
+    sc = ms.scheduler()
+    for p in sc.phases[-2:]:
+        p.fail_stream = 0.05
+    verdict = _error_rate_failed(sc, tmp_path)
+    assert verdict["layer"] == "scheduler", verdict
