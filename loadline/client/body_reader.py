@@ -150,7 +150,8 @@ class BodyReader:
         self._replies: dict[int, _Follow] = {}
         self._greenlet: gevent.Greenlet | None = None
         self.first_bytes = _make_watch(FIRST_BYTES_WATCH)  # stamps first tokens on arrival
-        self.idle = IdleClock()  # when every socket followed was last seen empty: merged reads' bound
+        # when every socket followed was last seen empty: merged reads' bound
+        self.idle = IdleClock(self.first_bytes.schedstat_fds if self.first_bytes is not None else None)
 
     def await_head(self, response) -> None:  # type: ignore[no-untyped-def]
         """Read `response` until its status line and headers are in. Many engines send them with the
@@ -181,10 +182,10 @@ class BodyReader:
         # users that finish together (replies that began together end in the same engine step) run
         # one after another between two turns of the reader: each looks at the first tokens too
         self._read_fresh()
-        self._look()  # the reader may sleep until this reply's first bytes: a look it joined before
         stall = response.stall
         stall.waiting = True  # a stall raises ReadTimeout here, as it would in a read of our own
         try:
+            self._look()  # the reader may sleep until this reply's first bytes: a look it joined before
             return follow.done.get()  # raises the reply's own failure here, in its user's greenlet
         finally:
             stall.waiting = False
@@ -263,13 +264,15 @@ class BodyReader:
     def _read_pieces(fd: int, follow: _Follow, watch: FirstBytesWatch) -> str | None:
         """Read a watched reply in the pieces its peeks saw, each with its own stamp, then the rest."""
         response = follow.response
+        since = 0.0  # the first piece's bytes came after the previous read; the next ones after its peek
         for _ in range(MAX_PIECES):
             with watch.lock:  # the peeks' byte counts hold until this read
                 size, peeked = watch.next_piece(fd)
-                got = response.read_ready(size, peeked)
+                got = response.read_ready(size, peeked, since)
             outcome = follow.after_read() if got else None
             if outcome is not None or not got or not peeked:
                 return outcome
+            since = peeked  # what the next piece holds was not there when this one was peeked at
         return None
 
 

@@ -29,12 +29,14 @@ LOADLINE_FIRST_BYTES_WATCH=1 keeps it on whatever it costs, =0 turns it off.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from collections.abc import Callable
 
 from gevent.monkey import get_original
 
+from loadline.client.idle_clock import SCHEDSTAT
 from loadline.client.watch_budget import WINDOW_S, WatchBudget, thread_wait_s
 from loadline.core.kernel_stamps import ANC_SPACE, stamp_of
 
@@ -62,6 +64,9 @@ class FirstBytesWatch:
         self._seen: dict[int, list[tuple[int, float]]] = {}
         self._socks: dict[int, socket.socket] = {}
         self.stopped = False
+        # this thread's scheduler statistics, opened by it (idle_clock.py: while it waits for a core
+        # holding the GIL or the lock, the loop waits too, and neither counts as the loop's own time)
+        self.schedstat_fds: list[int] = []
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         _start_thread(self._run, ())
 
@@ -103,6 +108,10 @@ class FirstBytesWatch:
         self.stopped = True
 
     def _run(self) -> None:
+        try:
+            self.schedstat_fds.append(os.open(SCHEDSTAT, os.O_RDONLY))
+        except OSError:
+            pass  # not Linux, or no schedstat: the idle clock then bounds nothing (idle_clock.py)
         try:
             self._watch_forever()
         except Exception:  # noqa: BLE001  # never a traceback from a helper thread: the reads keep their own stamps

@@ -9,12 +9,15 @@ that reach a socket of the body reader's set while the process sleeps in epoll w
 while any of them waits, the process cannot sleep there (level-triggered: libev's loop returns at
 once). So from their arrival to their read the process either ran or waited for a core, and the
 time it spent so since the reader last found every socket empty bounds how long they waited: its
-CPU time (every thread: one holding the GIL holds up the loop) plus the main thread's run delay
-(Linux schedstat, as loadline/runtime/selfcheck.py reads it). An idle generator (one user, a server
-that catches up) then bounds its merged reads by ~0 and keeps them exact; a busy or starved one
-keeps the bound it had (the time since the socket's previous read, connection.Response.merged).
-What it cannot see: a blocking system call in the loop (a slow disk write) that is neither CPU nor
-run delay; none is on the generator's path.
+CPU time (every thread: one holding the GIL holds up the loop) plus the run delay (Linux schedstat,
+as loadline/runtime/selfcheck.py reads it) of the main thread and of the first-bytes watch's thread
+(while that one waits for a core holding the GIL or its lock, the loop waits on it, off any core).
+An idle generator (one user, a server that catches up) then bounds its merged reads by ~0 and keeps
+them exact; a busy or starved one keeps the bound it had (the time since the socket's previous read,
+connection.Response.merged).
+What it cannot see: a blocking system call in the loop (a slow disk write), and time the hypervisor
+stole from a running thread or the kernel spent on interrupts in it (with steal or IRQ time
+accounting, neither is CPU time nor run delay). On this suite's VMs the steal counter stays at 0.
 
 Each look costs two system calls (~2 us), so it is taken at most every SAMPLE_EVERY_S: an older
 look only widens the bound, by at most the busy time between two looks.
@@ -32,9 +35,10 @@ SAMPLE_EVERY_S = 0.0002  # the bound's slack: well under the 1-2 ms between toke
 class IdleClock:
     """The process's busy time (CPU + the main thread's wait for a core) at the last empty look."""
 
-    __slots__ = ("_fd", "looks", "_at", "_busy_ns")
+    __slots__ = ("_fd", "looks", "_at", "_busy_ns", "_threads")
 
-    def __init__(self) -> None:
+    def __init__(self, threads: list[int] | None = None) -> None:
+        self._threads = threads if threads is not None else []  # other threads' schedstat, filled as they start
         try:  # opened by the thread that runs the loop: thread-self is that thread from then on
             self._fd = os.open(SCHEDSTAT, os.O_RDONLY)
             self._now_ns()
@@ -45,7 +49,15 @@ class IdleClock:
         self._busy_ns = 0
 
     def _now_ns(self) -> int:
-        return time.process_time_ns() + int(os.pread(self._fd, 64, 0).split()[1])
+        busy = time.process_time_ns() + int(os.pread(self._fd, 64, 0).split()[1])
+        for fd in self._threads:  # a thread that started after a look only widens the bound
+            busy += int(os.pread(fd, 64, 0).split()[1])
+        return busy
+
+    def _off(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
 
     def empty(self, now: float) -> None:
         """Every socket the reader follows had no bytes waiting at `now` (time.time())."""
@@ -54,7 +66,7 @@ class IdleClock:
         try:
             self._busy_ns = self._now_ns()
         except (OSError, ValueError, IndexError):
-            self._fd = -1
+            self._off()
             return
         self._at = now
         self.looks += 1

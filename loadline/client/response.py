@@ -128,10 +128,11 @@ class Response:
         elif data:  # bytes without a stamp (kernel_clock.keep_stamping_on): the read time instead
             self.arrival = now
 
-    def read_ready(self, size: int = READ_SIZE, peeked: float = 0.0) -> bool:
+    def read_ready(self, size: int = READ_SIZE, peeked: float = 0.0, since: float = 0.0) -> bool:
         """One read of at most `size` bytes of a socket that is readable, for the body reader
         (body_reader.py): it never waits; False when nothing was there after all. `peeked`: those
-        bytes' stamp when they were looked at before (first_bytes.py)."""
+        bytes' stamp when they were looked at before (first_bytes.py); `since`: a time (time.time())
+        they came after, when earlier than the previous read (the previous piece's peek)."""
         raw = self._sock._sock  # type: ignore[attr-defined]  # the non-blocking socket under gevent's
         try:
             if self._kernel:
@@ -140,7 +141,7 @@ class Response:
                 data, ancdata = raw.recv(size), None
         except BlockingIOError:
             return False
-        self._took(data, ancdata, self.read_at, peeked)  # read as soon as they came, or since the last read
+        self._took(data, ancdata, since or self.read_at, peeked)  # read as soon as they came, or since the last read
         self._feed(data)
         return True
 

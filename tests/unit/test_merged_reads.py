@@ -163,3 +163,50 @@ def test_looks_taken_before_a_reply_joined_or_after_it_left_bound_nothing():
     time.sleep(0.001)
     clock.empty(time.time())
     assert clock.busy_since(1, 1) is None  # the last look came after it left the set
+
+
+def test_the_busy_time_counts_another_threads_wait_for_a_core():
+    """The first-bytes watch's thread holds the GIL or its lock while it waits for a core, and the loop
+    waits on it, off any core: that thread's run delay counts as busy too (its schedstat fd is given
+    to the clock). A thread that spins on a core shared with a busy process, while the main thread
+    sleeps: CPU time alone would give about half the wall time."""
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity here")
+    from gevent.monkey import get_original
+
+    core = min(os.sched_getaffinity(0))
+    hog = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 20: pass"])
+    fds: list[int] = []
+    spinning = [True]
+
+    def spin() -> None:
+        os.sched_setaffinity(0, {core})  # this thread only
+        fds.append(os.open("/proc/thread-self/schedstat", os.O_RDONLY))
+        for _ in range(10**9):
+            if not spinning[0]:
+                return
+
+    sleep = get_original("time", "sleep")
+    try:
+        os.sched_setaffinity(hog.pid, {core})
+        get_original("_thread", "start_new_thread")(spin, ())
+        for _ in range(200):  # bounded: the thread opens its file at once
+            if fds:
+                break
+            sleep(0.01)
+        clock = IdleClock(fds)
+        clock.empty(time.time())
+        cpu0, start = time.process_time(), time.perf_counter()
+        sleep(0.3)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
+        busy = clock.busy_since(1, clock.looks)
+    finally:
+        spinning[0] = False
+        hog.kill()
+        hog.wait(10)
+        for fd in fds:
+            os.close(fd)
+    assert fds and busy is not None
+    if cpu > 0.8 * wall:
+        pytest.skip(f"the core was not shared after all (cpu {cpu:.3f} s of {wall:.3f} s)")
+    assert busy >= 0.9 * wall
