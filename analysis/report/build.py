@@ -173,7 +173,8 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
                 "streaming": streaming, "not_applied": gate.not_applied(slo, streaming)},
         "knee": point_to_model(knee_wall, scale), "break_point": break_point,
         "max_slo_throughput": (best := knee.max_compliant_throughput(table, slo, streaming)),
-        "safe_operating_point": knee.safe_operating_point(table, break_point, best),
+        "safe_operating_point": knee.safe_operating_point(
+            table, break_point, best, knee.broke_with_time(table, break_point, slo, streaming)),
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
         "recovery": recovered,
@@ -195,6 +196,8 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         # the server-metrics analyses read the wall-time table and scale by themselves
         verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
         verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
+        if verdict["safe_operating_point"].get("none") and verdict["capacity"]:
+            verdict["capacity"]["caution"] = "safe operating point " + verdict["safe_operating_point"]["reason"]
         # a lagging generator: a warning, or exit 2 when a criterion lies within its error (validity.py)
         lag_note, untrustworthy = validity.generator_gate_note(verdict["validity"], passed, verdict["slo"]["criteria"],
                                                                verdict["slo"]["unjudged"])

@@ -63,6 +63,8 @@ def span(values: Any, unit: str) -> str:
 def safe_point(safe: dict) -> str:
     """The safe operating point's line: its request rate, and about how many users (whole ones: the
     rate's users are interpolated between steps, and "8.10 users" reads as a precision it has not)."""
+    if safe.get("none"):  # no load is safe (knee.broke_with_time): the reason says why
+        return f"Safe operating point: {safe['reason']}"
     users = safe.get("users")
     about = ""
     if users:

@@ -44,7 +44,7 @@ def _limits(verdict: dict) -> str:
     items = [f.point(verdict["knee"], "Knee"), f.point(verdict["break_point"], "Break point"),
              f.point(verdict["max_slo_throughput"], "Max SLO-compliant throughput")]
     safe = verdict["safe_operating_point"]
-    if safe.get("found"):
+    if safe.get("found") or safe.get("none"):
         items.append(f.safe_point(safe))
     method = verdict["knee"].get("method")
     extra = f'<p class="muted">Knee method: {escape(method)}.</p>' if method else ""

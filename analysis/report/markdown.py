@@ -96,7 +96,7 @@ def render_markdown(verdict: dict) -> str:
               f"- {f.point(verdict['break_point'], 'Break point')}",
               f"- {f.point(verdict['max_slo_throughput'], 'Max SLO-compliant throughput')}"]
     safe = verdict["safe_operating_point"]
-    if safe.get("found"):
+    if safe.get("found") or safe.get("none"):
         lines.append(f"- {f.safe_point(safe)}")
     lines.append(f"- Bottleneck: {sections.bottleneck_line(verdict)}")
     if sections.time_line(verdict):

@@ -26,6 +26,9 @@ the server complete fewer requests, e.g. preemption past its KV cache), that pha
 capacity the run showed, and the basis. The matching users are read
 off the rising part of the throughput-vs-users curve (linear interpolation), not scaled from the
 break point's users: past saturation users only add queueing, so 60 % of them can still be too many.
+No safe operating point when the break came with time, not load (`broke_with_time`): a phase that
+broke at a load an earlier phase had met the SLO at, with no heavier phase between them (a soak's
+window after its first ones, a leak's restarts). A lower load then only delays the same failure.
 """
 
 from __future__ import annotations
@@ -133,9 +136,40 @@ def max_compliant_throughput(table: pd.DataFrame, slo: SLO, streaming: bool | No
     return {"found": True, **_point(good.loc[good["rps"].idxmax()])}
 
 
-def safe_operating_point(table: pd.DataFrame, break_point: dict, best: dict | None = None) -> dict:
+def broke_with_time(table: pd.DataFrame, break_point: dict, slo: SLO, streaming: bool | None = None) -> dict | None:
+    """The earlier phase that met the SLO at no less load than the break point's, with no heavier
+    phase between the two: {"label", "level"}; None when the break came with a higher load (or none)."""
+    if not break_point.get("found") or "phase_index" not in table:
+        return None
+    level = level_column(table)
+    rows = table.sort_values("start_wall")
+    at = rows.index[rows["phase_index"] == break_point["phase_index"]]
+    if not len(at) or pd.isna(rows.loc[at[0], level]):
+        return None
+    broke_at = float(rows.loc[at[0], level])
+    met = set(compliant_phases(table, slo, streaming)["phase_index"])
+    before = rows.loc[: at[0]].iloc[:-1]
+    for _, row in before[::-1].iterrows():  # from the break back in time
+        load = row[level]
+        if pd.isna(load) or row["ok"] + row["errors"] <= 0:
+            continue
+        if float(load) > broke_at:
+            return None  # a heavier phase between: it may have left the damage (a burst, a flood)
+        if float(load) >= broke_at and row["phase_index"] in met and not _not_carried(row):
+            return {"label": str(row["label"]), "level": broke_at}
+    return None
+
+
+def safe_operating_point(table: pd.DataFrame, break_point: dict, best: dict | None = None,
+                         with_time: dict | None = None) -> dict:
     """`best`: max_compliant_throughput(), the basis when the break point was not reached, or when it
-    carried more than the break point did."""
+    carried more than the break point did; `with_time`: broke_with_time(), which leaves no safe load."""
+    if with_time:
+        unit = "req/s offered" if level_column(table) == "target_rate" else "users"
+        return {"found": False, "none": True,
+                "reason": (f"none: {break_point['label']} broke at {with_time['level']:g} {unit}, a load "
+                           f"{with_time['label']} met the SLO at, with no heavier load between: the failure came "
+                           "with time, not load, and a lower load only delays it (see the bottleneck verdict)")}
     reason = "60-70 % of the break point"
     if break_point.get("found"):
         basis, lower_bound = break_point, False

@@ -56,20 +56,24 @@ def _per_replica_from_run(run_dir: str) -> tuple[float, str]:
 
 
 def run_doubts(run_dir: str) -> list[str]:
-    """What the run's own report said against trusting its numbers (report/verdict.json's validity):
-    a plan built on a saturated generator's run inherits its doubt. [] when the report says nothing
-    against them; a hint when there is no report to ask."""
+    """What the run's own report said against trusting its numbers (report/verdict.json's validity),
+    or against any load being safe (a break that came with time): a plan built on that run inherits
+    the doubt. [] when the report says nothing against them; a hint when there is no report to ask."""
     path = Path(run_dir) / runfolder.REPORT_DIR / runfolder.VERDICT
     try:
-        validity = json.loads(path.read_text()).get("validity") or {}
+        report = json.loads(path.read_text())
+        validity, safe = report.get("validity") or {}, report.get("safe_operating_point") or {}
     except FileNotFoundError:
         return [f"no report in {run_dir} yet: `loadline report {run_dir}` says whether its numbers can be trusted"]
     except (OSError, ValueError, AttributeError):
         return [f"{path} could not be read: `loadline report {run_dir}` writes it again"]
     if validity.get("usable") is False:
         return [f"the run's report calls it unusable: {validity.get('reason')}"]
-    return [f"the run's report: {finding['message']}" for finding in validity.get("findings", [])
-            if isinstance(finding, dict) and finding.get("severity") == "untrustworthy"]
+    doubts = [f"the run's report: {finding['message']}" for finding in validity.get("findings", [])
+              if isinstance(finding, dict) and finding.get("severity") == "untrustworthy"]
+    if isinstance(safe, dict) and safe.get("none"):  # the SLO broke with time at a load it had carried
+        doubts.append(f"the run's report: safe operating point {safe.get('reason')}")
+    return doubts
 
 
 def build(args: argparse.Namespace) -> dict:

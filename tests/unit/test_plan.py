@@ -114,3 +114,12 @@ def test_a_plan_from_a_run_carries_what_its_report_said_against_its_numbers(tmp_
     (report / "verdict.json").write_text("{not json")
     assert cli(["plan", "--run", str(run_dir), "--target-qps", "40"]) == 0
     assert "could not be read" in capsys.readouterr().out
+    # a break that came with time (a leaking soak) leaves no safe load: the plan says so too
+    none = {"found": False, "none": True, "reason": "none: soak-window-3 broke at 20 users, ..."}
+    for safe, said in ((none, ["caution: the run's report: safe operating point none: soak-window-3 broke at 20 users, ..."]),
+                       ({"found": True, "rps": [1.0, 1.2], "reason": "60-70 % of the break point"}, [])):
+        (report / "verdict.json").write_text(json.dumps({"validity": {"usable": True, "findings": []},
+                                                         "safe_operating_point": safe}))
+        assert cli(["plan", "--run", str(run_dir), "--target-qps", "40"]) == 0
+        out = capsys.readouterr().out
+        assert [line for line in out.splitlines() if line.startswith("caution")] == said, out

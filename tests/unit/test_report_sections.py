@@ -69,6 +69,11 @@ def test_the_safe_operating_point_says_whole_users(users, said):
     assert (said in line) if said else ("user" not in line)
 
 
+def test_no_safe_operating_point_says_why():
+    line = f.safe_point({"found": False, "none": True, "reason": "none: w3 broke at 20 users, ... with time, not load"})
+    assert line == "Safe operating point: none: w3 broke at 20 users, ... with time, not load"
+
+
 @pytest.mark.parametrize(("value", "shown"), [(-0.001, "0.00"), (-0.004, "0.00"), (-0.02, "-0.02"), (-0.4, "-0.40"),
                                               (-1234.2, "-1,234"), (-0.0, "0"), (0.004, "0.00"), (12.34, "12.3")])
 def test_a_number_that_rounds_to_zero_carries_no_sign(value, shown):
