@@ -23,6 +23,7 @@ from analysis.verdict import gate
 from analysis.stats import arrivals, knee, recovery
 from analysis.verdict.bottleneck import judge
 from analysis.verdict.capacity import plan_from_run
+from analysis.verdict.faults import explain_by_faults
 from analysis.data.load import RunData, load_run
 from analysis.data.prom_ingest import load_query_range
 from analysis.report.guard import guarded
@@ -195,6 +196,8 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     else:
         # the server-metrics analyses read the wall-time table and scale by themselves
         verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
+        failed = int((run.requests["status"].astype(str) == "error").sum()) if run.has_records else 0
+        verdict["bottleneck"] = explain_by_faults(verdict["bottleneck"], recovered, failed)
         verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
         if verdict["safe_operating_point"].get("none") and verdict["capacity"]:
             verdict["capacity"]["caution"] = "safe operating point " + verdict["safe_operating_point"]["reason"]
