@@ -136,6 +136,9 @@ def max_compliant_throughput(table: pd.DataFrame, slo: SLO, streaming: bool | No
     return {"found": True, **_point(good.loc[good["rps"].idxmax()])}
 
 
+TRANSIENT = ("burst", "recover", "ramp")  # phase kinds whose load is not held steady through the phase
+
+
 def broke_with_time(table: pd.DataFrame, break_point: dict, slo: SLO, streaming: bool | None = None) -> dict | None:
     """The earlier phase that met the SLO at no less load than the break point's, with no heavier
     phase between the two: {"label", "level"}; None when the break came with a higher load (or none)."""
@@ -146,6 +149,8 @@ def broke_with_time(table: pd.DataFrame, break_point: dict, slo: SLO, streaming:
     at = rows.index[rows["phase_index"] == break_point["phase_index"]]
     if not len(at) or pd.isna(rows.loc[at[0], level]):
         return None
+    if rows.loc[at[0]].get("kind") in TRANSIENT:
+        return None  # a burst that broke where another held: the edge of its transient, not time
     broke_at = float(rows.loc[at[0], level])
     met = set(compliant_phases(table, slo, streaming)["phase_index"])
     before = rows.loc[: at[0]].iloc[:-1]
@@ -155,7 +160,8 @@ def broke_with_time(table: pd.DataFrame, break_point: dict, slo: SLO, streaming:
             continue
         if float(load) > broke_at:
             return None  # a heavier phase between: it may have left the damage (a burst, a flood)
-        if float(load) >= broke_at and row["phase_index"] in met and not _not_carried(row):
+        steady = row.get("kind") not in TRANSIENT  # a ramp's load was partly lower; a recovery's still settling
+        if steady and float(load) >= broke_at and row["phase_index"] in met and not _not_carried(row):
             return {"label": str(row["label"]), "level": broke_at}
     return None
 
@@ -167,13 +173,15 @@ def safe_operating_point(table: pd.DataFrame, break_point: dict, best: dict | No
     if with_time:
         unit = "req/s offered" if level_column(table) == "target_rate" else "users"
         return {"found": False, "none": True,
-                "reason": (f"none: {break_point['label']} broke at {with_time['level']:g} {unit}, a load "
-                           f"{with_time['label']} met the SLO at, with no heavier load between: the failure came "
-                           "with time, not load, and a lower load only delays it (see the bottleneck verdict)")}
+                "reason": (f"none from this run: {break_point['label']} broke at {with_time['level']:g} {unit}, a "
+                           f"load {with_time['label']} met the SLO at, with no heavier load between: the service "
+                           "did not hold that load over time (a leak, a drift, or a load at its limit), so 60-70 % "
+                           "of it is not known to be safe either (see the bottleneck verdict)")}
     reason = "60-70 % of the break point"
     if break_point.get("found"):
         basis, lower_bound = break_point, False
-        if best and best.get("found") and (best["rps"] or 0) > (break_point["rps"] or 0):
+        # carried more, as said (3 significant digits): a tie to that precision keeps the break point
+        if best and best.get("found") and float(f"{best['rps'] or 0:.3g}") > float(f"{break_point['rps'] or 0:.3g}"):
             basis = best
             reason = (f"60-70 % of the highest SLO-compliant throughput, {best['rps']:.3g} req/s: more than the "
                       f"break point carried, {break_point['rps']:.3g} req/s")

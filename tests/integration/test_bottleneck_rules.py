@@ -334,3 +334,18 @@ def test_failures_with_requests_waiting_at_the_engine_are_judged_by_the_rules(tm
         p.fail_stream = 0.05
     verdict = _error_rate_failed(sc, tmp_path)
     assert verdict["layer"] == "scheduler", verdict
+
+
+@pytest.mark.parametrize("queue_ms", [80.0, 150.0])
+@pytest.mark.parametrize("factor", [1.0, 0.4, 3.0])
+def test_a_near_miss_needs_half_its_defining_signals(queue_ms, factor, tmp_path):
+    """A latency SLO failed at the top step while the engine's cap was never reached and nothing
+    waited: queue time above the noise floor is the only scheduler signal that held (one of four), as
+    on an a100 70B pulse that was named 'scheduler' from it. No layer is named from that."""
+    sc = ms.healthy()
+    for p in sc.phases:
+        p.queue_ms, p.ttft_ms = queue_ms, 400.0 + queue_ms
+    sc.phases[-2].running, sc.phases[-1].running = 12, 6  # the failing step ran half the largest batch seen
+    verdict = _slo_failed_in(ms.vary(sc, factor), len(sc.phases) - 1, tmp_path)
+    assert verdict["layer"] == "unidentified", verdict
+    assert not any("closest match" in line for line in verdict["evidence"]), verdict["evidence"]

@@ -116,13 +116,13 @@ def _safe(table):
 @pytest.mark.parametrize("users, errors, earlier", [
     ([20] * 6, [0, 0, 0, 12, 0, 15], "phase-3"),  # a soak whose fourth window broke (a leak's restart)
     ([20] * 3, [0, 9, 0], "phase-1"),  # the first window after the ramp
-    ([5, 10, 10, 10], [0, 0, 0, 30], "phase-3"),  # a ramp up, then a hold that broke late
+    ([5, 10, 10, 10], [0, 0, 0, 30], "phase-3"),  # a step up, then a hold that broke late
 ])
 def test_a_break_at_a_load_met_before_leaves_no_safe_load(users, errors, earlier):
     broken, safe = _safe(_levels(users, errors))
     assert broken["found"]
     assert not safe["found"] and safe["none"], safe
-    assert f"a load {earlier} met the SLO at" in safe["reason"] and "came with time, not load" in safe["reason"]
+    assert f"a load {earlier} met the SLO at" in safe["reason"] and "did not hold that load over time" in safe["reason"]
 
 
 def test_an_open_loop_rate_held_until_it_broke_leaves_no_safe_rate():
@@ -135,6 +135,8 @@ def test_an_open_loop_rate_held_until_it_broke_leaves_no_safe_rate():
     ([10, 30, 10], [0, 0, 30], ["step", "burst", "recover"]),  # a burst between: its damage, not time's
     ([10, 30, 10], [0, 30, 0], ["step", "burst", "recover"]),  # the burst itself broke
     ([8, 4, 4], [0, 0, 0], None),  # nothing broke
+    ([10, 30, 10, 30], [0, 0, 0, 30], ["step", "burst", "recover", "burst"]),  # a second burst broke, the first held
+    ([20, 20, 20], [0, 30, 0], ["ramp", "soak-window", "soak-window"]),  # only the ramp held before the break
 ])
 def test_a_break_that_came_with_load_keeps_its_safe_operating_point(users, errors, kinds):
     broken, safe = _safe(_levels(users, errors, kinds))
