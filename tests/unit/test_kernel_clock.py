@@ -32,6 +32,7 @@ from loadline.client.measure import fill_timings
 from loadline.client.stall import StallTimer
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import RequestRecord
+from stream_helpers import read_record
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 
@@ -282,11 +283,7 @@ def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, w
         monkeypatch.setattr(gevent.socket.socket, "sendall", send_then_hog)
         conn = Connection(f"http://127.0.0.1:{port}", 5, 5)
         response = conn.post("/v1/chat/completions", b"{}")
-        result = StreamResult()
-        read_stream(response, chat_content, result)
-        rec = RequestRecord("r", "w", "u", "c", "", 0, "/v1/chat/completions", "m", response.sent_wall)
-        fill_timings(rec, result, response.sent_perf, result.ended_at)
-        response.close()
+        rec, _ = read_record(response)
         conn.close()
         truth = [float(t) for t in server.stdout.readline().split()]
     finally:

@@ -21,9 +21,8 @@ import pytest
 from loadline.client import body_reader
 from loadline.client.connection import Connection
 from loadline.client.idle_clock import IdleClock
-from loadline.client.measure import fill_timings
-from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import RequestRecord
+from stream_helpers import read_record
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel stamps and schedstat are Linux's")
 
@@ -82,11 +81,7 @@ def stream(plan: list[tuple[float, int]], hog_at: float | None = None, hog_s: fl
         response = conn.post("/v1/chat/completions", b"{}")
         if hog_at is not None:
             gevent.spawn_later(hog_at, hog)
-        result = StreamResult()
-        read_stream(response, chat_content, result)
-        rec = RequestRecord("r", "w", "u", "c", "", 0, "/v1/chat/completions", "m", response.sent_wall)
-        fill_timings(rec, result, response.sent_perf, result.ended_at)
-        response.close()
+        rec, result = read_record(response)
         conn.close()
         truth = json.loads(server.stdout.readline())
     finally:

@@ -1,0 +1,18 @@
+"""Read one streamed reply the way a user does and make its record (tests of the token path's stamps)."""
+
+from __future__ import annotations
+
+from loadline.client.connection import Response
+from loadline.client.measure import fill_timings
+from loadline.client.streaming import StreamResult, chat_content, read_stream
+from loadline.core.records import RequestRecord
+
+
+def read_record(response: Response) -> tuple[RequestRecord, StreamResult]:
+    """Read `response` to its end (read_stream), close it, and fill a record's timings from it."""
+    result = StreamResult()
+    read_stream(response, chat_content, result)
+    rec = RequestRecord("r", "w", "u", "c", "", 0, "/v1/chat/completions", "m", response.sent_wall)
+    fill_timings(rec, result, response.sent_perf, result.ended_at)
+    response.close()
+    return rec, result
