@@ -160,7 +160,7 @@ class Reply:
             return True
         result = self.result
         template = self.template
-        if template is not None:
+        if template is not None and isinstance(data, bytes):  # sseclient-py's events are str (comments, CR)
             head, tail = template
             if data.startswith(head) and data.endswith(tail) and len(data) > len(head) + len(tail):
                 middle = data[len(head):-len(tail)]
@@ -201,13 +201,15 @@ class Reply:
             raise StreamFailure(ErrorClass.MALFORMED, f"not an OpenAI chunk: {text[:80]!r}") from None
         return False
 
-    def _learn(self, data: bytes | str, text: str) -> None:
-        """Keep the bytes around this chunk's content when they say where it is beyond doubt: the
-        content's key once in the chunk, written `"key":"`, its value the text's own bytes (no
-        escapes) and a quote. Else no template: the next chunk is parsed."""
+    def _learn(self, data: bytes | str, text: object) -> None:
+        r"""Keep the bytes around this chunk's content when they say where it is beyond doubt: no
+        escape anywhere in the chunk (a key written "\u0063ontent" is "content" to the parser, and
+        the last of two equal keys wins), the content's key once in it, written `"key":"`, its value
+        the text's own bytes and a quote. Else no template: the next chunk is parsed."""
         self.template = None
         key = _CONTENT_KEYS.get(self.content_of)
-        if key is None or not isinstance(data, bytes) or data.count(key) != 1:
+        if key is None or not isinstance(data, bytes) or not isinstance(text, str) or data.count(key) != 1 \
+                or b"\\" in data:
             return
         raw = text.encode()
         start = data.find(key) + len(key)

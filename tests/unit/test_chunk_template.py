@@ -123,3 +123,33 @@ def test_a_second_field_with_the_contents_key_keeps_every_chunk_parsed(completio
     key = "text" if completion else "content"
     events = [chunk({"x": {key: x}}, "a", False, None, True, completion, "") for x in ("a", "b", "c")]
     assert run(Reply, events, completion)[0] == ("a", "a", "a")
+
+
+@pytest.mark.parametrize("events, completion, pieces", [
+    # keys written with an escape are the same keys to the parser, and the last of two equal keys wins
+    ([b'{"x":{"content":"a"},"choices":[{"delta":{"\\u0063ontent":"a"}}]}',
+      b'{"x":{"content":"EVIL"},"choices":[{"delta":{"\\u0063ontent":"a"}}]}'], False, ("a", "a")),
+    ([b'{"choices":[{"delta":{"content":"EVIL","\\u0063ontent":"a"}}]}',
+      b'{"choices":[{"delta":{"content":"EVIL2","\\u0063ontent":"a"}}]}'], False, ("a", "a")),
+    ([b'{"x\\"content":"a","choices":[{"delta":{"content":"a"}}]}',
+      b'{"x\\"content":"b","choices":[{"delta":{"content":"a"}}]}'], False, ("a", "a")),
+    ([b'{"x":{"text":"a"},"choices":[{"t\\u0065xt":"a"}]}',
+      b'{"x":{"text":"EVIL"},"choices":[{"t\\u0065xt":"a"}]}'], True, ("a", "a")),
+])
+def test_escaped_or_repeated_keys_keep_every_chunk_parsed(events, completion, pieces):
+    """Counterexamples found in review: each gave the decoy's value as the token."""
+    assert run(Reply, events, completion)[0] == run(Parsed, events, completion)[0] == pieces
+
+
+def test_a_str_event_after_a_bytes_one_is_parsed():
+    """sseclient-py hands over str events (a comment or another field in the event, CR line endings)."""
+    events = [b'{"choices":[{"delta":{"content":"a"}}]}', '{"choices":[{"delta":{"content":"b"}}]}',
+              b'{"choices":[{"delta":{"content":"c"}}]}']
+    assert run(Reply, events, False)[0] == ("a", "b", "c")
+
+
+@pytest.mark.parametrize("content", [b"1", b"true", b'["a"]', b'{"a":"b"}'])
+def test_content_that_is_no_string_is_taken_as_before(content):
+    events = [b'{"choices":[{"delta":{"content":' + content + b'}}]}']
+    fast, parsed = run(Reply, events, False), run(Parsed, events, False)
+    assert fast[:4] == parsed[:4] and fast[3] is None
