@@ -124,6 +124,8 @@ class RateSweepShape(RateShape):
             self._next_probe()
             return None
         search.probes += 1
+        # each probe's outcome in the log: the sweep's answer is read off these lines
+        logger.info("rate sweep: %s %s", phase.label, f"failed: {reason}" if reason else "met the SLO")
         if not passed:
             search.hi, search.hi_failed = rate, True
         elif search.hi_failed or rate < search.hi:

@@ -78,11 +78,13 @@ class RateControl:
         self.workers = 1
         self.scale = 1.0
         self.changed = Event()
+        self.version = 0  # counts the changes: a scheduler busy elsewhere when one came still sees it
 
     def set(self, total: float, workers: int = 1, scale: float | None = None) -> None:
         self.total, self.workers = float(total), max(1, int(workers))
         if scale is not None:
             self.scale = float(scale)
+        self.version += 1
         changed, self.changed = self.changed, Event()
         changed.set()  # wakes every scheduler waiting for its next due time
 

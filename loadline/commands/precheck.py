@@ -22,8 +22,6 @@ from locust.util.load_locustfile import load_locustfile
 
 from loadline.client.options import UserSettings
 from loadline.core.errors import UsageError
-from shapes import registry
-from shapes.rate_steps import refuse_closed_loop, refuse_rateless
 
 PROG = "loadline run"
 
@@ -52,6 +50,11 @@ def check(argv: list[str]) -> None:
         options = parser.parse_args(args=argv)
     except _Refused as exc:
         raise UsageError(f"locust: {exc}") from None
+    # Imported only now: shapes.registry adds the shapes' options to Locust's parser when imported,
+    # and the run's own parser has them only when its locustfiles bring the shape entry file.
+    from shapes import registry
+    from shapes.rate_steps import refuse_closed_loop, refuse_rateless
+
     UserSettings.from_options(options)
     name = str(getattr(options, "shape", "") or "")
     shape = registry.shape_class(name)() if name else None

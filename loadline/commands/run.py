@@ -279,7 +279,9 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
             files = [str(resources.resolve(entry)) for entry in entries]
     if args.scenario or args.shape or not conf_locustfile:
         files.append(str(resources.locustfile(SCENARIOS[args.scenario or "chat"])))
-        if args.shape:
+        # a profile's shape (`shape = ...` in the conf file) needs the entry file too when --scenario
+        # replaces the profile's files: Locust refused its shape options, after the simulator started
+        if args.shape or _conf_value(args.config, "shape"):
             files.append(str(resources.locustfile(SHAPE_ENTRY_FILE)))
     cmd = list(LOCUST)
     if args.config:

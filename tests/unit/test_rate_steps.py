@@ -123,3 +123,18 @@ def test_an_overload_that_cut_throughput_does_not_lower_the_safe_point():
     safe = safe_operating_point(steps, find_break_point(steps, SLO(), streaming=True),
                                 max_compliant_throughput(steps, SLO(), streaming=True))
     assert safe["rps"] == pytest.approx([6.0, 7.0]) and safe["reason"] == "60-70 % of the break point"
+
+
+def test_a_rate_change_while_a_scheduler_was_held_elsewhere_is_seen():
+    """A scheduler held by a full pool (a flood's backlog) while the rate changed did not wait on the
+    event that was set, and kept drawing its due times from the flood's schedule: a tiny-profile
+    sweep's probes read 196 s (model) of lateness each. The change count is what it now compares."""
+    from loadline.client.arrivals import RateControl
+
+    control = RateControl()
+    control.set(100.0, 1, 20.0)
+    seen = control.version
+    control.set(0.0, 1, 20.0)  # the drain, while the scheduler is held in the pool
+    control.set(4.0, 1, 20.0)  # the next probe
+    assert not control.wait(0.0)  # the event it waits on next was never set: this alone missed it
+    assert control.version != seen and control.version == seen + 2

@@ -5,6 +5,8 @@ options and files in process (`_validate`), Locust's whole command line in a thr
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,34 @@ def test_open_loop_users_with_no_rate_are_refused_before_the_run(shape):
 def test_open_loop_users_beside_closed_loop_ones_need_no_rate():
     both = ["-f", f"{REPO}/locustfiles/rate.py,{REPO}/locustfiles/chat.py,{REPO}/locustfiles/shape.py"]
     precheck.check([*both, "--headless", "--shape", "stepped"])  # the chat users make the load
+
+
+@pytest.mark.parametrize("profile, scenario", [("rate-sweep", "rate"), ("standard", "completion"), ("burst", "single"),
+                                               ("soak", "chat"), ("traffic-surprise", "completion")])
+def test_a_profile_with_a_scenario_named_keeps_its_shape(profile, scenario, tmp_path):
+    """`--config rate-sweep --scenario rate`: the scenario replaces the profile's locustfiles, and the
+    profile's shape options (shape = rate-sweep, sweep-*) lost their entry file; Locust refused them
+    after the simulator had started (the precheck had the shapes' options from its own imports)."""
+    conf = REPO / "configs" / "profiles" / f"{profile}.conf"
+    if not conf.exists():
+        pytest.skip(f"no {profile} profile")
+    cmd = run._locust_command(parsed("--config", str(conf), "--scenario", scenario), run.PRECHECK_HOST,
+                              tmp_path / "x", run._conf_value(str(conf), "locustfile"))
+    files = cmd[cmd.index("-f") + 1].split(",")
+    assert [Path(f).name for f in files] == [run.SCENARIOS[scenario], "shape.py"]
+    precheck.check(cmd[len(run.LOCUST):])
+
+
+def test_shape_options_without_the_shape_entry_file_are_refused_by_the_precheck():
+    """The precheck knows only the options the run's own locustfiles bring, as Locust does (in its
+    own process: this one has every shape's options from other tests' imports)."""
+    conf = REPO / "configs" / "profiles" / "rate-sweep.conf"
+    for files, code in (("rate.py", 2), ("rate.py,shape.py", 0)):
+        entry = ",".join(f"{REPO}/locustfiles/{name}" for name in files.split(","))
+        done = subprocess.run([sys.executable, "-m", "loadline.commands.precheck", "-f", entry, "--config", str(conf),
+                               "--headless"], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == code, done.stderr
+        if code:
+            assert done.stderr.strip().splitlines() == [
+                "loadline run: error: locust: unrecognized arguments: --shape=rate-sweep --sweep-start-rate=0.5 "
+                "--sweep-max-rate=100 --sweep-hold=120 --sweep-probes=6"], done.stderr

@@ -66,6 +66,7 @@ class ArrivalRateUser(ChatSessionUser):
         perf0, wall0 = perf_counter(), time.time()
         due = perf0
         warned = False
+        seen = CONTROL.version
         while True:
             rate = CONTROL.process_rate()
             if not rate:
@@ -73,11 +74,13 @@ class ArrivalRateUser(ChatSessionUser):
                     log.warning("arrival-rate user: no rate set (give --arrival-rate R or a rate shape)")
                     warned = True
                 CONTROL.wait(0.5)
-                due = perf_counter()
+                due, seen = perf_counter(), CONTROL.version
                 continue
             due += next_gap(arrivals.process, rate / max(1, len(ArrivalRateUser.live)), arrivals.burstiness, rng)
-            if CONTROL.wait(due - perf_counter()):
-                due = perf_counter()  # the rate changed: the next gap is drawn at the new rate, from now
+            # the rate changed, while this waited or while it was held by a full pool (a flood's backlog:
+            # its unsent arrivals are not owed at the next rate): the next gap is drawn at the new rate, from now
+            if CONTROL.wait(due - perf_counter()) or CONTROL.version != seen:
+                due, seen = perf_counter(), CONTROL.version
                 continue
             lane = self.lanes.pop() if self.lanes else self.open_lane()
             lane.due_wall = wall0 + (due - perf0)
