@@ -145,16 +145,15 @@ def broke_with_time(table: pd.DataFrame, break_point: dict, slo: SLO, streaming:
     if not break_point.get("found") or "phase_index" not in table:
         return None
     level = level_column(table)
-    rows = table.sort_values("start_wall")
+    rows = table.sort_values("start_wall").reset_index(drop=True)
     at = rows.index[rows["phase_index"] == break_point["phase_index"]]
-    if not len(at) or pd.isna(rows.loc[at[0], level]):
+    if not len(at) or pd.isna(rows.at[at[0], level]):
         return None
     if rows.loc[at[0]].get("kind") in TRANSIENT:
         return None  # a burst that broke where another held: the edge of its transient, not time
-    broke_at = float(rows.loc[at[0], level])
+    broke_at = float(rows.at[at[0], level])
     met = set(compliant_phases(table, slo, streaming)["phase_index"])
-    before = rows.loc[: at[0]].iloc[:-1]
-    for _, row in before[::-1].iterrows():  # from the break back in time
+    for _, row in rows.iloc[: at[0]][::-1].iterrows():  # from the break back in time
         load = row[level]
         if pd.isna(load) or row["ok"] + row["errors"] <= 0:
             continue

@@ -22,7 +22,7 @@ def explain_by_faults(bottleneck: dict, recovered: list[dict], failed: int) -> d
         return bottleneck
     parts = []
     for e in events:
-        came = "recovered after " + f"{e['recovery_s']:g} s" if e.get("recovered") else "did not recover in the phase"
+        came = f"recovered after {e['recovery_s']:g} s" if e.get("recovered") else "did not recover in the phase"
         parts.append(f"{e['failed']:,} after {'; '.join(e['faults'])} in {e['phase']} ({came})")
     line = (f"every failed request ({failed:,}) ended after a fault the run injected: " + "; ".join(parts)
             + ": the drill's fault, not a capacity limit")

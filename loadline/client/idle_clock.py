@@ -32,6 +32,11 @@ SCHEDSTAT = "/proc/thread-self/schedstat"  # "<ns on a core> <ns waiting for one
 SAMPLE_EVERY_S = 0.0002  # the bound's slack: well under the 1-2 ms between tokens at --time-scale 20
 
 
+def run_delay_ns(schedstat: bytes) -> int:
+    """A schedstat line's time spent waiting for a core (ns): its second field."""
+    return int(schedstat.split()[1])
+
+
 class IdleClock:
     """The process's busy time (CPU + the main thread's wait for a core) at the last empty look."""
 
@@ -49,9 +54,9 @@ class IdleClock:
         self._busy_ns = 0
 
     def _now_ns(self) -> int:
-        busy = time.process_time_ns() + int(os.pread(self._fd, 64, 0).split()[1])
+        busy = time.process_time_ns() + run_delay_ns(os.pread(self._fd, 64, 0))
         for fd in self._threads:  # a thread that started after a look only widens the bound
-            busy += int(os.pread(fd, 64, 0).split()[1])
+            busy += run_delay_ns(os.pread(fd, 64, 0))
         return busy
 
     def _off(self) -> None:

@@ -162,8 +162,8 @@ class Reply:
         template = self.template
         if template is not None and isinstance(data, bytes):  # sseclient-py's events are str (comments, CR)
             head, tail = template
-            if data.startswith(head) and data.endswith(tail) and len(data) > len(head) + len(tail):
-                middle = data[len(head):-len(tail)]
+            if data.startswith(head) and data.endswith(tail):
+                middle = data[len(head):len(data) - len(tail)]  # b"" when they overlap: parsed below
                 if _not_plain(middle) is None:  # a JSON string's bytes as they are: its text
                     try:
                         text = middle.decode()
@@ -177,23 +177,23 @@ class Reply:
         try:
             chunk = _loads(data)
             choices = chunk.get("choices")
+            usage = chunk.get("usage")
             if choices:
                 choice = choices[0]
                 text = self.content_of(choice)
+                reason = choice.get("finish_reason")
                 if text:
                     result.arrivals.append(self.last_arrival)
                     result.pieces.append(text)
                     self.content_events += 1
-                    if not choice.get("finish_reason") and not chunk.get("usage"):
+                    if not (reason or usage):
                         self._learn(data, text)
-                reason = choice.get("finish_reason")
                 if reason:
                     result.finish_reason = reason
             elif "error" in chunk:
                 error = chunk["error"]
                 message = error.get("message", "") if isinstance(error, dict) else str(error)
                 raise StreamFailure(ErrorClass.STREAM_ERROR, f"error in stream: {message[:160]}")
-            usage = chunk.get("usage")
             if usage:
                 result.usage = valid_usage(usage)
         except (ValueError, AttributeError, TypeError, IndexError, KeyError):

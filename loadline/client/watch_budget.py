@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadline.client.idle_clock import SCHEDSTAT, run_delay_ns
+
 # A share of each second. Measured above: quiet 0.2-0.8 %, a hog on the core 0.3-2 %, busy cores
 # 21-46 %: 5 % lies well between them, and is about the run-to-run spread of a generator's request
 # count (docs/benchmarks.md), so what the watch costs while it works stays inside that noise.
@@ -30,8 +32,8 @@ def thread_wait_s() -> float | None:
     """The calling thread's time spent waiting for a core so far (s): the second field of
     /proc/thread-self/schedstat (ns). None where the kernel does not say."""
     try:
-        with open("/proc/thread-self/schedstat") as handle:
-            return int(handle.read().split()[1]) * 1e-9
+        with open(SCHEDSTAT, "rb") as handle:
+            return run_delay_ns(handle.read()) * 1e-9
     except (OSError, ValueError, IndexError):
         return None
 
