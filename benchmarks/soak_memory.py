@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analysis.data.truth import read_truth  # noqa: E402
+from loadline.analysis.data.truth import read_truth  # noqa: E402
 TICK_S = os.sysconf("SC_CLK_TCK")
 GROWTH_LIMIT_PCT = 5.0
 # Warm-up: the first 20 % of the run's model time (24 min of a 2-h soak). The ramp (1 model minute)

@@ -40,10 +40,10 @@ def exporter_rate(records: int = 5000, gaps: int = 63) -> float:
 
 def verdict_time(phase_s: int) -> tuple[int, float, float]:
     import metric_scenarios as ms
-    from analysis.verdict.bottleneck import judge
-    from analysis.data.load import load_run
-    from analysis.report.server_charts import charts
-    from analysis.stats.phases import phase_table
+    from loadline.analysis.verdict.bottleneck import judge
+    from loadline.analysis.data.load import load_run
+    from loadline.analysis.report.server_charts import charts
+    from loadline.analysis.stats.phases import phase_table
 
     ms.PHASE_S = phase_s
     folder = Path(tempfile.mkdtemp())
@@ -63,9 +63,9 @@ def matrix_cpu() -> tuple[int, float, float, float]:
     tests/metric_scenarios.py (what the verdict unit tests do): (calls, CPU s total, CPU s worst call, wall s)."""
     import metric_scenarios as ms
     import verdict_matrix as vm
-    from analysis.data.load import load_run
-    from analysis.stats.phases import phase_table
-    from analysis.verdict.bottleneck import judge
+    from loadline.analysis.data.load import load_run
+    from loadline.analysis.stats.phases import phase_table
+    from loadline.analysis.verdict.bottleneck import judge
 
     root = Path(tempfile.mkdtemp())
     runs = []

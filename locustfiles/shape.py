@@ -9,7 +9,7 @@ that declare `shape_name` (shapes/registry.py); without --shape, the first by na
 
 import loadline.runtime.plugin  # noqa: F401  (options, run folder, phases.csv even with a foreign user file)
 from loadline.core.errors import UsageError
-from shapes import registry
+from loadline.shapes import registry
 
 try:
     globals().update(registry.locustfile_classes())  # Locust picks up LoadTestShape classes from this namespace

@@ -18,10 +18,10 @@ from locust import LoadTestShape
 
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
-from shapes import registry  # noqa: F401  (loading any shape puts every shape's options on Locust's parser)
-from shapes.drill import ActionRunner
-from shapes.options import ShapeOption, time_scale
-from shapes.phase import Phase, scaled, spawn_rate_for
+from loadline.shapes import registry  # noqa: F401  (loading any shape puts every shape's options on Locust's parser)
+from loadline.shapes.drill import ActionRunner
+from loadline.shapes.options import ShapeOption, time_scale
+from loadline.shapes.phase import Phase, scaled, spawn_rate_for
 from loadline.runtime.timeline import Timeline, activate
 
 logger = logging.getLogger(__name__)

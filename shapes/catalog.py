@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import shapes
+from loadline import shapes
 from loadline.core.errors import UsageError
 
 ENV = "LOADLINE_SHAPE_MODULES"
@@ -50,7 +50,7 @@ class ShapeEntry:
 
 def sources(env: str | None = None) -> list[ShapeSource]:
     """The modules that may hold shapes: the `shapes` package's, then those named in LOADLINE_SHAPE_MODULES."""
-    found = [_module_source(f"shapes.{info.name}") for info in pkgutil.iter_modules(shapes.__path__)]
+    found = [_module_source(f"loadline.shapes.{info.name}") for info in pkgutil.iter_modules(shapes.__path__)]
     spec = os.environ.get(ENV, "") if env is None else env
     for item in (part.strip() for part in spec.split(",")):
         if item:

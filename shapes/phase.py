@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from shapes.drill import FaultAction
+from loadline.shapes.drill import FaultAction
 
 # The kinds analysis can group by (loadline.core.runfolder.PHASE_COLUMNS documents the same list).
 KINDS = ("baseline", "step", "ramp", "burst", "recover", "hold", "soak-window", "stage")

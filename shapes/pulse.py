@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shapes.base import PhasedShape
-from shapes.options import BASELINE_HOLD, ShapeOption, require
-from shapes.phase import Phase, users_text
+from loadline.shapes.base import PhasedShape
+from loadline.shapes.options import BASELINE_HOLD, ShapeOption, require
+from loadline.shapes.phase import Phase, users_text
 
 MAX_REPEATS = 100
 

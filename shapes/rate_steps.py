@@ -21,9 +21,9 @@ from loadline.client.users.arrivals import ArrivalRateUser
 from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.errors import UsageError
 from loadline.runtime import arrivals
-from shapes.options import ShapeOption, require
-from shapes.phase import Phase
-from shapes.stepped import MAX_ERROR_RATE, MAX_STEPS, MIN_REQUESTS, SETTLE, STOP_ON_SLO, StepShape
+from loadline.shapes.options import ShapeOption, require
+from loadline.shapes.phase import Phase
+from loadline.shapes.stepped import MAX_ERROR_RATE, MAX_STEPS, MIN_REQUESTS, SETTLE, STOP_ON_SLO, StepShape
 
 START = ShapeOption("--rate-start", 1.0, "Rate steps: arrival rate of the first step (model requests/s)")
 FACTOR = ShapeOption("--rate-factor", 2.0, "Rate steps: multiply the rate by this at each step (1 = add only)")

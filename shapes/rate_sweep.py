@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadline.core import runfolder
-from shapes.options import ShapeOption, require, time_scale
-from shapes.phase import Phase, scaled
-from shapes.rate_steps import RateShape, rate_text
-from shapes.stepped import MAX_ERROR_RATE, MIN_REQUESTS, SETTLE
+from loadline.shapes.options import ShapeOption, require, time_scale
+from loadline.shapes.phase import Phase, scaled
+from loadline.shapes.rate_steps import RateShape, rate_text
+from loadline.shapes.stepped import MAX_ERROR_RATE, MIN_REQUESTS, SETTLE
 
 logger = logging.getLogger(__name__)
 

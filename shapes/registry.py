@@ -22,8 +22,8 @@ from locust import LoadTestShape, events
 from locust.argument_parser import get_empty_argument_parser
 
 from loadline.core.errors import UsageError
-from shapes.catalog import ShapeSource, catalog
-from shapes.options import ShapeOption, to_bool
+from loadline.shapes.catalog import ShapeSource, catalog
+from loadline.shapes.options import ShapeOption, to_bool
 
 SHAPE_OPTION = "--shape"  # also `shape = NAME` in a conf file and LOCUST_SHAPE
 

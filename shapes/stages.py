@@ -24,10 +24,10 @@ from locust.util.timespan import parse_timespan
 
 from loadline.core import resources
 from loadline.core.errors import UsageError
-from shapes.base import PhasedShape
-from shapes.drill import DRILL_KEYS, parse_actions
-from shapes.options import ShapeOption, require
-from shapes.phase import KINDS, Phase, users_text
+from loadline.shapes.base import PhasedShape
+from loadline.shapes.drill import DRILL_KEYS, parse_actions
+from loadline.shapes.options import ShapeOption, require
+from loadline.shapes.phase import KINDS, Phase, users_text
 
 MAX_STAGES = 1000
 STAGES_FILE = ShapeOption("--stages-file", "", "Stages: TOML file of [[stage]] duration/users/spawn_rate entries")

@@ -18,10 +18,10 @@ from loadline.core.judge import judges_itl
 from loadline.core.runsettings import streaming_of_options
 from loadline.core.slo import SLO
 from loadline.runtime.live import window as live_window
-from shapes.base import PhasedShape
-from shapes.options import BASELINE_HOLD, ShapeOption, require, time_scale
-from shapes.phase import Phase, users_text
-from shapes.stop_rule import judge_window
+from loadline.shapes.base import PhasedShape
+from loadline.shapes.options import BASELINE_HOLD, ShapeOption, require, time_scale
+from loadline.shapes.phase import Phase, users_text
+from loadline.shapes.stop_rule import judge_window
 
 logger = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ import ipaddress
 import json
 
 from loadline.core.errors import UsageError
-from simulator.app import SimApp
-from simulator.http import BadRequest, Connection, Request, response
-from simulator.openai_api import ApiError, parse_body
-from simulator.wire import error_body
+from loadline.simulator.app import SimApp
+from loadline.simulator.http import BadRequest, Connection, Request, response
+from loadline.simulator.openai_api import ApiError, parse_body
+from loadline.simulator.wire import error_body
 
 
 def _is_loopback(peer: str) -> bool:

@@ -11,17 +11,17 @@ import json
 from collections import Counter
 from typing import Callable
 
-from simulator.config import SimConfig
-from simulator.engine import Engine
-from simulator.faults import FaultState
-from simulator.http import STREAM_HEAD, BadRequest, Connection, Request, response
-from simulator.lb import LoadBalancer
-from simulator.openai_api import ApiError, parse_generation
-from simulator.quirks import CLOSE_DELAY_S, KEEP_ALIVE_HEADER, Quirks, is_uuid
-from simulator.sequence import Sequence
-from simulator.stream import ResponseSink
-from simulator.truth import TruthLog, new_record
-from simulator.wire import error_body
+from loadline.simulator.config import SimConfig
+from loadline.simulator.engine import Engine
+from loadline.simulator.faults import FaultState
+from loadline.simulator.http import STREAM_HEAD, BadRequest, Connection, Request, response
+from loadline.simulator.lb import LoadBalancer
+from loadline.simulator.openai_api import ApiError, parse_generation
+from loadline.simulator.quirks import CLOSE_DELAY_S, KEEP_ALIVE_HEADER, Quirks, is_uuid
+from loadline.simulator.sequence import Sequence
+from loadline.simulator.stream import ResponseSink
+from loadline.simulator.truth import TruthLog, new_record
+from loadline.simulator.wire import error_body
 
 GENERATE = {"/v1/chat/completions": True, "/v1/completions": False}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from loadline.core import resources
 from loadline.core.errors import UsageError
-from simulator.quirks import Quirks
+from loadline.simulator.quirks import Quirks
 
 DEFAULT_PROFILE = "h100-llama3-8b"
 GIB = 1 << 30

@@ -21,7 +21,7 @@ Attention FLOPs (quadratic in context) are left out: below ~8k context they are 
 
 from __future__ import annotations
 
-from simulator.config import GIB, SimConfig
+from loadline.simulator.config import GIB, SimConfig
 
 
 def memory_seconds(config: SimConfig, kv_tokens_read: int) -> float:

@@ -18,12 +18,12 @@ import random
 import time
 from collections import Counter, deque
 
-from simulator.config import SimConfig
-from simulator.costmodel import fixed_seconds, step_seconds
-from simulator.faults import FaultState
-from simulator.kvcache import BlockPool, blocks_for
-from simulator.sequence import Sequence
-from simulator.stats import EngineStats
+from loadline.simulator.config import SimConfig
+from loadline.simulator.costmodel import fixed_seconds, step_seconds
+from loadline.simulator.faults import FaultState
+from loadline.simulator.kvcache import BlockPool, blocks_for
+from loadline.simulator.sequence import Sequence
+from loadline.simulator.stats import EngineStats
 
 MAX_LAG_S = 0.05  # when the host falls this far behind the model clock, stop catching up
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Callable, Protocol
 
-from simulator.kernel_rx import KernelReader
+from loadline.simulator.kernel_rx import KernelReader
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence as Seq
 
-from simulator.engine import Engine
+from loadline.simulator.engine import Engine
 
 
 class LoadBalancer:

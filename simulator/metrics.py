@@ -14,9 +14,9 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from simulator.app import SimApp
-from simulator.config import GIB
-from simulator.stats import HISTOGRAMS
+from loadline.simulator.app import SimApp
+from loadline.simulator.config import GIB
+from loadline.simulator.stats import HISTOGRAMS
 
 MIB = 1 << 20
 

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from simulator.kvcache import prefix_hashes
-from simulator.tokenizer import chat_prompt_tokens, completion_prompt_tokens
+from loadline.simulator.kvcache import prefix_hashes
+from loadline.simulator.tokenizer import chat_prompt_tokens, completion_prompt_tokens
 
 
 class ApiError(Exception):

@@ -13,15 +13,15 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from simulator import kernel_rx
-from simulator.admin import AdminApp
-from simulator.app import SimApp
-from simulator.config import SimConfig
-from simulator.engine import Engine
-from simulator.faults import FaultState
-from simulator.http import Connection
-from simulator.metrics import make_registry, render
-from simulator.truth import TruthLog
+from loadline.simulator import kernel_rx
+from loadline.simulator.admin import AdminApp
+from loadline.simulator.app import SimApp
+from loadline.simulator.config import SimConfig
+from loadline.simulator.engine import Engine
+from loadline.simulator.faults import FaultState
+from loadline.simulator.http import Connection
+from loadline.simulator.metrics import make_registry, render
+from loadline.simulator.truth import TruthLog
 
 TICK_S = 0.25  # housekeeping period (wall time): GPU utilization window, leak, truth flush
 

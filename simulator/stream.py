@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from simulator.http import LAST_CHUNK, STREAM_HEAD, Connection, chunk, response
-from simulator.openai_api import Generation
-from simulator.sequence import Sequence
-from simulator.wire import DONE, ChunkTemplates, error_body, full_response, stream_error
+from loadline.simulator.http import LAST_CHUNK, STREAM_HEAD, Connection, chunk, response
+from loadline.simulator.openai_api import Generation
+from loadline.simulator.sequence import Sequence
+from loadline.simulator.wire import DONE, ChunkTemplates, error_body, full_response, stream_error
 
 
 class ResponseSink:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from simulator.tokenizer import WORDS, output_text
+from loadline.simulator.tokenizer import WORDS, output_text
 
 WORD_BYTES: tuple[bytes, ...] = tuple(w.encode() for w in WORDS)
 DONE = b"data: [DONE]\n\n"

@@ -32,7 +32,7 @@ def to_model_time(table: pd.DataFrame, scale: float) -> pd.DataFrame:
 
 
 def point_to_model(point: dict, scale: float) -> dict:
-    """A knee / break-point dict (analysis.stats.knee) from wall time to model time."""
+    """A knee / break-point dict (loadline.analysis.stats.knee) from wall time to model time."""
     if scale == 1.0 or not point:
         return point
     out = dict(point)

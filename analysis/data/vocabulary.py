@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from analysis.data.metric_names import CONCEPTS, DIALECT_GAPS, DIALECT_PREFIXES, Source
+from loadline.analysis.data.metric_names import CONCEPTS, DIALECT_GAPS, DIALECT_PREFIXES, Source
 
 
 _HIST_SUFFIXES = ("_bucket", "_sum", "_count")

@@ -18,25 +18,25 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.verdict import gate
+from loadline.analysis.verdict import gate
 
-from analysis.stats import arrivals, knee, recovery
-from analysis.verdict.bottleneck import judge
-from analysis.verdict.capacity import plan_from_run
-from analysis.verdict.faults import explain_by_faults
-from analysis.data.load import RunData, load_run
-from analysis.data.prom_ingest import load_query_range
-from analysis.report.guard import guarded
-from analysis.report.html import render_html
-from analysis.report.markdown import render_markdown, verdict_sentence
-from analysis.report.workers import worker_lines
-from analysis.verdict.server_gate import server_criteria
-from analysis.verdict import validity
-from analysis.verdict.timesplit import time_split
-from analysis.data.truth import read_truth
-from analysis.stats.phases import error_classes, phase_table
-from analysis.data.timescale import note as timescale_note
-from analysis.data.timescale import point_to_model, time_scale, to_model_time
+from loadline.analysis.stats import arrivals, knee, recovery
+from loadline.analysis.verdict.bottleneck import judge
+from loadline.analysis.verdict.capacity import plan_from_run
+from loadline.analysis.verdict.faults import explain_by_faults
+from loadline.analysis.data.load import RunData, load_run
+from loadline.analysis.data.prom_ingest import load_query_range
+from loadline.analysis.report.guard import guarded
+from loadline.analysis.report.html import render_html
+from loadline.analysis.report.markdown import render_markdown, verdict_sentence
+from loadline.analysis.report.workers import worker_lines
+from loadline.analysis.verdict.server_gate import server_criteria
+from loadline.analysis.verdict import validity
+from loadline.analysis.verdict.timesplit import time_split
+from loadline.analysis.data.truth import read_truth
+from loadline.analysis.stats.phases import error_classes, phase_table
+from loadline.analysis.data.timescale import note as timescale_note
+from loadline.analysis.data.timescale import point_to_model, time_scale, to_model_time
 from loadline.core.runsettings import streaming_of
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
@@ -107,7 +107,7 @@ def _open_loop(run: RunData, scale: float, slo: SLO) -> dict:
 
 
 def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
-    """Surge / fault recovery entries (analysis.stats.recovery), and why they are missing if they failed."""
+    """Surge / fault recovery entries (loadline.analysis.stats.recovery), and why they are missing if they failed."""
     if not run.has_records:
         return [], []
     result = guarded("recovery", lambda: recovery.from_run(run.requests, run.phases, run.manifest, slo, run.faults), {})
@@ -228,7 +228,7 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
     table, verdict = analyse(run, slo)
     if charts:
         # Imported here: matplotlib costs ~0.6 s of CPU to import, which a --no-charts report skips.
-        from analysis.report.figures import draw_charts
+        from loadline.analysis.report.figures import draw_charts
 
         chart_paths, problems = draw_charts(run, table, verdict, out)
     else:

@@ -2,7 +2,7 @@
 
 Time series bucket records by the second they ended (latency, tokens/s) or started (errors);
 the bucket width adapts so a chart has at most ~150 buckets. Phases are shaded and labelled.
-`scale` is the run's time scale: every axis is drawn in model time (analysis.data.timescale).
+`scale` is the run's time scale: every axis is drawn in model time (loadline.analysis.data.timescale).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis.data.load import RunData
-from analysis.stats.phases import pooled_itl_ms
+from loadline.analysis.data.load import RunData
+from loadline.analysis.stats.phases import pooled_itl_ms
 
 MAX_BUCKETS = 150
 CDF_MAX_REQUESTS = 20_000  # ITL CDF pools the gaps of at most this many evenly spaced requests

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.data.load import RunData
-from analysis.report import charts, server_charts
-from analysis.report.guard import guarded
-from analysis.report.recovery_chart import recovery_chart
-from analysis.stats import knee
+from loadline.analysis.data.load import RunData
+from loadline.analysis.report import charts, server_charts
+from loadline.analysis.report.guard import guarded
+from loadline.analysis.report.recovery_chart import recovery_chart
+from loadline.analysis.stats import knee
 
 
 def draw_charts(run: RunData, table: pd.DataFrame, verdict: dict, out_dir: Path) -> tuple[list[Path], list[str]]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from analysis.report import formatting as f
-from analysis.report import open_loop, sections
-from analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
-from analysis.verdict import validity
+from loadline.analysis.report import formatting as f
+from loadline.analysis.report import open_loop, sections
+from loadline.analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
+from loadline.analysis.verdict import validity
 
 
 def _phases_span(phases: list[dict]) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.report import formatting as f
+from loadline.analysis.report import formatting as f
 
 HEADER = ["phase", "target /s", "achieved /s", "lateness P50/P95/P99", "TTFT P95 sent / due",
           "E2E P95 sent / due", "sustained"]

@@ -1,5 +1,5 @@
 """The Recovery section's chart: rolling P95 TTFT and E2E after each surge or fault, with the
-"back to normal" limits, the windows' failures, and where recovery was called (analysis.stats.recovery)."""
+"back to normal" limits, the windows' failures, and where recovery was called (loadline.analysis.stats.recovery)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ never printed beside a failed SLO criterion without the reason (`bottleneck_line
 
 from __future__ import annotations
 
-from analysis.report import formatting as f
-from analysis.verdict import validity
+from loadline.analysis.report import formatting as f
+from loadline.analysis.verdict import validity
 
 SETUP_HEADER = ["HTTP status", "content type", "attempts", "body sample (redacted)"]
 FLOOR_HEADER = ["phase", "measured from", "samples", "P50 (wall ms)", "P95 (wall ms)", "floor (model ms)"]

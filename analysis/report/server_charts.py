@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.report.charts import BESIDE, _legend, _save, _shade_phases, _time_label, plt
-from analysis.verdict.signals import Signals
-from analysis.data.timescale import time_scale
+from loadline.analysis.report.charts import BESIDE, _legend, _save, _shade_phases, _time_label, plt
+from loadline.analysis.verdict.signals import Signals
+from loadline.analysis.data.timescale import time_scale
 
 
 def _t0(run: Any, signals: Signals) -> float:

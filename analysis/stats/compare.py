@@ -9,7 +9,7 @@ from 50,000 need only cross the threshold. Throughput (requests/s, tokens/s) reg
 than the threshold and by more than 3 Poisson standard deviations of the base's count.
 Phases are matched by position when both runs have the same phase labels, else by label. Two rate
 sweeps also compare their answers, the max SLO-compliant rate (`_sweep_row`).
-Time-scaled runs are compared in model time (analysis.data.timescale), so runs at different scales compare.
+Time-scaled runs are compared in model time (loadline.analysis.data.timescale), so runs at different scales compare.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.data.load import RunData
-from analysis.stats.phases import assign_phases, phase_samples, phase_table
-from analysis.data.timescale import time_scale, to_model_time
+from loadline.analysis.data.load import RunData
+from loadline.analysis.stats.phases import assign_phases, phase_samples, phase_table
+from loadline.analysis.data.timescale import time_scale, to_model_time
 
 LATENCY_METRICS = ("e2e", "ttft", "tpot", "itl")
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.data.load import RunData
-from analysis.data.timescale import time_scale
+from loadline.analysis.data.load import RunData
+from loadline.analysis.data.timescale import time_scale
 from loadline.core.judge import applicability
 from loadline.core.runsettings import streaming_of
 from loadline.core.slo import SLO
@@ -156,7 +156,7 @@ def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
     """One row per phase with exactly PHASE_TABLE_COLUMNS (docs/architecture.md), in wall-clock time.
 
     For a time-scaled run only goodput looks at the scale: a request meets the SLO when its model
-    time (measured x scale) does. analysis.data.timescale.to_model_time converts the whole table.
+    time (measured x scale) does. loadline.analysis.data.timescale.to_model_time converts the whole table.
     """
     slo = slo or SLO()
     if not run.has_records:

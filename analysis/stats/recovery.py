@@ -42,10 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.report import formatting as f
-from analysis.verdict.gate import Criterion
-from analysis.data.load import empty_table
-from analysis.data.timescale import time_scale
+from loadline.analysis.report import formatting as f
+from loadline.analysis.verdict.gate import Criterion
+from loadline.analysis.data.load import empty_table
+from loadline.analysis.data.timescale import time_scale
 from loadline.core import schema
 from loadline.core.slo import SLO
 
@@ -255,7 +255,7 @@ def recovery(requests: pd.DataFrame, phases: pd.DataFrame, scale: float = 1.0,
              rule: RecoveryRule = RecoveryRule(), faults: pd.DataFrame | None = None) -> list[dict]:
     """One entry per surge or fault event of the run (see the module docstring); [] when none.
 
-    `faults`: the run's faults.csv (analysis.data.load.RunData.faults); None = no fault actions."""
+    `faults`: the run's faults.csv (loadline.analysis.data.load.RunData.faults); None = no fault actions."""
     if requests.empty or phases.empty or phases["end_wall"].isna().all():
         return []
     phases = phases[phases["end_wall"].notna()].reset_index(drop=True)
@@ -265,7 +265,7 @@ def recovery(requests: pd.DataFrame, phases: pd.DataFrame, scale: float = 1.0,
 
 def from_run(requests: pd.DataFrame, phases: pd.DataFrame, manifest: dict, slo: SLO,
              faults: pd.DataFrame | None = None) -> list[dict]:
-    """`recovery` for a loaded run (analysis.data.load.RunData's frames), judged against the SLO's P95 limits."""
+    """`recovery` for a loaded run (loadline.analysis.data.load.RunData's frames), judged against the SLO's P95 limits."""
     return recovery(requests, phases, time_scale(manifest), slo.ttft_p95_ms, slo.e2e_p95_ms, faults=faults)
 
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.verdict.context import Context, Thresholds, Window, build_context
-from analysis.verdict.reading import Reading, read
-from analysis.verdict.rules import WINDOW_RULES, Finding
-from analysis.verdict.run_rules import gateway, load_generator, memory_leak, not_the_gpu
-from analysis.verdict.timesplit import phase_split
+from loadline.analysis.verdict.context import Context, Thresholds, Window, build_context
+from loadline.analysis.verdict.reading import Reading, read
+from loadline.analysis.verdict.rules import WINDOW_RULES, Finding
+from loadline.analysis.verdict.run_rules import gateway, load_generator, memory_leak, not_the_gpu
+from loadline.analysis.verdict.timesplit import phase_split
 from loadline.core.judge import format_value
 from loadline.core.records import ErrorClass
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.data.timescale import time_scale, to_model_time
-from analysis.stats.knee import max_compliant_throughput
-from analysis.verdict.signals import Signals
+from loadline.analysis.data.timescale import time_scale, to_model_time
+from loadline.analysis.stats.knee import max_compliant_throughput
+from loadline.analysis.verdict.signals import Signals
 from loadline.core.runsettings import streaming_of
 from loadline.core.slo import SLO
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.verdict.engine_host import engine_shares_host
-from analysis.verdict.signals import Signals
+from loadline.analysis.verdict.engine_host import engine_shares_host
+from loadline.analysis.verdict.signals import Signals
 from loadline.core.runsettings import time_scale_of
 
 

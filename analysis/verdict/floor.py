@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.verdict.context import Thresholds
+from loadline.analysis.verdict.context import Thresholds
 
 ACCURACY_RATIO = 4.0  # test accuracy ratio 4:1 (module docstring)
 FLOOR_QUANTILE = 95.0  # the floor quoted per phase: its P95, as the SLO judges P95s

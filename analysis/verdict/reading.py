@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analysis.verdict.context import Context, Window
-from analysis.verdict.signals import GaugeStats
+from loadline.analysis.verdict.context import Context, Window
+from loadline.analysis.verdict.signals import GaugeStats
 
 MARGIN_CAP = 3.0  # "far past": beyond 3x the threshold the exact figure adds nothing
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analysis.verdict.context import Context, Window
-from analysis.verdict.reading import Check, Reading, kv_level, queue_share
+from loadline.analysis.verdict.context import Context, Window
+from loadline.analysis.verdict.reading import Check, Reading, kv_level, queue_share
 
 
 @dataclass

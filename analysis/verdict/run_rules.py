@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.verdict.context import Context
-from analysis.verdict.generator import is_saturated
-from analysis.verdict.reading import Check
-from analysis.verdict.rules import Finding
+from loadline.analysis.verdict.context import Context
+from loadline.analysis.verdict.generator import is_saturated
+from loadline.analysis.verdict.reading import Check
+from loadline.analysis.verdict.rules import Finding
 
 
 def _pct(x: float) -> str:

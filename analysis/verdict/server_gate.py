@@ -17,8 +17,8 @@ import math
 
 import pandas as pd
 
-from analysis.verdict.gate import Criterion
-from analysis.verdict.signals import Signals
+from loadline.analysis.verdict.gate import Criterion
+from loadline.analysis.verdict.signals import Signals
 from loadline.core.slo import SLO
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from analysis.data.vocabulary import CONCEPTS, MetricTable, Source, dialect_gaps, engine_dialects
+from loadline.analysis.data.vocabulary import CONCEPTS, MetricTable, Source, dialect_gaps, engine_dialects
 
 
 @dataclass

@@ -21,10 +21,10 @@ from collections import Counter
 
 import pandas as pd
 
-from analysis.verdict.floor import FLOOR_QUANTILE, floor_materiality, measurement_floor
-from analysis.verdict.floor import q as _q
-from analysis.verdict.gate import Criterion
-from analysis.verdict.generator import behind_evidence, behind_phases, is_saturated, watch_rests
+from loadline.analysis.verdict.floor import FLOOR_QUANTILE, floor_materiality, measurement_floor
+from loadline.analysis.verdict.floor import q as _q
+from loadline.analysis.verdict.gate import Criterion
+from loadline.analysis.verdict.generator import behind_evidence, behind_phases, is_saturated, watch_rests
 from loadline.core.redact import redact, sample
 
 # The statuses a misconfigured test gets, not an overloaded service (RFC 9110): 400 bad request

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis.report import formatting as f
-from analysis.stats.compare import Comparison, compare_runs
-from analysis.data.load import load_run
+from loadline.analysis.report import formatting as f
+from loadline.analysis.stats.compare import Comparison, compare_runs
+from loadline.analysis.data.load import load_run
 from loadline.core.errors import UsageError
 
 HELP = ("Compare two run folders phase by phase. A latency percentile regresses when it is worse by more "

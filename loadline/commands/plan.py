@@ -6,10 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from analysis.data.load import load_run
-from analysis.stats.knee import find_knee
-from analysis.stats.phases import phase_table
-from analysis.verdict import capacity
+from loadline.analysis.data.load import load_run
+from loadline.analysis.stats.knee import find_knee
+from loadline.analysis.stats.phases import phase_table
+from loadline.analysis.verdict import capacity
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
 

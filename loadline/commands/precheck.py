@@ -4,7 +4,7 @@
 and no more: it imports the locustfiles (their options join the parser; the shape entry file checks
 --shape), parses the whole command line with Locust's own parser (the conf file, the types of every
 option: Locust's and Loadline's), builds the users' settings (UserSettings.from_options: ranges,
-prompt mix, dataset, header name) and plans the shape's phases (shapes.registry.check: stage files,
+prompt mix, dataset, header name) and plans the shape's phases (loadline.shapes.registry.check: stage files,
 shape options). Why a child: importing Locust monkey-patches the process with gevent, and `loadline
 run` only supervises. Why at all: Locust would find the same problems only after the simulator
 started and the run folder existed (issue 12, item 3).
@@ -52,8 +52,8 @@ def check(argv: list[str]) -> None:
         raise UsageError(f"locust: {exc}") from None
     # Imported only now: shapes.registry adds the shapes' options to Locust's parser when imported,
     # and the run's own parser has them only when its locustfiles bring the shape entry file.
-    from shapes import registry
-    from shapes.rate_steps import refuse_closed_loop, refuse_rateless
+    from loadline.shapes import registry
+    from loadline.shapes.rate_steps import refuse_closed_loop, refuse_rateless
 
     UserSettings.from_options(options)
     name = str(getattr(options, "shape", "") or "")

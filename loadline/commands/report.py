@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from analysis.report.build import build_report, unusable_reason
+from loadline.analysis.report.build import build_report, unusable_reason
 from loadline.core.slo import SLO, defaults_text
 
 HELP = ("Analyse a run folder (or a folder of plain `locust --csv` exports): per-phase percentiles, knee, break "

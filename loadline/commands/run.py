@@ -28,7 +28,7 @@ from loadline.core.runsettings import validate_time_scale
 from loadline.core.slo import SLO
 from loadline.runtime import preflight
 from loadline.runtime.simprocess import SimProcess, start_simulator
-from shapes.catalog import ShapeEntry, catalog
+from loadline.shapes.catalog import ShapeEntry, catalog
 
 HELP = "Run a load test headless (master + optional local workers) and leave a run folder with a report."
 SCENARIOS = {"chat": "chat.py", "single": "single_shot.py", "completion": "completion.py", "rate": "rate.py"}
@@ -376,7 +376,7 @@ def _interrupt_on_sigterm(signum, frame) -> None:
 def _report(run_dir: Path, slo_path: str | None, charts: bool = True) -> int:
     # Imported here, not at the top: pandas and matplotlib cost ~3 s of CPU to import, paid only by
     # a run that builds its report; a --no-report run or a refused command line starts without them.
-    from analysis.report.build import build_report, unusable_reason
+    from loadline.analysis.report.build import build_report, unusable_reason
 
     result = build_report(run_dir, SLO.from_file(slo_path), charts=charts)
     print(result.summary, file=sys.stderr)

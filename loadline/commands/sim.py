@@ -8,9 +8,9 @@ import os
 
 from loadline.core.errors import UsageError
 from loadline.core.lifeline import die_with_parent
-from simulator.admin import check_admin_bind
-from simulator.config import DEFAULT_PROFILE, build_config, known_profiles, parse_assignment
-from simulator.server import ServeOptions, serve
+from loadline.simulator.admin import check_admin_bind
+from loadline.simulator.config import DEFAULT_PROFILE, build_config, known_profiles, parse_assignment
+from loadline.simulator.server import ServeOptions, serve
 
 HELP = f"""Serve a simulated OpenAI-compatible LLM inference server (vLLM-like engine model, /metrics,
 faults, ground-truth log). Profiles: {', '.join(known_profiles())}.

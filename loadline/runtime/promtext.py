@@ -1,7 +1,7 @@
 """Prometheus text exposition -> rows of server_metrics.csv (SERVER_METRIC_COLUMNS).
 
 Pure parsing, no I/O and no gevent: the master's scraper (loadline.runtime.scraper) writes these rows
-live, and `loadline report --prometheus` (analysis.data.prom_ingest) reads saved pages with the same
+live, and `loadline report --prometheus` (loadline.analysis.data.prom_ingest) reads saved pages with the same
 code, so both tables have the same rows for the same page. `labels` is a JSON object with sorted keys;
 `metric` is the exposed sample name (counters keep `_total`, histograms `_bucket`/`_sum`/`_count`).
 """

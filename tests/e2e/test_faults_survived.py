@@ -106,7 +106,7 @@ def test_master_killed_workers_stop_within_the_heartbeat_timeout(sim_server, tmp
 
 
 def test_disk_full_while_writing_the_run_folder_is_one_clear_error_and_what_was_written_stays_readable(tmp_path):
-    from analysis.data.load import load_run
+    from loadline.analysis.data.load import load_run
 
     tiny = tmp_path / "tiny"
     tiny.mkdir()

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.config import build_config
-from simulator.costmodel import step_seconds
+from loadline.simulator.config import build_config
+from loadline.simulator.costmodel import step_seconds
 from tests.ks import exponential_cdf, ks_pvalue
 from tests.spine_helpers import loadline, requests_table
 

@@ -31,7 +31,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 from spine_helpers import REPO
 
-from analysis.stats.phases import percentiles, pooled_itl_ms
+from loadline.analysis.stats.phases import percentiles, pooled_itl_ms
 
 pytestmark = needs_browser
 

@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 import metric_scenarios as ms
-from analysis.data.load import load_run
-from analysis.report import charts, server_charts
-from analysis.report.build import build_report, merge_prometheus
-from analysis.stats import knee
-from analysis.stats.phases import phase_table
+from loadline.analysis.data.load import load_run
+from loadline.analysis.report import charts, server_charts
+from loadline.analysis.report.build import build_report, merge_prometheus
+from loadline.analysis.stats import knee
+from loadline.analysis.stats.phases import phase_table
 from synthetic import Server, make_requests, stepped_run, write_run
 from loadline.commands.main import main as cli_main
 from loadline.core.slo import SLO

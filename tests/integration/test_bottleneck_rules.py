@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 import metric_scenarios as ms
-from analysis.verdict.bottleneck import LAYERS, judge
-from analysis.data.load import load_run
-from analysis.stats.phases import phase_table
+from loadline.analysis.verdict.bottleneck import LAYERS, judge
+from loadline.analysis.data.load import load_run
+from loadline.analysis.stats.phases import phase_table
 
 CASES = {
     "healthy": "headroom",

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import metric_scenarios as ms
-from analysis.verdict.bottleneck import CONFIDENCE, judge
-from analysis.data.load import load_run
-from analysis.data.prom_ingest import load_query_range
-from analysis.stats.phases import phase_table
+from loadline.analysis.verdict.bottleneck import CONFIDENCE, judge
+from loadline.analysis.data.load import load_run
+from loadline.analysis.data.prom_ingest import load_query_range
+from loadline.analysis.stats.phases import phase_table
 from loadline.commands.main import main as cli
 from loadline.core import runfolder
 

@@ -16,6 +16,6 @@ def imports_matplotlib(module: str) -> bool:
 
 
 def test_the_report_builder_leaves_matplotlib_to_the_charts():
-    assert not imports_matplotlib("analysis.report.build")
+    assert not imports_matplotlib("loadline.analysis.report.build")
     assert not imports_matplotlib("loadline.commands.report")
-    assert imports_matplotlib("analysis.report.figures")
+    assert imports_matplotlib("loadline.analysis.report.figures")

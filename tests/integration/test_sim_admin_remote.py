@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from shapes.drill import ADMIN_TOKEN_ENV, FaultAction, post
+from loadline.shapes.drill import ADMIN_TOKEN_ENV, FaultAction, post
 from spine_helpers import REPO
 
 TOKEN = "s3cret-admin-token"

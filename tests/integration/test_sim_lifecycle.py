@@ -11,8 +11,8 @@ import sys
 
 from conftest import REPO
 from sim_client import median, read_truth, stream_chat
-from simulator.config import build_config
-from simulator.costmodel import single_stream_estimate
+from loadline.simulator.config import build_config
+from loadline.simulator.costmodel import single_stream_estimate
 
 
 def test_sigterm_mid_stream_stops_cleanly_and_flushes_truth(sim_server):

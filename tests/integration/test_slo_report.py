@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from synthetic import make_requests, write_run
 
-from analysis.report.build import build_report
+from loadline.analysis.report.build import build_report
 from loadline.core.slo import SLO
 
 

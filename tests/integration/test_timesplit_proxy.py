@@ -18,8 +18,8 @@ from contextlib import contextmanager
 
 import pandas as pd
 
-from analysis.data.prom_ingest import parse_text
-from analysis.verdict.timesplit import time_split
+from loadline.analysis.data.prom_ingest import parse_text
+from loadline.analysis.verdict.timesplit import time_split
 from sim_client import stream_chat
 from tests.synthetic import make_requests
 

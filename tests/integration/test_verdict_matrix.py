@@ -10,10 +10,10 @@ import pytest
 
 import metric_scenarios as ms
 import verdict_matrix as vm
-from analysis.data.load import load_run
-from analysis.stats.phases import phase_table
-from analysis.verdict.bottleneck import judge
-from analysis.verdict.context import build_context
+from loadline.analysis.data.load import load_run
+from loadline.analysis.stats.phases import phase_table
+from loadline.analysis.verdict.bottleneck import judge
+from loadline.analysis.verdict.context import build_context
 
 
 def verdict_of(v: vm.Variant, tmp_path, slo_failures=None, builder=None) -> dict:

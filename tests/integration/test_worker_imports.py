@@ -61,7 +61,7 @@ def test_every_entry_file_loaded_as_a_worker_imports_neither_pandas_nor_matplotl
 def test_the_probe_sees_pandas_when_an_entry_file_imports_it(tmp_path):
     # the control: the same probe, one more entry file that pulls in the report side
     extra = tmp_path / "reporting_entry.py"
-    extra.write_text("import loadline.runtime.plugin  # noqa: F401\nimport analysis.report.figures  # noqa: F401\n")
+    extra.write_text("import loadline.runtime.plugin  # noqa: F401\nimport loadline.analysis.report.figures  # noqa: F401\n")
     modules, timings = probe([ROOT / "locustfiles" / "chat.py", extra], tmp_path)
     assert {"pandas", "matplotlib"} <= set(forbidden_in(modules))
     assert "pandas" in imported_names(timings)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats.compare import _latency_rows, _sweep_row, match_phases, quantile_interval
+from loadline.analysis.stats.compare import _latency_rows, _sweep_row, match_phases, quantile_interval
 
 
 def test_quantile_interval_brackets_the_estimate_and_narrows_with_n():

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.verdict.gate import evaluate, gate_note, gate_passed, junit_xml, open_loop_criteria
-from analysis.data.load import load_run
-from analysis.stats.phases import phase_table
+from loadline.analysis.verdict.gate import evaluate, gate_note, gate_passed, junit_xml, open_loop_criteria
+from loadline.analysis.data.load import load_run
+from loadline.analysis.stats.phases import phase_table
 from synthetic import make_requests, write_run
 from loadline.core.slo import SLO
 
@@ -79,7 +79,7 @@ def _server(used_mib, restarts):
 
 
 def test_gpu_memory_and_oom_restarts_from_server_metrics():
-    from analysis.verdict.server_gate import server_criteria
+    from loadline.analysis.verdict.server_gate import server_criteria
 
     ok = {c.name: c for c in server_criteria(_server([5000, 8400, 7000], [0, 0, 0]), SLO())}
     assert ok["GPU memory"].measured == pytest.approx(0.84) and ok["GPU memory"].passed is True

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.stats.knee import (
+from loadline.analysis.stats.knee import (
     find_break_point,
     find_knee,
     max_compliant_throughput,
     safe_operating_point,
 )
-from analysis.data.load import load_run
-from analysis.stats.phases import phase_table
+from loadline.analysis.data.load import load_run
+from loadline.analysis.stats.phases import phase_table
 from synthetic import Server, stepped_run
 from loadline.core.slo import SLO
 
@@ -106,7 +106,7 @@ def _levels(users, errors, kinds=None, rates=None):
 
 
 def _safe(table):
-    from analysis.stats.knee import broke_with_time
+    from loadline.analysis.stats.knee import broke_with_time
 
     broken = find_break_point(table, SLO(), streaming=True)
     best = max_compliant_throughput(table, SLO(), streaming=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.data.load import WHOLE_RUN, load_run
+from loadline.analysis.data.load import WHOLE_RUN, load_run
 from synthetic import make_requests, write_run
 from loadline.commands.main import main as cli_main
 from loadline.core.errors import UsageError
@@ -76,7 +76,7 @@ def test_plain_locust_csv_folder_degrades_and_says_what_is_missing(tmp_path):
     run = load_run(folder)
     assert not run.has_records and run.locust_stats is not None
     assert any("requests.csv" in m for m in run.missing)
-    from analysis.stats.phases import phase_table
+    from loadline.analysis.stats.phases import phase_table
 
     table = phase_table(run)
     assert table["e2e_p95_ms"].iloc[0] == 900
@@ -121,7 +121,7 @@ def test_malformed_middle_row_is_skipped_and_reported(tmp_path):
 def test_a_phase_the_crashed_master_never_closed_gets_its_records(tmp_path):
     import json
 
-    from analysis.data.load import load_run
+    from loadline.analysis.data.load import load_run
     from loadline.core.records import COLUMNS, RequestRecord
     from loadline.core.runfolder import PHASE_COLUMNS
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.data.load import load_run
-from analysis.stats.phases import (
+from loadline.analysis.data.load import load_run
+from loadline.analysis.stats.phases import (
     PHASE_TABLE_COLUMNS,
     error_classes,
     phase_table,
@@ -95,7 +95,7 @@ def test_pooled_itl_parses_across_chunks():
 def test_requests_started_after_the_first_cut_stream_are_left_out_of_percentiles():
     import pandas as pd
 
-    from analysis.stats.phases import uncensored
+    from loadline.analysis.stats.phases import uncensored
 
     # the phase ends at 10: streams cut then censor everything that started after the first of them
     rows = pd.DataFrame({"start_wall": [1.0, 2.0, 3.0, 4.0, 5.0],

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import arrivals as stats
-from analysis.verdict.gate import open_loop_criteria
+from loadline.analysis.stats import arrivals as stats
+from loadline.analysis.verdict.gate import open_loop_criteria
 from loadline.client.arrivals import ArrivalSettings, RateControl, next_gap
 from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.errors import UsageError

@@ -42,7 +42,7 @@ def run_cli(capsys, *argv: str) -> Finished:
 
 @pytest.fixture
 def bounded_serve(monkeypatch):
-    """`loadline sim` serves through the real simulator.server.serve, but at most SERVE_BOUND_S."""
+    """`loadline sim` serves through the real loadline.simulator.server.serve, but at most SERVE_BOUND_S."""
     real_serve = sim_command.serve
 
     async def serve(config, options):

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 from shape_fakes import drive, make_shape
 
-from analysis.stats.phases import goodput_thresholds
-from analysis.verdict.gate import evaluate, gate_note, gate_passed, phase_violations
+from loadline.analysis.stats.phases import goodput_thresholds
+from loadline.analysis.verdict.gate import evaluate, gate_note, gate_passed, phase_violations
 from loadline.core.errors import UsageError
 from loadline.core.judge import FAILED, NOT_JUDGED, PASSED, judge
 from loadline.core.slo import SLO
-from shapes import stepped
-from shapes.stepped import StepShape
-from shapes.stop_rule import judge_window
+from loadline.shapes import stepped
+from loadline.shapes.stepped import StepShape
+from loadline.shapes.stop_rule import judge_window
 
 # A healthy streaming step on the default profile: 256-token replies at ~10 ms a token take ~2.6 s
 # end to end (issue 9), while the first token comes in 300 ms.
@@ -32,7 +32,7 @@ def window(requests: int = 100, errors: int = 0, **values: float | None) -> Simp
 
 
 def phase_table(**values: float | None) -> pd.DataFrame:
-    """A one-phase report table (analysis.stats.phases.PHASE_TABLE_COLUMNS' judged fields, model time)."""
+    """A one-phase report table (loadline.analysis.stats.phases.PHASE_TABLE_COLUMNS' judged fields, model time)."""
     return pd.DataFrame([{"label": "step-1 (8 users)", "ok": 100, "errors": 0, "rps": 5.0,
                           **HEALTHY_STREAM, **values}])
 

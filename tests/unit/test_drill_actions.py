@@ -9,8 +9,8 @@ import pytest
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
 from loadline.core.schema import FAULT_FAILED, FAULT_OK, FAULT_SKIPPED, FaultRow
-from shapes.drill import ActionRunner, FaultAction, parse_actions, post
-from shapes.stages import StagesShape, load_stages
+from loadline.shapes.drill import ActionRunner, FaultAction, parse_actions, post
+from loadline.shapes.stages import StagesShape, load_stages
 from tests.shape_fakes import drive, make_shape
 
 DRILL = """

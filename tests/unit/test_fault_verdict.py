@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.verdict.faults import explain_by_faults
+from loadline.analysis.verdict.faults import explain_by_faults
 
 UNIDENTIFIED = {"layer": "unidentified", "confidence": "low",
                 "sentence": "A limit was reached but no measured layer explains it; read the server's log.",

@@ -9,9 +9,9 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.report.build import build_report
-from analysis.verdict import validity
-from analysis.verdict.generator import behind_evidence, behind_phases
+from loadline.analysis.report.build import build_report
+from loadline.analysis.verdict import validity
+from loadline.analysis.verdict.generator import behind_evidence, behind_phases
 from loadline.core.slo import SLO
 from tests.synthetic import make_requests, write_run
 

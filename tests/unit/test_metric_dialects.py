@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.data.prom_ingest import load_text_snapshots, parse_text
-from analysis.data.vocabulary import concept_samples, dialect_gaps, engine_dialects, present_concepts
-from analysis.verdict.signals import Signals
+from loadline.analysis.data.prom_ingest import load_text_snapshots, parse_text
+from loadline.analysis.data.vocabulary import concept_samples, dialect_gaps, engine_dialects, present_concepts
+from loadline.analysis.verdict.signals import Signals
 
 PAGES = Path(__file__).resolve().parents[1] / "data" / "llamacpp_metrics"
 LLAMACPP_CONCEPTS = {"running", "waiting", "prompt_tokens", "gen_tokens", "prompt_seconds", "decode_seconds",

@@ -18,8 +18,8 @@ from loadline.core.records import COLUMNS, RequestRecord
 from loadline.core.runfolder import GENERATOR_COLUMNS, SERVER_METRIC_COLUMNS, SERVER_METRICS
 from loadline.core.errors import UsageError
 from loadline.runtime.scraper import SCRAPE_ERROR, Scraper, parse_url_option, scrape_targets, start_scraper
-from analysis.verdict import validity
-from analysis.verdict.generator import is_saturated, watch_rests
+from loadline.analysis.verdict import validity
+from loadline.analysis.verdict.generator import is_saturated, watch_rests
 from loadline.runtime.selfcheck import SelfCheck, core_wait_ns
 
 

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from analysis.data.vocabulary import CONCEPTS, concept_samples, present_concepts
-from analysis.data.prom_ingest import load_query_range, load_text_snapshots, parse_text
-from analysis.verdict.signals import Signals, bucket_quantile
+from loadline.analysis.data.vocabulary import CONCEPTS, concept_samples, present_concepts
+from loadline.analysis.data.prom_ingest import load_query_range, load_text_snapshots, parse_text
+from loadline.analysis.verdict.signals import Signals, bucket_quantile
 from loadline.core.errors import UsageError
 from loadline.core.runfolder import SERVER_METRIC_COLUMNS
 

@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 
 from loadline.core import resources
-from simulator.config import profile_path
+from loadline.simulator.config import profile_path
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_ROOTS = ("loadline", "shapes", "analysis", "simulator")
+# The design's top-level folders, installed under Loadline's namespace: loadline/<name> is a symlink to ../<name>.
+NAMESPACED = ("shapes", "analysis", "simulator")
+
+
+def package_name(init: Path) -> str:
+    parts = init.parent.relative_to(ROOT).parts
+    return ".".join(("loadline", *parts) if parts[0] in NAMESPACED else parts)
 
 
 def setuptools_config() -> dict:
@@ -19,11 +26,28 @@ def setuptools_config() -> dict:
 
 
 def test_every_code_package_is_in_the_explicit_package_list():
-    found = {".".join(init.parent.relative_to(ROOT).parts)
-             for root in CODE_ROOTS for init in (ROOT / root).rglob("__init__.py")}
+    found = {package_name(init) for root in CODE_ROOTS for init in (ROOT / root).rglob("__init__.py")
+             if not init.relative_to(ROOT).parts[1:2] or init.relative_to(ROOT).parts[:2] not in
+             {("loadline", name) for name in NAMESPACED}}
     listed = set(setuptools_config()["packages"])
     assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
     assert listed - found == set(resources.SHIPPED.values())
+
+
+def test_the_design_folders_are_loadline_subpackages_not_top_level_names():
+    """No generic top-level name (`analysis`, `shapes`, `simulator`) in site-packages: each folder is reached
+    as loadline.<name> through a symlink, and no code imports the bare name (a second copy of every module)."""
+    for name in NAMESPACED:
+        link = ROOT / "loadline" / name
+        assert link.is_symlink() and link.resolve() == ROOT / name
+    assert not {p for p in setuptools_config()["packages"] if p.split(".")[0] in NAMESPACED}
+    bare = [f"{path.relative_to(ROOT)}: {line.strip()}"
+            for root in (*CODE_ROOTS, "tests", "benchmarks", "locustfiles") for path in (ROOT / root).rglob("*.py")
+            if not path.relative_to(ROOT).parts[0] == "loadline" or not path.relative_to(ROOT).parts[1:2] or
+            path.relative_to(ROOT).parts[1] not in NAMESPACED
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if any(line.lstrip().startswith((f"from {n}.", f"from {n} import", f"import {n}")) for n in NAMESPACED)]
+    assert bare == []
 
 
 def test_the_shipped_packages_are_the_top_level_folders_themselves():

@@ -7,10 +7,10 @@ import json
 import pytest
 
 import metric_scenarios as ms
-from analysis.verdict import capacity
-from analysis.stats.knee import find_knee
-from analysis.data.load import load_run
-from analysis.stats.phases import phase_table
+from loadline.analysis.verdict import capacity
+from loadline.analysis.stats.knee import find_knee
+from loadline.analysis.data.load import load_run
+from loadline.analysis.stats.phases import phase_table
 from loadline.commands.main import main as cli
 
 

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from analysis.stats.knee import find_break_point, find_knee, max_compliant_throughput, safe_operating_point
+from loadline.analysis.stats.knee import find_break_point, find_knee, max_compliant_throughput, safe_operating_point
 from loadline.core.errors import UsageError
 from loadline.core.slo import SLO
-from shapes.rate_steps import RateStepShape, step_rates
-from shapes.rate_sweep import RateSweepShape
+from loadline.shapes.rate_steps import RateStepShape, step_rates
+from loadline.shapes.rate_sweep import RateSweepShape
 
 OPTIONS = dict(rate_start=2.0, rate_factor=2.0, rate_add=0.0, rate_max=12.0, rate_hold=30.0, time_scale=1.0,
                slo_file="", non_streaming=False)

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.report.build import build_report
-from analysis.verdict import validity
+from loadline.analysis.report.build import build_report
+from loadline.analysis.verdict import validity
 from loadline.core.slo import SLO
 from tests.synthetic import make_requests, write_run
 

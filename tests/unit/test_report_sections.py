@@ -6,10 +6,10 @@ from html import escape as html_escape
 
 import pytest
 
-from analysis.report import formatting as f
-from analysis.report import sections
-from analysis.report.html import render_html
-from analysis.report.markdown import render_markdown, verdict_sentence
+from loadline.analysis.report import formatting as f
+from loadline.analysis.report import sections
+from loadline.analysis.report.html import render_html
+from loadline.analysis.report.markdown import render_markdown, verdict_sentence
 
 FAILED = {"name": "TTFT P95", "threshold": "<= 800 ms", "limit": 800.0, "measured": 1200.0, "passed": False,
           "where": "fixed (32 users)", "unit": "ms"}

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from analysis.data.timescale import point_to_model, time_scale, to_model_time
+from loadline.analysis.data.timescale import point_to_model, time_scale, to_model_time
 from loadline.core.errors import UsageError
 from loadline.core.runsettings import streaming_of, time_scale_of, time_scale_of_options, validate_time_scale
 from loadline.runtime import live

@@ -7,8 +7,8 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from analysis.data import load
-from analysis.data.load import load_run
+from loadline.analysis.data import load
+from loadline.analysis.data.load import load_run
 from loadline.core import runfolder, schema
 from loadline.core.records import COLUMNS, RequestRecord
 from loadline.runtime.timeline import Timeline

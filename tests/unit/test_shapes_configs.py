@@ -8,8 +8,8 @@ from locust.argument_parser import get_empty_argument_parser, setup_parser_argum
 
 from loadline.core.errors import UsageError
 from loadline.client.options import add_arguments as add_user_arguments
-from shapes import registry
-from shapes.stages import load_stages
+from loadline.shapes import registry
+from loadline.shapes.stages import load_stages
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = {  # profile -> (shape, planned minutes)

@@ -7,8 +7,8 @@ import pytest
 from locust.argument_parser import get_empty_argument_parser
 
 from loadline.core.errors import UsageError
-from shapes import registry, soak, stepped
-from shapes.options import time_scale
+from loadline.shapes import registry, soak, stepped
+from loadline.shapes.options import time_scale
 
 
 def parser():

@@ -5,10 +5,10 @@ from types import SimpleNamespace
 import pytest
 
 from loadline.core.errors import UsageError
-from shapes.phase import Phase, scaled, spawn_rate_for
-from shapes.pulse import PulseSettings, pulse_phases
-from shapes.soak import SoakSettings, soak_phases
-from shapes.stepped import StepSettings, step_users, stepped_phases
+from loadline.shapes.phase import Phase, scaled, spawn_rate_for
+from loadline.shapes.pulse import PulseSettings, pulse_phases
+from loadline.shapes.soak import SoakSettings, soak_phases
+from loadline.shapes.stepped import StepSettings, step_users, stepped_phases
 
 
 def opts(**kw):

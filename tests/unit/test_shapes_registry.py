@@ -12,11 +12,11 @@ from locust.argument_parser import get_parser
 from loadline.commands import run
 from loadline.commands.main import main
 from loadline.core.errors import UsageError
-from shapes import catalog, registry
-from shapes.base import SIM_ADMIN_URL
-from shapes.options import BASELINE_HOLD
-from shapes.pulse import PulseShape
-from shapes.stepped import StepShape
+from loadline.shapes import catalog, registry
+from loadline.shapes.base import SIM_ADMIN_URL
+from loadline.shapes.options import BASELINE_HOLD
+from loadline.shapes.pulse import PulseShape
+from loadline.shapes.stepped import StepShape
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "square_shape.py"
@@ -102,7 +102,7 @@ def test_a_shape_has_its_own_options_and_its_bases():
 
 def shape_file(tmp_path: Path, body: str, name: str = "extra_shape.py") -> Path:
     path = tmp_path / name
-    path.write_text("from shapes.base import PhasedShape\nfrom shapes.options import ShapeOption\n\n" + body)
+    path.write_text("from loadline.shapes.base import PhasedShape\nfrom loadline.shapes.options import ShapeOption\n\n" + body)
     return path
 
 
@@ -140,7 +140,7 @@ def test_bad_environment_entries_are_one_line_errors(monkeypatch, capsys, value,
 
 def test_docs_list_every_shape():
     """docs/shapes.md's table is the registry's (paste the expected block when a shape is added)."""
-    rows = [f"| {name} | `{e.class_name}` | `{e.source.path.relative_to(ROOT)}` | {e.summary} |"
+    rows = [f"| {name} | `{e.class_name}` | `{e.source.path.resolve().relative_to(ROOT)}` | {e.summary} |"
             for name, e in catalog.catalog("").items()]
     expected = "\n".join(["| shape | class (web UI) | module | question it answers |", "|---|---|---|---|", *rows])
     assert expected in (ROOT / "docs" / "shapes.md").read_text(), f"docs/shapes.md should list:\n{expected}"
@@ -148,7 +148,7 @@ def test_docs_list_every_shape():
 
 def test_the_catalog_knows_which_shapes_offer_arrival_rates_and_agrees_with_the_classes(tmp_path, monkeypatch):
     """`loadline run --shape S` implies the open-loop users for these, read from source (no Locust import)."""
-    body = ('from shapes.rate_steps import RateShape\n'
+    body = ('from loadline.shapes.rate_steps import RateShape\n'
             'class Ramp(RateShape):\n    """R."""\n    shape_name = "ramp-rate"\n'
             'class Flagged(PhasedShape):\n    """F."""\n    shape_name = "flagged"\n    open_loop = True\n')
     monkeypatch.setenv(catalog.ENV, str(shape_file(tmp_path, body)))

@@ -9,8 +9,8 @@ from shape_fakes import drive, make_shape
 
 from loadline.core import runfolder
 from loadline.core.slo import SLO
-from shapes.stepped import StepShape
-from shapes.stop_rule import judge_window
+from loadline.shapes.stepped import StepShape
+from loadline.shapes.stop_rule import judge_window
 
 
 def summary(requests=100, errors=0, e2e_p95=500.0, e2e_p99=900.0, ttft_p95=200.0, ttft_p99=300.0,

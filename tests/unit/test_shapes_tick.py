@@ -5,9 +5,9 @@ from itertools import pairwise
 from shape_fakes import changes, drive, make_shape
 
 from loadline.runtime import timeline
-from shapes.pulse import PulseShape
-from shapes.soak import SoakShape
-from shapes.stepped import StepShape
+from loadline.shapes.pulse import PulseShape
+from loadline.shapes.soak import SoakShape
+from loadline.shapes.stepped import StepShape
 
 
 def test_stepped_ticks_follow_the_plan_scaled_and_end_with_none():

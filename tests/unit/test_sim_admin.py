@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 
-from simulator.admin import AdminApp
-from simulator.app import SimApp
-from simulator.config import build_config
-from simulator.engine import Engine
-from simulator.http import Request
-from simulator.server import initial_faults
-from simulator.truth import TruthLog
+from loadline.simulator.admin import AdminApp
+from loadline.simulator.app import SimApp
+from loadline.simulator.config import build_config
+from loadline.simulator.engine import Engine
+from loadline.simulator.http import Request
+from loadline.simulator.server import initial_faults
+from loadline.simulator.truth import TruthLog
 
 
 class RecordingConnection:

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from loadline.core.errors import UsageError
-from simulator.config import build_config
-from simulator.costmodel import single_stream_estimate, step_seconds
-from simulator.kvcache import BlockPool, prefix_hashes
-from simulator.openai_api import ApiError, parse_generation
-from simulator.tokenizer import chat_prompt_tokens, count_text
+from loadline.simulator.config import build_config
+from loadline.simulator.costmodel import single_stream_estimate, step_seconds
+from loadline.simulator.kvcache import BlockPool, prefix_hashes
+from loadline.simulator.openai_api import ApiError, parse_generation
+from loadline.simulator.tokenizer import chat_prompt_tokens, count_text
 
 
 def _gen(body: dict, natural: int = 50, max_model_len: int = 100):
@@ -127,9 +127,9 @@ def test_gpu_busy_time_is_the_wall_time_the_steps_took_on_a_stalling_host(stall_
     import asyncio
     import time
 
-    from simulator.engine import MAX_LAG_S, Engine
-    from simulator.faults import FaultState
-    from simulator.sequence import Sequence
+    from loadline.simulator.engine import MAX_LAG_S, Engine
+    from loadline.simulator.faults import FaultState
+    from loadline.simulator.sequence import Sequence
 
     assert stall_s > MAX_LAG_S
     config = build_config("tiny", {"time_scale": 10.0})

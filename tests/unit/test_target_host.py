@@ -9,7 +9,7 @@ import socket
 import pandas as pd
 import pytest
 
-from analysis.verdict.engine_host import generators_on_manifest_host
+from loadline.analysis.verdict.engine_host import generators_on_manifest_host
 from loadline.core import target_host
 from loadline.core.target_host import local_addresses, target_on_this_host
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.verdict.timesplit import time_split
+from loadline.analysis.verdict.timesplit import time_split
 from tests.synthetic import make_requests
 
 PHASES = pd.DataFrame({"label": ["step 1"], "start_wall": [1000.0], "end_wall": [1030.0]})

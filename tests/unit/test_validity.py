@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.verdict import floor as floor_mod
-from analysis.verdict import validity
+from loadline.analysis.verdict import floor as floor_mod
+from loadline.analysis.verdict import validity
 from loadline.core.redact import MARK, redact, sample
 from tests.synthetic import make_requests
 

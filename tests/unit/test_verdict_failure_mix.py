@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.data.load import load_run
-from analysis.stats.phases import phase_table
-from analysis.verdict.bottleneck import judge
+from loadline.analysis.data.load import load_run
+from loadline.analysis.stats.phases import phase_table
+from loadline.analysis.verdict.bottleneck import judge
 from synthetic import make_requests, write_run
 
 T0 = 1_700_000_000.0

@@ -9,7 +9,7 @@ import gevent
 import pandas as pd
 import pytest
 
-from analysis.report.workers import worker_lines
+from loadline.analysis.report.workers import worker_lines
 from loadline.core import identity
 from loadline.core.records import COLUMNS
 from loadline.core.schema import PhaseRow
