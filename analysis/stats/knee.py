@@ -15,7 +15,10 @@ Rate phases (open loop, shapes/rate_steps.py) are load levels by their offered a
 not carry its rate (fewer completions than the rate asks for, beyond the schedule's noise:
 loadline/core/arrival_rate.py) breaks, since past that point the offered load is not what was served.
 
-Break point: the first phase, in time order, that breaks the SLO's latency or error criteria. In a
+Break point: the first phase, in time order, that breaks the SLO's latency or error criteria, with
+enough samples to say so: a phase that failed only on per-request percentiles from fewer requests
+than such a percentile needs to stand apart from the slowest request (loadline/core/judge.py
+`min_samples`: 76 for a P95, 396 for a P99) is "not enough samples", not a break. In a
 run of rate phases it is the lowest offered rate that broke (a drain at rate 0 aside): a rate sweep
 floods the server before it probes lower rates (shapes/rate_sweep.py), and the flood breaking first
 in time says nothing about where the rates start to break.
@@ -38,7 +41,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.verdict.gate import compliant_phases, phase_violations
+from loadline.analysis.verdict.gate import compliant_phases, judge_phase
+from loadline.core.judge import too_few_samples
 from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.slo import SLO
 
@@ -100,11 +104,18 @@ def find_knee(table: pd.DataFrame) -> dict:
 def find_break_point(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> dict:
     """The first phase the SLO judge fails (loadline/core/judge.py), or among rate phases the lowest
     offered rate that failed; `streaming`: the run's traffic."""
-    broken = []
+    broken, thin = [], []
     for _, row in table.sort_values("start_wall").iterrows():
         if row["ok"] + row["errors"] <= 0:
             continue
-        reasons = phase_violations(row, slo, streaming) + _not_carried(row)
+        failed = judge_phase(row, slo, streaming).failed
+        carried = _not_carried(row)
+        if failed and not carried and all(too_few_samples(c.key, row["ok"]) for c in failed):
+            # its percentile is its slowest request's: one long prompt's prefill is not a break point
+            thin.append(f"{row['label']}: {', '.join(c.describe() for c in failed)} from {int(row['ok'])} requests, "
+                        "not enough samples")
+            continue
+        reasons = [c.describe() for c in failed] + carried
         if reasons:
             broken.append((row, reasons))
     if level_column(table) == "target_rate":
@@ -112,7 +123,10 @@ def find_break_point(table: pd.DataFrame, slo: SLO, streaming: bool | None = Non
         broken = sorted(rated, key=lambda found: found[0]["target_rate"]) or broken  # stable: ties in time order
     if broken:
         row, reasons = broken[0]
-        return {"found": True, **_point(row), "reasons": reasons}
+        return {"found": True, **_point(row), "reasons": reasons, "not_enough_samples": thin}
+    if thin:
+        return {"found": False, "reasons": [], "not_enough_samples": thin,
+                "reason": "not enough samples: " + "; ".join(thin) + " (a P95 needs 76, a P99 396)"}
     return {"found": False, "reasons": [], "reason": "every phase met the SLO: the break point lies beyond the tested load"}
 
 

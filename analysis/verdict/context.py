@@ -20,6 +20,7 @@ import pandas as pd
 
 from loadline.analysis.verdict.engine_host import engine_shares_host
 from loadline.analysis.verdict.signals import Signals
+from loadline.core.judge import RANK_WIDTHS, min_samples
 from loadline.core.runsettings import time_scale_of
 
 
@@ -236,19 +237,6 @@ def needs_slices(phases: pd.DataFrame, timeline: pd.DataFrame | None) -> bool:
 
 
 # --- client-side limits ------------------------------------------------------------------------
-RANK_WIDTHS = 2.0  # ~95 % of sample quantiles fall within two rank widths of the true one
-
-
-def min_samples(q: float) -> int:
-    """The fewest values whose q-quantile is not simply the maximum (or minimum) of the window.
-
-    The rank of a sample quantile from n values scatters by sqrt(n q (1-q)) ranks; the estimate
-    stands apart from the extremes only when the n (1-q) values beyond it exceed two of those
-    widths: n >= 4 q / (1-q). A P95 needs 76 (with fewer it is one or two hiccups), a median 4.
-    """
-    return int(np.ceil(RANK_WIDTHS ** 2 * q / (1 - q)))
-
-
 def quantile_bounds(values: np.ndarray, q: float) -> tuple[float, float] | None:
     """Distribution-free bounds of the q-quantile: the order statistics two rank widths
     (sqrt(n q (1-q)) each) below and above rank n q. None with too few values (min_samples)."""

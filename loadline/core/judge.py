@@ -43,6 +43,26 @@ LATENCY = {
 E2E = ("e2e_p95_ms", "e2e_p99_ms")
 STREAM_ONLY = ("ttft_p95_ms", "ttft_p99_ms", "itl_p95_ms", "itl_p99_ms", "tpot_p95_ms", "tpot_p99_ms")
 ERROR_RATE = "error_rate"
+# per-request percentiles and their quantile; ITL pools every token gap of a window (many per request)
+PER_REQUEST_Q = {"e2e_p95_ms": 0.95, "e2e_p99_ms": 0.99, "ttft_p95_ms": 0.95, "ttft_p99_ms": 0.99,
+                 "tpot_p95_ms": 0.95, "tpot_p99_ms": 0.99}
+RANK_WIDTHS = 2.0  # ~95 % of sample quantiles fall within two rank widths of the true one
+
+
+def min_samples(q: float) -> int:
+    """The fewest values whose q-quantile is not simply the maximum (or minimum) of the window.
+
+    The rank of a sample quantile from n values scatters by sqrt(n q (1-q)) ranks; the estimate
+    stands apart from the extremes only when the n (1-q) values beyond it exceed two of those
+    widths: n >= 4 q / (1-q). A P95 needs 76 (with fewer it is one or two hiccups), a median 4.
+    """
+    return math.ceil(RANK_WIDTHS ** 2 * q / (1 - q) - 1e-9)
+
+
+def too_few_samples(key: str, requests: float) -> bool:
+    """A per-request percentile from fewer requests than `min_samples`: its value is the slowest one's."""
+    q = PER_REQUEST_Q.get(key)
+    return q is not None and requests < min_samples(q)
 
 
 def within(value: float, limit: float) -> bool:
