@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from loadline.analysis.verdict import answer as run_answer
 from loadline.analysis.verdict import gate
 
 from loadline.analysis.stats import arrivals, knee, recovery
@@ -28,6 +29,7 @@ from loadline.analysis.data.load import RunData, load_run
 from loadline.analysis.data.prom_ingest import load_query_range
 from loadline.analysis.report.guard import guarded
 from loadline.analysis.report.html import render_html
+from loadline.analysis.report.junit import junit_xml
 from loadline.analysis.report.markdown import render_markdown, verdict_sentence
 from loadline.analysis.report.workers import worker_lines
 from loadline.analysis.verdict.server_gate import server_criteria
@@ -40,7 +42,8 @@ from loadline.analysis.data.timescale import point_to_model, time_scale, to_mode
 from loadline.core.runsettings import streaming_of
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
-from loadline.core.slo import SLO
+from loadline.core.answer import SloSource
+from loadline.core.slo import SLO, recorded
 
 
 EXIT_UNUSABLE = 2  # a setup failure (validity): the same code as unusable input
@@ -148,8 +151,26 @@ def _consistency(run: RunData, table: pd.DataFrame) -> list[str]:
     return notes
 
 
-def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
-    """The numbers of a report, without writing anything: (phase table in model time, verdict dict)."""
+def resolve_slo(manifest: dict | None, given: SLO | None = None, given_name: str | None = None) -> tuple[SLO, SloSource]:
+    """The SLO a report judges by: the one the run recorded at its start, unless another is given,
+    which the answer then says (never a silent re-judgement with other thresholds)."""
+    run_slo = recorded(manifest)
+    run_name = Path(run_slo[1]).name if run_slo else None
+    if given is None:
+        if run_slo:
+            return run_slo[0], SloSource(run_name or "defaults", "run")
+        return SLO(), SloSource("defaults", "defaults", "the run recorded no SLO: judged with the built-in defaults")
+    name = Path(given_name).name if given_name else "an SLO given to the report"
+    if run_slo and run_slo[0] == given:
+        return given, SloSource(run_name or name, "run")
+    note = (f"re-judged with {name}; the run was started with {run_name}" if run_slo
+            else f"judged with {name} (the run recorded no SLO)")
+    return given, SloSource(name, "given", note)
+
+
+def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None) -> tuple[pd.DataFrame, dict]:
+    """The numbers of a report, without writing anything: (phase table in model time, verdict dict).
+    `verdict["answer"]` is the run's answer (loadline/core/answer.py); its exit code is the report's."""
     wall = phase_table(run, slo)
     _require_outcomes(run, wall)
     scale = time_scale(run.manifest)
@@ -189,6 +210,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     floor = (verdict["validity"].get("floor") or {}).get("floor_model_ms")
     verdict["time_split"] = guarded("time split", lambda: time_split(
         run.requests, run.phases, run.server_metrics, scale, floor), {"available": False, "phases": []})
+    lag_note, untrustworthy = None, False
     if verdict["validity"].get("usable") is False:
         verdict["exit_code"] = EXIT_UNUSABLE
         verdict["bottleneck"] = _not_judged(verdict["validity"]["reason"])
@@ -208,24 +230,31 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
         verdict["exit_code"] = EXIT_UNUSABLE if untrustworthy else verdict["exit_code"]
     verdict["open_loop"] = open_loop
     verdict["notes"] += (open_loop or {}).get("notes") or []
+    untrusted_note = lag_note if verdict["validity"].get("usable") is not False and untrustworthy else None
+    answer = run_answer.compute(verdict, slo, slo_source or SloSource("an SLO given to the report", "given"),
+                                untrusted_note)
+    verdict["answer"] = answer.to_dict()
+    verdict["exit_code"] = answer.exit_code
+    verdict["passed"] = answer.exit_code == 0
     verdict["sentence"] = verdict_sentence(verdict)
     return table, verdict
 
 
 def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Path | None = None,
-                 prometheus: Iterable[str | Path] = (), charts: bool = True) -> ReportResult:
-    """The report of a run folder. `charts=False` (--no-charts) writes the verdict, summary, HTML and
-    JUnit without drawing (matplotlib takes about a second per chart): for a CI gate that only
-    needs the exit code and the verdict."""
-    slo = slo or SLO()
+                 prometheus: Iterable[str | Path] = (), charts: bool = True, slo_name: str | None = None) -> ReportResult:
+    """The report of a run folder. `slo`: None judges with the SLO the run recorded at its start (else
+    the defaults, said so); another one is named in the answer (`slo_name`: its file). `charts=False`
+    (--no-charts) writes the verdict, summary, HTML and JUnit without drawing (matplotlib takes about a
+    second per chart): for a CI gate that only needs the exit code and the verdict."""
     run = load_run(run_dir)
+    slo, slo_source = resolve_slo(run.manifest, slo, slo_name)
     merge_prometheus(run, prometheus)
     out = Path(out_dir) if out_dir is not None else run.path / runfolder.REPORT_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
-    table, verdict = analyse(run, slo)
+    table, verdict = analyse(run, slo, slo_source)
     if charts:
         # Imported here: matplotlib costs ~0.6 s of CPU to import, which a --no-charts report skips.
         from loadline.analysis.report.figures import draw_charts
@@ -239,6 +268,6 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
     summary = render_markdown(verdict)
     (out / "summary.md").write_text(summary)
     (out / "report.html").write_text(render_html(verdict, chart_paths))
-    (out / "junit.xml").write_text(gate.junit_xml(verdict["slo"]["criteria"]))
+    (out / "junit.xml").write_text(junit_xml(verdict))
     runfolder.write_json_atomic(out / runfolder.VERDICT, verdict)
     return ReportResult(verdict["exit_code"], summary, verdict, out)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loadline.analysis.report import formatting as f
-from loadline.analysis.report import open_loop, sections
+from loadline.analysis.report import card, open_loop, sections
 from loadline.analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 from loadline.analysis.verdict import validity
 
@@ -82,25 +82,29 @@ def _time_split(verdict: dict) -> list[str]:
     return lines + [sections.split_note(verdict)]
 
 
+def _answer(verdict: dict) -> list[str]:
+    """The first screen: the capacity card, the limiting layer's evidence, what to do next."""
+    lines = ["", "### The answer", ""] + _table([[label, value] for label, value in card.rows(verdict)], ["", ""])
+    evidence = card.evidence(verdict)
+    if evidence:
+        lines += ["", "Evidence, strongest first:"] + [f"- {e}" for e in evidence]
+    steps = card.next_steps(verdict)
+    if steps:
+        lines += ["", "What to do next:"] + [f"- {s}" for s in steps]
+    return lines
+
+
 def render_markdown(verdict: dict) -> str:
     slo = verdict["slo"]
     lines = [f"## Loadline report: {sections.headline(verdict)} - {verdict.get('name', '')}", "",
              f"> {verdict['sentence']}"]
+    lines += _answer(verdict)
     lines += _validity(verdict) + ["", "### SLO gate", ""]
     rows = [[c["name"], c["threshold"], f.measured(c), c.get("where") or "-",
              {True: "pass", False: "**FAIL**", None: "not measured"}[c["passed"]], c.get("why") or "-"]
             for c in slo["criteria"]]
     lines += _table(rows, ["criterion", "threshold", "measured", "where", "result", "why it applies"]) + [""]
     lines += [f"- Not applied: {n['name']} ({n['why']})" for n in slo.get("not_applied") or []]
-    lines += [f"- {f.point(verdict['knee'], 'Knee')}",
-              f"- {f.point(verdict['break_point'], 'Break point')}",
-              f"- {f.point(verdict['max_slo_throughput'], 'Max SLO-compliant throughput')}"]
-    safe = verdict["safe_operating_point"]
-    if safe.get("found") or safe.get("none"):
-        lines.append(f"- {f.safe_point(safe)}")
-    lines.append(f"- Bottleneck: {sections.bottleneck_line(verdict)}")
-    if sections.time_line(verdict):
-        lines.append(f"- Where the time goes: {sections.time_line(verdict)}")
     lines += _time_split(verdict)
     if open_loop.rows(verdict):
         lines += ["", "### Open loop (arrival rate)", ""] + _table(open_loop.rows(verdict), open_loop.HEADER)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from loadline.analysis.report import formatting as f
 from loadline.analysis.verdict import validity
+from loadline.analysis.verdict.answer import layer_name
+from loadline.core.answer import Answer, Status
 
 SETUP_HEADER = ["HTTP status", "content type", "attempts", "body sample (redacted)"]
 FLOOR_HEADER = ["phase", "measured from", "samples", "P50 (wall ms)", "P95 (wall ms)", "floor (model ms)"]
@@ -32,7 +34,7 @@ def validity_status(verdict: dict) -> str:
     notes = [x for x in findings if x.get("severity") == "note"]
     noted = (" Noted: " + "; ".join(x["message"] for x in notes) + ".") if notes else ""
     if doubts:
-        return "Valid, but the numbers are less trustworthy: " + "; ".join(doubts) + "." + noted
+        return "Valid; trust: doubtful: " + "; ".join(doubts) + "." + noted
     floor = (v.get("floor") or {}).get("floor_model_ms")
     tail = f" (client measurement floor {f.num(floor)} ms in model time)" if floor is not None else ""
     kept = "" if any(x.get("kind") == "generator-behind" for x in notes) else ", the generator kept up"
@@ -123,7 +125,7 @@ def _headroom_reason(verdict: dict, failed: list[dict]) -> str:
 def bottleneck_line(verdict: dict) -> str:
     """'layer (confidence) - first evidence', with the reason whenever headroom sits beside a failed SLO."""
     bottleneck = verdict.get("bottleneck") or {}
-    layer = bottleneck.get("layer")
+    layer = layer_name(bottleneck)  # as this engine has it: compute on a CPU engine is not gpu-compute
     if not layer:
         reason = "; ".join(bottleneck.get("not_judged") or []) or bottleneck.get("error") or "no verdict"
         return f"not judged ({reason})"
@@ -132,6 +134,8 @@ def bottleneck_line(verdict: dict) -> str:
     line = f"{layer}{confidence}" + (f" - {evidence}" if evidence else "")
     if bottleneck.get("sentence"):  # the verdict's own on-call sentence: layer, where, deciding numbers, first action
         line = f"{layer}{confidence} - {bottleneck['sentence']}"
+    if layer != bottleneck.get("layer"):  # renamed for the engine: the verdict's own words follow
+        line = line.replace(str(bottleneck["layer"]), layer)
     failed = _failed(verdict)
     if layer == "headroom" and failed:
         line = f"headroom (no capacity limit reached){confidence}, but {_headroom_reason(verdict, failed)}"
@@ -151,15 +155,10 @@ def interruption(verdict: dict) -> dict | None:
 
 
 def headline(verdict: dict) -> str:
-    """PASS / FAIL; INTERRUPTED for a run stopped before its end; INCOMPLETE when nothing failed but a
-    criterion that applies had no data (exit 1); UNUSABLE for a run whose setup failed (exit 2)."""
-    if (verdict.get("validity") or {}).get("usable") is False:
-        return "UNUSABLE"
-    stopped = interruption(verdict)
-    if stopped:
-        by = (verdict.get("manifest") or {}).get("interrupted_by")
-        return f"INTERRUPTED by {by}" if by else "INTERRUPTED"
-    slo = verdict.get("slo") or {}
-    if slo.get("passed") and slo.get("unjudged"):  # no failure, but a criterion that applies had no data
-        return "INCOMPLETE"
-    return "PASS" if (verdict.get("slo") or {}).get("passed") else "FAIL"
+    """The answer's headline (loadline/core/answer.py): PASS, FAIL, INCOMPLETE, INTERRUPTED (by the
+    signal, when known), STOPPED BY USER or UNUSABLE, with ", NOT TRUSTED" when the rig decided it."""
+    answer = Answer.from_dict(verdict["answer"])
+    by = (verdict.get("manifest") or {}).get("interrupted_by")
+    if answer.status is Status.INTERRUPTED and by:
+        return answer.headline.replace(Status.INTERRUPTED.headline, f"INTERRUPTED by {by}", 1)
+    return answer.headline

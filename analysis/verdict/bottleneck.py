@@ -86,6 +86,9 @@ def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | N
         "margin": round(primary.margin, 3) if primary.layer not in ("headroom", "unidentified") else None,
         "sentence": on_call_sentence(primary.layer, primary),
         "evidence": evidence,
+        "measured": primary.measured(),
+        # no device utilisation scraped: a compute limit may be a CPU engine's (llama.cpp exports none)
+        "gpu_seen": ctx.signals.has("gpu_util"),
         "actions": list(primary.actions),
         "secondary": secondary,
         "not_judged": not_judged,

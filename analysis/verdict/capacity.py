@@ -1,10 +1,11 @@
 """Capacity plan: from a measured per-replica limit to a replica count, water levels and GPU memory.
 
 The arithmetic is DOMAIN.md §Capacity planning, kept in pure functions:
-- replicas = ceil(target / per_replica x margin 1.2), then + 1 spare (N+1) for availability;
-  500 QPS at 240 per replica: 2.08 x 1.2 = 2.5 -> 3, + 1 -> 4 machines;
-- horizontal scaling is not linear: two replicas carry 1.6-1.8x one; the plan states the assumed
-  efficiency and checks the count against it;
+- replicas = target / per_replica x margin 1.2, rounded up, then + 1 spare (N+1) for availability;
+  500 QPS at 240 per replica: 2.08 x 1.2 = 2.5 -> 3 if replicas scaled linearly;
+- horizontal scaling is not linear: two replicas carry 1.6-1.8x one. The count is the one that
+  carries the margin at the stated efficiency (3 replicas carry 2.4x one at 70 %, below 2.5: 4),
+  + 1 spare: 5. One count, with the linear figure shown as a step, never two answers;
 - water levels: green < 70 %, yellow 70-85 %, red > 85 % of capacity;
 - GPU memory = (weights + KV cache) x 1.2 runtime overhead, KV = 2 x layers x kv_heads x head_dim
   x bytes x tokens (7B in FP16: 14 GB of weights).
@@ -58,18 +59,24 @@ def plan(target_qps: float, per_replica_qps: float, margin: float = MARGIN, spar
         raise ValueError("margin must be >= 1, spares >= 0, efficiency within (0, 1]")
     raw = target_qps / per_replica_qps
     with_margin = raw * margin
-    serving = math.ceil(round(with_margin, 9))
+    linear = math.ceil(round(with_margin, 9))
+    # the one count: enough replicas to carry the margin at the stated efficiency (never fewer than linear)
+    serving = next(n for n in range(linear, 100_000)
+                   if scaled_capacity(per_replica_qps, n, efficiency) >= round(with_margin * per_replica_qps, 9))
     replicas = serving + spares
-    linear = per_replica_qps * replicas
     realistic = scaled_capacity(per_replica_qps, replicas, efficiency)
     one_down = scaled_capacity(per_replica_qps, replicas - 1, efficiency) if replicas > 1 else 0.0
-    needed = next((n for n in range(1, 10_000) if scaled_capacity(per_replica_qps, n, efficiency) >= with_margin * per_replica_qps), None)
+    steps = [f"{target_qps:g} / {per_replica_qps:g} = {raw:.2f} replicas of load",
+             f"x {margin:g} margin = {with_margin:.2f} -> {linear} if replicas added capacity linearly"]
+    if serving > linear:
+        steps.append(f"at {efficiency:.0%} added-replica efficiency {linear} carry "
+                     f"{scaled_capacity(1.0, linear, efficiency):.2f}x one, below {with_margin:.2f}: "
+                     f"{serving} serving replicas ({scaled_capacity(1.0, serving, efficiency):.2f}x)")
+    steps.append(f"+ {spares} spare (N+{spares}) = {replicas}")
     result = {
         "target_qps": target_qps,
         "per_replica_qps": per_replica_qps,
-        "steps": [f"{target_qps:g} / {per_replica_qps:g} = {raw:.2f} replicas of load",
-                  f"x {margin:g} margin = {with_margin:.2f} -> {serving} (rounded up)",
-                  f"+ {spares} spare (N+{spares}) = {replicas}"],
+        "steps": steps,
         "replicas": replicas,
         "serving_replicas": serving,
         "spares": spares,
@@ -77,19 +84,14 @@ def plan(target_qps: float, per_replica_qps: float, margin: float = MARGIN, spar
         "horizontal_efficiency": {
             "assumption": f"each replica after the first adds {efficiency:.0%} of one "
                           f"(2 replicas = {1 + efficiency:.1f}x; the field range is 1.6-1.8x)",
-            "linear_capacity_qps": round(linear, 2),
+            "linear_capacity_qps": round(per_replica_qps * replicas, 2),
             "capacity_qps": round(realistic, 2),
             "capacity_one_down_qps": round(one_down, 2),
-            "replicas_needed_at_this_efficiency": (needed + spares) if needed else None,
         },
         "water_level": water_level(target_qps, realistic),
         "water_level_one_replica_down": water_level(target_qps, one_down),
         "bands": {"green": f"< {GREEN_BELOW:.0%}", "yellow": f"{GREEN_BELOW:.0%}-{RED_ABOVE:.0%}", "red": f"> {RED_ABOVE:.0%}"},
-        "operate_at_qps": {"green_up_to": round(realistic * GREEN_BELOW, 2), "red_above": round(realistic * RED_ABOVE, 2)},
     }
-    if needed is not None and needed + spares > replicas:
-        result["warning"] = (f"at {efficiency:.0%} added-replica efficiency, {replicas} replicas carry {realistic:.0f} QPS; "
-                             f"{needed + spares} are needed to keep the {margin:g}x margin")
     if forecast_qps:
         result["mid_term"] = {"forecast_qps": forecast_qps, "plan_qps": forecast_qps * 1.5,
                               "replicas": plan(forecast_qps * 1.5, per_replica_qps, margin, spares, efficiency)["replicas"]}
@@ -148,7 +150,7 @@ def _replicas_in_run(run: Any) -> tuple[int, str]:
     return 1, "assumed"
 
 
-def _target(manifest: dict) -> float | None:
+def target_of(manifest: dict) -> float | None:
     for holder in (manifest, manifest.get("slo") or {}, manifest.get("config") or {}):
         if isinstance(holder, dict) and isinstance(holder.get("target_qps"), (int, float)) and holder["target_qps"] > 0:
             return float(holder["target_qps"])
@@ -196,10 +198,10 @@ def plan_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None,
     per_replica, basis = per_replica_from_run(run, phase_table, knee, slo)
     if per_replica is None or per_replica <= 0:
         return {"per_replica_qps": None, "basis": basis, "note": "no plan: the run carried no successful requests"}
-    target = target_qps or _target(getattr(run, "manifest", None) or {})
-    out: dict = {"per_replica_qps": round(per_replica, 3), "basis": basis,
-                 "operate_one_replica_at_qps": {"green_up_to": round(per_replica * GREEN_BELOW, 3),
-                                                "red_above": round(per_replica * RED_ABOVE, 3)}}
+    target = target_qps or target_of(getattr(run, "manifest", None) or {})
+    replicas, how = _replicas_in_run(run)
+    out: dict = {"per_replica_qps": round(per_replica, 3), "basis": basis, "replicas_in_run": replicas,
+                 "replicas_how": how}
     if target:
         out["plan"] = plan(target, per_replica)
     else:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from xml.sax.saxutils import escape, quoteattr
 
 import pandas as pd
 
@@ -144,23 +143,3 @@ def gate_note(criteria: list[Criterion]) -> str | None:
 
 def gate_passed(criteria: list[Criterion]) -> bool:
     return all(c.passed is not False for c in criteria)
-
-
-def junit_xml(criteria: list[Criterion | dict], suite: str = "loadline.core.slo") -> str:
-    """One testcase per criterion; failures carry the measured value; unmeasured ones are skipped."""
-    criteria = [Criterion(**{k: v for k, v in c.items()}) if isinstance(c, dict) else c for c in criteria]
-    failures = sum(c.passed is False for c in criteria)
-    skipped = sum(c.passed is None for c in criteria)
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuite name={quoteattr(suite)} tests="{len(criteria)}" failures="{failures}" skipped="{skipped}" errors="0">']
-    for c in criteria:
-        lines.append(f'  <testcase classname={quoteattr(suite)} name={quoteattr(f"{c.name} {c.threshold}")}>')
-        measured = "not measured" if c.measured is None else f"{c.measured:,.3f}"
-        if c.passed is False:
-            message = f"measured {measured} (threshold {c.threshold}) in {c.where or 'run'}"
-            lines.append(f"    <failure message={quoteattr(message)}>{escape(message)}</failure>")
-        elif c.passed is None:
-            lines.append(f"    <skipped message={quoteattr('not judged: no data in this run')}/>")
-        lines.append("  </testcase>")
-    lines.append("</testsuite>")
-    return "\n".join(lines) + "\n"

@@ -60,11 +60,19 @@ class Check:
         return max(-1.0, min(MARGIN_CAP, ratio - 1.0))
 
     def line(self) -> str:
+        """The signal, its measured value and its threshold (the margin is capped: it is not shown)."""
         if self.value is None:
             return f"{self.text}: not measured"
-        sign = ">=" if self.above else "<="
-        return f"{self.text} (threshold {sign} {_fmt(self.threshold, self.bounded)}; " \
-               f"{'held' if self.held else 'not held'}, margin {self.margin:+.0%})"
+        return f"{self.text}: measured {self.measured_text} (threshold {self.threshold_text}; " \
+               f"{'held' if self.held else 'not held'})"
+
+    @property
+    def measured_text(self) -> str:
+        return "not measured" if self.value is None else _fmt(self.value, self.bounded)
+
+    @property
+    def threshold_text(self) -> str:
+        return f"{'>=' if self.above else '<='} {_fmt(self.threshold, self.bounded)}"
 
 
 def _ratio(a: float, b: float) -> float:
@@ -74,7 +82,7 @@ def _ratio(a: float, b: float) -> float:
 
 
 def _fmt(x: float, fraction: bool) -> str:
-    return f"{x * 100:.0f} %" if fraction else f"{x:g}"
+    return f"{x * 100:.0f} %" if fraction else f"{x:.3g}"
 
 
 @dataclass

@@ -79,6 +79,11 @@ class Finding:
         checks = [c for c in self.checks if c.measured or not self.any_of]
         return [c.line() for c in checks] + self.evidence
 
+    def measured(self) -> list[dict]:
+        """The defining signals measured, strongest margin first: {signal, measured, threshold}."""
+        seen = sorted((c for c in self.checks if c.measured), key=lambda c: -(c.margin or 0.0))
+        return [{"signal": c.text, "measured": c.measured_text, "threshold": c.threshold_text} for c in seen]
+
     def as_dict(self) -> dict:
         return {"layer": self.layer, "window": self.window.label if self.window else "the run",
                 "margin": round(self.margin, 3), "evidence": self.lines(), "actions": self.actions}

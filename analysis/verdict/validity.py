@@ -261,7 +261,7 @@ def generator_gate_note(validity: dict, passed: bool, criteria: list[dict] = (),
                                          for c in criteria)
     if doubts and not fails_anyway:
         within = "; ".join(d["message"] for d in doubts)
-        return (f"{outcome}, but the load generator was behind: numbers not trustworthy ({within}); "
+        return (f"{outcome}, but the load generator was behind: trust: untrusted ({within}); "
                 "rerun with more generator CPU (--workers N)"), True
     error = generator.get("lag_error_model_ms")
     size = f" (up to {error:,.0f} ms, model time)" if error else ""

@@ -7,19 +7,20 @@ import json
 from pathlib import Path
 
 from loadline.analysis.data.load import load_run
-from loadline.analysis.stats.knee import find_knee
-from loadline.analysis.stats.phases import phase_table
+from loadline.analysis.report.build import analyse, resolve_slo
 from loadline.analysis.verdict import capacity
 from loadline.core import runfolder
+from loadline.core.answer import Answer, Status, Trust
 from loadline.core.errors import UsageError
 
-HELP = """Capacity plan: replicas = ceil(target / per-replica x 1.2) + 1 spare, the horizontal
-efficiency assumed (2 replicas = 1.6-1.8x one), water levels (green < 70 %, yellow 70-85 %, red > 85 %)
+HELP = """Capacity plan: replicas = target / per-replica x 1.2, rounded up at the horizontal
+efficiency assumed (2 replicas = 1.6-1.8x one), + 1 spare, water levels (green < 70 %, yellow 70-85 %, red > 85 %)
 and, with --params-b, the GPU memory for weights + KV cache + 20 % runtime.
-The per-replica figure is given (--per-replica-qps) or read from a run folder (--run: its best
-SLO-compliant phase, else its knee; divided by the replicas and by the simulator time scale), with a
-caution line for what that run's report said against trusting its numbers (a saturated generator).
-Example: loadline plan --target-qps 500 --per-replica-qps 240   ->  4 replicas."""
+The per-replica figure is given (--per-replica-qps) or read from a run folder (--run: the run's answer,
+its max SLO-compliant load divided by the replicas behind the target, as its report says), with a
+caution line for what that answer says against trusting its numbers (trust, no safe load).
+Example: loadline plan --target-qps 500 --per-replica-qps 240   ->  5 replicas (3 if replicas scaled
+linearly; at 70 % added-replica efficiency 4 carry the 1.2 margin, + 1 spare)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,35 +45,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
-def _per_replica_from_run(run_dir: str) -> tuple[float, str]:
+def answer_of_run(run_dir: str) -> Answer:
+    """The run's answer: its report's (report/verdict.json), else computed now as the report would."""
     if not Path(run_dir).is_dir():
         raise UsageError(f"run folder not found: {run_dir}")
-    run = load_run(run_dir)
-    table = phase_table(run)
-    value, basis = capacity.per_replica_from_run(run, table, find_knee(table) if run.has_records else None)
-    if not value:
-        raise UsageError(f"{run_dir}: {basis}; give --per-replica-qps")
-    return value, basis
+    path = Path(run_dir) / runfolder.REPORT_DIR / runfolder.VERDICT
+    try:
+        return Answer.from_dict(json.loads(path.read_text())["answer"])
+    except (OSError, ValueError, KeyError, TypeError):  # no report yet, or one from an older Loadline
+        run = load_run(run_dir)
+        slo, source = resolve_slo(run.manifest)
+        return Answer.from_dict(analyse(run, slo, source)[1]["answer"])
+
+
+def _per_replica_from_run(run_dir: str) -> tuple[float, str]:
+    answer = answer_of_run(run_dir)
+    if not answer.per_replica_rps:
+        raise UsageError(f"{run_dir}: no per-replica figure ({answer.per_replica_basis}); give --per-replica-qps")
+    return answer.per_replica_rps, answer.per_replica_basis
 
 
 def run_doubts(run_dir: str) -> list[str]:
-    """What the run's own report said against trusting its numbers (report/verdict.json's validity),
-    or against any load being safe (a break that came with time): a plan built on that run inherits
-    the doubt. [] when the report says nothing against them; a hint when there is no report to ask."""
+    """What the run's answer says against trusting its numbers (trust), or against any load being safe
+    (a break that came with time): a plan built on that run inherits the doubt. [] when nothing; a
+    hint when there is no report yet (the answer was computed without writing one)."""
     path = Path(run_dir) / runfolder.REPORT_DIR / runfolder.VERDICT
+    doubts = [] if path.is_file() else [f"no report in {run_dir} yet: `loadline report {run_dir}` writes it"]
     try:
-        report = json.loads(path.read_text())
-        validity, safe = report.get("validity") or {}, report.get("safe_operating_point") or {}
-    except FileNotFoundError:
-        return [f"no report in {run_dir} yet: `loadline report {run_dir}` says whether its numbers can be trusted"]
-    except (OSError, ValueError, AttributeError):
-        return [f"{path} could not be read: `loadline report {run_dir}` writes it again"]
-    if validity.get("usable") is False:
-        return [f"the run's report calls it unusable: {validity.get('reason')}"]
-    doubts = [f"the run's report: {finding['message']}" for finding in validity.get("findings", [])
-              if isinstance(finding, dict) and finding.get("severity") == "untrustworthy"]
-    if isinstance(safe, dict) and safe.get("none"):  # the SLO broke with time at a load it had carried
-        doubts.append(f"the run's report: safe operating point {safe.get('reason')}")
+        answer = answer_of_run(run_dir)
+    except UsageError as exc:
+        return doubts + [str(exc)]
+    if answer.status is Status.UNUSABLE:
+        return doubts + [f"the run's answer: {answer.reason}"]
+    if answer.trust in (Trust.DOUBTFUL, Trust.UNTRUSTED):
+        doubts += [f"the run's answer (trust {answer.trust.value}): {reason}" for reason in answer.trust_reasons]
+    if not answer.safe.found:
+        doubts.append(f"the run's answer: safe operating point {answer.safe.text()}")
     return doubts
 
 
@@ -115,8 +123,6 @@ def render(out: dict) -> str:
                   f"one down: ~{eff['capacity_one_down_qps']:g}",
                   f"water level: {_level(plan['water_level'])}; with one replica down: {_level(plan['water_level_one_replica_down'])}",
                   f"  bands: green {plan['bands']['green']}, yellow {plan['bands']['yellow']}, red {plan['bands']['red']}"]
-        if plan.get("warning"):
-            lines.append(f"note: {plan['warning']}")
         if plan.get("mid_term"):
             mid = plan["mid_term"]
             lines.append(f"mid term: forecast {mid['forecast_qps']:g} x 1.5 = {mid['plan_qps']:g} req/s -> {mid['replicas']} replicas")

@@ -18,7 +18,10 @@ HELP = ("Analyse a run folder (or a folder of plain `locust --csv` exports): per
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="the run folder")
-    parser.add_argument("--slo", metavar="FILE", help=f"SLO thresholds (TOML, see configs/slo/, or a name: strict); default: {defaults_text()}")
+    parser.add_argument("--slo", metavar="FILE",
+                        help="re-judge with these SLO thresholds (TOML, see configs/slo/, or a name: strict); the "
+                             "report then names it beside the run's own. Default: the SLO the run recorded at its "
+                             f"start (a run folder without one: {defaults_text()})")
     parser.add_argument("--out", metavar="DIR", help="where to write the report (default: RUN/report)")
     parser.add_argument("--prometheus", metavar="FILE", nargs="+", action="extend", default=[],
                         help="Prometheus query_range JSON exports to merge into the server metrics")
@@ -27,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    result = build_report(args.run, SLO.from_file(args.slo), args.out, prometheus=args.prometheus,
-                          charts=not args.no_charts)
+    result = build_report(args.run, SLO.from_file(args.slo) if args.slo else None, args.out,
+                          prometheus=args.prometheus, charts=not args.no_charts, slo_name=args.slo)
     print(result.summary)
     print(f"report: {result.out_dir / 'report.html'}")
     reason = unusable_reason(result.verdict)

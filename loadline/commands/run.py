@@ -132,7 +132,7 @@ def main(args: argparse.Namespace) -> int:
                          f"what was measured is kept in {run_dir}")
     exit_code = 0
     if not args.no_report:
-        exit_code = _report(run_dir, args.slo, charts=not args.no_charts)
+        exit_code = _report(run_dir, charts=not args.no_charts)
     print(run_dir)
     return exit_code
 
@@ -373,14 +373,18 @@ def _interrupt_on_sigterm(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _report(run_dir: Path, slo_path: str | None, charts: bool = True) -> int:
+def _report(run_dir: Path, charts: bool = True) -> int:
     # Imported here, not at the top: pandas and matplotlib cost ~3 s of CPU to import, paid only by
     # a run that builds its report; a --no-report run or a refused command line starts without them.
     from loadline.analysis.report.build import build_report, unusable_reason
 
-    result = build_report(run_dir, SLO.from_file(slo_path), charts=charts)
+    from loadline.core.answer import Answer
+
+    # the SLO the run recorded at its start (manifest `slo`), the one its stop rule judged with
+    result = build_report(run_dir, None, charts=charts)
     print(result.summary, file=sys.stderr)
     reason = unusable_reason(result.verdict)
     if reason:  # exit 2 like a usage error: the test measured the setup, not the service
         print(f"loadline run: unusable run: {reason}", file=sys.stderr)
+    print(f"loadline: {Answer.from_dict(result.verdict['answer']).log_line()}", file=sys.stderr)
     return result.exit_code

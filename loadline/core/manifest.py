@@ -17,6 +17,7 @@ from loadline.core import resources
 from loadline.core.redact import redact as redact_text
 from loadline.core.runfolder import redact
 from loadline.core.runsettings import streaming_of_options, time_scale_of_options
+from loadline.core.slo import record as record_slo
 from loadline.core.target_host import target_on_this_host
 
 # Options whose values are secrets whatever their name says.
@@ -59,6 +60,8 @@ def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
         # read back through loadline.core.runsettings (time_scale_of, streaming_of): the one accessor
         "time_scale": time_scale_of_options(environment.parsed_options),
         "streaming": streaming_of_options(environment.parsed_options),
+        # the SLO the run is judged by, thresholds and all: `loadline report RUN` re-judges with it
+        "slo": record_slo(getattr(environment.parsed_options, "slo_file", "") or None),
         "versions": {"loadline": __version__, "locust": version("locust"),  # no Locust import down in core
                      "python": sys.version.split()[0]},
         "git_revision": git_revision(resources.checkout_root()),

@@ -114,3 +114,26 @@ def defaults_text() -> str:
     # no percent sign: argparse %-formats help texts
     return (f"TTFT P95 <= {d.ttft_p95_ms:g} ms on streams, E2E P95 <= {d.e2e_p95_ms:g} ms and P99 <= "
             f"{d.e2e_p99_ms:g} ms on request-response, {errors}")
+
+
+# --- the run's SLO, recorded at its start ----------------------------------------------------------
+def record(path: str | Path | None) -> dict[str, Any]:
+    """The manifest's `slo`: which SLO the run was started with and its thresholds, so that a report
+    built later (or elsewhere, after the file moved or changed) judges with the same one."""
+    name = str(path) if path else "defaults"
+    try:
+        return {"source": name, "thresholds": dataclasses.asdict(SLO.from_file(path))}
+    except UsageError as exc:  # the run itself refused it already; the manifest says why
+        return {"source": name, "error": str(exc)}
+
+
+def recorded(manifest: dict[str, Any] | None) -> tuple[SLO, str] | None:
+    """(SLO, source) the run recorded at its start, or None (an older run folder, plain Locust CSVs)."""
+    entry = (manifest or {}).get("slo")
+    if not isinstance(entry, dict) or not isinstance(entry.get("thresholds"), dict):
+        return None
+    known = {f.name for f in dataclasses.fields(SLO)}
+    try:
+        return SLO(**{k: v for k, v in entry["thresholds"].items() if k in known}), str(entry.get("source") or "defaults")
+    except (TypeError, UsageError):
+        return None

@@ -94,8 +94,8 @@ class ReportBuilds:
         return self._progress(self.current)
 
     def _start(self, run_dir: Path) -> Build:
-        slo_file = getattr(self.environment.parsed_options, "slo_file", "") or ""
-        cmd = [sys.executable, "-m", "loadline", "report", str(run_dir)] + (["--slo", slo_file] if slo_file else [])
+        # no --slo: the report judges with the SLO the run recorded at its start (manifest `slo`)
+        cmd = [sys.executable, "-m", "loadline", "report", str(run_dir)]
         log = run_dir / runfolder.REPORT_DIR / "webui-build.log"  # what `loadline report` said, kept with the report
         log.parent.mkdir(parents=True, exist_ok=True)
         self._count += 1

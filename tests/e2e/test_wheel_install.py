@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # What a build needs (an sdist's content): the code packages, the shipped folders, metadata.
 BUILD_INPUTS = ("pyproject.toml", "README.md", "loadline", "shapes", "analysis", "simulator", "configs", "locustfiles")
 SHIPPED_SUFFIXES = {".conf", ".toml", ".jsonl", ".py"}
+FOREIGN = ("analysis", "shapes", "simulator")  # generic names Loadline must not own in site-packages
 
 
 def sh(cmd: list, cwd: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -55,6 +56,9 @@ def installed(tmp_path_factory) -> dict:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     site = Path(sh([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp, 60).stdout.strip())
     (site / "_loadline_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    for name in FOREIGN:  # other distributions' generic top-level packages, installed beside Loadline
+        (site / name).mkdir()
+        (site / name / "__init__.py").write_text(f"OWNER = 'another distribution'\nraise_if_loadline = {name!r}\n")
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOADLINE_SHAPE_MODULES", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
@@ -64,11 +68,20 @@ def installed(tmp_path_factory) -> dict:
 
 
 def test_the_installed_wheel_is_its_own_copy_with_every_shipped_file(installed):
-    probe = sh([installed["python"], "-c", "import loadline, shapes, loadline_configs, loadline_locustfiles as l; "
-                "print(loadline.__file__, shapes.__file__, loadline_configs.__file__, l.__file__)"],
+    """Every shipped file arrives, under loadline's own names, beside other distributions' `analysis`,
+    `shapes` and `simulator` (the fixture installs those; the runs below work beside them too)."""
+    probe = sh([installed["python"], "-c", "import loadline, loadline.shapes as s, loadline.analysis.report.build, "
+                "loadline.simulator.server, loadline_configs, loadline_locustfiles as l, analysis, shapes, simulator; "
+                "print(loadline.__file__, s.__file__, loadline_configs.__file__, l.__file__); "
+                "print(analysis.OWNER, shapes.OWNER, simulator.OWNER)"],
                installed["work"], 60, installed["env"])
     assert probe.returncode == 0, probe.stderr[-2000:]
-    assert all(path.startswith(str(installed["venv"])) for path in probe.stdout.split())
+    ours, theirs = probe.stdout.splitlines()
+    assert all(path.startswith(str(installed["venv"])) for path in ours.split())
+    # the wheel brought no generic top-level package: the ones of those names are the other distribution's
+    assert theirs == " ".join(["another distribution"] * 3)
+    for data in ("core/answer.schema.json", "analysis/report/templates/report.html"):  # package data
+        assert (installed["site"] / "loadline" / data).is_file(), data
     for folder, package in (("configs", "loadline_configs"), ("locustfiles", "loadline_locustfiles")):
         in_repo = {p.relative_to(ROOT / folder) for p in (ROOT / folder).rglob("*")
                    if p.suffix in SHIPPED_SUFFIXES and "__pycache__" not in p.parts}

@@ -52,7 +52,7 @@ def test_every_entry_file_loaded_as_a_worker_imports_neither_pandas_nor_matplotl
     modules, timings = probe(ENTRY_FILES, tmp_path)
     # the probe really loaded the worker's code: the plugin and what it wires, the users, the shapes
     assert {"loadline.runtime.plugin", "loadline.runtime.selfcheck", "loadline.client.users"} <= modules
-    assert any(name.startswith("shapes.") for name in modules)
+    assert any(name.startswith("loadline.shapes.") for name in modules)
     assert forbidden_in(modules) == []
     assert forbidden_in(imported_names(timings)) == [], "\n".join(
         line for line in timings if any(name in line for name in FORBIDDEN))

@@ -8,7 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loadline.analysis.verdict.gate import evaluate, gate_note, gate_passed, junit_xml, open_loop_criteria
+from loadline.analysis.report.junit import junit_xml
+from loadline.analysis.verdict.answer import compute
+from loadline.analysis.verdict.gate import evaluate, gate_note, gate_passed, open_loop_criteria
+from loadline.core.answer import SloSource
 from loadline.analysis.data.load import load_run
 from loadline.analysis.stats.phases import phase_table
 from synthetic import make_requests, write_run
@@ -56,12 +59,33 @@ def test_unmeasured_criterion_does_not_decide(table):
     assert gate_note(criteria) == "the SLO gate passed without judging TTFT P95 (no data in this run)"
 
 
-def test_junit_xml_lists_every_criterion_with_failures(table):
+def _answered(criteria: list, manifest: dict | None = None) -> dict:
+    verdict = {"slo": {"criteria": [c.as_dict() for c in criteria], "unjudged": [], "passed": gate_passed(criteria)},
+               "manifest": manifest or {}, "validity": {"usable": True, "findings": []},
+               "knee": {"found": False}, "break_point": {"found": False}, "max_slo_throughput": {"found": False},
+               "safe_operating_point": {"found": False}, "bottleneck": {}, "time_split": {}, "phases": []}
+    verdict["answer"] = compute(verdict, SLO(), SloSource("defaults", "defaults")).to_dict()
+    return verdict
+
+
+@pytest.mark.parametrize("limit, failed", [(1000, ["E2E P95 <= 1000 ms"]), (100_000, [])])
+def test_junit_xml_fails_the_answer_and_each_failed_criterion(table, limit, failed):
+    criteria = evaluate(table, SLO(e2e_p95_ms=limit))
+    root = ET.fromstring(junit_xml(_answered(criteria)))
+    assert int(root.get("tests")) == len(criteria) + 1  # the answer's own testcase first
+    names = [case.get("name") for case in root.iter("testcase") if case.find("failure") is not None]
+    assert names == ([f"run answer: fail, trust trusted", *failed] if failed else [])
+    assert int(root.get("failures")) == len(names)
+
+
+def test_junit_xml_of_a_sweep_judged_on_its_answer_has_no_failure(table):
+    """The flood's failed criterion does not gate a sweep that found a compliant rate: no failure, exit 0."""
     criteria = evaluate(table, SLO(e2e_p95_ms=1000))
-    root = ET.fromstring(junit_xml(criteria))
-    assert int(root.get("tests")) == len(criteria)
-    failed = [case.get("name") for case in root.iter("testcase") if case.find("failure") is not None]
-    assert failed == ["E2E P95 <= 1000 ms"]
+    verdict = _answered(criteria, {"sweep_max_rate": 4.0, "sweep": "sweep: max SLO-compliant rate 4/s"})
+    root = ET.fromstring(junit_xml(verdict))
+    assert verdict["answer"]["exit_code"] == 0 and root.get("failures") == "0"
+    skipped = [case.find("skipped").get("message") for case in root.iter("testcase") if case.find("skipped") is not None]
+    assert any(message.startswith("not gating (the rate sweep found 4 req/s") for message in skipped)
 
 
 def _server(used_mib, restarts):

@@ -55,7 +55,7 @@ def test_a_behind_generator_is_a_validity_finding_with_its_error_in_model_time()
 def test_a_pass_within_the_lags_error_is_not_trustworthy_and_a_far_one_is_a_warning():
     close = validity.assess(_run((2.0, 35.0)), PHASES, None, [_criterion(180.0)], 1.0)  # 20 ms from the limit
     note, untrustworthy = validity.generator_gate_note(close, passed=True)
-    assert untrustworthy and note.startswith("PASS, but the load generator was behind: numbers not trustworthy")
+    assert untrustworthy and note.startswith("PASS, but the load generator was behind: trust: untrusted")
     assert "TTFT P95 passed by 20 ms" in note
 
     far = validity.assess(_run((2.0, 35.0)), PHASES, None, [_criterion(100.0)], 1.0)  # 100 ms from it
@@ -91,7 +91,7 @@ def test_the_report_warns_on_a_far_pass_and_exits_2_on_a_pass_within_the_lag(tmp
 
     close = build_report(_behind_run(tmp_path / "close"), dataclasses.replace(SLO(), ttft_p95_ms=220.0), charts=False)
     assert close.exit_code == 2 and close.verdict["slo"]["passed"]
-    assert "numbers not trustworthy" in close.summary and "TTFT P95 passed by 20 ms" in close.summary
+    assert "trust: untrusted" in close.summary and "TTFT P95 passed by 20 ms" in close.summary
 
 
 def test_gaps_merged_to_zero_fall_back_to_the_loop_lag_bound_and_say_why():

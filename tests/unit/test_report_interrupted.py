@@ -36,7 +36,7 @@ def test_an_interrupted_run_fails_the_run_completed_criterion_and_says_by_what(t
     row = next(c for c in result.verdict["slo"]["criteria"] if c["name"] == validity.COMPLETION)
     assert row["passed"] is False and signal_name in row["why"]
     junit = (run / "report" / "junit.xml").read_text()
-    assert 'failures="1"' in junit and validity.COMPLETION in junit
+    assert 'failures="2"' in junit and validity.COMPLETION in junit  # the answer's testcase and the criterion
 
 
 def test_a_run_whose_manifest_still_says_running_is_incomplete(tmp_path):

@@ -10,13 +10,16 @@ from loadline.analysis.report import formatting as f
 from loadline.analysis.report import sections
 from loadline.analysis.report.html import render_html
 from loadline.analysis.report.markdown import render_markdown, verdict_sentence
+from loadline.analysis.verdict.answer import compute
+from loadline.core.answer import SloSource
+from loadline.core.slo import SLO
 
 FAILED = {"name": "TTFT P95", "threshold": "<= 800 ms", "limit": 800.0, "measured": 1200.0, "passed": False,
           "where": "fixed (32 users)", "unit": "ms"}
 
 
 def _verdict(layer="headroom", criteria=(FAILED,), validity=None, time_split=None) -> dict:
-    return {
+    verdict = {
         "name": "t", "run": "/tmp/run", "time_scale": 1.0, "passed": False, "exit_code": 1,
         "slo": {"passed": not any(c["passed"] is False for c in criteria), "criteria": list(criteria)},
         "knee": {"found": False, "reason": "one phase"}, "break_point": {"found": False, "reason": "-"},
@@ -26,6 +29,8 @@ def _verdict(layer="headroom", criteria=(FAILED,), validity=None, time_split=Non
         "validity": validity or {"usable": True, "findings": [], "floor": {}},
         "time_split": time_split or {"available": False, "why": "not scraped", "phases": []},
     }
+    verdict["answer"] = compute(verdict, SLO(), SloSource("defaults", "defaults")).to_dict()
+    return verdict
 
 
 def test_headroom_beside_a_failed_criterion_carries_the_reason_everywhere():
@@ -92,7 +97,7 @@ SATURATED = {"kind": "generator-saturated", "severity": "untrustworthy", "messag
     ([REST], "Valid: requests reached the engine, the generator kept up. Noted: worker w0: the first-bytes watch", True),
     ([BEHIND], "Valid: requests reached the engine. Noted: the load generator was behind", False),
     ([BEHIND, REST], "Valid: requests reached the engine. Noted: the load generator was behind (...); worker w0", False),
-    ([SATURATED, REST], "Valid, but the numbers are less trustworthy: the load generator was saturated. Noted: worker w0",
+    ([SATURATED, REST], "Valid; trust: doubtful: the load generator was saturated. Noted: worker w0",
      False),
 ])
 def test_the_validity_line_carries_its_notes_and_never_says_kept_up_beside_a_lag(findings, starts, kept):
