@@ -7,7 +7,7 @@ from loadline.analysis.report import formatting as f
 HEADER = ["phase", "target /s", "achieved /s", "lateness P50/P95/P99", "TTFT P95 sent / due",
           "E2E P95 sent / due", "sustained"]
 NOTE = ("Open loop: requests were sent on an arrival schedule. Lateness = due -> sent (the generator's delay, "
-        "including waits for a free --max-inflight slot); 'due' latencies add it to what the server took: "
+        "including waits for a free slot of `loadline run -- --max-inflight N`); 'due' latencies add it to what the server took: "
         "what a user would have felt. Rates and latencies in model time.")
 
 

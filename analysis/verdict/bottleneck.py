@@ -296,7 +296,7 @@ def _unexplained(ctx: Context, window_findings: list[Finding], reasons: list[str
     if light:
         f.evidence.append(light)
     missing = [name for concept, name in SCRAPES if not ctx.signals.has(concept)]
-    scrape = [f"scrape {', '.join(missing)} during the run (--scrape-url)"] if missing else []
+    scrape = [f"scrape {', '.join(missing)} during the run (`loadline run -- --scrape-url URL`)"] if missing else []
     f.actions = [*actions, *light_actions, *scrape, "time each hop between the client and the engine"]
     return f
 

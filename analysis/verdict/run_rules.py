@@ -33,7 +33,8 @@ def load_generator(ctx: Context) -> Finding:
     f.evidence = evidence
     if saturated:
         f.evidence.append("client-side TTFT/ITL/E2E include the generator's own delay: do not trust them as the server's")
-        f.actions = ["add worker processes (--processes) or machines so each worker stays below ~70 % CPU",
+        f.actions = ["add load-generator processes (loadline run --workers N) or machines so each worker stays "
+                     "below ~70 % CPU",
                      "re-run: the measured latency and throughput understate the server",
                      "lower users per worker, or use a cheaper user class (no per-token client work)"]
     return f

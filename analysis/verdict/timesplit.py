@@ -118,7 +118,7 @@ def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.
     signals = Signals(server_metrics)
     present = [k for k, c in _CONCEPTS.items() if signals.has(c)]
     if not present:
-        return {"available": False, "why": "the engine's latency histograms were not scraped (--scrape-url)",
+        return {"available": False, "why": "the engine's latency histograms were not scraped (`loadline run -- --scrape-url URL`)",
                 "phases": [], "run": None, "dominant": None, "sentence": ""}
     rows = []
     for phase in phases.itertuples(index=False):

@@ -36,8 +36,9 @@ API_MEDIA_TYPES = ("text/event-stream", "application/json")  # what an OpenAI-co
 NOT_EVENT_STREAM = "not_event_stream"  # records.ErrorClass.NOT_EVENT_STREAM (the value, read back from CSV)
 
 _HINTS = {
-    400: "the server refused the request body: check --model and the request options (max tokens, stream)",
-    401: "authentication failed: check --api-key (or the gateway's credentials)",
+    400: "the server refused the request body: check the model (`loadline run -- --model NAME`) and the request options (max tokens, stream)",
+    401: "authentication failed: check the API key (LOADLINE_API_KEY or OPENAI_API_KEY in the environment, "
+         "`loadline run -- --api-key KEY`, or the web UI's API key field) or the gateway's credentials",
     403: "the credentials lack access to this model or endpoint",
     404: "wrong path or model: --host must be the base URL (without /v1), and the model must exist",
     405: "the target does not accept POST on this path: is --host the inference API?",

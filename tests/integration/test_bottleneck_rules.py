@@ -252,7 +252,7 @@ def test_an_slo_failed_at_the_lightest_load_is_each_requests_own_latency(factor,
     line = next(e for e in verdict["evidence"] if e.startswith("the SLO failed already at the lightest load"))
     assert "(step-1 (1 users), 1 user)" in line and "= outside the engine" in line and "prefill" in line, line
     assert verdict["actions"][0].startswith("compare one request's latency with the SLO")
-    assert "scrape node_exporter during the run (--scrape-url)" in verdict["actions"]  # the one exporter missing
+    assert "scrape node_exporter during the run (`loadline run -- --scrape-url URL`)" in verdict["actions"]  # the one exporter missing
 
 
 def test_an_slo_failed_under_load_is_not_called_the_lightest_load(tmp_path):
@@ -266,7 +266,7 @@ def test_without_engine_metrics_the_lightest_load_is_said_and_the_missing_scrape
     verdict = _slo_failed_in(sc, 0, tmp_path, server[server["source"] == "dcgm"])
     line = next(e for e in verdict["evidence"] if "lightest load" in e)
     assert "client TTFT mean" not in line  # no engine histograms: no split
-    assert "scrape the engine's /metrics, node_exporter during the run (--scrape-url)" in verdict["actions"]
+    assert "scrape the engine's /metrics, node_exporter during the run (`loadline run -- --scrape-url URL`)" in verdict["actions"]
 
 
 @pytest.mark.parametrize("duty", [0.2, 0.3])
