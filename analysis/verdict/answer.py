@@ -133,10 +133,16 @@ def safe_of(safe: dict, best: Point) -> SafePoint:
     users_range = None
     if users and best.load is not None and best.load.users is not None:
         users_range = (min(users[0], best.load.users), min(users[1], best.load.users))
+    where = best.load.phase if best.load and best.load.phase else "-"
+    between = (f"{reason} would be {low:.3g}-{high:.3g} req/s, above the highest load that met the SLO, "
+               f"{ceiling:.3g} req/s ({where}): not tested; a step between that load and the break point would say")
+    if low >= ceiling:
+        return SafePoint(True, (ceiling, ceiling), users_range, str(safe.get("basis_label") or ""),
+                         bool(safe.get("lower_bound")), ceiling, between)
     return SafePoint(True, (clamped_low, ceiling), users_range, str(safe.get("basis_label") or ""),
                      bool(safe.get("lower_bound")), ceiling,
-                     f"{reason}, capped at {ceiling:.3g} req/s: the highest load that met the SLO "
-                     f"({best.load.phase if best.load else '-'}); {low:.3g}-{high:.3g} req/s was not tested")
+                     f"{reason}, capped at {ceiling:.3g} req/s: the highest load that met the SLO ({where}); "
+                     f"{ceiling:.3g}-{high:.3g} req/s was not tested")
 
 
 # --- layer, time split, replicas -------------------------------------------------------------------

@@ -117,12 +117,23 @@ def behind_phases(requests: pd.DataFrame, phases: pd.DataFrame) -> list[dict]:
     return out
 
 
-def behind_evidence(behind: list[dict], scale: float = 1.0) -> list[str]:
-    """One line per phase from behind_phases, in model time (x scale) like the rest of the report."""
-    return [f"{b['phase']}: read delay p99 {b['read_delay_p99_ms'] * scale:,.1f} ms > "
+BEHIND_MEANING = ("reads carried several tokens while the generator was busy or waiting for its core, so the "
+                  "earlier ones may be stamped up to that late (a server that wrote them together, catching up or "
+                  "behind a buffering proxy, shares their stamp too, but counts here only while the generator was busy)")
+
+
+def _behind_numbers(b: dict, scale: float) -> str:
+    return (f"{b['phase']}: read delay p99 {b['read_delay_p99_ms'] * scale:,.1f} ms > "
             + (f"ITL p50 {b['itl_p50_ms'] * scale:,.1f} ms" if b["itl_p50_ms"] else f"{b['threshold_ms'] * scale:g} ms")
             + (" (ITL p50 0 ms: most gaps merged away)" if b["itl_p50_ms"] == 0 else "")
-            + f" ({b['records']} replies, model time): reads carried several tokens while the generator was "
-            "busy or waiting for its core, so the earlier ones may be stamped up to that late (a server that "
-            "wrote them together, catching up or behind a buffering proxy, shares their stamp too, but counts "
-            "here only while the generator was busy)" for b in behind]
+            + f" ({b['records']} replies, model time)")
+
+
+def behind_evidence(behind: list[dict], scale: float = 1.0) -> list[str]:
+    """One line per phase from behind_phases, in model time (x scale) like the rest of the report."""
+    return [f"{_behind_numbers(b, scale)}: {BEHIND_MEANING}" for b in behind]
+
+
+def behind_summary(behind: list[dict], scale: float = 1.0) -> str:
+    """Every phase's numbers, then what they mean, said once (not once per phase)."""
+    return "; ".join(_behind_numbers(b, scale) for b in behind) + f": {BEHIND_MEANING}"

@@ -24,7 +24,7 @@ import pandas as pd
 from loadline.analysis.verdict.floor import FLOOR_QUANTILE, floor_materiality, measurement_floor
 from loadline.analysis.verdict.floor import q as _q
 from loadline.analysis.verdict.gate import Criterion
-from loadline.analysis.verdict.generator import behind_evidence, behind_phases, is_saturated, watch_rests
+from loadline.analysis.verdict.generator import behind_phases, behind_summary, is_saturated, watch_rests
 from loadline.core.redact import redact, sample
 
 # The statuses a misconfigured test gets, not an overloaded service (RFC 9110): 400 bad request
@@ -160,7 +160,7 @@ def assess(requests: pd.DataFrame, phases: pd.DataFrame, generator: pd.DataFrame
                                               truth_measured=floor["method"] == "truth")
     if seen_behind:
         message = ("the load generator was behind (read its sockets later than one token gap): "
-                   + "; ".join(behind_evidence(seen_behind, scale)))
+                   + behind_summary(seen_behind, scale))
         if not behind:
             message += (f"; the simulator's truth log measured what that cost TTFT and E2E (the floor, "
                         f"{_fmt(floor.get('floor_model_ms'))} ms model time), and no ITL or TPOT criterion is "

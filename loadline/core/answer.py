@@ -107,9 +107,14 @@ class SafePoint:
     def text(self) -> str:
         if not self.found or self.rps is None:
             return f"none ({self.reason})" if self.reason else "none"
-        users = f" (about {self.users[0]:g}-{self.users[1]:g} users)" if self.users else ""
+        users = ""
+        if self.users:  # whole users: an interpolated "8.1 users" reads as a precision it has not
+            low, high = (max(1, round(u)) for u in self.users)
+            users = f" (about {low} user{'s' * (low != 1)})" if low == high else f" (about {low}-{high} users)"
         tail = f"; untested above {self.untested_above:.3g} req/s" if self.untested_above is not None else ""
         bound = " (a lower bound)" if self.lower_bound else ""
+        if self.rps[0] == self.rps[1]:  # the band lay above every load that met the SLO: only its top is tested
+            return f"up to {self.rps[1]:.3g} req/s{users}{tail}"
         return f"{self.rps[0]:.3g}-{self.rps[1]:.3g} req/s{users}{bound}{tail}"
 
 
