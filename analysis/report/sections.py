@@ -92,8 +92,9 @@ def split_note(verdict: dict) -> str:
     ts = verdict.get("time_split") or {}
     if not ts.get("available"):
         return "Not available: " + str(ts.get("why") or ts.get("error") or "no engine histograms")
+    caveat = f" Note: {ts['caveat']}." if ts.get("caveat") else ""
     return (f"Means in model ms ({ts.get('method', '')}); outside = client - engine (network, gateway, proxy, "
-            "auth, the client itself); engine other = the engine's time outside queue, prefill and decode.")
+            "auth, the client itself); engine other = the engine's time outside queue, prefill and decode." + caveat)
 
 
 def _failed(verdict: dict) -> list[dict]:

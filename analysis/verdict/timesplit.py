@@ -129,14 +129,30 @@ def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.
         if split["client_requests"]:
             rows.append({"phase": str(phase.label), **split})
     starts = pd.to_numeric(phases["start_wall"], errors="coerce")
-    # the whole run: every observation after the first phase began (the last requests finish, and
-    # are observed by the engine, after the last phase ends)
-    whole = phase_split(requests, signals, float(starts.min()), float("inf"), scale) if len(phases) else None
+    ends = pd.to_numeric(phases["end_wall"], errors="coerce")
+    # the whole run ends with its last phase, like every phase: requests still in flight then (the
+    # ones the client cancels at the stop) are on neither side; an open end let the engine's side
+    # count the cancelled requests it went on to finish while the client's side had no row for them
+    whole = phase_split(requests, signals, float(starts.min()), float(ends.max()), scale) if len(phases) else None
     dominant, sentence = _dominant(whole, floor_model_ms or 0.0, noise_floor_ms)
     return {"available": True, "concepts": present, "phases": rows, "run": whole, "dominant": dominant,
-            "sentence": sentence,
+            "sentence": sentence, "caveat": negative_caveat(rows, whole),
             "method": "means of the engine's own histograms (_sum/_count) against the client records' means, "
                       "same window, model time"}
+
+
+def negative_caveat(rows: list[dict], whole: dict | None) -> str:
+    """An outside share below zero is the comparison's limit, not time: said with its size and where."""
+    seen = [(str(label), split[metric]["outside_ms"]) for label, split in
+            [*((r["phase"], r) for r in rows), *([("whole run", whole)] if whole else [])]
+            for metric in ("ttft", "e2e") if split.get(metric) and split[metric]["outside_ms"] < 0]
+    if not seen:
+        return ""
+    worst = min(value for _, value in seen)
+    where = ", ".join(dict.fromkeys(label for label, _ in seen))
+    return (f"outside the engine reads below zero in {where} (down to {worst:,.0f} ms, model time): the engine's "
+            "histogram means and the client's records cover slightly different requests (the histograms are read "
+            "at scrapes, the records at their own times), so a gap that small is about zero, not time")
 
 
 def _dominant(whole: dict | None, floor_ms: float, noise_floor_ms: float) -> tuple[str | None, str]:
@@ -149,8 +165,9 @@ def _dominant(whole: dict | None, floor_ms: float, noise_floor_ms: float) -> tup
     outside, client = split["outside_ms"], split["client_ms"]
     beyond_floor = outside - floor_ms
     name = metric.upper()
-    numbers = (f"client {name} mean {client:,.0f} ms vs the engine's own {split['engine_ms']:,.0f} ms: "
-               f"{outside:,.0f} ms ({split['outside_share']:.0%}) outside the engine")
+    gap = (f"{outside:,.0f} ms ({split['outside_share']:.0%}) outside the engine" if outside >= 0 else
+           f"about 0 ms outside the engine (measured {outside:,.0f} ms: within the comparison's error)")
+    numbers = f"client {name} mean {client:,.0f} ms vs the engine's own {split['engine_ms']:,.0f} ms: {gap}"
     if (split["outside_share"] or 0) >= OUTSIDE_DOMINATES and beyond_floor >= noise_floor_ms:
         floor_note = f", of which the client's own measurement floor is {floor_ms:,.0f} ms" if floor_ms else ""
         return "outside-engine", (f"outside-engine: {numbers}{floor_note} (network, gateway, proxy, auth); "

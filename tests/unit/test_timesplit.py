@@ -86,3 +86,27 @@ def test_sglang_prefill_is_ttft_minus_queue_and_tgi_ttft_is_queue_plus_prefill()
 def test_no_engine_histograms_says_so():
     split = time_split(_requests(100.0, 500.0), PHASES, pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"]), 1.0)
     assert split["available"] is False and "scrape" in split["why"]
+
+
+@pytest.mark.parametrize("client_ttft, engine_ttft", [(86.0, 88.0), (60.0, 88.0), (87.9, 88.0)])
+def test_an_outside_time_below_zero_is_said_as_the_measurements_limit(client_ttft, engine_ttft):
+    metrics = _metrics(_hist("vllm:time_to_first_token_seconds", engine_ttft / 1000),
+                       _hist("vllm:e2e_request_latency_seconds", 0.590))
+    split = time_split(_requests(client_ttft, 590.0), PHASES, metrics, 1.0)
+    assert split["run"]["ttft"]["outside_ms"] < 0
+    assert "about 0 ms outside the engine (measured" in split["sentence"]
+    assert split["caveat"].startswith("outside the engine reads below zero in step 1, whole run")
+
+
+def test_the_whole_run_ends_with_its_last_phase_like_its_phases():
+    """Requests the client cancelled at the stop that the engine finished later are on neither side."""
+    late = [(1029.5, N, 0.088), (1040.0, N + 20, 0.088 + 20 * 3.0 / (N + 20))]  # 20 slow ones after the end
+    rows = []
+    for ts, count, mean in late:
+        for name in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds"):
+            rows += [(ts, "target", f"{name}_count", "{}", count), (ts, "target", f"{name}_sum", "{}", count * mean)]
+    metrics = _metrics(_hist("vllm:time_to_first_token_seconds", 0.0)[:2], rows)
+    split = time_split(_requests(90.0, 600.0), PHASES, metrics, 1.0)
+    whole, phase = split["run"]["ttft"], split["phases"][0]["ttft"]
+    assert whole["engine_ms"] == pytest.approx(phase["engine_ms"]) == pytest.approx(88.0)
+    assert not split["caveat"]
