@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.spine_helpers import loadline, requests_table
+from tests.surfaces import assert_surfaces_agree
 
 FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "16"]
 LOGIN_PAGE = (b"<!DOCTYPE html><html><head><title>Sign in - Example SSO</title></head><body>"
@@ -72,6 +73,7 @@ def _assert_unusable(done, status: int, content_type: str) -> dict:
     summary = (done.run_dir / "report" / "summary.md").read_text()
     assert "UNUSABLE" in summary and "headroom" not in summary
     assert "Traceback" not in done.stderr
+    assert_surfaces_agree(done.run_dir, 2, log=done.stderr)  # one answer on every surface, the log line too
     return verdict
 
 
