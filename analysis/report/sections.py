@@ -138,8 +138,12 @@ def bottleneck_line(verdict: dict) -> str:
     if layer != bottleneck.get("layer"):  # renamed for the engine: the verdict's own words follow
         line = line.replace(str(bottleneck["layer"]), layer)
     failed = _failed(verdict)
+    split = verdict.get("time_split") or {}
     if layer == "headroom" and failed:
         line = f"headroom (no capacity limit reached){confidence}, but {_headroom_reason(verdict, failed)}"
+    elif layer == "headroom" and split.get("dominant") == "outside-engine":
+        # the engine had room, yet most of the user's wait was spent before it: said on the same line
+        line = f"headroom in the engine{confidence}, but most of the wait is outside it - {split['sentence']}"
     return line
 
 

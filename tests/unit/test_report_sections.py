@@ -110,3 +110,13 @@ def test_the_validity_line_carries_its_notes_and_never_says_kept_up_beside_a_lag
         assert finding["message"] in line
     verdict["sentence"] = verdict_sentence(verdict)
     assert line in render_markdown(verdict) and html_escape(line, quote=False) in render_html(verdict, [])
+
+
+@pytest.mark.parametrize("dominant, linked", [("outside-engine", True), ("queue", False), (None, False)])
+def test_headroom_beside_time_spent_outside_the_engine_says_both_on_one_line(dominant, linked):
+    sentence = "outside-engine: client TTFT mean 579 ms vs the engine's own 88 ms: 491 ms (85%) outside the engine"
+    verdict = _verdict(criteria=(), time_split={"available": True, "phases": [], "dominant": dominant,
+                                                "sentence": sentence})
+    line = sections.bottleneck_line(verdict)
+    assert line.startswith("headroom")
+    assert ("most of the wait is outside it" in line and sentence in line) is linked
