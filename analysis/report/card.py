@@ -35,8 +35,8 @@ def _slo(answer: Answer) -> str:
 def rows(verdict: dict) -> list[tuple[str, str]]:
     answer = answer_of(verdict)
     out = [("Status", _status(answer, verdict)), ("Trust", _trust(answer)), ("SLO", _slo(answer))]
-    if answer.status is Status.UNUSABLE:
-        return out + [("Next", step) for step in answer.next_steps]
+    if answer.status is Status.UNUSABLE:  # no capacity statement; what to do follows the card
+        return out
     if answer.sweep is not None:
         out.append(("Rate sweep's answer", answer.sweep.text()))
     out += [("Max SLO-compliant load", answer.max_compliant.text()),

@@ -71,8 +71,10 @@ def status_of(verdict: dict, slo: SLO, sweep: Point | None) -> tuple[Status, str
     v = verdict.get("validity") or {}
     manifest = verdict.get("manifest") or {}
     criteria = (verdict.get("slo") or {}).get("criteria") or []
-    if v.get("usable") is False:
-        return Status.UNUSABLE, f"unusable run: {v.get('reason')}"
+    if v.get("usable") is False:  # the hint goes to next_steps, said once
+        hint = str((v.get("setup_failure") or {}).get("hint") or "")
+        reason = str(v.get("reason")).replace(f"; {hint}", "") if hint else str(v.get("reason"))
+        return Status.UNUSABLE, f"unusable run: {reason}"
     if manifest.get("ended_by") == STOPPED_BY_USER:
         return Status.STOPPED_BY_USER, "stopped by the user (STOP in the web UI) before the load shape ended"
     ended = validity.completion(manifest)
@@ -219,8 +221,8 @@ def next_steps(status: Status, trust: Trust, layer: Layer, verdict: dict) -> tup
     steps: list[str] = []
     if status is Status.UNUSABLE:
         setup = (verdict.get("validity") or {}).get("setup_failure") or {}
-        if setup.get("hint"):
-            steps.append(str(setup["hint"]))
+        hint = str(setup.get("hint") or "")
+        steps.append(hint or "fix the target's setup (see 'Is this run valid?'), then run again")
     if trust is Trust.UNTRUSTED:
         steps.append("rerun with more load-generator CPU (loadline run --workers N), then judge again")
     steps += list(layer.actions[:2])
