@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from loadline.analysis.report import formatting as f
 from loadline.analysis.verdict import validity
+from loadline.analysis.verdict.ending import ending
 
 SETUP_HEADER = ["HTTP status", "content type", "attempts", "body sample (redacted)"]
 FLOOR_HEADER = ["phase", "measured from", "samples", "P50 (wall ms)", "P95 (wall ms)", "floor (model ms)"]
@@ -151,14 +152,14 @@ def interruption(verdict: dict) -> dict | None:
 
 
 def headline(verdict: dict) -> str:
-    """PASS / FAIL; INTERRUPTED for a run stopped before its end; INCOMPLETE when nothing failed but a
-    criterion that applies had no data (exit 1); UNUSABLE for a run whose setup failed (exit 2)."""
+    """PASS / FAIL; STOPPED BY USER or INTERRUPTED for a run stopped before its end (verdict/ending.py);
+    INCOMPLETE when nothing failed but a criterion that applies had no data (exit 1); UNUSABLE for a
+    run whose setup failed (exit 2)."""
     if (verdict.get("validity") or {}).get("usable") is False:
         return "UNUSABLE"
-    stopped = interruption(verdict)
-    if stopped:
-        by = (verdict.get("manifest") or {}).get("interrupted_by")
-        return f"INTERRUPTED by {by}" if by else "INTERRUPTED"
+    if interruption(verdict):
+        ended = ending(verdict.get("manifest"))
+        return ended.headline if ended else "INTERRUPTED"
     slo = verdict.get("slo") or {}
     if slo.get("passed") and slo.get("unjudged"):  # no failure, but a criterion that applies had no data
         return "INCOMPLETE"

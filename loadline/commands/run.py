@@ -117,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
     target.scrub_credentials(run_dir / runfolder.LOCUST_HTML, host)
     if interrupted and (run_dir / runfolder.MANIFEST).exists():
         # The report reads this and does not PASS a run that did not end on its own.
-        runfolder.update_manifest(run_dir, status="interrupted", interrupted_by=interrupted[0])
+        runfolder.update_manifest(run_dir, status="interrupted", ended_by="signal", interrupted_by=interrupted[0])
     if interrupted and not (run_dir / runfolder.REQUESTS).exists():  # stopped while Locust was still starting
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing was measured
         raise KeyboardInterrupt(interrupted[0])  # main.py: "loadline run: interrupted", exit 130
