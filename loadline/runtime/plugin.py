@@ -17,7 +17,7 @@ from loadline.client.options import INVALID
 from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
 from loadline.core.lifeline import die_with_parent
-from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, selfcheck  # locust_fixes also patches at import
+from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, refusal, selfcheck  # locust_fixes also patches at import
 from loadline.runtime.gc_pauses import freeze_startup_heap
 from loadline.runtime.collector import RunCollector, close_phase_timeline
 from loadline.runtime.exporter import install as install_exporter
@@ -83,6 +83,8 @@ def _on_init(environment, **_) -> None:
 def _on_test_start(environment, **_) -> None:
     freeze_startup_heap()  # before the users start: a full collection must not stall their reads
     environment.loadline_settings = None
+    if not isinstance(environment.runner, WorkerRunner):
+        refusal.clear(environment)
     try:
         environment.loadline_settings = loadline_options.UserSettings.from_options(environment.parsed_options)
         scrape_urls = _scrape_urls(environment)
@@ -94,6 +96,7 @@ def _on_test_start(environment, **_) -> None:
             raise
         environment.loadline_settings = INVALID
         log.error("loadline: %s", exc)
+        refusal.refuse(environment, str(exc))
         if is_worker:
             reason = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
             fleet.report_error(environment.runner, worker_id(), reason)

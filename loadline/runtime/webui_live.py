@@ -26,6 +26,7 @@ from loadline.core import runfolder
 from loadline.core.judge import NOT_JUDGED, PASSED, judge, values_of
 from loadline.core.runsettings import streaming_of_options, time_scale_of_options
 from loadline.core.slo import SLO
+from loadline.runtime import refusal
 from loadline.runtime.live import window
 from loadline.runtime.series import SAMPLE_S, PhaseSpan, Series
 from loadline.runtime.timeline import active_timeline, current_phase
@@ -110,6 +111,8 @@ def status(environment, now: float) -> dict:
         "stop_rule": _stop_rule(environment),
         "stop_reason": manifest.get("stop_reason") if not active else None,
         "ended": ended is not None,
+        "ended_by": manifest.get("ended_by") if not active else None,
+        "start_refused": refusal.reason(environment),
     }
 
 
@@ -180,8 +183,9 @@ def install(environment) -> Sampler:
     @app.route("/loadline/series")
     def _series():
         series = sampler.series
-        if series is None:
-            return jsonify({"points": [], "phases": [], "started_wall": None})
+        if series is None:  # no run yet: the axis of this server's time scale, nothing on it
+            return jsonify({"points": [], "phases": [], "started_wall": None, "sample_s": SAMPLE_S,
+                            "scale": time_scale_of_options(environment.parsed_options)})
         since = request.args.get("since", type=float)
         return jsonify(series.as_json(since))
 

@@ -133,7 +133,7 @@ function drawChart(c) {
     else { g.beginPath(); g.arc(lx + 6, 38, 5, 0, 2 * Math.PI); g.fill(); }
     g.fillStyle = text; g.fillText(name, lx + 18, 32); lx += g.measureText(name).width + 34;
   }
-  const t0 = pts.length ? Math.max(0, pts[0].t - (series.sample_s || 2) * series.scale) : 0;
+  const t0 = pts.length ? Math.max(0, pts[0].t - (series.sample_s || 2) * scaleOf()) : 0;
   const t1 = pts.length ? Math.max(pts[pts.length - 1].t, t0 + 1) : 60;
   const x = t => L + (t - t0) / (t1 - t0) * pw;
   let maxL = 0, maxR = 0;
@@ -169,7 +169,8 @@ function drawChart(c) {
   const ticks = W < 700 ? 4 : 7;
   for (let i = 0; i <= ticks; i++) { const t = t0 + (t1 - t0) * i / ticks; g.fillText(fmtTime(t), x(t), T + ph + 6); }
   g.textAlign = "right"; g.fillStyle = css("--muted");
-  g.fillText(series.scale !== 1 ? "model time (×" + series.scale + ")" : "time since start", L + pw, T + ph + 20);
+  const axis = axisLabel(); canvas.setAttribute("data-axis", axis);
+  g.fillText(axis, L + pw, T + ph + 20);
   g.textAlign = "left";
   // the series
   for (const l of lines) {
@@ -196,6 +197,9 @@ function drawChart(c) {
   canvas.setAttribute("data-points", String(pts.length));
   canvas.setAttribute("data-phase-markers", String(markers));
 }
+
+function scaleOf() { const s = Number(series.scale); return s > 0 ? s : 1; }  // before a run: 1, never "undefined"
+function axisLabel() { const s = scaleOf(); return s !== 1 ? "model time (×" + s + ")" : "time since start"; }
 
 function label(g, text, right, bottom) {
   // right-aligned text on a panel-coloured box: readable over the lines it sits on
@@ -225,7 +229,8 @@ function showStatus() {
   document.getElementById("stoprule").textContent = !rule ? "" : !rule.enabled ? "Stepped stop rule: off (--step-stop-on-slo false: every step runs)" :
     "Stepped stop rule: on (errors ≤ " + (rule.max_error_rate * 100).toFixed(1) + " %, ≥ " + rule.min_requests + " requests per step)" +
     (rule.verdicts.length ? "; " + rule.verdicts.map(v => v.phase + ": " + v.verdict).join("; ") : "; no step judged yet");
-  document.getElementById("stopreason").textContent = status.stop_reason ? "Stopped: " + status.stop_reason : "";
+  document.getElementById("stopreason").textContent = status.start_refused ? "Could not start: " + status.start_refused :
+    status.stop_reason ? "Stopped: " + status.stop_reason : status.ended_by === "user" ? "Stopped by the user (STOP)" : "";
 }
 function esc(s) { return String(s).replace(/[&<>'"]/g, ch => ({ "&":"&amp;", "<":"&lt;", ">":"&gt;", "'":"&#39;", '"':"&quot;" })[ch]); }
 

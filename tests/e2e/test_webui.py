@@ -101,6 +101,11 @@ def test_start_form_offers_loadline_options_and_masks_the_api_key(web_ui, browse
         assert key_box.get_attribute("value") == ""
         assert SECRET not in browser.page_source
         assert SECRET.encode() not in fetch(url + "/")[2]
+        # the live page before any run: its time axis is named, with no unset scale in it
+        browser.get(url + "/loadline/live")
+        wait_for(browser, lambda d: d.find_element(By.ID, "clock").text, 10, "the page's first answer from the server")
+        axis = browser.find_element(By.ID, "chart-ttft").get_attribute("data-axis")
+        assert axis == "time since start" and "undefined" not in browser.find_element(By.TAG_NAME, "body").text
 
 
 def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui, browser, tmp_path):
@@ -132,7 +137,9 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
         assert run_dir.parent == out
 
         wait_for(browser, lambda d: button(d, "STOP"), 10, "the STOP button").click()
-        manifest = ph.wait_until(lambda: _finished_manifest(run_dir), 20, "the run folder to be closed")
+        manifest = ph.wait_until(lambda: _ended_manifest(run_dir), 20, "the run folder to be closed")
+        # STOP is a person ending the run before its end: never a finished run (its report says STOPPED BY USER)
+        assert (manifest["status"], manifest["ended_by"]) == ("stopped", "user")
 
     records = pd.read_csv(run_dir / "requests.csv")
     assert len(records) == manifest["requests_written"] > 0
@@ -156,9 +163,9 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
     assert_every_request_once(records, truth_table(truth))
 
 
-def _finished_manifest(run_dir: Path) -> dict | None:
+def _ended_manifest(run_dir: Path) -> dict | None:
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
-    return manifest if manifest.get("status") == "finished" else None
+    return manifest if manifest.get("ended_at") else None
