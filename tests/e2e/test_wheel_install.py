@@ -44,6 +44,8 @@ def installed(tmp_path_factory) -> dict:
     built = sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                 "-w", tmp / "dist", source], tmp, 300)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    # quiet: no setuptools warning per configs/ sub-folder (include-package-data = false in pyproject.toml)
+    assert "BuildBackendWarning" not in built.stdout + built.stderr, built.stderr[-2000:]
     (wheel,) = (tmp / "dist").glob("loadline-*.whl")
 
     venv = tmp / "venv"
