@@ -1,9 +1,11 @@
-"""A Locust worker imports neither pandas nor matplotlib: its CPU is the measuring instrument.
+"""A Locust worker imports neither pandas nor matplotlib, nor numpy nor the master's side (the run folder,
+live stats, our web UI pages): its CPU is the measuring instrument. Flask is in every worker anyway:
+`locust.main` imports Locust's own web UI (locust.web) in every process, so only our pages are kept out.
 
 One child process does what `locust --worker -f ...` does before it connects to the master: import
 `locust.main`, then load every entry file in locustfiles/ with Locust's own loader (each one imports
 loadline.runtime.plugin, whose listeners import nothing later). It runs under `python -X importtime`,
-the check issue 11 names; the import-linter "forbidden" contract checks the same thing statically.
+the check issue 11 names; the import-linter "forbidden" contracts check the same thing statically.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY_FILES = sorted(p for p in (ROOT / "locustfiles").glob("*.py") if not p.name.startswith("_"))
-FORBIDDEN = ("pandas", "matplotlib")
+FORBIDDEN = ("pandas", "matplotlib", "numpy")
+# the master's side: loaded by the plugin only in a master or local process (loadline/runtime/master_side.py)
+MASTER_ONLY = ("loadline.runtime.master_side", "loadline.runtime.collector", "loadline.runtime.live",
+               "loadline.runtime.webui")
 TIMEOUT_S = 120
 
 PROBE = """
@@ -42,18 +47,25 @@ def forbidden_in(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if m.split(".")[0] in FORBIDDEN)
 
 
+def master_only_in(modules: set[str]) -> list[str]:
+    """Our master-side modules; "loadline.runtime.webui" also names webui_live, webui_files, webui_page..."""
+    return sorted(m for m in modules if m.startswith(MASTER_ONLY) and not m.startswith("loadline.runtime.live_"))
+
+
 def imported_names(timings: list[str]) -> set[str]:
     """Module names from `import time: self | cumulative | name` lines (the name is indented by depth)."""
     return {line.rsplit("|", 1)[-1].strip() for line in timings}
 
 
-def test_every_entry_file_loaded_as_a_worker_imports_neither_pandas_nor_matplotlib(tmp_path):
+def test_every_entry_file_loaded_as_a_worker_imports_no_numpy_pandas_matplotlib_nor_web_ui_pages(tmp_path):
     assert {p.name for p in ENTRY_FILES} >= {"chat.py", "single_shot.py", "completion.py"}
     modules, timings = probe(ENTRY_FILES, tmp_path)
     # the probe really loaded the worker's code: the plugin and what it wires, the users, the shapes
     assert {"loadline.runtime.plugin", "loadline.runtime.selfcheck", "loadline.client.users"} <= modules
-    assert any(name.startswith("shapes.") for name in modules)
+    assert any(name.startswith("loadline.shapes.") for name in modules)
     assert forbidden_in(modules) == []
+    assert master_only_in(modules) == []
+    assert "flask" in modules  # Locust's own (locust.web): the check above is about our pages only
     assert forbidden_in(imported_names(timings)) == [], "\n".join(
         line for line in timings if any(name in line for name in FORBIDDEN))
 
@@ -63,5 +75,13 @@ def test_the_probe_sees_pandas_when_an_entry_file_imports_it(tmp_path):
     extra = tmp_path / "reporting_entry.py"
     extra.write_text("import loadline.runtime.plugin  # noqa: F401\nimport loadline.analysis.report.figures  # noqa: F401\n")
     modules, timings = probe([ROOT / "locustfiles" / "chat.py", extra], tmp_path)
-    assert {"pandas", "matplotlib"} <= set(forbidden_in(modules))
+    assert {"pandas", "matplotlib", "numpy"} <= set(forbidden_in(modules))
     assert "pandas" in imported_names(timings)
+
+
+def test_the_probe_sees_the_master_side_when_an_entry_file_imports_it(tmp_path):
+    extra = tmp_path / "master_entry.py"
+    extra.write_text("import loadline.runtime.plugin  # noqa: F401\nimport loadline.runtime.master_side  # noqa: F401\n")
+    modules, _ = probe([ROOT / "locustfiles" / "chat.py", extra], tmp_path)
+    assert {"loadline.runtime.webui", "loadline.runtime.webui_live", "loadline.runtime.live"} <= set(master_only_in(modules))
+    assert "numpy" in forbidden_in(modules)
