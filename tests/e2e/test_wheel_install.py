@@ -66,7 +66,8 @@ def installed(tmp_path_factory) -> dict:
 
 
 def test_the_installed_wheel_is_its_own_copy_with_every_shipped_file(installed):
-    probe = sh([installed["python"], "-c", "import loadline, shapes, loadline_configs, loadline_locustfiles as l; "
+    probe = sh([installed["python"], "-c", "import loadline, loadline.shapes as shapes, loadline_configs, "
+                "loadline_locustfiles as l; "
                 "print(loadline.__file__, shapes.__file__, loadline_configs.__file__, l.__file__)"],
                installed["work"], 60, installed["env"])
     assert probe.returncode == 0, probe.stderr[-2000:]
