@@ -1,7 +1,7 @@
 """The start form's "Custom parameters": their groups, and their names as the form posts them.
 
 Groups: Locust lists every option alphabetically. It drops argparse groups for the web UI (options
-added through a group never reach it) and Flask sorts the options' keys, so `ui.js` (webui_page.py)
+added through a group never reach it) and Flask sorts the options' keys, so `webui_assets/ui.js`
 orders the fields with CSS `order` (the form's container is a flex column; React's DOM is left as
 it is) under these headings.
 

@@ -22,7 +22,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # What a build needs (an sdist's content): the code packages, the shipped folders, metadata.
 BUILD_INPUTS = ("pyproject.toml", "README.md", "loadline", "shapes", "analysis", "simulator", "configs", "locustfiles")
-SHIPPED_SUFFIXES = {".conf", ".toml", ".jsonl", ".py"}
+SHIPPED_SUFFIXES = {".conf", ".toml", ".jsonl", ".py", ".html", ".css", ".js"}
+# repository folder -> where the wheel puts it (site-packages relative): the data the code reads at run time
+SHIPPED_FOLDERS = (("configs", "loadline_configs"), ("locustfiles", "loadline_locustfiles"),
+                   ("loadline/runtime/webui_assets", "loadline/runtime/webui_assets"))
 
 
 def sh(cmd: list, cwd: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -72,7 +75,7 @@ def test_the_installed_wheel_is_its_own_copy_with_every_shipped_file(installed):
                installed["work"], 60, installed["env"])
     assert probe.returncode == 0, probe.stderr[-2000:]
     assert all(path.startswith(str(installed["venv"])) for path in probe.stdout.split())
-    for folder, package in (("configs", "loadline_configs"), ("locustfiles", "loadline_locustfiles")):
+    for folder, package in SHIPPED_FOLDERS:
         in_repo = {p.relative_to(ROOT / folder) for p in (ROOT / folder).rglob("*")
                    if p.suffix in SHIPPED_SUFFIXES and "__pycache__" not in p.parts}
         shipped = {p.relative_to(installed["site"] / package) for p in (installed["site"] / package).rglob("*")
