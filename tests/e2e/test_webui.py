@@ -115,6 +115,10 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
         wait_for(browser, lambda d: button(d, "START"), PAGE_TIMEOUT_S, "the start form")
         type_into(browser, "userCount", "4")
         type_into(browser, "spawnRate", "4")
+        # a field whose name the page mangles when it posts the form (thinkP90 -> think_p9_0)
+        button(browser, "CUSTOM PARAMETERS").click()
+        wait_for(browser, lambda d: d.find_element(By.NAME, "thinkP90").is_displayed(), 10, "the custom parameters")
+        type_into(browser, "thinkP90", "0.5")
         button(browser, "START").click()
 
         tab = wait_for(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, "[role=tab]")
@@ -140,6 +144,7 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
         manifest = ph.wait_until(lambda: _ended_manifest(run_dir), 20, "the run folder to be closed")
         # STOP is a person ending the run before its end: never a finished run (its report says STOPPED BY USER)
         assert (manifest["status"], manifest["ended_by"]) == ("stopped", "user")
+    assert manifest["options"]["think_p90"] == 0.5  # what the browser posted, not the command line's 0.6
 
     records = pd.read_csv(run_dir / "requests.csv")
     assert len(records) == manifest["requests_written"] > 0
