@@ -99,7 +99,7 @@ def _recovery(verdict: dict) -> list[str]:
 
 _TESTED = (("run", "run_id"), ("target", "target"), ("shape", "shape"), ("users", "user_classes"),
            ("runner", "runner"), ("workers", "workers"), ("started", "started_at_iso"), ("status", "status"),
-           ("stop reason", "stop_reason"), ("git revision", "git_revision"))
+           ("ended by", "ended_by"), ("stop reason", "stop_reason"), ("git revision", "git_revision"))
 
 
 def _tested(verdict: dict) -> str:
