@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from spine_helpers import REPO
-
-LOADLINE = str(REPO / ".venv" / "bin" / "loadline")
+LOADLINE = str(Path(sys.executable).parent / "loadline")  # the console script, as a user starts it
 RUN_TIMEOUT_S = 180
 SHORT_RUN = ["--sim-profile", "tiny", "--users", "1", "--run-time", "3s", "--no-report", "--",
              "--think-mean", "0.1", "--think-p90", "0.2", "--max-tokens", "8", "--prompt-mix", "short=1"]

@@ -4,15 +4,18 @@ live stats, our web UI pages): its CPU is the measuring instrument. Flask is in 
 
 One child process does what `locust --worker -f ...` does before it connects to the master: import
 `locust.main`, then load every entry file in locustfiles/ with Locust's own loader (each one imports
-loadline.runtime.plugin, whose listeners import nothing later). It runs under `python -X importtime`,
-the check issue 11 names; the import-linter "forbidden" contracts check the same thing statically.
+loadline.runtime.plugin, whose listeners import nothing later). It runs under `python -X importtime`;
+the import-linter "forbidden" contracts check the same thing statically.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,3 +88,55 @@ def test_the_probe_sees_the_master_side_when_an_entry_file_imports_it(tmp_path):
     modules, _ = probe([ROOT / "locustfiles" / "chat.py", extra], tmp_path)
     assert {"loadline.runtime.webui", "loadline.runtime.webui_live", "loadline.runtime.live"} <= set(master_only_in(modules))
     assert "numpy" in forbidden_in(modules)
+
+
+
+DUMP_ENTRY = """
+import json, os, sys
+from pathlib import Path
+from locust import events
+
+@events.init.add_listener  # registered after the plugin's (its entry files come first): runs after it
+def _dump_modules(environment, **_):
+    Path(os.environ["MODULES_OUT"]).write_text(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_real_worker_after_its_init_holds_no_numpy_and_no_master_side(tmp_path):
+    """A master (web UI mode: no test starts) and a worker connected to it, each listing its modules at init."""
+    dump = tmp_path / "dump_modules.py"
+    dump.write_text(DUMP_ENTRY)
+    files = ",".join(str(p) for p in (ROOT / "locustfiles" / "chat.py", ROOT / "locustfiles" / "shape.py", dump))
+    port = str(free_port())
+    roles = {"master": ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+                        "--web-host", "127.0.0.1", "--web-port", str(free_port()), "--host", "http://127.0.0.1:9"],
+             "worker": ["--worker", "--master-host", "127.0.0.1", "--master-port", port]}
+    procs = []
+    try:
+        for role, args in roles.items():
+            env = {**os.environ, "MODULES_OUT": str(tmp_path / f"{role}.json")}
+            with open(tmp_path / f"{role}.log", "wb") as log:
+                procs.append(subprocess.Popen([sys.executable, "-m", "locust", "-f", files, *args], cwd=tmp_path,
+                                              stdout=log, stderr=subprocess.STDOUT, env=env))
+        deadline = time.monotonic() + TIMEOUT_S
+        while not all((tmp_path / f"{role}.json").exists() for role in roles) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)  # each dump is one write: let the last one finish
+        logs = "\n".join((tmp_path / f"{role}.log").read_text()[-1500:] for role in roles)
+        master, worker = (set(json.loads((tmp_path / f"{role}.json").read_text())) for role in roles)
+    except FileNotFoundError:
+        raise AssertionError(f"no module list from both processes within {TIMEOUT_S} s:\n{logs}") from None
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert "loadline.runtime.plugin" in worker and "loadline.runtime.transport" in worker, logs
+    assert forbidden_in(worker) == [] and master_only_in(worker) == []
+    # the control: the master loaded its side at the same point
+    assert {"loadline.runtime.master_side", "loadline.runtime.webui_live", "numpy"} <= master
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
