@@ -22,6 +22,7 @@ from loadline.shapes import registry  # noqa: F401  (loading any shape puts ever
 from loadline.shapes.drill import ActionRunner
 from loadline.shapes.options import ShapeOption, time_scale
 from loadline.shapes.phase import Phase, scaled, spawn_rate_for
+from loadline.runtime import refusal
 from loadline.runtime.timeline import Timeline, activate
 
 logger = logging.getLogger(__name__)
@@ -176,4 +177,5 @@ class PhasedShape(LoadTestShape):
         logger.error("%s: %s", type(self).__name__, message)
         environment = getattr(self.runner, "environment", None)
         if environment is not None:
+            refusal.refuse(environment, f"{type(self).__name__}: {message}")
             environment.process_exit_code = 2

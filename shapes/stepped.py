@@ -17,7 +17,7 @@ from typing import Any
 from loadline.core.judge import judges_itl
 from loadline.core.runsettings import streaming_of_options
 from loadline.core.slo import SLO
-from loadline.runtime.live import window as live_window
+from loadline.runtime.live_window import window as live_window
 from loadline.shapes.base import PhasedShape
 from loadline.shapes.options import BASELINE_HOLD, ShapeOption, require, time_scale
 from loadline.shapes.phase import Phase, users_text

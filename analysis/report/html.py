@@ -31,7 +31,7 @@ def _criteria(verdict: dict) -> list[list[object]]:
 
 _TESTED = (("run", "run_id"), ("target", "target"), ("shape", "shape"), ("users", "user_classes"),
            ("runner", "runner"), ("workers", "workers"), ("started", "started_at_iso"), ("status", "status"),
-           ("stop reason", "stop_reason"), ("git revision", "git_revision"))
+           ("ended by", "ended_by"), ("stop reason", "stop_reason"), ("git revision", "git_revision"))
 
 
 def _tested(verdict: dict) -> list[list[str]]:

@@ -43,7 +43,7 @@ def verdict_sentence(verdict: dict) -> str:
         return f"UNUSABLE RUN: {validity.get('reason')}."
     phases = verdict.get("phases") or []
     requests = sum(int(p["requests"]) for p in phases if not f.missing(p.get("requests")))
-    head = sections.headline(verdict)  # PASS, FAIL, INCOMPLETE or INTERRUPTED (by SIGTERM/SIGINT)
+    head = sections.headline(verdict)  # PASS, FAIL, INCOMPLETE, STOPPED BY USER or INTERRUPTED (by SIGTERM/SIGINT)
     criteria = verdict["slo"]["criteria"]
     clauses = [_clause(c) for c in criteria if c.get("passed") is not None]
     unmeasured = [c["name"] for c in criteria if c.get("passed") is None]

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadline.analysis.verdict import capacity, validity
+from loadline.analysis.verdict import capacity
+from loadline.analysis.verdict.ending import STOPPED, ending
 from loadline.core.answer import (Answer, Evidence, Layer, Load, Point, Replicas, SafePoint, SloSource, Status,
                                   TimeSplit, Trust, exit_code)
 from loadline.core.slo import SLO
 
-STOPPED_BY_USER = "user"  # manifest `ended_by` of a run stopped from the web UI
 TOP_EVIDENCE = 3
 
 
@@ -75,11 +75,9 @@ def status_of(verdict: dict, slo: SLO, sweep: Point | None) -> tuple[Status, str
         hint = str((v.get("setup_failure") or {}).get("hint") or "")
         reason = str(v.get("reason")).replace(f"; {hint}", "") if hint else str(v.get("reason"))
         return Status.UNUSABLE, f"unusable run: {reason}"
-    if manifest.get("ended_by") == STOPPED_BY_USER:
-        return Status.STOPPED_BY_USER, "stopped by the user (STOP in the web UI) before the load shape ended"
-    ended = validity.completion(manifest)
+    ended = ending(manifest)  # the one mapping from the manifest's end (verdict/ending.py)
     if ended is not None:
-        return Status.INTERRUPTED, ended["reason"]
+        return (Status.STOPPED_BY_USER if ended.status == STOPPED else Status.INTERRUPTED), ended.reason
     if sweep is not None:
         return _sweep_status(sweep, slo)
     unjudged = (verdict.get("slo") or {}).get("unjudged") or []

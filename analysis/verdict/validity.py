@@ -21,6 +21,7 @@ from collections import Counter
 
 import pandas as pd
 
+from loadline.analysis.verdict import ending as ending_of
 from loadline.analysis.verdict.floor import FLOOR_QUANTILE, floor_materiality, measurement_floor
 from loadline.analysis.verdict.floor import q as _q
 from loadline.analysis.verdict.gate import Criterion
@@ -105,26 +106,16 @@ def _body_sample(row: pd.Series, secrets: tuple[str, ...]) -> str:
 
 
 # --- 4. did the run end on its own? -------------------------------------------------------------------
-FINISHED = "finished"  # loadline/runtime/collector.py writes it when Locust's test ended normally
-COMPLETION = "run completed"  # the gate criterion an interrupted run fails
+FINISHED = ending_of.FINISHED  # loadline/runtime/collector.py writes it when Locust's test ended on its own
+COMPLETION = "run completed"  # the gate criterion an interrupted or stopped run fails
 
 
 def completion(manifest: dict | None) -> dict | None:
-    """None when the run ended on its own; else {status, by, reason}: a run stopped by a signal
-    (`loadline run` writes status=interrupted, interrupted_by=SIGTERM/SIGINT) or whose master died
-    (status still `running`). Its records stop early and the late phases are partial, so no SLO pass
-    can rest on it. A folder without a manifest status (plain `locust --csv` exports) is not judged here."""
-    status = (manifest or {}).get("status")
-    if status is None or status == FINISHED:
-        return None
-    by = str((manifest or {}).get("interrupted_by") or "")
-    if status == "interrupted":
-        reason = f"the run was interrupted by {by or 'a signal'} before it ended: its last phase is partial"
-    elif status == "running":
-        reason = "the run never recorded its end (the manifest still says running): the master died or was killed"
-    else:
-        reason = f"the run ended with status {status!r}, not {FINISHED!r}"
-    return {"status": str(status), "by": by, "reason": reason}
+    """None when the run ended on its own; else {status, by, reason} (analysis/verdict/ending.py): a run
+    stopped in the web UI, by a signal, or whose master died. Its records stop early and the late phases
+    are partial, so no SLO pass can rest on it."""
+    ended = ending_of.ending(manifest)
+    return None if ended is None else {"status": ended.status, "by": ended.by, "reason": ended.reason}
 
 
 def completion_criterion(manifest: dict | None) -> Criterion | None:

@@ -17,6 +17,7 @@ from loadline.core.errors import UsageError
 # name -> (module, one-line help). The help is duplicated here so `loadline --help` imports nothing.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("loadline.commands.run", "run a load test headless and leave a run folder with a report"),
+    "ui": ("loadline.commands.ui", "start Locust's web UI with Loadline's users and every load shape"),
     "sim": ("loadline.commands.sim", "serve the simulated OpenAI-compatible inference server"),
     "report": ("loadline.commands.report", "turn a run folder into tables, charts, SLO verdict (exit 1 on fail)"),
     "compare": ("loadline.commands.compare", "compare two run folders phase by phase (exit 1 on regression)"),

@@ -10,6 +10,10 @@ run` only supervises. Why at all: Locust would find the same problems only after
 started and the run folder existed (issue 12, item 3).
 
 Exit 0 when the command line is sound; else one line on stderr (`loadline run: error: ...`), exit 2.
+
+With -h/--help among the arguments it prints Locust's help with the locustfiles and every shape
+loaded instead (`loadline run -- --help`): Locust's own --help stops before it loads locustfiles, so
+it lists none of Loadline's options.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from loadline.client.options import UserSettings
 from loadline.core.errors import UsageError
 
 PROG = "loadline run"
+HELP_FLAGS = frozenset({"-h", "--help"})
 
 
 class _Refused(Exception):
@@ -66,10 +71,26 @@ def check(argv: list[str]) -> None:
         shape.planned(options)
 
 
+def help_text(argv: list[str]) -> str:
+    """Locust's help for `argv`'s locustfiles, with Loadline's user options and every shape's options."""
+    argv = [arg for arg in argv if arg not in HELP_FLAGS]
+    for path in get_locustfiles_locally(parse_locustfile_option(argv)):
+        load_locustfile(path)
+    from loadline.shapes import registry  # noqa: F401  (imported: every shape's options join the parser)
+
+    parser = get_parser()
+    parser.prog = "locust"
+    return parser.format_help()
+
+
 def main(argv: list[str] | None = None) -> int:
     """0, or 2 with one line (a SystemExit from a locustfile or Locust has already said why)."""
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        check(sys.argv[1:] if argv is None else argv)
+        if HELP_FLAGS & set(argv):
+            print(help_text(argv))
+            return 0
+        check(argv)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

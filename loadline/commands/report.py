@@ -11,9 +11,9 @@ from loadline.core.slo import SLO, defaults_text
 HELP = ("Analyse a run folder (or a folder of plain `locust --csv` exports): per-phase percentiles, knee, break "
         "point, SLO gate, bottleneck verdict, charts. Writes RUN/report/ (report.html, summary.md, verdict.json, "
         "junit.xml). Exit 0: SLO passed, 1: SLO failed, INCOMPLETE (a criterion that applies had no data, e.g. "
-        "TTFT in a plain Locust CSV) or INTERRUPTED (the run did not end on its own), 2: unusable input, an "
-        "unusable run (most requests rejected, or not an event stream: the reason is printed), or a verdict within "
-        "the error of a load generator that fell behind (rerun with more --workers).")
+        "TTFT in a plain Locust CSV), INTERRUPTED or STOPPED BY USER (the run did not end on its own), 2: unusable "
+        "input, an unusable run (most requests rejected, or not an event stream: the reason is printed), or a "
+        "verdict within the error of a load generator that fell behind (rerun with more --workers).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from loadline.commands import target
 from loadline.core import resources, runfolder
+from loadline.core.childpython import LOCUST, PYTHON
 from loadline.core.errors import UsageError
 from loadline.core.lifeline import child_env
 from loadline.core.redact import redact
@@ -91,6 +92,8 @@ def main(args: argparse.Namespace) -> int:
     conf_locustfile = _conf_value(args.config, "locustfile")
     shape = args.shape or _conf_value(args.config, "shape")
     _imply_open_loop(args, shape, conf_locustfile)
+    if HELP_FLAGS & set(args.locust_args):  # `loadline run -- --help`: the options, and nothing started
+        return _locust_help(_locust_command(args, PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
     _precheck(_locust_command(args, args.host or PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
     name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), shape) if x)
     run_dir = runfolder.new_run_dir(args.out, name)
@@ -117,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
     target.scrub_credentials(run_dir / runfolder.LOCUST_HTML, host)
     if interrupted and (run_dir / runfolder.MANIFEST).exists():
         # The report reads this and does not PASS a run that did not end on its own.
-        runfolder.update_manifest(run_dir, status="interrupted", interrupted_by=interrupted[0])
+        runfolder.update_manifest(run_dir, status="interrupted", ended_by="signal", interrupted_by=interrupted[0])
     if interrupted and not (run_dir / runfolder.REQUESTS).exists():  # stopped while Locust was still starting
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing was measured
         raise KeyboardInterrupt(interrupted[0])  # main.py: "loadline run: interrupted", exit 130
@@ -194,11 +197,7 @@ def _validate(args: argparse.Namespace) -> None:
     _conf_value(args.config, "locustfile")  # a conf file that is not one: said before anything starts
 
 
-# Locust as a child; argv[0] set so that its parser's messages say `locust: error:`, not `__main__.py: error:`
-# A Ctrl-C while Locust still imports (seconds on a busy machine, before its own handler is in place)
-# ends it quietly with 130, not with a KeyboardInterrupt traceback.
-LOCUST = [sys.executable, "-c", "import sys\nsys.argv[0] = 'locust'\ntry:\n    from locust.main import main\n    main()\n"
-                                "except KeyboardInterrupt:\n    sys.exit(130)\n"]
+HELP_FLAGS = frozenset({"-h", "--help"})  # after `--`: Locust's help (commands/precheck.py), not a run
 PRECHECK_HOST = "http://127.0.0.1:9"  # stands in for the simulator's URL, not started yet: never contacted
 
 
@@ -210,10 +209,16 @@ def _imply_open_loop(args: argparse.Namespace, shape: str, conf_locustfile: str)
         args.scenario = OPEN_LOOP
 
 
+def _locust_help(cmd: list[str]) -> int:
+    """Locust's options with ours and every shape's (commands/precheck.py prints them), on stdout."""
+    child = [*PYTHON, "-m", "loadline.commands.precheck", *cmd[len(LOCUST):]]
+    return subprocess.run(child, stdin=subprocess.DEVNULL, cwd=os.getcwd()).returncode
+
+
 def _precheck(cmd: list[str]) -> None:
     """Locust's whole command line checked in a throwaway child before anything starts (commands/precheck.py):
     every option's type, the conf file, the users' settings, the shape's phases and stage file."""
-    child = [sys.executable, "-m", "loadline.commands.precheck", *cmd[len(LOCUST):]]
+    child = [*PYTHON, "-m", "loadline.commands.precheck", *cmd[len(LOCUST):]]
     done = subprocess.run(child, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=os.getcwd())
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]

@@ -25,6 +25,13 @@ from loadline.runtime.timeline import active_timeline, close_timeline
 
 log = logging.getLogger("loadline")
 
+# How a run ended (manifest `ended_by`; analysis/verdict/ending.py reads it): the test ended on its own
+# (its shape, --run-time, the stop rule; status `finished`), or a person pressed STOP in the web UI
+# (status `stopped`). `loadline run` writes `signal` with status `interrupted` (SIGINT/SIGTERM).
+ENDED_BY_TEST = "test"
+ENDED_BY_USER = "user"
+STOPPED = "stopped"
+
 START_WALL = COLUMNS.index("start_wall")
 # worker wall-clock columns, put on the master's clock as rows arrive (runtime/clocksync.py)
 WALL_COLUMNS = (START_WALL, COLUMNS.index("due_wall"))
@@ -42,6 +49,7 @@ class RunCollector:
         self.flush = None  # transport.FlushCoordinator on a master
         self.clock: ClockSync | None = None  # on a master: worker clock offsets (clocksync.py)
         self.fleet: Fleet | None = None  # on a master: lost workers, workers that cannot run (fleet.py)
+        self.ended_by = ENDED_BY_TEST  # the web UI's STOP sets ENDED_BY_USER (webui.py)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> Path:
@@ -58,6 +66,7 @@ class RunCollector:
         run_dir = run_dir.absolute()
         self.run_dir = run_dir
         self.rows_by_worker = {}
+        self.ended_by = ENDED_BY_TEST
         for part in (self.clock, self.fleet):
             if part is not None:
                 part.start_run()
@@ -91,7 +100,9 @@ class RunCollector:
         close_phase_timeline(self.environment)  # normally done at test_stopping already; idempotent
         assert self.appender is not None
         self.appender.close()
-        fields = {"ended_at": time.time(), "status": "finished", "requests_written": self.appender.rows_written,
+        stopped = self.ended_by == ENDED_BY_USER
+        fields = {"ended_at": time.time(), "status": STOPPED if stopped else "finished", "ended_by": self.ended_by,
+                  "requests_written": self.appender.rows_written,
                   "rows_by_worker": self.rows_by_worker, "workers_lost": lost}
         fields.update(self._worker_facts())  # a master's lost workers replace the bare ids of `lost`
         try:

@@ -25,6 +25,8 @@ from typing import Any
 
 import gevent
 
+from loadline.runtime import refusal
+
 log = logging.getLogger("loadline")
 
 ERROR_MSG = "loadline_worker_error"
@@ -126,7 +128,8 @@ class Fleet:
         if environment.web_ui is None:  # headless: stop with the unusable-input exit code
             environment.process_exit_code = EXIT_UNUSABLE
             gevent.spawn(environment.runner.quit)
-        else:  # web UI: stop this test; the page shows the log line
+        else:  # web UI: stop this test; the LLM tab shows why
+            refusal.refuse(environment, f"worker {worker} cannot run: {reason}")
             gevent.spawn(environment.runner.stop)
 
     # -- losses ------------------------------------------------------------------------------------

@@ -20,14 +20,11 @@ hours); its percentiles are within histogram.ALPHA of the exact ones, which `app
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from loadline.core.records import CANCELLED, COLUMNS, OK
-from loadline.core.runsettings import is_scaled, model_value, time_scale_of_options
 from loadline.runtime import histogram
 from loadline.runtime.live_fold import CANCELLED_CODE as _CANCELLED
 from loadline.runtime.live_fold import (COARSE_AFTER_S, COARSE_S, E2E_METRIC, FOLD_S, ITL_P50_METRIC, TPOT_METRIC,
@@ -42,6 +39,8 @@ from loadline.runtime.live_fold import STATUS as _STATUS
 from loadline.runtime.live_fold import TOKENS as _TOKENS
 from loadline.runtime.live_fold import TPOT as _TPOT
 from loadline.runtime.live_fold import TTFT as _TTFT
+# The window's type and its entry point live apart, without numpy: a shape reads them in every process
+from loadline.runtime.live_window import WindowSummary, to_model_time, window  # noqa: F401
 
 _I = {name: COLUMNS.index(name) for name in ("start_wall", "status", "e2e_ms", "ttft_ms", "output_tokens",
                                              "error_class", "itl_p50_ms", "tpot_ms", "itl_us")}
@@ -62,36 +61,6 @@ ROW_RETENTION_S = GAP_RETENTION_S
 # live_fold.py's, which folds old rows.
 _STATUS_CODES = {OK: _OK, CANCELLED: _CANCELLED}  # anything else counts as an error, as before
 _NO_ROWS = np.empty((0, 8))
-
-
-@dataclass(frozen=True)
-class WindowSummary:
-    start_wall: float
-    end_wall: float
-    requests: int
-    ok: int
-    errors: int
-    cancelled: int
-    error_rate: float  # errors / (ok + errors); cancelled streams are neither
-    e2e_p50_ms: float | None
-    e2e_p95_ms: float | None
-    e2e_p99_ms: float | None
-    ttft_p50_ms: float | None
-    ttft_p95_ms: float | None
-    ttft_p99_ms: float | None
-    itl_p50_ms: float | None  # median of per-request ITL p50s (the live view; reports pool gaps)
-    output_tokens_per_s: float
-    rps: float
-    errors_by_class: dict[str, int]
-    itl_p95_ms: float | None = None  # pooled gaps, as the report; None beyond GAP_RETENTION_S
-    itl_p99_ms: float | None = None
-    tpot_p95_ms: float | None = None
-    tpot_p99_ms: float | None = None
-    itl_pooled_p50_ms: float | None = None  # pooled gaps, like itl_p95_ms (the web UI's ITL chart)
-    # None: exact. Else the window reached into folded minutes: its percentiles come from histograms,
-    # each within this many percent of the exact value (histogram.ALPHA), and its counts take folded
-    # minutes whole (the module docstring)
-    approx_pct: float | None = None
 
 
 class LiveStats:
@@ -291,24 +260,3 @@ def _pcts(values: list[float] | np.ndarray) -> tuple[float | None, float | None,
         return None, None, None
     p50, p95, p99 = np.percentile(np.asarray(values), [50, 95, 99])
     return float(p50), float(p95), float(p99)
-
-
-def window(environment, start_wall: float, end_wall: float, itl: bool = True) -> WindowSummary | None:
-    """The documented entry point for shapes: None when no live stats exist in this process.
-
-    In a time-scaled run (`--time-scale X`, simulator and shapes X times faster) the summary is in
-    model time: latencies x X, rates / X, so SLO thresholds keep their real-world meaning.
-    """
-    live: LiveStats | None = getattr(environment, "loadline_live", None)
-    if live is None:
-        return None
-    summary = live.window(start_wall, end_wall, itl)
-    scale = time_scale_of_options(environment.parsed_options)
-    return to_model_time(summary, scale) if summary is not None and scale != 1.0 else summary
-
-
-def to_model_time(summary: WindowSummary, scale: float) -> WindowSummary:
-    """The summary in model time (loadline.core.runsettings.model_value: latencies x scale, rates / scale)."""
-    scaled = {f.name: model_value(f.name, getattr(summary, f.name), scale) for f in dataclasses.fields(summary)
-              if is_scaled(f.name) and getattr(summary, f.name) is not None}
-    return dataclasses.replace(summary, **scaled)

@@ -1,6 +1,7 @@
 """Locust wiring: importing this module (every entry file does) hooks Loadline into Locust's events.
 
-Roles: a worker ships records; the master or a local (single-process) runner owns the run folder.
+Roles: a worker ships records; the master or a local (single-process) runner owns the run folder
+(loadline/runtime/master_side.py, imported only in such a process: see `_master_side`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import logging
 
 import gevent
 from locust import events
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from loadline.client import options as loadline_options
@@ -17,15 +18,9 @@ from loadline.client.options import INVALID
 from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
 from loadline.core.lifeline import die_with_parent
-from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, selfcheck  # locust_fixes also patches at import
+from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, refusal, selfcheck  # locust_fixes also patches at import
 from loadline.runtime.gc_pauses import freeze_startup_heap
-from loadline.runtime.collector import RunCollector, close_phase_timeline
-from loadline.runtime.exporter import install as install_exporter
-from loadline.runtime.scraper import scrape_targets, start_scraper
-from loadline.runtime.timeline import active_timeline
-from loadline.runtime.transport import RECORDS_MSG, FLUSH_MSG, FlushCoordinator, RecordBuffer, WorkerShipper
-from loadline.runtime import webui_files, webui_live
-from loadline.runtime.webui import install_tab
+from loadline.runtime.transport import FLUSH_MSG, RecordBuffer, WorkerShipper
 
 log = logging.getLogger("loadline")
 
@@ -58,42 +53,37 @@ def _on_init(environment, **_) -> None:
         selfcheck.install(environment, worker_id(), on_worker=True)
         return
     locust_fixes.deliver_sigint_to_main_greenlet()  # a Ctrl-C must not kill a user mid-request
-    collector = RunCollector(environment, distributed=isinstance(runner, MasterRunner))
-    environment.loadline_collector = collector
-    if isinstance(runner, MasterRunner):
-        runner.register_message(RECORDS_MSG, collector.on_records)
-        collector.flush = FlushCoordinator(runner)
-        collector.fleet = fleet.Fleet(environment, active=lambda: collector.run_dir is not None,
-                                      annotate=_annotate_open_phase).install()
-        collector.clock = clocksync.ClockSync(runner, on_reply=_heard(collector.fleet)).install()
-        # workers' CPU / loop-lag rows arrive with their reports, stamped by the worker's clock
-        selfcheck.install_master(environment, lambda rows: collector.clock.correct_each(rows, 1, 0))
-    else:
-        selfcheck.install(environment, worker_id(), on_worker=False)
-    port = int(getattr(environment.parsed_options, "metrics_port", 0) or 0)
-    if port:
-        install_exporter(environment, port)
-    if environment.web_ui is not None:
-        install_tab(environment)
-        webui_live.install(environment)
-        webui_files.install(environment)
+    _master_side().install(environment)
+
+
+def _master_side():
+    """The master's (or local runner's) part, imported here and only in such a process. The one import
+    inside a function in this module, on purpose: a worker must not load numpy (live stats) or our Flask
+    pages, since its CPU is the measuring instrument (pyproject.toml's import contract names this import
+    as the only way in; tests/integration/test_worker_imports.py checks a worker's modules)."""
+    from loadline.runtime import master_side
+
+    return master_side
 
 
 @events.test_start.add_listener
 def _on_test_start(environment, **_) -> None:
     freeze_startup_heap()  # before the users start: a full collection must not stall their reads
     environment.loadline_settings = None
+    is_worker = isinstance(environment.runner, WorkerRunner)
+    if not is_worker:
+        refusal.clear(environment)
     try:
         environment.loadline_settings = loadline_options.UserSettings.from_options(environment.parsed_options)
-        scrape_urls = _scrape_urls(environment)
+        scrape_urls = {} if is_worker else _master_side().scrape_urls(environment)
     except Exception as exc:  # noqa: BLE001 - on a worker anything is reported; elsewhere only UsageError
         # Users see INVALID and stop quietly (StopUser); a worker tells the master why (which stops the
         # run, exit 2 when headless); the master or local runner quits.
-        is_worker = isinstance(environment.runner, WorkerRunner)
         if not isinstance(exc, UsageError) and not is_worker:
             raise
         environment.loadline_settings = INVALID
         log.error("loadline: %s", exc)
+        refusal.refuse(environment, str(exc))
         if is_worker:
             reason = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
             fleet.report_error(environment.runner, worker_id(), reason)
@@ -104,16 +94,10 @@ def _on_test_start(environment, **_) -> None:
         else:  # web UI: stop this test, let the user fix the form and start again
             gevent.spawn(environment.runner.stop)
         return
-    if isinstance(environment.runner, WorkerRunner):
+    if is_worker:
         environment.loadline_shipper.start()
         return
-    if environment.loadline_settings.arrivals.rate > 0:  # a rate shape publishes its own rates
-        arrivals.publish(environment, environment.loadline_settings.arrivals.rate)
-    collector: RunCollector = environment.loadline_collector
-    run_dir = collector.start()
-    if scrape_urls:
-        interval = float(getattr(environment.parsed_options, "scrape_interval", 5.0))
-        collector.sidecars.append(start_scraper(run_dir, scrape_urls, interval))
+    _master_side().start_run(environment, environment.loadline_settings, scrape_urls)
 
 
 @events.test_stopping.add_listener
@@ -121,7 +105,7 @@ def _on_test_stopping(environment, **_) -> None:
     """Close the phase timeline before Locust stops the users: the last phase then ends when the stop
     began, with the users that were actually running (test_stop comes after users are gone)."""
     if not isinstance(environment.runner, WorkerRunner):
-        close_phase_timeline(environment)
+        _master_side().close_phases(environment)
 
 
 @events.test_stop.add_listener
@@ -130,29 +114,7 @@ def _on_test_stop(environment, **_) -> None:
     if isinstance(environment.runner, WorkerRunner):
         environment.loadline_shipper.stop()
         return
-    collector = getattr(environment, "loadline_collector", None)
-    if collector is not None:
-        collector.stop()
-
-
-def _annotate_open_phase(text: str) -> None:
-    timeline = active_timeline()
-    if timeline is not None and timeline.open is not None:
-        timeline.annotate(timeline.open, text)
-
-
-def _heard(watch: fleet.Fleet):
-    """Clock replies double as liveness and in-flight reports for the worker watch."""
-    def on_reply(node: str, worker: str, data: dict) -> None:
-        watch.heard(node, worker, data.get("in_flight"), unshipped=data.get("unshipped"))
-    return on_reply
-
-
-def _scrape_urls(environment) -> dict[str, str]:
-    """Prometheus endpoints the master scrapes: the target's /metrics plus --scrape-url extras."""
-    if isinstance(environment.runner, WorkerRunner):
-        return {}
-    return scrape_targets(getattr(environment.parsed_options, "scrape_url", ""), environment.host)
+    _master_side().stop_run(environment)
 
 
 @events.quitting.add_listener

@@ -6,11 +6,11 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadline.core.childpython import PYTHON
 from loadline.core.errors import UsageError
 from loadline.core.lifeline import child_env
 
@@ -37,7 +37,7 @@ class SimProcess:
 
 def start_simulator(args: list[str], log_path: Path | None = None, startup_timeout: float = 30.0) -> SimProcess:
     """Run `python -m loadline sim --port 0 ARGS` and wait (bounded) for its ready line."""
-    cmd = [sys.executable, "-m", "loadline", "sim", "--port", "0", *args]
+    cmd = [*PYTHON, "-m", "loadline", "sim", "--port", "0", *args]
     stderr = open(log_path, "ab") if log_path else subprocess.DEVNULL
     try:
         # Own session: a Ctrl-C in the terminal stops Locust gracefully while the target keeps serving

@@ -20,8 +20,11 @@ from loadline.core.errors import UsageError
 from loadline.core.judge import NOT_JUDGED, PASSED, Check, Judgement, judge, judges_itl, values_of
 from loadline.core.runsettings import streaming_of_options
 from loadline.core.slo import SLO
+from loadline.runtime import refusal
+from loadline.runtime.collector import ENDED_BY_USER
 from loadline.runtime.live import window
 from loadline.runtime.timeline import current_phase
+from loadline.runtime.webui_form import restore_option_names
 from loadline.runtime.webui_secrets import hide_secrets
 
 TAB = "llm"
@@ -74,7 +77,9 @@ def table_rows(environment) -> list[dict]:
     def both(attr: str, unit: str = "") -> dict:
         return {"last": _approx(recent, attr, unit), "run": _approx(whole, attr, unit)}
 
+    refused = refusal.reason(environment)
     rows = [
+        *([{"metric": "Could not start", "last": refused, "run": ""}] if refused else []),
         {"metric": "Phase", "last": _current_phase(), "run": ""},
         {"metric": "Users running", "last": _fmt(environment.runner.user_count), "run": ""},
         {"metric": "Requests (finished)", **both("requests")},
@@ -207,6 +212,7 @@ def _classes(window) -> str:
 def install_tab(environment) -> None:
     web_ui = environment.web_ui
     app = web_ui.app
+    restore_option_names(environment)  # before hide_secrets: it reads the options by their own names
     hide_secrets(environment)
     remember_form_values(environment)
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
@@ -230,6 +236,14 @@ def install_tab(environment) -> None:
         data["extended_stats"] = [{"key": TAB, "data": table_rows(environment)}]
         response.set_data(json.dumps(data))
         return response
+
+    @app.before_request
+    def _note_stop_by_user():
+        # Locust's STOP button (POST /stop): the run did not end on its own, and its manifest says so
+        collector = getattr(environment, "loadline_collector", None)
+        if (request.method == "POST" and request.path.endswith("/stop") and collector is not None
+                and collector.run_dir is not None):
+            collector.ended_by = ENDED_BY_USER
 
     @app.route("/loadline/requests.csv")
     def _requests_csv():

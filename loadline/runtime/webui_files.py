@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import subprocess
-import sys
 import time
 import zipfile
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 from flask import Response, request, send_file
 
 from loadline.core import runfolder
+from loadline.core.childpython import PYTHON
 from loadline.runtime.webui import run_dir_of
 
 BUILD_TIMEOUT_S = 600.0  # a day-long soak's report takes minutes; beyond this the build is stopped
@@ -95,7 +95,7 @@ class ReportBuilds:
 
     def _start(self, run_dir: Path) -> Build:
         # no --slo: the report judges with the SLO the run recorded at its start (manifest `slo`)
-        cmd = [sys.executable, "-m", "loadline", "report", str(run_dir)]
+        cmd = [*PYTHON, "-m", "loadline", "report", str(run_dir)]
         log = run_dir / runfolder.REPORT_DIR / "webui-build.log"  # what `loadline report` said, kept with the report
         log.parent.mkdir(parents=True, exist_ok=True)
         self._count += 1

@@ -1,7 +1,8 @@
 """The web UI's live LLM view: the charts' series, the SLO as it stands, and the page that draws them.
 
 Routes (on Locust's Flask app, master or local runner):
-- /loadline/live    a self-contained page (charts on <canvas>, no CDN: the machines have no internet)
+- /loadline/live    a self-contained page (charts on <canvas>, no CDN: the machines have no internet;
+                    its files, live.css and live.js beside it, are package data: webui_page.py)
 - /loadline/series  the charts' points (loadline/runtime/series.py), every ~2 s, model time when scaled
 - /loadline/status  each SLO criterion judged on the last 30 s by the report's judge, the phase and
                     time left in it, the stepped stop rule's state, and the stop reason of a stopped run
@@ -26,12 +27,13 @@ from loadline.core import runfolder
 from loadline.core.judge import NOT_JUDGED, PASSED, judge, values_of
 from loadline.core.runsettings import streaming_of_options, time_scale_of_options
 from loadline.core.slo import SLO
+from loadline.runtime import refusal
 from loadline.runtime.live import window
 from loadline.runtime.series import SAMPLE_S, PhaseSpan, Series
 from loadline.runtime.timeline import active_timeline, current_phase
 from loadline.runtime.webui import WINDOW_S, active_slo, run_dir_of, wants_itl
 from loadline.runtime.webui_form import form_groups
-from loadline.runtime.webui_page import LIVE_HTML, UI_JS
+from loadline.runtime.webui_page import asset, mimetype
 
 log = logging.getLogger("loadline")
 
@@ -110,6 +112,8 @@ def status(environment, now: float) -> dict:
         "stop_rule": _stop_rule(environment),
         "stop_reason": manifest.get("stop_reason") if not active else None,
         "ended": ended is not None,
+        "ended_by": manifest.get("ended_by") if not active else None,
+        "start_refused": refusal.reason(environment),
     }
 
 
@@ -175,13 +179,20 @@ def install(environment) -> Sampler:
 
     @app.route("/loadline/live")
     def _live_page():
-        return Response(LIVE_HTML, mimetype="text/html")
+        return Response(asset("live.html"), mimetype="text/html")
+
+    @app.route("/loadline/live.css")
+    @app.route("/loadline/live.js")
+    def _live_files():
+        name = request.path.rsplit("/", 1)[-1]
+        return Response(asset(name), mimetype=mimetype(name))
 
     @app.route("/loadline/series")
     def _series():
         series = sampler.series
-        if series is None:
-            return jsonify({"points": [], "phases": [], "started_wall": None})
+        if series is None:  # no run yet: the axis of this server's time scale, nothing on it
+            return jsonify({"points": [], "phases": [], "started_wall": None, "sample_s": SAMPLE_S,
+                            "scale": time_scale_of_options(environment.parsed_options)})
         since = request.args.get("since", type=float)
         return jsonify(series.as_json(since))
 
@@ -202,7 +213,7 @@ def install(environment) -> Sampler:
     def _ui_js():
         summaries = json.dumps(shape_summaries(environment))
         groups = json.dumps(form_groups(list(environment.web_ui.template_args.get("extra_options") or {})))
-        script = UI_JS.replace("__SHAPE_SUMMARIES__", summaries).replace("__FORM_GROUPS__", groups)
+        script = asset("ui.js").replace("__SHAPE_SUMMARIES__", summaries).replace("__FORM_GROUPS__", groups)
         return Response(script, mimetype="text/javascript")
 
     @app.after_request

@@ -18,6 +18,7 @@ from browser_helpers import (PAGE_TIMEOUT_S, button, chromium, fetch, needs_brow
                              type_into, wait_for)
 from selenium.webdriver.common.by import By
 from spine_helpers import REPO, assert_every_request_once, truth_table
+from surfaces import assert_surfaces_agree
 
 from loadline.runtime.simprocess import start_simulator
 
@@ -101,6 +102,11 @@ def test_start_form_offers_loadline_options_and_masks_the_api_key(web_ui, browse
         assert key_box.get_attribute("value") == ""
         assert SECRET not in browser.page_source
         assert SECRET.encode() not in fetch(url + "/")[2]
+        # the live page before any run: its time axis is named, with no unset scale in it
+        browser.get(url + "/loadline/live")
+        wait_for(browser, lambda d: d.find_element(By.ID, "clock").text, 10, "the page's first answer from the server")
+        axis = browser.find_element(By.ID, "chart-ttft").get_attribute("data-axis")
+        assert axis == "time since start" and "undefined" not in browser.find_element(By.TAG_NAME, "body").text
 
 
 def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui, browser, tmp_path):
@@ -110,6 +116,10 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
         wait_for(browser, lambda d: button(d, "START"), PAGE_TIMEOUT_S, "the start form")
         type_into(browser, "userCount", "4")
         type_into(browser, "spawnRate", "4")
+        # a field whose name the page mangles when it posts the form (thinkP90 -> think_p9_0)
+        button(browser, "CUSTOM PARAMETERS").click()
+        wait_for(browser, lambda d: d.find_element(By.NAME, "thinkP90").is_displayed(), 10, "the custom parameters")
+        type_into(browser, "thinkP90", "0.5")
         button(browser, "START").click()
 
         tab = wait_for(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, "[role=tab]")
@@ -132,7 +142,10 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
         assert run_dir.parent == out
 
         wait_for(browser, lambda d: button(d, "STOP"), 10, "the STOP button").click()
-        manifest = ph.wait_until(lambda: _finished_manifest(run_dir), 20, "the run folder to be closed")
+        manifest = ph.wait_until(lambda: _ended_manifest(run_dir), 20, "the run folder to be closed")
+        # STOP is a person ending the run before its end: never a finished run (its report says STOPPED BY USER)
+        assert (manifest["status"], manifest["ended_by"]) == ("stopped", "user")
+    assert manifest["options"]["think_p90"] == 0.5  # what the browser posted, not the command line's 0.6
 
     records = pd.read_csv(run_dir / "requests.csv")
     assert len(records) == manifest["requests_written"] > 0
@@ -152,13 +165,22 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
     assert status == 200 and content_type.startswith("text/csv")
     assert body == (run_dir / "requests.csv").read_bytes()
 
+    # the web UI's report of the stopped run states the same answer as every other surface: STOPPED BY USER
+    def built():
+        code, _, body = fetch(url + "/loadline/report", timeout_s=30)
+        return code == 200 and b"Loadline report:" in body and body
+    page = ph.wait_until(built, 120, "the web UI's report of the stopped run", interval_s=1.0)
+    assert b"STOPPED BY USER" in page
+    answer = assert_surfaces_agree(run_dir, 1)
+    assert answer.status.value == "stopped by user"
+
     sim.stop()  # flushes its truth log (stopping it again at the module's end does nothing)
     assert_every_request_once(records, truth_table(truth))
 
 
-def _finished_manifest(run_dir: Path) -> dict | None:
+def _ended_manifest(run_dir: Path) -> dict | None:
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
-    return manifest if manifest.get("status") == "finished" else None
+    return manifest if manifest.get("ended_at") else None

@@ -22,7 +22,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # What a build needs (an sdist's content): the code packages, the shipped folders, metadata.
 BUILD_INPUTS = ("pyproject.toml", "README.md", "loadline", "shapes", "analysis", "simulator", "configs", "locustfiles")
-SHIPPED_SUFFIXES = {".conf", ".toml", ".jsonl", ".py"}
+SHIPPED_SUFFIXES = {".conf", ".toml", ".jsonl", ".py", ".html", ".css", ".js"}
+# repository folder -> where the wheel puts it (site-packages relative): the data the code reads at run time
+SHIPPED_FOLDERS = (("configs", "loadline_configs"), ("locustfiles", "loadline_locustfiles"),
+                   ("loadline/runtime/webui_assets", "loadline/runtime/webui_assets"))
 FOREIGN = ("analysis", "shapes", "simulator")  # generic names Loadline must not own in site-packages
 
 
@@ -45,6 +48,8 @@ def installed(tmp_path_factory) -> dict:
     built = sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                 "-w", tmp / "dist", source], tmp, 300)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    # quiet: no setuptools warning per configs/ sub-folder (include-package-data = false in pyproject.toml)
+    assert "BuildBackendWarning" not in built.stdout + built.stderr, built.stderr[-2000:]
     (wheel,) = (tmp / "dist").glob("loadline-*.whl")
 
     venv = tmp / "venv"
@@ -82,7 +87,7 @@ def test_the_installed_wheel_is_its_own_copy_with_every_shipped_file(installed):
     assert theirs == " ".join(["another distribution"] * 3)
     for data in ("core/answer.schema.json", "analysis/report/templates/report.html"):  # package data
         assert (installed["site"] / "loadline" / data).is_file(), data
-    for folder, package in (("configs", "loadline_configs"), ("locustfiles", "loadline_locustfiles")):
+    for folder, package in SHIPPED_FOLDERS:
         in_repo = {p.relative_to(ROOT / folder) for p in (ROOT / folder).rglob("*")
                    if p.suffix in SHIPPED_SUFFIXES and "__pycache__" not in p.parts}
         shipped = {p.relative_to(installed["site"] / package) for p in (installed["site"] / package).rglob("*")

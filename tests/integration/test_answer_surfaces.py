@@ -91,7 +91,7 @@ def test_a_report_judges_with_the_runs_slo_unless_told_and_says_so(tmp_path, cap
 
 @pytest.mark.parametrize("fields, status, code", [
     ({"status": "interrupted", "interrupted_by": "SIGINT"}, Status.INTERRUPTED, 1),
-    ({"status": "finished", "ended_by": "user"}, Status.STOPPED_BY_USER, 1),
+    ({"status": "stopped", "ended_by": "user"}, Status.STOPPED_BY_USER, 1),
 ])
 def test_runs_that_did_not_end_on_their_own(tmp_path, capsys, fields, status, code):
     run = _manifest(_stepped(tmp_path, steps=(1, 2), server=Server(capacity_rps=100)), **fields)

@@ -40,7 +40,7 @@ def answer(v: dict, slo: SLO = SLO(), untrusted: str | None = None) -> Answer:
     (verdict(criteria=(FAILED,)), Status.FAIL, 1),
     (verdict(unjudged=["TTFT P95"]), Status.INCOMPLETE, 1),
     (verdict(manifest={"status": "interrupted", "interrupted_by": "SIGINT"}), Status.INTERRUPTED, 1),
-    (verdict(manifest={"status": "finished", "ended_by": "user"}), Status.STOPPED_BY_USER, 1),
+    (verdict(manifest={"status": "stopped", "ended_by": "user"}), Status.STOPPED_BY_USER, 1),
     (verdict(validity={"usable": False, "reason": "40 of 40 requests were rejected with HTTP 401", "findings": []}),
      Status.UNUSABLE, 2),
 ])

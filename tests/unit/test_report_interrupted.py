@@ -9,6 +9,7 @@ import pytest
 
 from loadline.analysis.report.build import build_report
 from loadline.analysis.verdict import validity
+from loadline.analysis.verdict.ending import ending
 from loadline.core.slo import SLO
 from tests.synthetic import make_requests, write_run
 
@@ -74,3 +75,21 @@ def test_a_plain_locust_export_without_ttft_is_incomplete_not_a_silent_pass(tmp_
 def test_an_slo_that_switches_the_unmeasurable_criterion_off_passes_the_export(tmp_path):
     result = build_report(_plain_locust_export(tmp_path / "plain"), SLO(ttft_p95_ms=None), charts=False)
     assert result.exit_code == 0 and result.summary.startswith("## Loadline report: PASS")
+
+
+def test_a_run_stopped_in_the_web_ui_is_stopped_by_user_and_never_passes(tmp_path):
+    run = _healthy_run(tmp_path / "run", status="stopped", ended_by="user")
+    result = build_report(run, SLO(), charts=False)
+    assert result.exit_code == 1 and result.verdict["slo"]["passed"] is False
+    assert result.summary.startswith("## Loadline report: STOPPED BY USER"), result.summary.splitlines()[0]
+    assert result.verdict["sentence"].startswith("STOPPED BY USER:")
+    row = next(c for c in result.verdict["slo"]["criteria"] if c["name"] == validity.COMPLETION)
+    assert row["passed"] is False and "web UI" in row["why"]
+
+
+def test_the_manifest_end_maps_to_one_status_word():
+    assert ending({"status": "finished", "ended_by": "test"}) is None and ending({}) is None
+    assert ending({"status": "stopped", "ended_by": "user"}).headline == "STOPPED BY USER"
+    assert ending({"status": "interrupted", "ended_by": "signal", "interrupted_by": "SIGINT"}).headline == \
+        "INTERRUPTED by SIGINT"
+    assert ending({"status": "running"}).headline == "INTERRUPTED"

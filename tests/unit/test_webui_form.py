@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from loadline.client import options as loadline_options
-from loadline.runtime.webui_form import OTHER, camel, form_groups
+from loadline.runtime.webui_form import OTHER, camel, form_groups, posted_name, restored
 
 
 def test_form_field_names_are_locusts_camel_case():
@@ -42,3 +42,13 @@ def test_every_user_option_of_the_form_has_a_group_and_a_help_line():
     groups = form_groups([a.dest for a in actions])
     assert {name for name, g in groups.items() if g["group"] == OTHER} == set()
     assert all(a.help for a in actions)
+
+
+def test_a_digit_after_a_letter_or_digit_is_posted_under_a_mangled_name_and_restored():
+    # Locust's page: thinkP90 -> think_p9_0 (its camel -> snake regex splits every digit off)
+    assert posted_name("think_p90") == "think_p9_0"
+    assert posted_name("prompt_mix") == "prompt_mix" and posted_name("max_tokens") == "max_tokens"
+    form = {"think_p9_0": ["2.5"], "think_mean": ["1"], "user_count": ["3"]}
+    assert restored(form, ["think_p90", "think_mean"]) == {"think_p90": ["2.5"], "think_mean": ["1"], "user_count": ["3"]}
+    # a field posted under its own name (a script, an older page) wins over the mangled one
+    assert restored({"think_p90": ["3"], "think_p9_0": ["2"]}, ["think_p90"]) == {"think_p90": ["3"]}
