@@ -41,6 +41,9 @@ def _tested(verdict: dict) -> list[list[str]]:
         value = manifest.get(key)
         if value not in (None, "", [], {}):
             text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+            if key == "stop_reason":  # the live rule's window is not the report's: say so beside its numbers
+                text += (" (the live stop rule's reading, on the phase without its last seconds, whose replies "
+                         "had not all ended; the answer above judges every request the phase started)")
             rows.append([title, text])
     options = manifest.get("options") or {}
     for key in ("locustfile", "prompt_mix", "time_scale", "seed"):
