@@ -6,15 +6,17 @@ figure: every value is read off the answer, so summary.md, report.html and the l
 
 from __future__ import annotations
 
+from typing import Any
+
 from loadline.analysis.report import sections
 from loadline.core.answer import Answer, Status, Trust
 
 
-def answer_of(verdict: dict) -> Answer:
+def answer_of(verdict: dict[str, Any]) -> Answer:
     return Answer.from_dict(verdict["answer"])
 
 
-def _status(answer: Answer, verdict: dict) -> str:
+def _status(answer: Answer, verdict: dict[str, Any]) -> str:
     return f"{sections.headline(verdict)} (exit {answer.exit_code}): {answer.reason}"
 
 
@@ -32,7 +34,7 @@ def _slo(answer: Answer) -> str:
     return f"{answer.slo.name} ({origin})" + (f": {answer.slo.note}" if answer.slo.note else "")
 
 
-def rows(verdict: dict) -> list[tuple[str, str]]:
+def rows(verdict: dict[str, Any]) -> list[tuple[str, str]]:
     answer = answer_of(verdict)
     out = [("Status", _status(answer, verdict)), ("Trust", _trust(answer)), ("SLO", _slo(answer))]
     if answer.status is Status.UNUSABLE:  # no capacity statement; what to do follows the card
@@ -55,10 +57,10 @@ def rows(verdict: dict) -> list[tuple[str, str]]:
     return out
 
 
-def evidence(verdict: dict) -> list[str]:
+def evidence(verdict: dict[str, Any]) -> list[str]:
     """The limiting layer's three strongest measured signals against their thresholds."""
     return [e.text() for e in answer_of(verdict).layer.evidence]
 
 
-def next_steps(verdict: dict) -> list[str]:
+def next_steps(verdict: dict[str, Any]) -> list[str]:
     return list(answer_of(verdict).next_steps)

@@ -8,6 +8,7 @@ system counts a failure if and only if the run's exit code is not 0.
 
 from __future__ import annotations
 
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from loadline.core.answer import Answer
@@ -24,7 +25,7 @@ def _case(name: str, outcome: str | None = None, message: str = "") -> list[str]
     return lines + ["  </testcase>"]
 
 
-def junit_xml(verdict: dict) -> str:
+def junit_xml(verdict: dict[str, Any]) -> str:
     answer = Answer.from_dict(verdict["answer"])
     cases: list[list[str]] = []
     failed = answer.exit_code != 0

@@ -32,19 +32,19 @@ def _num(value: Any) -> float | None:
     return number if number == number else None  # NaN -> None
 
 
-def load_of(point: dict) -> Load:
+def load_of(point: dict[str, Any]) -> Load:
     return Load(users=_num(point.get("users")), rps=_num(point.get("rps")), offered_rps=_num(point.get("target_rate")),
                 phase=str(point["label"]) if point.get("label") is not None else None)
 
 
-def point_of(point: dict | None) -> Point:
+def point_of(point: dict[str, Any] | None) -> Point:
     point = point or {}
     if not point.get("found"):
         return Point(False, None, str(point.get("reason") or "no data"))
     return Point(True, load_of(point), "; ".join(point.get("reasons") or []) or str(point.get("reason") or ""))
 
 
-def sweep_of(manifest: dict) -> Point | None:
+def sweep_of(manifest: dict[str, Any]) -> Point | None:
     """The rate sweep's own answer (manifest `sweep_max_rate`, `sweep`), for sweeps only."""
     if "sweep_max_rate" not in manifest:
         return None
@@ -56,7 +56,7 @@ def sweep_of(manifest: dict) -> Point | None:
 
 
 # --- status -------------------------------------------------------------------------------------
-def _first_failure(criteria: list[dict]) -> str:
+def _first_failure(criteria: list[dict[str, Any]]) -> str:
     for c in criteria:
         if c.get("passed") is False:
             measured = c.get("measured")
@@ -66,7 +66,7 @@ def _first_failure(criteria: list[dict]) -> str:
     return ""
 
 
-def status_of(verdict: dict, slo: SLO, sweep: Point | None) -> tuple[Status, str]:
+def status_of(verdict: dict[str, Any], slo: SLO, sweep: Point | None) -> tuple[Status, str]:
     """The status and the one line that says why."""
     v = verdict.get("validity") or {}
     manifest = verdict.get("manifest") or {}
@@ -103,7 +103,7 @@ def _sweep_status(sweep: Point, slo: SLO) -> tuple[Status, str]:
 
 
 # --- trust --------------------------------------------------------------------------------------
-def trust_of(verdict: dict, untrusted_note: str | None) -> tuple[Trust, tuple[str, ...]]:
+def trust_of(verdict: dict[str, Any], untrusted_note: str | None) -> tuple[Trust, tuple[str, ...]]:
     v = verdict.get("validity") or {}
     if not v or v.get("error") or v.get("usable") is False:
         return Trust.NOT_ASSESSED, ((str(v.get("error")),) if v.get("error") else ())
@@ -114,12 +114,12 @@ def trust_of(verdict: dict, untrusted_note: str | None) -> tuple[Trust, tuple[st
 
 
 # --- safe operating point -----------------------------------------------------------------------
-def safe_of(safe: dict, best: Point) -> SafePoint:
+def safe_of(safe: dict[str, Any], best: Point) -> SafePoint:
     """The safe operating point, never above the highest load that met the SLO (untested above it)."""
     if not safe.get("found"):
         return SafePoint(False, reason=str(safe.get("reason") or "no basis"))
     low, high = (float(x) for x in safe["rps"])
-    users = tuple(float(u) for u in safe["users"]) if safe.get("users") else None
+    users = (float(safe["users"][0]), float(safe["users"][1])) if safe.get("users") else None
     reason = str(safe.get("reason") or "")
     ceiling = best.load.rps if best.found and best.load is not None else None
     if ceiling is None:
@@ -146,7 +146,7 @@ def safe_of(safe: dict, best: Point) -> SafePoint:
 
 
 # --- layer, time split, replicas -------------------------------------------------------------------
-def layer_name(bottleneck: dict) -> str | None:
+def layer_name(bottleneck: dict[str, Any]) -> str | None:
     """The layer as this engine has it: compute with no GPU metric scraped is not called gpu-compute."""
     layer = bottleneck.get("layer")
     if layer == "gpu-compute" and bottleneck.get("gpu_seen") is False:
@@ -154,7 +154,7 @@ def layer_name(bottleneck: dict) -> str | None:
     return layer
 
 
-def layer_of(bottleneck: dict) -> Layer:
+def layer_of(bottleneck: dict[str, Any]) -> Layer:
     name = layer_name(bottleneck)
     if not name:
         reason = "; ".join(bottleneck.get("not_judged") or []) or str(bottleneck.get("error") or "no verdict")
@@ -167,7 +167,7 @@ def layer_of(bottleneck: dict) -> Layer:
                  tuple(str(a) for a in bottleneck.get("actions") or []))
 
 
-def time_split_of(split: dict) -> TimeSplit:
+def time_split_of(split: dict[str, Any]) -> TimeSplit:
     run = split.get("run") or {}
     part = run.get("ttft") or run.get("e2e") or {}
     share = _num(part.get("outside_share"))
@@ -179,7 +179,7 @@ def time_split_of(split: dict) -> TimeSplit:
     return TimeSplit(None if share is None else min(share, 1.0), str(split.get("sentence") or ""), caveat)
 
 
-def per_replica_of(best: Point, plan: dict) -> tuple[float | None, str]:
+def per_replica_of(best: Point, plan: dict[str, Any]) -> tuple[float | None, str]:
     """The max compliant load's req/s per replica behind the target (the run's replicas: plan_from_run)."""
     if not best.found or best.load is None or not best.load.rps:
         return None, "no load met the SLO"
@@ -196,7 +196,7 @@ def replicas_of(target: float | None, per_replica: float | None, basis: str) -> 
                     int(plan["spares"]), basis, tuple(plan["steps"]))
 
 
-def sweep_best(sweep: Point, phases: list[dict]) -> Point:
+def sweep_best(sweep: Point, phases: list[dict[str, Any]]) -> Point:
     """The probe the sweep's answer names, as the max compliant load: a sweep's judge decided it."""
     rate = sweep.load.offered_rps if sweep.load else None
     probes = [p for p in phases if _num(p.get("target_rate")) is not None and rate is not None
@@ -209,13 +209,13 @@ def sweep_best(sweep: Point, phases: list[dict]) -> Point:
 
 def sweep_safe(best: Point) -> SafePoint:
     rps = best.load.rps if best.load else None
-    if not rps:
+    if not rps or best.load is None:
         return SafePoint(False, reason="the sweep's answer has no completed rate")
     return SafePoint(True, (round(rps * 0.6, 3), round(rps * 0.7, 3)), None, best.load.phase or "",
                      False, None, "60-70 % of the rate sweep's answer (the highest rate that met the SLO)")
 
 
-def next_steps(status: Status, trust: Trust, layer: Layer, verdict: dict) -> tuple[str, ...]:
+def next_steps(status: Status, trust: Trust, layer: Layer, verdict: dict[str, Any]) -> tuple[str, ...]:
     steps: list[str] = []
     if status is Status.UNUSABLE:
         setup = (verdict.get("validity") or {}).get("setup_failure") or {}
@@ -227,7 +227,7 @@ def next_steps(status: Status, trust: Trust, layer: Layer, verdict: dict) -> tup
     return tuple(dict.fromkeys(steps))
 
 
-def compute(verdict: dict, slo: SLO, slo_source: SloSource, untrusted_note: str | None = None) -> Answer:
+def compute(verdict: dict[str, Any], slo: SLO, slo_source: SloSource, untrusted_note: str | None = None) -> Answer:
     """The answer of an analysed run (`verdict`: analysis.report.build.analyse's dict)."""
     manifest = verdict.get("manifest") or {}
     sweep = sweep_of(manifest)
