@@ -158,7 +158,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     streaming = streaming_of(run.manifest)
     open_loop = _open_loop(run, scale, slo)
     criteria = (gate.evaluate(table, slo, streaming) + server_criteria(run.server_metrics, slo)
-                + recovery.criteria(recovered, slo.recovery_s_max)
+                + gate.recovery_criteria(recovered, slo.recovery_s_max)
                 + gate.open_loop_criteria((open_loop or {}).get("phases") or [], (open_loop or {}).get("lateness_limit_ms")))
     stopped = validity.completion_criterion(run.manifest)  # an interrupted run never passes
     criteria += [stopped] if stopped else []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loadline.analysis.report import formatting as f
 from loadline.analysis.report import open_loop, sections
-from loadline.analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
+from loadline.analysis.report.recovery_table import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loadline.analysis.report import formatting as f
 from loadline.analysis.report import open_loop, sections
-from loadline.analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
+from loadline.analysis.report.recovery_table import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 from loadline.analysis.verdict import validity
 
 

@@ -38,7 +38,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.verdict.gate import compliant_phases, phase_violations
+from loadline.analysis.stats.compliance import compliant_phases, phase_violations
 from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.slo import SLO
 

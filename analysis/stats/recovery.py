@@ -42,8 +42,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.report import formatting as f
-from loadline.analysis.verdict.gate import Criterion
 from loadline.analysis.data.load import empty_table
 from loadline.analysis.data.timescale import time_scale
 from loadline.core import schema
@@ -267,53 +265,3 @@ def from_run(requests: pd.DataFrame, phases: pd.DataFrame, manifest: dict, slo: 
              faults: pd.DataFrame | None = None) -> list[dict]:
     """`recovery` for a loaded run (loadline.analysis.data.load.RunData's frames), judged against the SLO's P95 limits."""
     return recovery(requests, phases, time_scale(manifest), slo.ttft_p95_ms, slo.e2e_p95_ms, faults=faults)
-
-
-def criteria(entries: list[dict], recovery_s_max: float | None) -> list[Criterion]:
-    """The drill objective `recovery_s_max` (SLO file) as a gate criterion; [] when not set."""
-    if recovery_s_max is None:
-        return []
-    threshold = f"< {recovery_s_max:g} s"
-    if not entries:
-        return [Criterion("recovery time", threshold, recovery_s_max, None, None, "no surge or fault in the run", "s")]
-    stuck = [e for e in entries if not e["recovered"]]
-    if stuck:
-        worst = stuck[0]
-        where = f"{worst['phase']}: not recovered before the phase ended (>= {worst['phase_s'] - worst['disturbance_at_s']:g} s)"
-        return [Criterion("recovery time", threshold, recovery_s_max,
-                          worst["phase_s"] - worst["disturbance_at_s"], False, where, "s")]
-    worst = max(entries, key=lambda e: e["recovery_s"])
-    return [Criterion("recovery time", threshold, recovery_s_max, worst["recovery_s"],
-                      worst["recovery_s"] < recovery_s_max, worst["phase"], "s")]
-
-
-RECOVERY_HEADER = ["event", "phase", "clock starts", "baseline TTFT/E2E P95", "peak TTFT/E2E P95",
-                   "impact after", "recovered after", "back to baseline after", "failed (by class)", "faults"]
-
-
-def recovery_rows(entries: list[dict]) -> list[list[str]]:
-    """The report's Recovery table (plain text cells; the renderers escape them)."""
-    def pair(level: dict) -> str:
-        return f"{f.num(level.get('ttft_p95_ms'))} / {f.num(level.get('e2e_p95_ms'))} ms"
-
-    def seconds(value: float | None, none: str) -> str:
-        return none if value is None else f"{f.num(value)} s"
-
-    rows = []
-    for e in entries:
-        classes = ", ".join(f"{name} {n}" for name, n in e["errors_by_class"].items())
-        rows.append([e["event"], e["phase"], f"+{f.num(e['disturbance_at_s'])} s",
-                     pair(e["baseline"]) + (f" ({e['baseline']['phase']})" if e["baseline"].get("phase") else ""),
-                     pair(e["peak"]), seconds(e["impact_s"], "no impact"),
-                     seconds(e["recovery_s"], "not within the phase")
-                     + (f" (then {f.num(e['relapse_s'])} s unhealthy)" if e.get("relapse_s") else ""),
-                     seconds(e.get("baseline_recovery_s"), "not within the phase"),
-                     f"{e['failed']:,}" + (f" ({classes})" if classes else ""),
-                     "; ".join(e["faults"]) or "-"])
-    return rows
-
-
-RECOVERY_NOTE = ("Model time. Windows of {window} s by request start (failures by when they ended); healthy = no more errors than the "
-                 "baseline and rolling P95 TTFT/E2E within 1.5x the baseline or under the SLO; recovered = "
-                 "healthy for {hold} s in a row after the first unhealthy window, counted from the clock start "
-                 "(the surge, or the last fault action sent); back to baseline = the same without the SLO allowance.")

@@ -165,7 +165,7 @@ def test_no_records_or_no_events_give_an_empty_list():
 
 
 def test_recovery_s_max_fails_a_slow_or_missing_recovery_and_ignores_an_unset_limit():
-    from loadline.analysis.stats.recovery import criteria
+    from loadline.analysis.verdict.gate import recovery_criteria as criteria
 
     [four] = recovery(spike_for(4.0), SURGE)
     [stuck] = recovery(spike_for(60.0), SURGE)
@@ -178,7 +178,7 @@ def test_recovery_s_max_fails_a_slow_or_missing_recovery_and_ignores_an_unset_li
 
 
 def test_recovery_rows_say_when_and_what_failed():
-    from loadline.analysis.stats.recovery import recovery_rows
+    from loadline.analysis.report.recovery_table import recovery_rows
 
     table = phases(("baseline", "baseline", 0, 60, 4), ("kill", "burst", 60, 120, 12))
     data = pd.concat([records(0, 60, 10), records(60, 61, 4, status="error", error_class="http"),
