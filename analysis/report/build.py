@@ -37,6 +37,7 @@ from loadline.analysis.data.truth import read_truth
 from loadline.analysis.stats.phases import error_classes, phase_table
 from loadline.analysis.data.timescale import note as timescale_note
 from loadline.analysis.data.timescale import point_to_model, time_scale, to_model_time
+from loadline.core.records import Status
 from loadline.core.runsettings import streaming_of
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
@@ -196,7 +197,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
     else:
         # the server-metrics analyses read the wall-time table and scale by themselves
         verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
-        failed = int((run.requests["status"].astype(str) == "error").sum()) if run.has_records else 0
+        failed = int((run.requests["status"].astype(str) == Status.ERROR).sum()) if run.has_records else 0
         verdict["bottleneck"] = explain_by_faults(verdict["bottleneck"], recovered, failed)
         verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
         if verdict["safe_operating_point"].get("none") and verdict["capacity"]:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from loadline.analysis.data.load import RunData
 from loadline.analysis.stats.phases import pooled_itl_ms
+from loadline.core.records import Status
 
 MAX_BUCKETS = 150
 CDF_MAX_REQUESTS = 20_000  # ITL CDF pools the gaps of at most this many evenly spaced requests
@@ -68,7 +69,7 @@ def _time_label(scale: float) -> str:
 
 
 def _ok(run: RunData) -> pd.DataFrame:
-    return run.requests[(run.requests["status"] == "ok").to_numpy()]
+    return run.requests[(run.requests["status"] == Status.OK).to_numpy()]
 
 
 def latency_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
@@ -175,7 +176,7 @@ def tokens_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
 def errors_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
     t0, t1 = _timeline(run)
     width = _bucket_width(t0, t1)
-    errors = run.requests[(run.requests["status"] == "error").to_numpy()]
+    errors = run.requests[(run.requests["status"] == Status.ERROR).to_numpy()]
     fig, ax = plt.subplots(figsize=(10, 3.6))
     _shade_phases(ax, run, t0, scale)
     if errors.empty:

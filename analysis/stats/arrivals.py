@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from loadline.core.arrival_rate import fell_short, gap_cv2
+from loadline.core.records import Status
 from loadline.core.slo import SLO
 
 LATENESS_SHARE = 0.10
@@ -71,7 +72,7 @@ def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: f
         if target is None and not len(sent):
             continue
         achieved = len(sent) / (end - start) / scale
-        done = inside[inside["status"] == "ok"]
+        done = inside[inside["status"] == Status.OK]
         row = {"phase": phase["label"], "target_rate": target, "achieved_rate": achieved, "arrivals": len(sent),
                **_percentiles(inside["lateness_ms"], "lateness", scale),
                **_percentiles(done["ttft_ms"], "ttft", scale),

@@ -22,6 +22,7 @@ import pandas as pd
 from loadline.analysis.data.load import RunData
 from loadline.analysis.data.timescale import time_scale
 from loadline.core.judge import applicability
+from loadline.core.records import Status
 from loadline.core.runsettings import streaming_of
 from loadline.core.slo import SLO
 
@@ -97,7 +98,7 @@ def uncensored(rows: pd.DataFrame, phase_end: float) -> pd.Series:
     cancellations at the phase's end count: a user stopped mid-phase by a ramp-down is a random
     pick, and the others' requests go on unbiased.
     """
-    cut = rows[(rows["status"] == "cancelled") & (rows["end_wall"] >= phase_end - CUT_TOLERANCE_S)]
+    cut = rows[(rows["status"] == Status.CANCELLED) & (rows["end_wall"] >= phase_end - CUT_TOLERANCE_S)]
     if cut.empty:
         return pd.Series(True, index=rows.index)
     return rows["start_wall"] < cut["start_wall"].min()
@@ -110,7 +111,7 @@ def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) 
     """Raw latency samples of the ok, uncensored requests of one phase: e2e/ttft/tpot in ms, itl in int us."""
     where = assign_phases(run) if where is None else where
     rows = run.requests[where == position]
-    rows = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & (rows["status"] == "ok")]
+    rows = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & (rows["status"] == Status.OK)]
     samples = {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
     samples["itl"] = pooled_itl_us(rows["itl_us"])  # int32 us: a quarter of the memory of float64 ms
     return samples
@@ -126,8 +127,8 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO, scale: 
     phase = run.phases.iloc[position]
     rows = run.requests[where == position]
     status = rows["status"].astype(str)
-    ok_rows = rows[(status == "ok").to_numpy()]
-    ok, errors, cancelled = len(ok_rows), int((status == "error").sum()), int((status == "cancelled").sum())
+    ok_rows = rows[(status == Status.OK).to_numpy()]
+    ok, errors, cancelled = len(ok_rows), int((status == Status.ERROR).sum()), int((status == Status.CANCELLED).sum())
     duration = float(phase["end_wall"]) - float(phase["start_wall"])
     per_s = (lambda n: n / duration) if duration > 0 else (lambda n: float("nan"))
     meets = np.ones(len(ok_rows), dtype=bool)
@@ -173,7 +174,7 @@ def error_classes(run: RunData) -> pd.DataFrame:
     if not run.has_records:
         return table
     where = assign_phases(run)
-    errors = run.requests[(run.requests["status"] == "error").to_numpy() & (where >= 0)]
+    errors = run.requests[(run.requests["status"] == Status.ERROR).to_numpy() & (where >= 0)]
     if errors.empty:
         return table
     counts = pd.crosstab(where[errors.index.to_numpy()], errors["error_class"].astype(str).replace("", "unknown"))

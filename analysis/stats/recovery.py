@@ -45,6 +45,7 @@ import pandas as pd
 from loadline.analysis.data.load import empty_table
 from loadline.analysis.data.timescale import time_scale
 from loadline.core import schema
+from loadline.core.records import Status
 from loadline.core.slo import SLO
 
 MAX_WINDOWS = 100_000  # bounds the window loop on absurd inputs (a 2 s window over ~2 days)
@@ -98,8 +99,8 @@ def find_events(phases: pd.DataFrame, faults: pd.DataFrame | None = None,
 def _level(rows: pd.DataFrame, scale: float) -> dict[str, float]:
     """P95 TTFT/E2E (model ms) of ok rows, error rate, counts; cancelled attempts count as neither."""
     status = rows["status"].astype(str)
-    ok = rows[(status == "ok").to_numpy()]
-    errors = int((status == "error").sum())
+    ok = rows[(status == Status.OK).to_numpy()]
+    errors = int((status == Status.ERROR).sum())
 
     return {"requests": len(ok) + errors, "ok": len(ok), "errors": errors,
             "error_rate": errors / (len(ok) + errors) if len(ok) + errors else math.nan,
@@ -116,12 +117,12 @@ def windows(requests: pd.DataFrame, start_wall: float, end_wall: float, scale: f
     rows = requests.sort_values("start_wall", kind="stable")
     starts = rows["start_wall"].to_numpy(dtype=float)
     status = rows["status"].astype(str).to_numpy()
-    ok_mask = status == "ok"
+    ok_mask = status == Status.OK
     ok_before = np.concatenate([[0], np.cumsum(ok_mask)])  # ok requests before each position
     ttft, e2e = (rows[c].to_numpy(dtype=float) * scale for c in ("ttft_ms", "e2e_ms"))
     bounds = [min(end_wall, start_wall + n * width) for n in range(count + 1)]
     edges = np.searchsorted(starts, bounds, side="left")
-    failed = rows[status == "error"]
+    failed = rows[status == Status.ERROR]
     failed_at = np.sort(failed["end_wall" if "end_wall" in failed else "start_wall"].to_numpy(dtype=float))
     error_edges = np.searchsorted(failed_at, bounds, side="left")
     out = []
@@ -185,7 +186,7 @@ def recovery_window(good: np.ndarray, hold_windows: int) -> tuple[int | None, in
 
 
 def _errors_by_class(rows: pd.DataFrame) -> dict[str, int]:
-    failed = rows[rows["status"].astype(str) == "error"]
+    failed = rows[rows["status"].astype(str) == Status.ERROR]
     classes = failed["error_class"].fillna("").astype(str).replace("", "unknown")
     return {name: int(n) for name, n in classes.value_counts().sort_index().items()}
 
@@ -241,8 +242,8 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
         "relapse_s": None if found is None else int((~good[found:]).sum()) * rule.window_s,
         "baseline_recovery_s": None if back_to_baseline is None else back_to_baseline * rule.window_s,
         "window_s": rule.window_s, "hold_s": rule.hold_s,
-        "requests": int((in_phase["status"].astype(str) != "cancelled").sum()),
-        "failed": int((in_phase["status"].astype(str) == "error").sum()),
+        "requests": int((in_phase["status"].astype(str) != Status.CANCELLED).sum()),
+        "failed": int((in_phase["status"].astype(str) == Status.ERROR).sum()),
         "errors_by_class": _errors_by_class(in_phase),
         "windows": [_rounded({**row, "healthy": bool(ok)}) for row, ok in zip(after.to_dict("records"), good)],
     }

@@ -28,7 +28,7 @@ from loadline.analysis.verdict.rules import WINDOW_RULES, Finding
 from loadline.analysis.verdict.run_rules import gateway, load_generator, memory_leak, not_the_gpu
 from loadline.analysis.verdict.timesplit import phase_split
 from loadline.core.judge import format_value
-from loadline.core.records import ErrorClass
+from loadline.core.records import ErrorClass, Status
 
 LAYERS = ("gpu-compute", "kv-cache", "memory-leak", "scheduler", "host-cpu", "gateway", "outside-engine",
           "load-generator", "unidentified", "headroom")
@@ -226,7 +226,7 @@ FAILURE_HINTS = {
 def _failure_mix(ctx: Context) -> tuple[str, list[str]]:
     """The failed requests by class, and the actions their leading class suggests."""
     rows = ctx.requests_in(*ctx.span)
-    failed = rows[rows["status"].astype(str) == "error"] if not rows.empty else rows
+    failed = rows[rows["status"].astype(str) == Status.ERROR] if not rows.empty else rows
     if failed.empty:
         return "", []
     counts = failed["error_class"].astype(str).replace("", "unknown").value_counts()

@@ -20,6 +20,7 @@ import pandas as pd
 
 from loadline.analysis.verdict.engine_host import engine_shares_host
 from loadline.analysis.verdict.signals import Signals
+from loadline.core.records import Status
 from loadline.core.runsettings import time_scale_of
 
 
@@ -139,7 +140,7 @@ def requests_between(req: pd.DataFrame | None, start: float, end: float) -> pd.D
 def is_invalid_request(rows: pd.DataFrame) -> pd.Series:
     """Requests the server refused as malformed or unauthorised (HTTP 4xx but 408/429): no capacity signal."""
     status = pd.to_numeric(rows.get("http_status", pd.Series(0, index=rows.index)), errors="coerce").fillna(0)
-    return (rows["status"].astype(str) == "error") & (status >= 400) & (status < 500) & ~status.isin([408, 429])
+    return (rows["status"].astype(str) == Status.ERROR) & (status >= 400) & (status < 500) & ~status.isin([408, 429])
 
 
 def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float) -> float | None:
@@ -147,10 +148,10 @@ def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float)
     rows = requests_between(requests, start, end)
     if rows.empty:
         return None
-    rows = rows[rows["status"].astype(str) != "cancelled"]
+    rows = rows[rows["status"].astype(str) != Status.CANCELLED]
     if rows.empty:
         return None
-    failed = (rows["status"].astype(str) == "error") & ~is_invalid_request(rows)
+    failed = (rows["status"].astype(str) == Status.ERROR) & ~is_invalid_request(rows)
     return float(failed.sum()) / len(rows)
 
 
@@ -163,7 +164,7 @@ def phase_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator
             users = _generator_users(generator, float(row["start_wall"]), float(row["end_wall"])) or 0.0
         stats = {name: num(row.get(name)) for name in CLIENT_STATS}
         rows = requests_between(requests, float(row["start_wall"]), float(row["end_wall"]))
-        ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+        ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
         ttft = pd.to_numeric(ok.get("ttft_ms", pd.Series(dtype=float)), errors="coerce").dropna()
         stats["ttft_mean_ms"] = float(ttft.mean()) if len(ttft) else None
         out.append(Window(str(row["label"]), float(row["start_wall"]), float(row["end_wall"]), users, "phase", stats))
@@ -200,8 +201,8 @@ def slice_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator
 def client_stats(requests: pd.DataFrame | None, start: float, end: float) -> dict[str, float | None]:
     """A window's client numbers from the records (wall-time ms), as the phase table would give them."""
     rows = requests_between(requests, start, end)
-    rows = rows[rows["status"].astype(str) != "cancelled"] if len(rows) else rows
-    ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+    rows = rows[rows["status"].astype(str) != Status.CANCELLED] if len(rows) else rows
+    ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
     stats: dict[str, float | None] = {"requests": float(len(rows)), "rps": len(ok) / (end - start) if end > start else None,
                                       "error_rate": capacity_error_rate(requests, start, end)}
     for metric in ("ttft", "e2e", "tpot"):
@@ -266,7 +267,7 @@ def _ok_values(requests: pd.DataFrame | None, w: Window, metric: str) -> np.ndar
     if requests is None or not len(requests):
         return None
     rows = requests_between(requests, w.start, w.end)
-    ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+    ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
     return pd.to_numeric(ok.get(f"{metric}_ms", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
 
 

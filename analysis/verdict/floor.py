@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from loadline.analysis.verdict.context import Thresholds
+from loadline.core.records import Status
 
 ACCURACY_RATIO = 4.0  # test accuracy ratio 4:1 (module docstring)
 FLOOR_QUANTILE = 95.0  # the floor quoted per phase: its P95, as the SLO judges P95s
@@ -49,7 +50,7 @@ def q(values: pd.Series | np.ndarray, q: float) -> float | None:
 
 def client_overhead(requests: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     """Per ok request: start_wall, ttft_overhead_ms, e2e_overhead_ms = client's time - the server's own."""
-    ok = requests[requests["status"].astype(str) == "ok"][["request_id", "start_wall", "ttft_ms", "e2e_ms"]]
+    ok = requests[requests["status"].astype(str) == Status.OK][["request_id", "start_wall", "ttft_ms", "e2e_ms"]]
     served = truth[truth["first_token"].notna() & truth["arrival"].notna()]
     merged = ok.astype({"request_id": str}).merge(served, on="request_id", how="inner")
     return pd.DataFrame({
@@ -114,7 +115,7 @@ def measurement_floor(requests: pd.DataFrame, phases: pd.DataFrame, scale: float
                 "phases": [], "floor_ms": None, "floor_model_ms": None, "time_scale": scale}
     worst = max(rows, key=lambda r: r["floor_ms"])
     ttfb = pd.to_numeric(requests.get("ttfb_ms", pd.Series(dtype=float)), errors="coerce")
-    ttfb = ttfb[requests["status"].astype(str) == "ok"] if len(requests) else ttfb
+    ttfb = ttfb[requests["status"].astype(str) == Status.OK] if len(requests) else ttfb
     fastest = float(ttfb.min()) if ttfb.notna().any() else None
     floors = [r["floor_ms"] for r in rows]
     return {

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from loadline.client.watch_budget import BUDGET as WATCH_BUDGET
+from loadline.core.records import Status
 from loadline.core.runfolder import GENERATOR_SAMPLE_INTERVAL_S
 # the thresholds and why: loadline/core/saturation.py (the live web UI reads them too)
 from loadline.core.saturation import (CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, READ_DELAY_FALLBACK_MS,
@@ -96,7 +97,7 @@ def behind_phases(requests: pd.DataFrame, phases: pd.DataFrame) -> list[dict]:
     if not len(requests) or "read_delay_ms" not in requests or not len(phases):
         return []
     delay = pd.to_numeric(requests["read_delay_ms"], errors="coerce")
-    ok = (requests["status"].astype(str) == "ok") & delay.notna()
+    ok = (requests["status"].astype(str) == Status.OK) & delay.notna()
     if not ok.any():
         return []
     rows = requests[ok]

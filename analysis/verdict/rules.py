@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from loadline.analysis.verdict.context import Context, Window
 from loadline.analysis.verdict.reading import Check, Reading, kv_level, queue_share
+from loadline.core.records import Status
 
 
 @dataclass
@@ -274,7 +275,7 @@ def outside_engine(ctx: Context, r: Reading, base: Reading) -> Finding:
         return f
     server = s.histogram(concept, r.window.start, r.window.end)
     rows = ctx.requests_in(r.window.start, r.window.end)
-    ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+    ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
     client = ok.get(f"{concept}_ms")
     client = client.astype(float).dropna() if client is not None else None
     if server is None or server.mean is None or client is None or client.empty:

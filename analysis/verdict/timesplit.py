@@ -24,6 +24,7 @@ import pandas as pd
 
 from loadline.analysis.verdict.context import Thresholds
 from loadline.analysis.verdict.signals import Signals
+from loadline.core.records import Status
 
 OUTSIDE_DOMINATES = 0.5  # the outside share is the largest part: more than every engine part together
 PARTS = ("queue", "prefill", "decode")
@@ -92,7 +93,7 @@ def phase_split(requests: pd.DataFrame, signals: Signals, start: float, end: flo
     The client side is the ok records the engine observed in the same scrape window: TTFT by the
     moment of their first token, E2E by their end (the engine records each histogram then)."""
     window = _scrape_window(signals, start, end)
-    ok = requests[requests["status"].astype(str) == "ok"] if len(requests) else requests
+    ok = requests[requests["status"].astype(str) == Status.OK] if len(requests) else requests
     if window is None or ok.empty:
         return {"client_requests": 0, "engine_requests": 0.0, "ttft": None, "e2e": None}
     t_a, t_b = window
