@@ -191,6 +191,3 @@ def gateway(ctx: Context) -> Finding:
                  "check gateway timeouts: streaming responses last as long as the longest generation",
                  "check auth and downstream services on the request path"]
     return f
-
-
-RUN_RULES = (load_generator, memory_leak, gateway)

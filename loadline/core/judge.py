@@ -41,7 +41,6 @@ LATENCY = {
     "tpot_p95_ms": "TPOT P95", "tpot_p99_ms": "TPOT P99",
 }
 E2E = ("e2e_p95_ms", "e2e_p99_ms")
-STREAM_ONLY = ("ttft_p95_ms", "ttft_p99_ms", "itl_p95_ms", "itl_p99_ms", "tpot_p95_ms", "tpot_p99_ms")
 ERROR_RATE = "error_rate"
 
 
