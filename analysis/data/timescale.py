@@ -2,22 +2,93 @@
 
 The run folder holds wall-clock measurements; a run compressed X times has latencies X times
 shorter and rates X times higher than the service it models. The report judges and shows model
-time (latency x X, rate / X), as the live stop rule does, so SLO thresholds keep their real-world
-meaning. The scale and the conversion rule are loadline/core/runsettings.py's (one accessor, one rule);
-this module applies them to DataFrames. `phase_table` stays in wall time (the bottleneck and
-capacity analyses read it that way and scale themselves).
+time, as the live stop rule does, so SLO thresholds keep their real-world meaning. The scale and
+the rule for one measured field are loadline/core/runsettings.py's (`model_value`); this module is
+where a run folder's tables cross from wall to model time, once, so that the analyses reading
+them never multiply or divide by the scale:
+
+- a timestamp (`start_wall`, `end_wall`, `due_wall`, `ts`) becomes origin + (wall - origin) x X,
+  the origin being the run's first phase start: differences between timestamps are model seconds,
+  so a count over a span is a model rate and a window of N seconds is N model seconds;
+- a latency (`*_ms`, and each gap of `itl_us`) is multiplied by X; a rate (`rps`...) divided by X;
+- everything else (counts, users, `target_rate`, already in model requests/s) is unchanged.
+
+`model_run` applies it to a loaded run's requests, phases, faults and generator samples. Not yet
+converted (their analyses still scale by themselves): `phase_table`'s input, the server metrics and
+the truth log.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
 import pandas as pd
 
+from loadline.analysis.data.load import RunData
 from loadline.core.runsettings import is_scaled, model_value, time_scale_of
+
+TIMESTAMPS = frozenset({"start_wall", "end_wall", "due_wall", "ts"})  # wall-clock seconds (time.time())
+ITL_COLUMN = "itl_us"  # space-separated integer microseconds, one per gap
 
 
 def time_scale(manifest: dict | None) -> float:
     """X of `--time-scale X` from the run's manifest (the one accessor: loadline.core.runsettings.time_scale_of)."""
     return time_scale_of(manifest)
+
+
+@dataclass(frozen=True)
+class ModelClock:
+    """One run's wall clock -> its model clock."""
+
+    scale: float
+    origin: float  # the wall instant both clocks share (the run's first phase start)
+
+    def at(self, wall):
+        """A wall timestamp (or an array / Series of them) on the model clock."""
+        return self.origin + (wall - self.origin) * self.scale
+
+
+def clock_of(run: RunData) -> ModelClock:
+    starts = pd.to_numeric(run.phases["start_wall"], errors="coerce").dropna()
+    if starts.empty:
+        starts = pd.to_numeric(run.requests["start_wall"], errors="coerce").dropna()
+    return ModelClock(time_scale(run.manifest), float(starts.min()) if len(starts) else 0.0)
+
+
+def _itl_to_model(itl_us: pd.Series, scale: float) -> pd.Series:
+    """Each gap x scale, kept as integer microseconds (exact for an integer scale)."""
+    def one(text: object) -> object:
+        if not isinstance(text, str) or not text:
+            return text
+        gaps = np.fromstring(text, dtype=np.int64, sep=" ")
+        return " ".join(map(str, np.rint(gaps * scale).astype(np.int64)))
+    return itl_us.map(one).astype(object)
+
+
+def table_to_model(table: pd.DataFrame, clock: ModelClock) -> pd.DataFrame:
+    """A run-folder table with its timestamps, latencies and rates in model time (the module's rule)."""
+    if clock.scale == 1.0 or table is None:
+        return table
+    table = table.copy()
+    for column in table.columns:
+        if column in TIMESTAMPS:
+            table[column] = clock.at(pd.to_numeric(table[column], errors="coerce"))
+        elif column == ITL_COLUMN:
+            table[column] = _itl_to_model(table[column], clock.scale)
+        elif is_scaled(column):
+            table[column] = model_value(column, table[column], clock.scale)
+    return table
+
+
+def model_run(run: RunData) -> RunData:
+    """The run with its requests, phases, faults and generator samples in model time (the same run when unscaled)."""
+    clock = clock_of(run)
+    if clock.scale == 1.0:
+        return run
+    return dataclasses.replace(run, requests=table_to_model(run.requests, clock), phases=table_to_model(run.phases, clock),
+                               faults=table_to_model(run.faults, clock), generator=table_to_model(run.generator, clock))
 
 
 def to_model_time(table: pd.DataFrame, scale: float) -> pd.DataFrame:

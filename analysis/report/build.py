@@ -36,7 +36,7 @@ from loadline.analysis.verdict.timesplit import time_split
 from loadline.analysis.data.truth import read_truth
 from loadline.analysis.stats.phases import error_classes, phase_table
 from loadline.analysis.data.timescale import note as timescale_note
-from loadline.analysis.data.timescale import point_to_model, time_scale, to_model_time
+from loadline.analysis.data.timescale import model_run, point_to_model, time_scale, to_model_time
 from loadline.core.records import Status
 from loadline.core.runsettings import streaming_of
 from loadline.core import runfolder
@@ -99,19 +99,19 @@ def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> 
     return guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {})
 
 
-def _open_loop(run: RunData, scale: float, slo: SLO) -> dict:
+def _open_loop(model: RunData, slo: SLO) -> dict:
     """Arrival-rate runs: target vs achieved rate, lateness, latency from due (analysis/stats/arrivals.py)."""
-    if not run.has_records:
+    if not model.has_records:
         return {}
-    return guarded("open loop", lambda: arrivals.summary(run.requests, run.phases, run.manifest.get("options") or {},
-                                                         scale, slo), {})
+    return guarded("open loop", lambda: arrivals.summary(model.requests, model.phases, model.manifest.get("options") or {},
+                                                         slo), {})
 
 
-def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
+def _recovery(model: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
     """Surge / fault recovery entries (loadline.analysis.stats.recovery), and why they are missing if they failed."""
-    if not run.has_records:
+    if not model.has_records:
         return [], []
-    result = guarded("recovery", lambda: recovery.from_run(run.requests, run.phases, run.manifest, slo, run.faults), {})
+    result = guarded("recovery", lambda: recovery.from_run(model, slo), {})
     return (result, []) if isinstance(result, list) else ([], [result["error"]])
 
 
@@ -149,15 +149,17 @@ def _consistency(run: RunData, table: pd.DataFrame) -> list[str]:
     return notes
 
 
-def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
-    """The numbers of a report, without writing anything: (phase table in model time, verdict dict)."""
+def analyse(run: RunData, slo: SLO, model: RunData | None = None) -> tuple[pd.DataFrame, dict]:
+    """The numbers of a report, without writing anything: (phase table in model time, verdict dict).
+    `model`: the run in model time when the caller already has it (timescale.model_run)."""
     wall = phase_table(run, slo)
     _require_outcomes(run, wall)
     scale = time_scale(run.manifest)
     table = to_model_time(wall, scale)
-    recovered, recovery_problems = _recovery(run, slo)
+    model = model_run(run) if model is None else model
+    recovered, recovery_problems = _recovery(model, slo)
     streaming = streaming_of(run.manifest)
-    open_loop = _open_loop(run, scale, slo)
+    open_loop = _open_loop(model, slo)
     criteria = (gate.evaluate(table, slo, streaming) + server_criteria(run.server_metrics, slo)
                 + gate.recovery_criteria(recovered, slo.recovery_s_max)
                 + gate.open_loop_criteria((open_loop or {}).get("phases") or [], (open_loop or {}).get("lateness_limit_ms")))
@@ -226,12 +228,13 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
-    table, verdict = analyse(run, slo)
+    model = model_run(run)
+    table, verdict = analyse(run, slo, model)
     if charts:
         # Imported here: matplotlib costs ~0.6 s of CPU to import, which a --no-charts report skips.
         from loadline.analysis.report.figures import draw_charts
 
-        chart_paths, problems = draw_charts(run, table, verdict, out)
+        chart_paths, problems = draw_charts(run, model, table, verdict, out)
     else:
         chart_paths, problems = [], ["charts not drawn (--no-charts): loadline report RUN draws them"]
     verdict["charts"] = [p.name for p in chart_paths]

@@ -63,7 +63,7 @@ def _figure(run: Any, axis: _Axis, title: str, rows: int = 1):
     axes = axes[:, 0]
     for ax in axes:
         if getattr(run, "phases", None) is not None:
-            _shade_phases(ax, run, axis.t0, axis.scale)
+            _shade_phases(ax, run, lambda t: (t - axis.t0) * axis.scale)
     axes[0].set_title(title, fontsize=10)
     axes[-1].set_xlabel(_time_label(axis.scale))
     return fig, axes

@@ -31,7 +31,7 @@ whose `ts` lies in the phase. For each event:
   before that are not a recovery. relapse_s = unhealthy window time after the recovery.
 - peak P95s and error rate over every window of the phase, failed requests by error class.
 
-Times are model time (analysis/data/timescale.py): wall seconds x scale, latencies x scale.
+Takes its tables in model time (analysis/data/timescale.py) and answers in model time.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data.load import empty_table
-from loadline.analysis.data.timescale import time_scale
+from loadline.analysis.data.load import RunData, empty_table
 from loadline.core import schema
 from loadline.core.records import Status
 from loadline.core.slo import SLO
@@ -96,7 +95,7 @@ def find_events(phases: pd.DataFrame, faults: pd.DataFrame | None = None,
     return events
 
 
-def _level(rows: pd.DataFrame, scale: float) -> dict[str, float]:
+def _level(rows: pd.DataFrame) -> dict[str, float]:
     """P95 TTFT/E2E (model ms) of ok rows, error rate, counts; cancelled attempts count as neither."""
     status = rows["status"].astype(str)
     ok = rows[(status == Status.OK).to_numpy()]
@@ -104,23 +103,22 @@ def _level(rows: pd.DataFrame, scale: float) -> dict[str, float]:
 
     return {"requests": len(ok) + errors, "ok": len(ok), "errors": errors,
             "error_rate": errors / (len(ok) + errors) if len(ok) + errors else math.nan,
-            "ttft_p95_ms": _p95(ok["ttft_ms"].to_numpy(dtype=float)) * scale,
-            "e2e_p95_ms": _p95(ok["e2e_ms"].to_numpy(dtype=float)) * scale}
+            "ttft_p95_ms": _p95(ok["ttft_ms"].to_numpy(dtype=float)),
+            "e2e_p95_ms": _p95(ok["e2e_ms"].to_numpy(dtype=float))}
 
 
-def windows(requests: pd.DataFrame, start_wall: float, end_wall: float, scale: float = 1.0,
+def windows(requests: pd.DataFrame, start_wall: float, end_wall: float,
             window_s: float = RecoveryRule.window_s, min_samples: int = RecoveryRule.min_samples) -> pd.DataFrame:
     """Per window of `window_s` model seconds from start_wall: t_s (model s from start), the window's
     own requests/ok/errors/error_rate, and rolling P95 TTFT/E2E in model ms over `samples` ok requests."""
-    width = window_s / scale
-    count = min(MAX_WINDOWS, max(0, math.ceil((end_wall - start_wall) / width - 1e-9)))
+    count = min(MAX_WINDOWS, max(0, math.ceil((end_wall - start_wall) / window_s - 1e-9)))
     rows = requests.sort_values("start_wall", kind="stable")
     starts = rows["start_wall"].to_numpy(dtype=float)
     status = rows["status"].astype(str).to_numpy()
     ok_mask = status == Status.OK
     ok_before = np.concatenate([[0], np.cumsum(ok_mask)])  # ok requests before each position
-    ttft, e2e = (rows[c].to_numpy(dtype=float) * scale for c in ("ttft_ms", "e2e_ms"))
-    bounds = [min(end_wall, start_wall + n * width) for n in range(count + 1)]
+    ttft, e2e = (rows[c].to_numpy(dtype=float) for c in ("ttft_ms", "e2e_ms"))
+    bounds = [min(end_wall, start_wall + n * window_s) for n in range(count + 1)]
     edges = np.searchsorted(starts, bounds, side="left")
     failed = rows[status == Status.ERROR]
     failed_at = np.sort(failed["end_wall" if "end_wall" in failed else "start_wall"].to_numpy(dtype=float))
@@ -199,7 +197,7 @@ def _int_or_none(value) -> int | None:
     return None if value is None or pd.isna(value) else int(value)
 
 
-def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, scale: float = 1.0,
+def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event,
                    slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
                    rule: RecoveryRule = RecoveryRule()) -> dict:
     """The recovery entry of one event (see the module docstring); times in model seconds."""
@@ -217,14 +215,14 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
         low, high = float(before["start_wall"]), float(before["end_wall"])
         # the healthy level: what finished before the disturbance, so its casualties don't raise the bar
         baseline = {"phase": str(before["label"]),
-                    **_level(requests[(starts >= low) & (starts < high) & (ends < disturbance)], scale)}
+                    **_level(requests[(starts >= low) & (starts < high) & (ends < disturbance)])}
     limit = limits(baseline, slo_ttft_p95_ms, slo_e2e_p95_ms, rule.latency_factor)
-    after = windows(requests, event.disturbance_wall, end, scale, rule.window_s, rule.min_samples)
+    after = windows(requests, event.disturbance_wall, end, rule.window_s, rule.min_samples)
     good = healthy(after, limit)
     hold = max(1, math.ceil(rule.hold_s / rule.window_s - 1e-9))
     impact, found = recovery_window(good, hold)
     _, back_to_baseline = recovery_window(healthy(after, limits(baseline, None, None, rule.latency_factor)), hold)
-    whole = windows(requests, start, end, scale, rule.window_s, rule.min_samples)
+    whole = windows(requests, start, end, rule.window_s, rule.min_samples)
     peak = {c: float(whole[c].max()) if whole[c].notna().any() else math.nan
             for c in ("ttft_p95_ms", "e2e_p95_ms", "error_rate")}
     what = [f"surge x{event.surge_factor:g}"] if event.surge_factor else []
@@ -233,8 +231,8 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
         "event": " + ".join(what), "phase": str(phase["label"]), "phase_index": event.position,
         "users_from": _int_or_none(phases.iloc[event.position - 1]["target_users"]) if event.position > 0 else None,
         "users_to": _int_or_none(phase["target_users"]), "faults": list(event.faults),
-        "disturbance_at_s": round((event.disturbance_wall - start) * scale, 3),
-        "phase_s": round((end - start) * scale, 3),
+        "disturbance_at_s": round(event.disturbance_wall - start, 3),
+        "phase_s": round(end - start, 3),
         "baseline": _rounded(baseline), "limits": _rounded(limit), "peak": _rounded(peak),
         "recovered": found is not None,
         "impact_s": None if impact is None else impact * rule.window_s,
@@ -249,7 +247,7 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
     }
 
 
-def recovery(requests: pd.DataFrame, phases: pd.DataFrame, scale: float = 1.0,
+def recovery(requests: pd.DataFrame, phases: pd.DataFrame,
              slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
              rule: RecoveryRule = RecoveryRule(), faults: pd.DataFrame | None = None) -> list[dict]:
     """One entry per surge or fault event of the run (see the module docstring); [] when none.
@@ -258,11 +256,10 @@ def recovery(requests: pd.DataFrame, phases: pd.DataFrame, scale: float = 1.0,
     if requests.empty or phases.empty or phases["end_wall"].isna().all():
         return []
     phases = phases[phases["end_wall"].notna()].reset_index(drop=True)
-    return [event_recovery(requests, phases, event, scale, slo_ttft_p95_ms, slo_e2e_p95_ms, rule)
+    return [event_recovery(requests, phases, event, slo_ttft_p95_ms, slo_e2e_p95_ms, rule)
             for event in find_events(phases, faults, rule.surge_factor)]
 
 
-def from_run(requests: pd.DataFrame, phases: pd.DataFrame, manifest: dict, slo: SLO,
-             faults: pd.DataFrame | None = None) -> list[dict]:
-    """`recovery` for a loaded run (loadline.analysis.data.load.RunData's frames), judged against the SLO's P95 limits."""
-    return recovery(requests, phases, time_scale(manifest), slo.ttft_p95_ms, slo.e2e_p95_ms, faults=faults)
+def from_run(run: RunData, slo: SLO) -> list[dict]:
+    """`recovery` for a run in model time (loadline.analysis.data.timescale.model_run), judged against the SLO's P95 limits."""
+    return recovery(run.requests, run.phases, slo.ttft_p95_ms, slo.e2e_p95_ms, faults=run.faults)
