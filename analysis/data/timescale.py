@@ -77,18 +77,18 @@ def table_to_model(table: pd.DataFrame, clock: ModelClock) -> pd.DataFrame:
             table[column] = clock.at(pd.to_numeric(table[column], errors="coerce"))
         elif column == ITL_COLUMN:
             table[column] = _itl_to_model(table[column], clock.scale)
-        elif is_scaled(column):
-            table[column] = model_value(column, table[column], clock.scale)
-    return table
+    return to_model_time(table, clock.scale)
 
 
 def model_run(run: RunData) -> RunData:
-    """The run with its requests, phases, faults and generator samples in model time (the same run when unscaled)."""
+    """The run with its requests, phases, faults and generator samples in model time (the same run when
+    unscaled or already converted); `wall_second` says how long one of the generator's wall seconds is."""
     clock = clock_of(run)
-    if clock.scale == 1.0:
+    if clock.scale == 1.0 or run.wall_second != 1.0:
         return run
     return dataclasses.replace(run, requests=table_to_model(run.requests, clock), phases=table_to_model(run.phases, clock),
-                               faults=table_to_model(run.faults, clock), generator=table_to_model(run.generator, clock))
+                               faults=table_to_model(run.faults, clock), generator=table_to_model(run.generator, clock),
+                               wall_second=clock.scale)
 
 
 def to_model_time(table: pd.DataFrame, scale: float) -> pd.DataFrame:

@@ -36,7 +36,7 @@ from loadline.analysis.verdict.timesplit import time_split
 from loadline.analysis.data.truth import read_truth
 from loadline.analysis.stats.phases import error_classes, phase_table
 from loadline.analysis.data.timescale import note as timescale_note
-from loadline.analysis.data.timescale import model_run, point_to_model, time_scale, to_model_time
+from loadline.analysis.data.timescale import model_run, time_scale
 from loadline.core.records import Status
 from loadline.core.runsettings import streaming_of
 from loadline.core import runfolder
@@ -152,11 +152,12 @@ def _consistency(run: RunData, table: pd.DataFrame) -> list[str]:
 def analyse(run: RunData, slo: SLO, model: RunData | None = None) -> tuple[pd.DataFrame, dict]:
     """The numbers of a report, without writing anything: (phase table in model time, verdict dict).
     `model`: the run in model time when the caller already has it (timescale.model_run)."""
-    wall = phase_table(run, slo)
-    _require_outcomes(run, wall)
-    scale = time_scale(run.manifest)
-    table = to_model_time(wall, scale)
     model = model_run(run) if model is None else model
+    table = phase_table(model, slo)
+    _require_outcomes(run, table)
+    scale = time_scale(run.manifest)
+    # the server-metrics analyses (bottleneck) still read the recorded run and scale by themselves
+    wall = phase_table(run, slo) if model is not run else table
     recovered, recovery_problems = _recovery(model, slo)
     streaming = streaming_of(run.manifest)
     open_loop = _open_loop(model, slo)
@@ -166,7 +167,7 @@ def analyse(run: RunData, slo: SLO, model: RunData | None = None) -> tuple[pd.Da
     stopped = validity.completion_criterion(run.manifest)  # an interrupted run never passes
     criteria += [stopped] if stopped else []
     passed = gate.gate_passed(criteria)
-    knee_wall = knee.find_knee(wall) if run.has_records else {"found": False, "reason": "no per-request records"}
+    knee_point = knee.find_knee(table) if run.has_records else {"found": False, "reason": "no per-request records"}
     break_point = knee.find_break_point(table, slo, streaming)
     verdict = {
         "run": str(run.path), "name": run.manifest.get("name", run.path.resolve().name), "manifest": run.manifest,
@@ -175,7 +176,7 @@ def analyse(run: RunData, slo: SLO, model: RunData | None = None) -> tuple[pd.Da
         "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo),
                 "unjudged": gate.unjudged(criteria),
                 "streaming": streaming, "not_applied": gate.not_applied(slo, streaming)},
-        "knee": point_to_model(knee_wall, scale), "break_point": break_point,
+        "knee": knee_point, "break_point": break_point,
         "max_slo_throughput": (best := knee.max_compliant_throughput(table, slo, streaming)),
         "safe_operating_point": knee.safe_operating_point(
             table, break_point, best, knee.broke_with_time(table, break_point, slo, streaming)),
@@ -183,7 +184,7 @@ def analyse(run: RunData, slo: SLO, model: RunData | None = None) -> tuple[pd.Da
         "error_classes": error_classes(run).to_dict(orient="records"),
         "recovery": recovered,
         "workers": worker_lines(run.manifest, run.requests, lambda: read_truth(run.path)),  # lost, clocks
-        "missing": list(run.missing) + _consistency(run, wall) + recovery_problems,
+        "missing": list(run.missing) + _consistency(run, table) + recovery_problems,
         "notes": [n for n in [timescale_note(scale), gate.gate_note(criteria)] if n],
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
@@ -197,11 +198,10 @@ def analyse(run: RunData, slo: SLO, model: RunData | None = None) -> tuple[pd.Da
         verdict["bottleneck"] = _not_judged(verdict["validity"]["reason"])
         verdict["capacity"] = {}
     else:
-        # the server-metrics analyses read the wall-time table and scale by themselves
         verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
         failed = int((run.requests["status"].astype(str) == Status.ERROR).sum()) if run.has_records else 0
         verdict["bottleneck"] = explain_by_faults(verdict["bottleneck"], recovered, failed)
-        verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
+        verdict["capacity"] = _capacity(model, table, knee_point, slo)
         if verdict["safe_operating_point"].get("none") and verdict["capacity"]:
             verdict["capacity"]["caution"] = "safe operating point " + verdict["safe_operating_point"]["reason"]
         # a lagging generator: a warning, or exit 2 when a criterion lies within its error (validity.py)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from loadline.analysis.data.load import load_run
+from loadline.analysis.data.timescale import model_run
 from loadline.analysis.stats.knee import find_knee
 from loadline.analysis.stats.phases import phase_table
 from loadline.analysis.verdict import capacity
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _per_replica_from_run(run_dir: str) -> tuple[float, str]:
     if not Path(run_dir).is_dir():
         raise UsageError(f"run folder not found: {run_dir}")
-    run = load_run(run_dir)
+    run = model_run(load_run(run_dir))
     table = phase_table(run)
     value, basis = capacity.per_replica_from_run(run, table, find_knee(table) if run.has_records else None)
     if not value:
