@@ -11,22 +11,29 @@ them never multiply or divide by the scale:
   the origin being the run's first phase start: differences between timestamps are model seconds,
   so a count over a span is a model rate and a window of N seconds is N model seconds;
 - a latency (`*_ms`, and each gap of `itl_us`) is multiplied by X; a rate (`rps`...) divided by X;
+- in the server metrics, what the vocabulary (analysis/data/metric_names.py) says is in seconds: a
+  seconds counter's value and a seconds histogram's `_sum` and bucket bounds (`le`) x X; counts and
+  gauges stay, and a counter's rate comes out per model second because its timestamps are;
 - everything else (counts, users, `target_rate`, already in model requests/s) is unchanged.
 
-`model_run` applies it to a loaded run's requests, phases, faults and generator samples. Not yet
-converted (their analyses still scale by themselves): `phase_table`'s input, the server metrics and
-the truth log.
+`model_run` applies it to a loaded run's requests, phases, faults, generator samples and server
+metrics. Not converted: the truth log and the validity assessment that reads it with the records
+(analysis/verdict/validity.py, floor.py, generator.py), which reports the client's floor both on
+the wall clock and in model time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import pandas as pd
 
 from loadline.analysis.data.load import RunData
+from loadline.analysis.data.metric_names import CONCEPTS
 from loadline.core.runsettings import is_scaled, model_value, time_scale_of
 
 TIMESTAMPS = frozenset({"start_wall", "end_wall", "due_wall", "ts"})  # wall-clock seconds (time.time())
@@ -80,15 +87,52 @@ def table_to_model(table: pd.DataFrame, clock: ModelClock) -> pd.DataFrame:
     return to_model_time(table, clock.scale)
 
 
+@cache
+def _seconds_metrics() -> tuple[frozenset[str], frozenset[str]]:
+    """(counters, histograms): the vendor names whose values are seconds."""
+    timed = [(c.kind, s.name) for c in CONCEPTS.values() if c.unit == "s" for s in c.sources]
+    return (frozenset(name for kind, name in timed if kind == "counter"),
+            frozenset(name for kind, name in timed if kind == "histogram"))
+
+
+def _le_to_model(labels: object, scale: float) -> object:
+    """A bucket's labels (JSON text or dict) with its upper bound `le` x scale (+Inf stays)."""
+    parsed = labels if isinstance(labels, dict) else json.loads(str(labels)) if labels not in (None, "") else {}
+    try:
+        bound = float(parsed["le"])
+    except (KeyError, TypeError, ValueError):
+        return labels
+    out = {**parsed, "le": repr(bound * scale)}
+    return out if isinstance(labels, dict) else json.dumps(out, sort_keys=True)
+
+
+def server_metrics_to_model(table: pd.DataFrame, clock: ModelClock) -> pd.DataFrame:
+    """Scraped server metrics in model time: timestamps, and the series the vocabulary says are seconds."""
+    if clock.scale == 1.0 or table is None or table.empty:
+        return table
+    counters, histograms = _seconds_metrics()
+    table = table.copy()
+    table["ts"] = clock.at(pd.to_numeric(table["ts"], errors="coerce"))
+    metric = table["metric"].astype(str)
+    seconds = metric.isin(counters) | metric.isin([name + "_sum" for name in histograms])
+    table.loc[seconds, "value"] = pd.to_numeric(table.loc[seconds, "value"], errors="coerce") * clock.scale
+    buckets = metric.isin([name + "_bucket" for name in histograms])
+    if buckets.any():
+        texts = table.loc[buckets, "labels"]
+        converted = {text: _le_to_model(text, clock.scale) for text in texts.astype(str).unique()}
+        table.loc[buckets, "labels"] = texts.astype(str).map(converted)
+    return table
+
+
 def model_run(run: RunData) -> RunData:
-    """The run with its requests, phases, faults and generator samples in model time (the same run when
+    """The run with its requests, phases, faults, generator samples and server metrics in model time (the same run when
     unscaled or already converted); `wall_second` says how long one of the generator's wall seconds is."""
     clock = clock_of(run)
     if clock.scale == 1.0 or run.wall_second != 1.0:
         return run
     return dataclasses.replace(run, requests=table_to_model(run.requests, clock), phases=table_to_model(run.phases, clock),
                                faults=table_to_model(run.faults, clock), generator=table_to_model(run.generator, clock),
-                               wall_second=clock.scale)
+                               server_metrics=server_metrics_to_model(run.server_metrics, clock), wall_second=clock.scale)
 
 
 def to_model_time(table: pd.DataFrame, scale: float) -> pd.DataFrame:

@@ -156,8 +156,6 @@ def analyse(run: RunData, slo: SLO, model: RunData | None = None) -> tuple[pd.Da
     table = phase_table(model, slo)
     _require_outcomes(run, table)
     scale = time_scale(run.manifest)
-    # the server-metrics analyses (bottleneck) still read the recorded run and scale by themselves
-    wall = phase_table(run, slo) if model is not run else table
     recovered, recovery_problems = _recovery(model, slo)
     streaming = streaming_of(run.manifest)
     open_loop = _open_loop(model, slo)
@@ -192,13 +190,13 @@ def analyse(run: RunData, slo: SLO, model: RunData | None = None) -> tuple[pd.Da
     verdict["validity"] = _validity(run, verdict["slo"]["criteria"], scale)
     floor = (verdict["validity"].get("floor") or {}).get("floor_model_ms")
     verdict["time_split"] = guarded("time split", lambda: time_split(
-        run.requests, run.phases, run.server_metrics, scale, floor), {"available": False, "phases": []})
+        model.requests, model.phases, model.server_metrics, floor), {"available": False, "phases": []})
     if verdict["validity"].get("usable") is False:
         verdict["exit_code"] = EXIT_UNUSABLE
         verdict["bottleneck"] = _not_judged(verdict["validity"]["reason"])
         verdict["capacity"] = {}
     else:
-        verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
+        verdict["bottleneck"] = validity.qualify(_bottleneck(model, table, verdict["slo"]["criteria"], floor), verdict["validity"])
         failed = int((run.requests["status"].astype(str) == Status.ERROR).sum()) if run.has_records else 0
         verdict["bottleneck"] = explain_by_faults(verdict["bottleneck"], recovered, failed)
         verdict["capacity"] = _capacity(model, table, knee_point, slo)
@@ -234,7 +232,7 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
         # Imported here: matplotlib costs ~0.6 s of CPU to import, which a --no-charts report skips.
         from loadline.analysis.report.figures import draw_charts
 
-        chart_paths, problems = draw_charts(run, model, table, verdict, out)
+        chart_paths, problems = draw_charts(model, table, verdict, out)
     else:
         chart_paths, problems = [], ["charts not drawn (--no-charts): loadline report RUN draws them"]
     verdict["charts"] = [p.name for p in chart_paths]

@@ -200,7 +200,7 @@ def _headroom(ctx: Context) -> Finding:
         f.evidence.append(
             f"no SLO criterion failed and no limit showed up to {heaviest.label}: no engine queue or KV saturation, "
             f"latency within {ctx.th.latency_rise:g}x of {ctx.baseline.label if ctx.baseline else 'the baseline'}, "
-            f"errors below {ctx.th.error_rate:.0%}" + (f", {rps / ctx.time_scale:.2f} req/s" if rps else ""))
+            f"errors below {ctx.th.error_rate:.0%}" + (f", {rps:.2f} req/s" if rps else ""))
     else:
         f.evidence.append("no phase with traffic: nothing was loaded, so no limit was seen")
     f.actions = ["raise the load (more users or a higher step) until a limit shows, to find the real capacity"]
@@ -316,7 +316,7 @@ def _lightest_load(ctx: Context) -> tuple[str, list[str]]:
     line = (f"the SLO failed already at the lightest load ({base.label}, {base.users:g} user"
             f"{'' if base.users == 1 else 's'}): with nothing to "
             f"contend with, that is each request's own latency, not a capacity limit")
-    split = phase_split(ctx.requests_in(*ctx.span), ctx.signals, base.start, base.end, ctx.time_scale)["ttft"]
+    split = phase_split(ctx.requests_in(*ctx.span), ctx.signals, base.start, base.end)["ttft"]
     if split:
         parts = [f"{name} {split[key]:,.0f} ms" for name, key in (("outside the engine", "outside_ms"), ("queue", "queue_ms"),
                  ("prefill", "prefill_ms"), ("engine other", "engine_other_ms")) if split.get(key) is not None]
