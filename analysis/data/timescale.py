@@ -17,9 +17,11 @@ them never multiply or divide by the scale:
 - everything else (counts, users, `target_rate`, already in model requests/s) is unchanged.
 
 `model_run` applies it to a loaded run's requests, phases, faults, generator samples and server
-metrics. Not converted: the truth log and the validity assessment that reads it with the records
-(analysis/verdict/validity.py, floor.py, generator.py), which reports the client's floor both on
-the wall clock and in model time.
+metrics. The one analysis that reads the run as recorded is the validity assessment
+(analysis/verdict/validity.py, floor.py, generator.py): the generator's own delays are properties
+of its machine, measured on the wall clock with the truth log, and their model-time cost is stated
+by loadline.core.runsettings.model_value, the rule this module applies to whole tables. The load
+side converts with the same module (runsettings) in one place too.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import pandas as pd
 from loadline.client.watch_budget import BUDGET as WATCH_BUDGET
 from loadline.core.records import Status
 from loadline.core.runfolder import GENERATOR_SAMPLE_INTERVAL_S
+from loadline.core.runsettings import model_value
 # the thresholds and why: loadline/core/saturation.py (the live web UI reads them too)
 from loadline.core.saturation import (CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, READ_DELAY_FALLBACK_MS,
                                       READ_DELAY_MIN_RECORDS, READ_DELAY_QUANTILE, SUSTAIN_SAMPLES,
@@ -119,9 +120,11 @@ def behind_phases(requests: pd.DataFrame, phases: pd.DataFrame) -> list[dict]:
 
 
 def behind_evidence(behind: list[dict], scale: float = 1.0) -> list[str]:
-    """One line per phase from behind_phases, in model time (x scale) like the rest of the report."""
-    return [f"{b['phase']}: read delay p99 {b['read_delay_p99_ms'] * scale:,.1f} ms > "
-            + (f"ITL p50 {b['itl_p50_ms'] * scale:,.1f} ms" if b["itl_p50_ms"] else f"{b['threshold_ms'] * scale:g} ms")
+    """One line per phase from behind_phases (wall clock), quoted in model time like the rest of the report."""
+    def model(name: str, b: dict) -> float:
+        return model_value(name, b[name], scale)
+    return [f"{b['phase']}: read delay p99 {model('read_delay_p99_ms', b):,.1f} ms > "
+            + (f"ITL p50 {model('itl_p50_ms', b):,.1f} ms" if b["itl_p50_ms"] else f"{model('threshold_ms', b):g} ms")
             + (" (ITL p50 0 ms: most gaps merged away)" if b["itl_p50_ms"] == 0 else "")
             + f" ({b['records']} replies, model time): reads carried several tokens while the generator was "
             "busy or waiting for its core, so the earlier ones may be stamped up to that late (a server that "

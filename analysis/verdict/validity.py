@@ -12,6 +12,9 @@ Three questions (issue 9, item 1):
 3. The measurement floor (analysis/verdict/floor.py): how much the client side adds to what it
    measures, per phase, in model time, and whether that is material to a criterion's margin.
 
+The generator's delays are properties of its machine: this reads the run as recorded (wall clock)
+and states their model-time cost by the one rule, loadline.core.runsettings.model_value.
+
 `assess(...)` returns a plain dict (verdict.json["validity"]); docs/architecture.md lists its fields.
 """
 
@@ -27,6 +30,7 @@ from loadline.analysis.verdict.gate import Criterion
 from loadline.analysis.verdict.generator import behind_evidence, behind_phases, is_saturated, watch_rests
 from loadline.core.records import ErrorClass, Status
 from loadline.core.redact import redact, sample
+from loadline.core.runsettings import model_value
 
 # The statuses a misconfigured test gets, not an overloaded service (RFC 9110): 400 bad request
 # (wrong model name, malformed body), 401/403 auth, 404 wrong path, 405 wrong method, 501 endpoint
@@ -218,7 +222,7 @@ def _lag_error_model_ms(behind: list[dict], generator: pd.DataFrame | None, scal
     if generator is not None and len(generator):
         values.append(_q(pd.to_numeric(generator["loop_lag_ms"], errors="coerce"), FLOOR_QUANTILE))
     values = [v for v in values if v is not None]
-    return max(values) * scale if values else None
+    return model_value("lag_error_ms", max(values), scale) if values else None
 
 
 def gate_doubts(criteria: list[dict], lag_error_model_ms: float | None) -> list[dict]:
