@@ -14,6 +14,8 @@ them never multiply or divide by the scale:
 - in the server metrics, what the vocabulary (analysis/data/metric_names.py) says is in seconds: a
   seconds counter's value and a seconds histogram's `_sum` and bucket bounds (`le`) x X; counts and
   gauges stay, and a counter's rate comes out per model second because its timestamps are;
+- the generator's own samples (CPU %, event-loop lag) describe its machine, whose clock is the wall
+  clock: only their timestamps move (as `RunData.wall_second` keeps the generator's tick a wall tick);
 - everything else (counts, users, `target_rate`, already in model requests/s) is unchanged.
 
 `model_run` applies it to a loaded run's requests, phases, faults, generator samples and server
@@ -76,6 +78,16 @@ def _itl_to_model(itl_us: pd.Series, scale: float) -> pd.Series:
     return itl_us.map(one).astype(object)
 
 
+def stamps_to_model(table: pd.DataFrame, clock: ModelClock) -> pd.DataFrame:
+    """A table with only its timestamps on the model clock (the generator's samples)."""
+    if clock.scale == 1.0 or table is None:
+        return table
+    table = table.copy()
+    for column in TIMESTAMPS.intersection(table.columns):
+        table[column] = clock.at(pd.to_numeric(table[column], errors="coerce"))
+    return table
+
+
 def table_to_model(table: pd.DataFrame, clock: ModelClock) -> pd.DataFrame:
     """A run-folder table with its timestamps, latencies and rates in model time (the module's rule)."""
     if clock.scale == 1.0 or table is None:
@@ -133,7 +145,7 @@ def model_run(run: RunData) -> RunData:
     if clock.scale == 1.0 or run.wall_second != 1.0:
         return run
     return dataclasses.replace(run, requests=table_to_model(run.requests, clock), phases=table_to_model(run.phases, clock),
-                               faults=table_to_model(run.faults, clock), generator=table_to_model(run.generator, clock),
+                               faults=table_to_model(run.faults, clock), generator=stamps_to_model(run.generator, clock),
                                server_metrics=server_metrics_to_model(run.server_metrics, clock), wall_second=clock.scale)
 
 
