@@ -53,7 +53,3 @@ def spawn_rate_for(previous_users: int, phase: Phase) -> float:
     if phase.ramp_s > 0 and delta:
         return delta / phase.ramp_s
     return float(max(1, delta))
-
-
-def total_duration_s(phases: list[Phase]) -> float:
-    return sum(p.duration_s for p in phases)

@@ -20,6 +20,7 @@ from locust.runners import MasterRunner
 from loadline.client.users.arrivals import ArrivalRateUser
 from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.errors import UsageError
+from loadline.core.runsettings import model_span
 from loadline.runtime import arrivals
 from loadline.shapes.options import ShapeOption, require
 from loadline.shapes.phase import Phase
@@ -140,7 +141,7 @@ class RateShape(StepShape):
         summary = self._window(start_wall, end_wall - settle)
         if summary is None:
             return None
-        seconds = (end_wall - settle - start_wall) * self.time_scale  # model seconds; summary.rps is model /s
+        seconds = model_span(end_wall - settle - start_wall, self.time_scale)  # summary.rps is model /s
         in_flight_s = min(seconds / 2, (summary.e2e_p95_ms or 0.0) / 1000)
         return summary.rps * seconds, rate * (seconds - in_flight_s)
 

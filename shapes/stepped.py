@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from loadline.core.judge import judges_itl
-from loadline.core.runsettings import streaming_of_options
+from loadline.core.runsettings import model_span, streaming_of_options
 from loadline.core.slo import SLO
 from loadline.runtime.live_window import window as live_window
 from loadline.shapes.base import PhasedShape
@@ -164,8 +164,8 @@ class StepShape(PhasedShape):
         if 0 < summary.requests < self.settings.min_requests:
             logger.warning("stop rule: %s had only %d requests (< --step-min-requests %d), not judged",
                            phase.label, summary.requests, self.settings.min_requests)
-        # loadline.runtime.live reports a time-scaled run in model time (latencies x scale): so is the window
-        model_window_s = (window_end - start_wall) * self.time_scale
+        # loadline.runtime.live reports a time-scaled run in model time: so is the window
+        model_window_s = model_span(window_end - start_wall, self.time_scale)
         reason = judge_window(summary, self.slo, self.settings.max_error_rate, model_window_s,
                               self.settings.min_requests, self.streaming)
         few = 0 < summary.requests < self.settings.min_requests

@@ -42,6 +42,9 @@ class RunData:
     missing: list[str] = field(default_factory=list)
     locust_history: pd.DataFrame | None = None
     faults: pd.DataFrame = field(default_factory=lambda: empty_table(schema.FAULTS))  # FAULT_COLUMNS; drills only
+    # One wall-clock second in this run's times: 1 as read, the time scale in the model-time view
+    # (loadline.analysis.data.timescale.model_run). For the generator's own wall-clock facts, e.g. a tick.
+    wall_second: float = 1.0
 
     @property
     def has_records(self) -> bool:

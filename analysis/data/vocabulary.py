@@ -17,10 +17,6 @@ from loadline.analysis.data.metric_names import CONCEPTS, DIALECT_GAPS, DIALECT_
 _HIST_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
-def concept_names() -> list[str]:
-    return list(CONCEPTS)
-
-
 def _labels(text: object) -> dict[str, str]:
     if isinstance(text, dict):
         return text
@@ -178,8 +174,3 @@ def dialect_gaps(server_metrics: pd.DataFrame | None) -> dict[str, str]:
             if concept not in present and concept not in gaps:
                 gaps[concept] = reason
     return gaps
-
-
-def source_of(server_metrics: pd.DataFrame | None, concept: str) -> Source | None:
-    """The vendor name `concept_samples` reads for `concept` in this table (None if absent)."""
-    return MetricTable(server_metrics).source(concept)

@@ -38,7 +38,8 @@ from loadline.analysis.verdict.timesplit import time_split
 from loadline.analysis.data.truth import read_truth
 from loadline.analysis.stats.phases import error_classes, phase_table
 from loadline.analysis.data.timescale import note as timescale_note
-from loadline.analysis.data.timescale import point_to_model, time_scale, to_model_time
+from loadline.analysis.data.timescale import model_run, time_scale
+from loadline.core.records import Status
 from loadline.core.runsettings import streaming_of
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
@@ -101,19 +102,19 @@ def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> 
     return guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {})
 
 
-def _open_loop(run: RunData, scale: float, slo: SLO) -> dict:
+def _open_loop(model: RunData, slo: SLO) -> dict:
     """Arrival-rate runs: target vs achieved rate, lateness, latency from due (analysis/stats/arrivals.py)."""
-    if not run.has_records:
+    if not model.has_records:
         return {}
-    return guarded("open loop", lambda: arrivals.summary(run.requests, run.phases, run.manifest.get("options") or {},
-                                                         scale, slo), {})
+    return guarded("open loop", lambda: arrivals.summary(model.requests, model.phases, model.manifest.get("options") or {},
+                                                         slo), {})
 
 
-def _recovery(run: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
+def _recovery(model: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
     """Surge / fault recovery entries (loadline.analysis.stats.recovery), and why they are missing if they failed."""
-    if not run.has_records:
+    if not model.has_records:
         return [], []
-    result = guarded("recovery", lambda: recovery.from_run(run.requests, run.phases, run.manifest, slo, run.faults), {})
+    result = guarded("recovery", lambda: recovery.from_run(model, slo), {})
     return (result, []) if isinstance(result, list) else ([], [result["error"]])
 
 
@@ -168,23 +169,25 @@ def resolve_slo(manifest: dict | None, given: SLO | None = None, given_name: str
     return given, SloSource(name, "given", note)
 
 
-def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None) -> tuple[pd.DataFrame, dict]:
+def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None,
+            model: RunData | None = None) -> tuple[pd.DataFrame, dict]:
     """The numbers of a report, without writing anything: (phase table in model time, verdict dict).
-    `verdict["answer"]` is the run's answer (loadline/core/answer.py); its exit code is the report's."""
-    wall = phase_table(run, slo)
-    _require_outcomes(run, wall)
+    `verdict["answer"]` is the run's answer (loadline/core/answer.py); its exit code is the report's.
+    `model`: the run in model time when the caller already has it (timescale.model_run)."""
+    model = model_run(run) if model is None else model
+    table = phase_table(model, slo)
+    _require_outcomes(run, table)
     scale = time_scale(run.manifest)
-    table = to_model_time(wall, scale)
-    recovered, recovery_problems = _recovery(run, slo)
+    recovered, recovery_problems = _recovery(model, slo)
     streaming = streaming_of(run.manifest)
-    open_loop = _open_loop(run, scale, slo)
+    open_loop = _open_loop(model, slo)
     criteria = (gate.evaluate(table, slo, streaming) + server_criteria(run.server_metrics, slo)
-                + recovery.criteria(recovered, slo.recovery_s_max)
+                + gate.recovery_criteria(recovered, slo.recovery_s_max)
                 + gate.open_loop_criteria((open_loop or {}).get("phases") or [], (open_loop or {}).get("lateness_limit_ms")))
     stopped = validity.completion_criterion(run.manifest)  # an interrupted run never passes
     criteria += [stopped] if stopped else []
     passed = gate.gate_passed(criteria)
-    knee_wall = knee.find_knee(wall) if run.has_records else {"found": False, "reason": "no per-request records"}
+    knee_point = knee.find_knee(table) if run.has_records else {"found": False, "reason": "no per-request records"}
     break_point = knee.find_break_point(table, slo, streaming)
     verdict = {
         "run": str(run.path), "name": run.manifest.get("name", run.path.resolve().name), "manifest": run.manifest,
@@ -193,7 +196,7 @@ def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None) -> tupl
         "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo),
                 "unjudged": gate.unjudged(criteria),
                 "streaming": streaming, "not_applied": gate.not_applied(slo, streaming)},
-        "knee": point_to_model(knee_wall, scale), "break_point": break_point,
+        "knee": knee_point, "break_point": break_point,
         "max_slo_throughput": (best := knee.max_compliant_throughput(table, slo, streaming)),
         "safe_operating_point": knee.safe_operating_point(
             table, break_point, best, knee.broke_with_time(table, break_point, slo, streaming)),
@@ -201,7 +204,7 @@ def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None) -> tupl
         "error_classes": error_classes(run).to_dict(orient="records"),
         "recovery": recovered,
         "workers": worker_lines(run.manifest, run.requests, lambda: read_truth(run.path)),  # lost, clocks
-        "missing": list(run.missing) + _consistency(run, wall) + recovery_problems,
+        "missing": list(run.missing) + _consistency(run, table) + recovery_problems,
         "notes": [n for n in [timescale_note(scale), gate.gate_note(criteria)] if n],
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
@@ -209,18 +212,17 @@ def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None) -> tupl
     verdict["validity"] = _validity(run, verdict["slo"]["criteria"], scale)
     floor = (verdict["validity"].get("floor") or {}).get("floor_model_ms")
     verdict["time_split"] = guarded("time split", lambda: time_split(
-        run.requests, run.phases, run.server_metrics, scale, floor), {"available": False, "phases": []})
+        model.requests, model.phases, model.server_metrics, floor), {"available": False, "phases": []})
     lag_note, untrustworthy = None, False
     if verdict["validity"].get("usable") is False:
         verdict["exit_code"] = EXIT_UNUSABLE
         verdict["bottleneck"] = _not_judged(verdict["validity"]["reason"])
         verdict["capacity"] = {}
     else:
-        # the server-metrics analyses read the wall-time table and scale by themselves
-        verdict["bottleneck"] = validity.qualify(_bottleneck(run, wall, verdict["slo"]["criteria"], floor), verdict["validity"])
-        failed = int((run.requests["status"].astype(str) == "error").sum()) if run.has_records else 0
+        verdict["bottleneck"] = validity.qualify(_bottleneck(model, table, verdict["slo"]["criteria"], floor), verdict["validity"])
+        failed = int((run.requests["status"].astype(str) == Status.ERROR).sum()) if run.has_records else 0
         verdict["bottleneck"] = explain_by_faults(verdict["bottleneck"], recovered, failed)
-        verdict["capacity"] = _capacity(run, wall, knee_wall, slo)
+        verdict["capacity"] = _capacity(model, table, knee_point, slo)
         if verdict["safe_operating_point"].get("none") and verdict["capacity"]:
             verdict["capacity"]["caution"] = "safe operating point " + verdict["safe_operating_point"]["reason"]
         # a lagging generator: a warning, or exit 2 when a criterion lies within its error (validity.py)
@@ -254,12 +256,13 @@ def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Pat
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create report folder {out}: {exc.strerror or exc}") from None
-    table, verdict = analyse(run, slo, slo_source)
+    model = model_run(run)
+    table, verdict = analyse(run, slo, slo_source, model)
     if charts:
         # Imported here: matplotlib costs ~0.6 s of CPU to import, which a --no-charts report skips.
         from loadline.analysis.report.figures import draw_charts
 
-        chart_paths, problems = draw_charts(run, table, verdict, out)
+        chart_paths, problems = draw_charts(model, table, verdict, out)
     else:
         chart_paths, problems = [], ["charts not drawn (--no-charts): loadline report RUN draws them"]
     verdict["charts"] = [p.name for p in chart_paths]

@@ -2,11 +2,12 @@
 
 Time series bucket records by the second they ended (latency, tokens/s) or started (errors);
 the bucket width adapts so a chart has at most ~150 buckets. Phases are shaded and labelled.
-`scale` is the run's time scale: every axis is drawn in model time (loadline.analysis.data.timescale).
+The run comes in model time (loadline.analysis.data.timescale.model_run), so every axis and bucket is model time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -17,7 +18,9 @@ import numpy as np
 import pandas as pd
 
 from loadline.analysis.data.load import RunData
+from loadline.analysis.data.timescale import time_scale
 from loadline.analysis.stats.phases import pooled_itl_ms
+from loadline.core.records import Status
 
 MAX_BUCKETS = 150
 CDF_MAX_REQUESTS = 20_000  # ITL CDF pools the gaps of at most this many evenly spaced requests
@@ -45,10 +48,11 @@ def _bucket_width(t0: float, t1: float) -> float:
     return max(1.0, float(np.ceil((t1 - t0) / MAX_BUCKETS)))
 
 
-def _shade_phases(ax, run: RunData, t0: float, scale: float) -> None:
+def _shade_phases(ax, run: RunData, x: Callable[[float], float]) -> None:
+    """The phases as bands; `x` places a timestamp of the run's phases on the axis."""
     phases = run.phases.dropna(subset=["start_wall", "end_wall"])
     for i, (_, phase) in enumerate(phases.iterrows()):
-        start, end = (phase["start_wall"] - t0) * scale, (phase["end_wall"] - t0) * scale
+        start, end = x(phase["start_wall"]), x(phase["end_wall"])
         ax.axvspan(start, end, color=_SHADES[i % 2], zorder=0)
         if len(phases) <= 12:
             ax.text(start, 1.0, f" {phase['label']}", transform=ax.get_xaxis_transform(),
@@ -67,24 +71,28 @@ def _time_label(scale: float) -> str:
     return "time since start (s)" if scale == 1.0 else f"model time since start (s; run compressed x{scale:g})"
 
 
+def _label(run: RunData) -> str:
+    return _time_label(time_scale(run.manifest))
+
+
 def _ok(run: RunData) -> pd.DataFrame:
-    return run.requests[(run.requests["status"] == "ok").to_numpy()]
+    return run.requests[(run.requests["status"] == Status.OK).to_numpy()]
 
 
-def latency_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
+def latency_over_time(run: RunData, path: Path) -> Path:
     t0, t1 = _timeline(run)
     width = _bucket_width(t0, t1)
     ok = _ok(run)
     fig, ax = plt.subplots(figsize=(10, 4.2))
-    _shade_phases(ax, run, t0, scale)
+    _shade_phases(ax, run, lambda t: t - t0)
     if len(ok):
-        bucket = (((ok["end_wall"].to_numpy() - t0) // width) * width + width / 2) * scale
+        bucket = ((ok["end_wall"].to_numpy() - t0) // width) * width + width / 2
         grouped = ok.groupby(bucket)
         for column, q, style in (("e2e_ms", 0.5, "-"), ("e2e_ms", 0.95, "-"), ("e2e_ms", 0.99, "-"), ("ttft_ms", 0.95, "--")):
             series = grouped[column].quantile(q)
-            ax.plot(series.index, series.to_numpy() * scale, style, label=f"{column[:-3].upper()} P{round(q * 100)}")
+            ax.plot(series.index, series.to_numpy(), style, label=f"{column[:-3].upper()} P{round(q * 100)}")
     _legend(ax, **BESIDE)
-    ax.set(title=f"Latency percentiles over time ({width * scale:g} s buckets, ok requests)", xlabel=_time_label(scale),
+    ax.set(title=f"Latency percentiles over time ({width:g} s buckets, ok requests)", xlabel=_label(run),
            ylabel="latency (ms)")
     return _save(fig, path)
 
@@ -141,12 +149,12 @@ def _cdf(ax, samples: np.ndarray, label: str) -> None:
     ax.plot(np.quantile(samples, grid), grid, label=f"{label} (n={samples.size:,})")
 
 
-def latency_cdfs(run: RunData, path: Path, scale: float = 1.0) -> Path:
+def latency_cdfs(run: RunData, path: Path) -> Path:
     ok = _ok(run)
     step = max(1, len(ok) // CDF_MAX_REQUESTS)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    _cdf(left, ok["ttft_ms"].to_numpy(dtype=float) * scale, "TTFT")
-    _cdf(right, pooled_itl_ms(ok["itl_us"].to_numpy()[::step]) * scale, "ITL per gap")
+    _cdf(left, ok["ttft_ms"].to_numpy(dtype=float), "TTFT")
+    _cdf(right, pooled_itl_ms(ok["itl_us"].to_numpy()[::step]), "ITL per gap")
     sampled = f", gaps of every {step}th request" if step > 1 else ""
     left.set(title="TTFT distribution (CDF)", xlabel="TTFT (ms)", ylabel="fraction of requests")
     right.set(title=f"ITL distribution (CDF{sampled})", xlabel="inter-token gap (ms)", ylabel="fraction of gaps")
@@ -157,40 +165,39 @@ def latency_cdfs(run: RunData, path: Path, scale: float = 1.0) -> Path:
     return _save(fig, path)
 
 
-def tokens_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
+def tokens_over_time(run: RunData, path: Path) -> Path:
     t0, t1 = _timeline(run)
     width = _bucket_width(t0, t1)
     ok = _ok(run)
     fig, ax = plt.subplots(figsize=(10, 3.6))
-    _shade_phases(ax, run, t0, scale)
+    _shade_phases(ax, run, lambda t: t - t0)
     bucket = ((ok["end_wall"].to_numpy() - t0) // width) * width
-    tokens = ok.groupby(bucket)["output_tokens"].sum() / (width * scale)
-    ax.step((tokens.index + width / 2) * scale, tokens.to_numpy(), where="mid", label="output tokens/s (ok requests)")
+    tokens = ok.groupby(bucket)["output_tokens"].sum() / width
+    ax.step(tokens.index + width / 2, tokens.to_numpy(), where="mid", label="output tokens/s (ok requests)")
     _legend(ax, **BESIDE)
-    ax.set(title=f"Output tokens/s over time ({width * scale:g} s buckets, by completion time)",
-           xlabel=_time_label(scale), ylabel="tokens/s")
+    ax.set(title=f"Output tokens/s over time ({width:g} s buckets, by completion time)",
+           xlabel=_label(run), ylabel="tokens/s")
     return _save(fig, path)
 
 
-def errors_over_time(run: RunData, path: Path, scale: float = 1.0) -> Path:
+def errors_over_time(run: RunData, path: Path) -> Path:
     t0, t1 = _timeline(run)
     width = _bucket_width(t0, t1)
-    errors = run.requests[(run.requests["status"] == "error").to_numpy()]
+    errors = run.requests[(run.requests["status"] == Status.ERROR).to_numpy()]
     fig, ax = plt.subplots(figsize=(10, 3.6))
-    _shade_phases(ax, run, t0, scale)
+    _shade_phases(ax, run, lambda t: t - t0)
     if errors.empty:
         ax.text(0.5, 0.5, "no errors", transform=ax.transAxes, ha="center", va="center", fontsize=14, color="tab:green")
-        ax.set_xlim(0, (t1 - t0) * scale)
+        ax.set_xlim(0, t1 - t0)
     else:
         bucket = ((errors["start_wall"].to_numpy() - t0) // width) * width
         counts = pd.crosstab(bucket, errors["error_class"].astype(str).replace("", "unknown").to_numpy())
         bottom = np.zeros(len(counts))
-        per_s = width * scale
         for name in counts.columns:
-            ax.bar((counts.index + width / 2) * scale, counts[name].to_numpy() / per_s, width=per_s, bottom=bottom, label=name)
-            bottom += counts[name].to_numpy() / per_s
+            ax.bar(counts.index + width / 2, counts[name].to_numpy() / width, width=width, bottom=bottom, label=name)
+            bottom += counts[name].to_numpy() / width
         ax.legend(fontsize=8, title="error class", **BESIDE)
-    ax.set(title=f"Errors over time by class ({width * scale:g} s buckets, by start time)", xlabel=_time_label(scale),
+    ax.set(title=f"Errors over time by class ({width:g} s buckets, by start time)", xlabel=_label(run),
            ylabel="errors/s")
     return _save(fig, path)
 

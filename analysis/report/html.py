@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from loadline.analysis.report import card, open_loop, sections
 from loadline.analysis.report import formatting as f
-from loadline.analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
+from loadline.analysis.report.recovery_table import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 from loadline.core.answer import Status, Trust
 
 _TEMPLATES = Environment(loader=PackageLoader("loadline.analysis.report", "templates"),

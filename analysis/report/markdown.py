@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loadline.analysis.report import formatting as f
 from loadline.analysis.report import card, open_loop, sections
-from loadline.analysis.stats.recovery import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
+from loadline.analysis.report.recovery_table import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 from loadline.analysis.verdict import validity
 
 
@@ -51,7 +51,7 @@ def verdict_sentence(verdict: dict) -> str:
     if head == "INCOMPLETE":
         tail += (f"; {', '.join(verdict['slo']['unjudged'])} applies to this run but had no data, so it cannot "
                  f"pass (an SLO file setting it to \"none\" gates without it)")
-    span = _phases_span(phases) * verdict.get("time_scale", 1.0)  # model time, like every other number
+    span = _phases_span(phases)  # the phase table is model time, like every other number
     return (f"{head}: in a {f.duration(span)} test ({len(phases)} phase{'s' * (len(phases) != 1)}, "
             f"{requests:,} requests), " + ", ".join(clauses) + tail + ".")
 

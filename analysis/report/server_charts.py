@@ -3,8 +3,8 @@
 One PNG per question an on-call engineer asks: is the engine queueing (running / waiting)? is the
 KV cache full and evicting (usage, preemptions/s)? is the GPU busy (utilisation, memory)? where
 does a request's time go (queue vs prefill vs decode, mean per scrape interval)? A chart is drawn
-only when its metrics were scraped. Phase shading and saving reuse analysis/report/charts.py; time-scaled
-runs are drawn in model time like the report's other charts (analysis/data/timescale.py).
+only when its metrics were scraped. Phase shading and saving reuse analysis/report/charts.py; the run
+comes in model time (analysis/data/timescale.py.model_run) like the report's other charts.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ def _t0(run: Any, signals: Signals) -> float:
 
 
 class _Axis:
-    """Wall-clock stamps -> model time since the first phase (time-scaled runs are drawn uncompressed)."""
+    """The run's stamps (model time) -> seconds since the first phase; `label` names the axis."""
 
-    def __init__(self, t0: float, scale: float):
-        self.t0, self.scale = t0, scale
+    def __init__(self, t0: float, label: str):
+        self.t0, self.label = t0, label
 
     def x(self, series: pd.Series):
-        return (series.index.to_numpy(dtype=float) - self.t0) * self.scale
+        return series.index.to_numpy(dtype=float) - self.t0
 
 
 def _plot(ax, series: pd.Series, axis: "_Axis", label: str, **kwargs) -> None:
@@ -63,9 +63,9 @@ def _figure(run: Any, axis: _Axis, title: str, rows: int = 1):
     axes = axes[:, 0]
     for ax in axes:
         if getattr(run, "phases", None) is not None:
-            _shade_phases(ax, run, axis.t0, axis.scale)
+            _shade_phases(ax, run, lambda t: t - axis.t0)
     axes[0].set_title(title, fontsize=10)
-    axes[-1].set_xlabel(_time_label(axis.scale))
+    axes[-1].set_xlabel(axis.label)
     return fig, axes
 
 
@@ -123,7 +123,7 @@ def _request_phases(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | Non
         return None
     fig, (ax,) = _figure(run, axis, "Where a request's time goes (server side, mean per scrape interval)")
     for concept in concepts:
-        series = _hist_means(s, concept) * 1000 * axis.scale
+        series = _hist_means(s, concept) * 1000
         _plot(ax, series.replace([np.inf, -np.inf], np.nan).dropna(), axis, concept.replace("_", " "))
     ax.set_ylabel("ms")
     ax.set_yscale("symlog", linthresh=10)
@@ -138,7 +138,7 @@ def charts(run: Any, phase_table: pd.DataFrame | None, out_dir: str | Path) -> l
     signals = Signals(getattr(run, "server_metrics", None))
     if not signals.present:
         return []
-    axis = _Axis(_t0(run, signals), time_scale(getattr(run, "manifest", None)))
+    axis = _Axis(_t0(run, signals), _time_label(time_scale(getattr(run, "manifest", None))))
     drawn = [
         _scheduler(run, signals, axis, out / "server_running_waiting.png"),
         _kv(run, signals, axis, out / "server_kv_cache.png"),

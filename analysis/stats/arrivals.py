@@ -1,7 +1,7 @@
 """Open-loop runs: was the target arrival rate offered, how late was the generator, what did users feel?
 
 Open-loop records carry `due_wall` (when the arrival schedule said the request was due) and
-`lateness_ms` (due -> sent): loadline/core/records.py. Per phase (wall time in, model time out):
+`lateness_ms` (due -> sent): loadline/core/records.py. Per phase, in model time (analysis/data/timescale.py):
 - target_rate: the phase's `target_rate` (a rate shape), else the run's --arrival-rate option;
 - achieved_rate: arrivals *sent* in the phase per second (first attempts; for sessions, first turns):
   what the server was actually offered, whatever the schedule said;
@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from loadline.core.arrival_rate import fell_short, gap_cv2
+from loadline.core.records import Status
 from loadline.core.slo import SLO
 
 LATENESS_SHARE = 0.10
@@ -46,12 +47,12 @@ def arrivals_of(requests: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["turn"] == 0] if (rows["session_id"] != "").any() else rows
 
 
-def _percentiles(values: pd.Series, name: str, scale: float) -> dict[str, float | None]:
+def _percentiles(values: pd.Series, name: str) -> dict[str, float | None]:
     values = values.dropna()
-    return {f"{name}_p{p}_ms": (float(np.percentile(values, p)) * scale if len(values) else None) for p in PERCENTILES}
+    return {f"{name}_p{p}_ms": (float(np.percentile(values, p)) if len(values) else None) for p in PERCENTILES}
 
 
-def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: float | None, scale: float,
+def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: float | None,
                    slo: SLO, cv2: float = 1.0) -> pd.DataFrame:
     """One row per phase with open-loop traffic: target vs achieved rate (model /s), lateness, latency from due."""
     scheduled = requests[requests["due_wall"].notna()]
@@ -70,16 +71,16 @@ def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: f
         target = float(target) if target is not None and pd.notna(target) and target > 0 else default_rate
         if target is None and not len(sent):
             continue
-        achieved = len(sent) / (end - start) / scale
-        done = inside[inside["status"] == "ok"]
+        achieved = len(sent) / (end - start)
+        done = inside[inside["status"] == Status.OK]
         row = {"phase": phase["label"], "target_rate": target, "achieved_rate": achieved, "arrivals": len(sent),
-               **_percentiles(inside["lateness_ms"], "lateness", scale),
-               **_percentiles(done["ttft_ms"], "ttft", scale),
-               **_percentiles(done["ttft_ms"] + done["lateness_ms"], "ttft_from_due", scale),
-               **_percentiles(done["e2e_ms"], "e2e", scale),
-               **_percentiles(done["e2e_ms"] + done["lateness_ms"], "e2e_from_due", scale)}
+               **_percentiles(inside["lateness_ms"], "lateness"),
+               **_percentiles(done["ttft_ms"], "ttft"),
+               **_percentiles(done["ttft_ms"] + done["lateness_ms"], "ttft_from_due"),
+               **_percentiles(done["e2e_ms"], "e2e"),
+               **_percentiles(done["e2e_ms"] + done["lateness_ms"], "e2e_from_due")}
         reasons = []
-        row["short"] = bool(target and fell_short(len(sent), target * scale * (end - start), cv2))
+        row["short"] = bool(target and fell_short(len(sent), target * (end - start), cv2))
         if row["short"]:
             reasons.append(f"achieved {achieved:.3g}/s of the target {target:.3g}/s ({achieved / target:.0%})")
         p95 = row["lateness_p95_ms"]
@@ -91,14 +92,14 @@ def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: f
     return pd.DataFrame(rows)
 
 
-def summary(requests: pd.DataFrame, phases: pd.DataFrame, options: dict, scale: float, slo: SLO) -> dict:
+def summary(requests: pd.DataFrame, phases: pd.DataFrame, options: dict, slo: SLO) -> dict:
     """The report's open-loop section: {} for closed-loop runs."""
     if not len(requests) or not is_open_loop(requests):
         return {}
     rate = options.get("arrival_rate")
     default_rate = float(rate) if isinstance(rate, (int, float)) and rate > 0 and math.isfinite(rate) else None
     cv2 = gap_cv2(options.get("arrival"), options.get("burstiness"))
-    table = phase_arrivals(requests, phases, default_rate, scale, slo, cv2)
+    table = phase_arrivals(requests, phases, default_rate, slo, cv2)
     behind = table[~table["sustained"]] if len(table) else table
     notes = [f"the target rate was not sustained in {row['phase']}: {row['behind']}" for _, row in behind.iterrows()]
     return {"process": options.get("arrival"), "burstiness": options.get("burstiness"),

@@ -9,7 +9,7 @@ from 50,000 need only cross the threshold. Throughput (requests/s, tokens/s) reg
 than the threshold and by more than 3 Poisson standard deviations of the base's count.
 Phases are matched by position when both runs have the same phase labels, else by label. Two rate
 sweeps also compare their answers, the max SLO-compliant rate (`_sweep_row`).
-Time-scaled runs are compared in model time (loadline.analysis.data.timescale), so runs at different scales compare.
+Both runs are read in model time (loadline.analysis.data.timescale.model_run), so runs at different scales compare.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pandas as pd
 
 from loadline.analysis.data.load import RunData
 from loadline.analysis.stats.phases import assign_phases, phase_samples, phase_table
-from loadline.analysis.data.timescale import time_scale, to_model_time
+from loadline.analysis.data.timescale import model_run
 
 LATENCY_METRICS = ("e2e", "ttft", "tpot", "itl")
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
@@ -68,12 +68,11 @@ def match_phases(base: pd.DataFrame, new: pd.DataFrame) -> tuple[list[tuple[int,
     return pairs, unmatched
 
 
-def _latency_rows(label: str, base: dict, new: dict, threshold: float, scales: tuple[float, float] = (1.0, 1.0)) -> list[dict]:
-    """`scales`: the two runs' time scales; samples are compared in model time."""
+def _latency_rows(label: str, base: dict, new: dict, threshold: float) -> list[dict]:
     rows = []
     for metric in LATENCY_METRICS:
-        unit = 1000.0 if metric == "itl" else 1.0  # pooled ITL samples are integer microseconds
-        b, n = np.sort(base[metric]) * (scales[0] / unit), np.sort(new[metric]) * (scales[1] / unit)
+        to_ms = 1.0 / 1000.0 if metric == "itl" else 1.0  # pooled ITL samples are integer microseconds
+        b, n = np.sort(base[metric]) * to_ms, np.sort(new[metric]) * to_ms
         for name, q in QUANTILES:
             bv, bl, bh = quantile_interval(b, q)
             nv, nl, nh = quantile_interval(n, q)
@@ -84,9 +83,9 @@ def _latency_rows(label: str, base: dict, new: dict, threshold: float, scales: t
     return rows
 
 
-def _rate_rows(label: str, base: pd.Series, new: pd.Series, threshold: float, base_scale: float = 1.0) -> list[dict]:
+def _rate_rows(label: str, base: pd.Series, new: pd.Series, threshold: float) -> list[dict]:
     rows = []
-    duration = float(base["end_wall"] - base["start_wall"]) * base_scale  # model seconds, like the rates
+    duration = float(base["end_wall"] - base["start_wall"])
     for metric, count in (("rps", base["ok"]), ("output_tokens_per_s", None)):
         bv, nv = float(base[metric]), float(new[metric])
         change = nv / bv - 1.0 if bv > 0 else math.nan
@@ -126,8 +125,8 @@ def _sweep_row(base: dict, new: dict, threshold: float) -> dict | None:
 
 
 def compare_runs(base: RunData, new: RunData, threshold: float = 0.10) -> Comparison:
-    scales = (time_scale(base.manifest), time_scale(new.manifest))
-    base_table, new_table = to_model_time(phase_table(base), scales[0]), to_model_time(phase_table(new), scales[1])
+    base, new = model_run(base), model_run(new)
+    base_table, new_table = phase_table(base), phase_table(new)
     pairs, unmatched = match_phases(base_table, new_table)
     where_base = assign_phases(base) if base.has_records else None
     where_new = assign_phases(new) if new.has_records else None
@@ -136,9 +135,8 @@ def compare_runs(base: RunData, new: RunData, threshold: float = 0.10) -> Compar
         b, n = base_table.iloc[i], new_table.iloc[j]
         label = str(b["label"]) if b["label"] == n["label"] else f"{b['label']} / {n['label']}"
         if where_base is not None and where_new is not None:
-            rows += _latency_rows(label, phase_samples(base, i, where_base), phase_samples(new, j, where_new), threshold,
-                                  scales)
-        rows += _rate_rows(label, b, n, threshold, scales[0])
+            rows += _latency_rows(label, phase_samples(base, i, where_base), phase_samples(new, j, where_new), threshold)
+        rows += _rate_rows(label, b, n, threshold)
         rows.append(_error_row(label, b, n))
     sweep = _sweep_row(base.manifest or {}, new.manifest or {}, threshold)
     if sweep is not None:

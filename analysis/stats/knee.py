@@ -41,7 +41,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.verdict.gate import compliant_phases, judge_phase
+from loadline.analysis.stats.compliance import compliant_phases, judge_phase
 from loadline.core.judge import too_few_samples
 from loadline.core.arrival_rate import fell_short, gap_cv2
 from loadline.core.slo import SLO

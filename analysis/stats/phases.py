@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from loadline.analysis.data.load import RunData
-from loadline.analysis.data.timescale import time_scale
 from loadline.core.judge import applicability
+from loadline.core.records import Status
 from loadline.core.runsettings import streaming_of
 from loadline.core.slo import SLO
 
@@ -89,28 +89,30 @@ def _users(phase: pd.Series) -> float:
     return float("nan")
 
 
-def uncensored(rows: pd.DataFrame, phase_end: float) -> pd.Series:
+CUT_TOLERANCE_S = 0.5  # wall seconds: a stop reaches streams within a tick of the phase's recorded end
+
+
+def uncensored(rows: pd.DataFrame, phase_end: float, tolerance_s: float = CUT_TOLERANCE_S) -> pd.Series:
     """Rows that started before the first request cut short when the phase (or the test) ended.
 
     Every request that started earlier had finished by then; of those that started later only the
     fast ones could finish, so their latencies would flatter the phase (survivorship bias). Only
     cancellations at the phase's end count: a user stopped mid-phase by a ramp-down is a random
-    pick, and the others' requests go on unbiased.
+    pick, and the others' requests go on unbiased. `tolerance_s`: how far before the end that is, in
+    the rows' time.
     """
-    cut = rows[(rows["status"] == "cancelled") & (rows["end_wall"] >= phase_end - CUT_TOLERANCE_S)]
+    cut = rows[(rows["status"] == Status.CANCELLED) & (rows["end_wall"] >= phase_end - tolerance_s)]
     if cut.empty:
         return pd.Series(True, index=rows.index)
     return rows["start_wall"] < cut["start_wall"].min()
-
-
-CUT_TOLERANCE_S = 0.5  # a stop reaches streams within a tick of the phase's recorded end
 
 
 def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Raw latency samples of the ok, uncensored requests of one phase: e2e/ttft/tpot in ms, itl in int us."""
     where = assign_phases(run) if where is None else where
     rows = run.requests[where == position]
-    rows = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & (rows["status"] == "ok")]
+    cut_tolerance = CUT_TOLERANCE_S * run.wall_second  # the tick is the generator's, on its wall clock
+    rows = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"]), cut_tolerance) & (rows["status"] == Status.OK)]
     samples = {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
     samples["itl"] = pooled_itl_us(rows["itl_us"])  # int32 us: a quarter of the memory of float64 ms
     return samples
@@ -122,18 +124,18 @@ def _target_rate(phase: pd.Series) -> float:
     return float(value) if value is not None and pd.notna(value) else float("nan")
 
 
-def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO, scale: float) -> dict:
+def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict:
     phase = run.phases.iloc[position]
     rows = run.requests[where == position]
     status = rows["status"].astype(str)
-    ok_rows = rows[(status == "ok").to_numpy()]
-    ok, errors, cancelled = len(ok_rows), int((status == "error").sum()), int((status == "cancelled").sum())
+    ok_rows = rows[(status == Status.OK).to_numpy()]
+    ok, errors, cancelled = len(ok_rows), int((status == Status.ERROR).sum()), int((status == Status.CANCELLED).sum())
     duration = float(phase["end_wall"]) - float(phase["start_wall"])
     per_s = (lambda n: n / duration) if duration > 0 else (lambda n: float("nan"))
     meets = np.ones(len(ok_rows), dtype=bool)
     for column, limit in goodput_thresholds(slo, streaming_of(run.manifest)).items():
         values = ok_rows[column].to_numpy(dtype=float)
-        meets &= ~(values > limit / scale)  # limits are model time; a missing value (no TPOT for 1 token) is no miss
+        meets &= ~(values > limit)  # a missing value (no TPOT for 1 token) is no miss
     row = {
         "phase_index": int(phase["index"]) if pd.notna(phase["index"]) else position,
         "label": phase["label"], "kind": phase["kind"],
@@ -146,24 +148,21 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO, scale: 
     }
     samples = phase_samples(run, position, where)
     for metric in METRICS:
-        scale = 1000.0 if metric == "itl" else 1.0
+        per_ms = 1000.0 if metric == "itl" else 1.0  # itl samples are integer microseconds
         for name, value in percentiles(samples[metric]).items():
-            row[f"{metric}_{name}_ms"] = value / scale
+            row[f"{metric}_{name}_ms"] = value / per_ms
     return row
 
 
 def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
-    """One row per phase with exactly PHASE_TABLE_COLUMNS (docs/architecture.md), in wall-clock time.
-
-    For a time-scaled run only goodput looks at the scale: a request meets the SLO when its model
-    time (measured x scale) does. loadline.analysis.data.timescale.to_model_time converts the whole table.
-    """
+    """One row per phase with exactly PHASE_TABLE_COLUMNS (docs/architecture.md), in the run's time:
+    model time for a run read through loadline.analysis.data.timescale.model_run, as the SLO's limits
+    (and so goodput) are."""
     slo = slo or SLO()
     if not run.has_records:
         return locust_phase_table(run)
     where = assign_phases(run)
-    scale = time_scale(run.manifest)
-    rows = [_phase_row(run, position, where, slo, scale) for position in range(len(run.phases))]
+    rows = [_phase_row(run, position, where, slo) for position in range(len(run.phases))]
     return pd.DataFrame(rows, columns=PHASE_TABLE_COLUMNS)
 
 
@@ -173,7 +172,7 @@ def error_classes(run: RunData) -> pd.DataFrame:
     if not run.has_records:
         return table
     where = assign_phases(run)
-    errors = run.requests[(run.requests["status"] == "error").to_numpy() & (where >= 0)]
+    errors = run.requests[(run.requests["status"] == Status.ERROR).to_numpy() & (where >= 0)]
     if errors.empty:
         return table
     counts = pd.crosstab(where[errors.index.to_numpy()], errors["error_class"].astype(str).replace("", "unknown"))

@@ -31,7 +31,7 @@ whose `ts` lies in the phase. For each event:
   before that are not a recovery. relapse_s = unhealthy window time after the recovery.
 - peak P95s and error rate over every window of the phase, failed requests by error class.
 
-Times are model time (analysis/data/timescale.py): wall seconds x scale, latencies x scale.
+Takes its tables in model time (analysis/data/timescale.py) and answers in model time.
 """
 
 from __future__ import annotations
@@ -42,11 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.report import formatting as f
-from loadline.analysis.verdict.gate import Criterion
-from loadline.analysis.data.load import empty_table
-from loadline.analysis.data.timescale import time_scale
+from loadline.analysis.data.load import RunData, empty_table
 from loadline.core import schema
+from loadline.core.records import Status
 from loadline.core.slo import SLO
 
 MAX_WINDOWS = 100_000  # bounds the window loop on absurd inputs (a 2 s window over ~2 days)
@@ -97,33 +95,32 @@ def find_events(phases: pd.DataFrame, faults: pd.DataFrame | None = None,
     return events
 
 
-def _level(rows: pd.DataFrame, scale: float) -> dict[str, float]:
+def _level(rows: pd.DataFrame) -> dict[str, float]:
     """P95 TTFT/E2E (model ms) of ok rows, error rate, counts; cancelled attempts count as neither."""
     status = rows["status"].astype(str)
-    ok = rows[(status == "ok").to_numpy()]
-    errors = int((status == "error").sum())
+    ok = rows[(status == Status.OK).to_numpy()]
+    errors = int((status == Status.ERROR).sum())
 
     return {"requests": len(ok) + errors, "ok": len(ok), "errors": errors,
             "error_rate": errors / (len(ok) + errors) if len(ok) + errors else math.nan,
-            "ttft_p95_ms": _p95(ok["ttft_ms"].to_numpy(dtype=float)) * scale,
-            "e2e_p95_ms": _p95(ok["e2e_ms"].to_numpy(dtype=float)) * scale}
+            "ttft_p95_ms": _p95(ok["ttft_ms"].to_numpy(dtype=float)),
+            "e2e_p95_ms": _p95(ok["e2e_ms"].to_numpy(dtype=float))}
 
 
-def windows(requests: pd.DataFrame, start_wall: float, end_wall: float, scale: float = 1.0,
+def windows(requests: pd.DataFrame, start_wall: float, end_wall: float,
             window_s: float = RecoveryRule.window_s, min_samples: int = RecoveryRule.min_samples) -> pd.DataFrame:
     """Per window of `window_s` model seconds from start_wall: t_s (model s from start), the window's
     own requests/ok/errors/error_rate, and rolling P95 TTFT/E2E in model ms over `samples` ok requests."""
-    width = window_s / scale
-    count = min(MAX_WINDOWS, max(0, math.ceil((end_wall - start_wall) / width - 1e-9)))
+    count = min(MAX_WINDOWS, max(0, math.ceil((end_wall - start_wall) / window_s - 1e-9)))
     rows = requests.sort_values("start_wall", kind="stable")
     starts = rows["start_wall"].to_numpy(dtype=float)
     status = rows["status"].astype(str).to_numpy()
-    ok_mask = status == "ok"
+    ok_mask = status == Status.OK
     ok_before = np.concatenate([[0], np.cumsum(ok_mask)])  # ok requests before each position
-    ttft, e2e = (rows[c].to_numpy(dtype=float) * scale for c in ("ttft_ms", "e2e_ms"))
-    bounds = [min(end_wall, start_wall + n * width) for n in range(count + 1)]
+    ttft, e2e = (rows[c].to_numpy(dtype=float) for c in ("ttft_ms", "e2e_ms"))
+    bounds = [min(end_wall, start_wall + n * window_s) for n in range(count + 1)]
     edges = np.searchsorted(starts, bounds, side="left")
-    failed = rows[status == "error"]
+    failed = rows[status == Status.ERROR]
     failed_at = np.sort(failed["end_wall" if "end_wall" in failed else "start_wall"].to_numpy(dtype=float))
     error_edges = np.searchsorted(failed_at, bounds, side="left")
     out = []
@@ -187,7 +184,7 @@ def recovery_window(good: np.ndarray, hold_windows: int) -> tuple[int | None, in
 
 
 def _errors_by_class(rows: pd.DataFrame) -> dict[str, int]:
-    failed = rows[rows["status"].astype(str) == "error"]
+    failed = rows[rows["status"].astype(str) == Status.ERROR]
     classes = failed["error_class"].fillna("").astype(str).replace("", "unknown")
     return {name: int(n) for name, n in classes.value_counts().sort_index().items()}
 
@@ -200,7 +197,7 @@ def _int_or_none(value) -> int | None:
     return None if value is None or pd.isna(value) else int(value)
 
 
-def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, scale: float = 1.0,
+def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event,
                    slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
                    rule: RecoveryRule = RecoveryRule()) -> dict:
     """The recovery entry of one event (see the module docstring); times in model seconds."""
@@ -218,14 +215,14 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
         low, high = float(before["start_wall"]), float(before["end_wall"])
         # the healthy level: what finished before the disturbance, so its casualties don't raise the bar
         baseline = {"phase": str(before["label"]),
-                    **_level(requests[(starts >= low) & (starts < high) & (ends < disturbance)], scale)}
+                    **_level(requests[(starts >= low) & (starts < high) & (ends < disturbance)])}
     limit = limits(baseline, slo_ttft_p95_ms, slo_e2e_p95_ms, rule.latency_factor)
-    after = windows(requests, event.disturbance_wall, end, scale, rule.window_s, rule.min_samples)
+    after = windows(requests, event.disturbance_wall, end, rule.window_s, rule.min_samples)
     good = healthy(after, limit)
     hold = max(1, math.ceil(rule.hold_s / rule.window_s - 1e-9))
     impact, found = recovery_window(good, hold)
     _, back_to_baseline = recovery_window(healthy(after, limits(baseline, None, None, rule.latency_factor)), hold)
-    whole = windows(requests, start, end, scale, rule.window_s, rule.min_samples)
+    whole = windows(requests, start, end, rule.window_s, rule.min_samples)
     peak = {c: float(whole[c].max()) if whole[c].notna().any() else math.nan
             for c in ("ttft_p95_ms", "e2e_p95_ms", "error_rate")}
     what = [f"surge x{event.surge_factor:g}"] if event.surge_factor else []
@@ -234,8 +231,8 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
         "event": " + ".join(what), "phase": str(phase["label"]), "phase_index": event.position,
         "users_from": _int_or_none(phases.iloc[event.position - 1]["target_users"]) if event.position > 0 else None,
         "users_to": _int_or_none(phase["target_users"]), "faults": list(event.faults),
-        "disturbance_at_s": round((event.disturbance_wall - start) * scale, 3),
-        "phase_s": round((end - start) * scale, 3),
+        "disturbance_at_s": round(event.disturbance_wall - start, 3),
+        "phase_s": round(end - start, 3),
         "baseline": _rounded(baseline), "limits": _rounded(limit), "peak": _rounded(peak),
         "recovered": found is not None,
         "impact_s": None if impact is None else impact * rule.window_s,
@@ -243,14 +240,14 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event, s
         "relapse_s": None if found is None else int((~good[found:]).sum()) * rule.window_s,
         "baseline_recovery_s": None if back_to_baseline is None else back_to_baseline * rule.window_s,
         "window_s": rule.window_s, "hold_s": rule.hold_s,
-        "requests": int((in_phase["status"].astype(str) != "cancelled").sum()),
-        "failed": int((in_phase["status"].astype(str) == "error").sum()),
+        "requests": int((in_phase["status"].astype(str) != Status.CANCELLED).sum()),
+        "failed": int((in_phase["status"].astype(str) == Status.ERROR).sum()),
         "errors_by_class": _errors_by_class(in_phase),
         "windows": [_rounded({**row, "healthy": bool(ok)}) for row, ok in zip(after.to_dict("records"), good)],
     }
 
 
-def recovery(requests: pd.DataFrame, phases: pd.DataFrame, scale: float = 1.0,
+def recovery(requests: pd.DataFrame, phases: pd.DataFrame,
              slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
              rule: RecoveryRule = RecoveryRule(), faults: pd.DataFrame | None = None) -> list[dict]:
     """One entry per surge or fault event of the run (see the module docstring); [] when none.
@@ -259,61 +256,10 @@ def recovery(requests: pd.DataFrame, phases: pd.DataFrame, scale: float = 1.0,
     if requests.empty or phases.empty or phases["end_wall"].isna().all():
         return []
     phases = phases[phases["end_wall"].notna()].reset_index(drop=True)
-    return [event_recovery(requests, phases, event, scale, slo_ttft_p95_ms, slo_e2e_p95_ms, rule)
+    return [event_recovery(requests, phases, event, slo_ttft_p95_ms, slo_e2e_p95_ms, rule)
             for event in find_events(phases, faults, rule.surge_factor)]
 
 
-def from_run(requests: pd.DataFrame, phases: pd.DataFrame, manifest: dict, slo: SLO,
-             faults: pd.DataFrame | None = None) -> list[dict]:
-    """`recovery` for a loaded run (loadline.analysis.data.load.RunData's frames), judged against the SLO's P95 limits."""
-    return recovery(requests, phases, time_scale(manifest), slo.ttft_p95_ms, slo.e2e_p95_ms, faults=faults)
-
-
-def criteria(entries: list[dict], recovery_s_max: float | None) -> list[Criterion]:
-    """The drill objective `recovery_s_max` (SLO file) as a gate criterion; [] when not set."""
-    if recovery_s_max is None:
-        return []
-    threshold = f"< {recovery_s_max:g} s"
-    if not entries:
-        return [Criterion("recovery time", threshold, recovery_s_max, None, None, "no surge or fault in the run", "s")]
-    stuck = [e for e in entries if not e["recovered"]]
-    if stuck:
-        worst = stuck[0]
-        where = f"{worst['phase']}: not recovered before the phase ended (>= {worst['phase_s'] - worst['disturbance_at_s']:g} s)"
-        return [Criterion("recovery time", threshold, recovery_s_max,
-                          worst["phase_s"] - worst["disturbance_at_s"], False, where, "s")]
-    worst = max(entries, key=lambda e: e["recovery_s"])
-    return [Criterion("recovery time", threshold, recovery_s_max, worst["recovery_s"],
-                      worst["recovery_s"] < recovery_s_max, worst["phase"], "s")]
-
-
-RECOVERY_HEADER = ["event", "phase", "clock starts", "baseline TTFT/E2E P95", "peak TTFT/E2E P95",
-                   "impact after", "recovered after", "back to baseline after", "failed (by class)", "faults"]
-
-
-def recovery_rows(entries: list[dict]) -> list[list[str]]:
-    """The report's Recovery table (plain text cells; the renderers escape them)."""
-    def pair(level: dict) -> str:
-        return f"{f.num(level.get('ttft_p95_ms'))} / {f.num(level.get('e2e_p95_ms'))} ms"
-
-    def seconds(value: float | None, none: str) -> str:
-        return none if value is None else f"{f.num(value)} s"
-
-    rows = []
-    for e in entries:
-        classes = ", ".join(f"{name} {n}" for name, n in e["errors_by_class"].items())
-        rows.append([e["event"], e["phase"], f"+{f.num(e['disturbance_at_s'])} s",
-                     pair(e["baseline"]) + (f" ({e['baseline']['phase']})" if e["baseline"].get("phase") else ""),
-                     pair(e["peak"]), seconds(e["impact_s"], "no impact"),
-                     seconds(e["recovery_s"], "not within the phase")
-                     + (f" (then {f.num(e['relapse_s'])} s unhealthy)" if e.get("relapse_s") else ""),
-                     seconds(e.get("baseline_recovery_s"), "not within the phase"),
-                     f"{e['failed']:,}" + (f" ({classes})" if classes else ""),
-                     "; ".join(e["faults"]) or "-"])
-    return rows
-
-
-RECOVERY_NOTE = ("Model time. Windows of {window} s by request start (failures by when they ended); healthy = no more errors than the "
-                 "baseline and rolling P95 TTFT/E2E within 1.5x the baseline or under the SLO; recovered = "
-                 "healthy for {hold} s in a row after the first unhealthy window, counted from the clock start "
-                 "(the surge, or the last fault action sent); back to baseline = the same without the SLO allowance.")
+def from_run(run: RunData, slo: SLO) -> list[dict]:
+    """`recovery` for a run in model time (loadline.analysis.data.timescale.model_run), judged against the SLO's P95 limits."""
+    return recovery(run.requests, run.phases, slo.ttft_p95_ms, slo.e2e_p95_ms, faults=run.faults)

@@ -28,7 +28,7 @@ from loadline.analysis.verdict.rules import WINDOW_RULES, Finding
 from loadline.analysis.verdict.run_rules import gateway, load_generator, memory_leak, not_the_gpu
 from loadline.analysis.verdict.timesplit import phase_split
 from loadline.core.judge import format_value
-from loadline.core.records import ErrorClass
+from loadline.core.records import ErrorClass, Status
 
 LAYERS = ("gpu-compute", "kv-cache", "memory-leak", "scheduler", "host-cpu", "gateway", "outside-engine",
           "load-generator", "unidentified", "headroom")
@@ -203,7 +203,7 @@ def _headroom(ctx: Context) -> Finding:
         f.evidence.append(
             f"no SLO criterion failed and no limit showed up to {heaviest.label}: no engine queue or KV saturation, "
             f"latency within {ctx.th.latency_rise:g}x of {ctx.baseline.label if ctx.baseline else 'the baseline'}, "
-            f"errors below {ctx.th.error_rate:.0%}" + (f", {rps / ctx.time_scale:.2f} req/s" if rps else ""))
+            f"errors below {ctx.th.error_rate:.0%}" + (f", {rps:.2f} req/s" if rps else ""))
     else:
         f.evidence.append("no phase with traffic: nothing was loaded, so no limit was seen")
     f.actions = ["raise the load (more users or a higher step) until a limit shows, to find the real capacity"]
@@ -229,7 +229,7 @@ FAILURE_HINTS = {
 def _failure_mix(ctx: Context) -> tuple[str, list[str]]:
     """The failed requests by class, and the actions their leading class suggests."""
     rows = ctx.requests_in(*ctx.span)
-    failed = rows[rows["status"].astype(str) == "error"] if not rows.empty else rows
+    failed = rows[rows["status"].astype(str) == Status.ERROR] if not rows.empty else rows
     if failed.empty:
         return "", []
     counts = failed["error_class"].astype(str).replace("", "unknown").value_counts()
@@ -319,7 +319,7 @@ def _lightest_load(ctx: Context) -> tuple[str, list[str]]:
     line = (f"the SLO failed already at the lightest load ({base.label}, {base.users:g} user"
             f"{'' if base.users == 1 else 's'}): with nothing to "
             f"contend with, that is each request's own latency, not a capacity limit")
-    split = phase_split(ctx.requests_in(*ctx.span), ctx.signals, base.start, base.end, ctx.time_scale)["ttft"]
+    split = phase_split(ctx.requests_in(*ctx.span), ctx.signals, base.start, base.end)["ttft"]
     if split:
         parts = [f"{name} {split[key]:,.0f} ms" for name, key in (("outside the engine", "outside_ms"), ("queue", "queue_ms"),
                  ("prefill", "prefill_ms"), ("engine other", "engine_other_ms")) if split.get(key) is not None]

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from loadline.analysis.data.timescale import time_scale, to_model_time
+from loadline.analysis.data.timescale import time_scale
 from loadline.analysis.stats.knee import max_compliant_throughput
 from loadline.analysis.verdict.signals import Signals
 from loadline.core.runsettings import streaming_of
@@ -168,23 +168,25 @@ def _slo_of(run: Any):
 
 def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None,
                          slo: Any = None) -> tuple[float | None, str]:
-    """Per-replica requests/s the run supports (max SLO-compliant, else the knee, else the best tested)."""
+    """Per-replica requests/s the run supports (max SLO-compliant, else the knee, else the best tested).
+
+    `phase_table` and `knee` in model time (the run read through loadline.analysis.data.timescale.model_run):
+    a x10 compressed run must not pass the SLO 10x too easily."""
     replicas, how = _replicas_in_run(run)
     scale = time_scale(getattr(run, "manifest", None))
     model = " in model time" if scale != 1 else ""
-    per = f" / {replicas} replica(s) ({how})" + (f", wall rates / time-scale {scale:g}" if scale != 1 else "")
+    per = f" / {replicas} replica(s) ({how})" + (f", model time of a run at time-scale {scale:g}" if scale != 1 else "")
     best = None
     if phase_table is not None and len(phase_table) and phase_table["rps"].notna().any():
-        # the SLO is judged on model-time latencies: a x10 compressed run must not pass it 10x too easily
-        best = max_compliant_throughput(to_model_time(phase_table, scale), slo if slo is not None else _slo_of(run),
+        best = max_compliant_throughput(phase_table, slo if slo is not None else _slo_of(run),
                                         streaming_of(getattr(run, "manifest", None)))
     if best and best.get("found") and best.get("rps"):
         return float(best["rps"]) / replicas, f"the highest SLO-compliant throughput{model} ({best['rps']:.2f} req/s){per}"
     if knee and knee.get("found") and knee.get("rps"):
-        return float(knee["rps"]) / replicas / scale, f"the knee ({float(knee['rps']):.2f} req/s; no phase met the SLO){per}"
+        return float(knee["rps"]) / replicas, f"the knee ({float(knee['rps']):.2f} req/s; no phase met the SLO){per}"
     if phase_table is not None and len(phase_table) and phase_table["rps"].notna().any():
         top = phase_table.loc[phase_table["rps"].idxmax()]
-        return (float(top["rps"]) / replicas / scale,
+        return (float(top["rps"]) / replicas,
                 f"the highest tested throughput ({top['label']}: no phase met the SLO, no knee; an upper bound){per}")
     return None, "no throughput measured"
 

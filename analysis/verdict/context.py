@@ -5,9 +5,10 @@ has fewer than three phases or the user count changed inside a phase (fixed user
 whose users were changed by hand), equal time slices of the loaded span as well, so a one-phase
 run is judged on its own numbers instead of against a baseline it never had. The *baseline* is
 the least-loaded window (fewest users; among slices, the fewest requests in the engine). Client
-numbers of a window (wall-time ms) come from the phase table for phases and from the records
-for slices; limits seen from the client side (errors, latency rise, flat throughput) are attached
-to each window here; the engine's own saturation signals are read in analysis/verdict/reading.py.
+numbers of a window come from the phase table for phases and from the records for slices; limits
+seen from the client side (errors, latency rise, flat throughput) are attached to each window
+here; the engine's own saturation signals are read in analysis/verdict/reading.py. Everything is
+read in model time (loadline.analysis.data.timescale.model_run), like the report.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pandas as pd
 from loadline.analysis.verdict.engine_host import engine_shares_host
 from loadline.analysis.verdict.signals import Signals
 from loadline.core.judge import RANK_WIDTHS, min_samples
-from loadline.core.runsettings import time_scale_of
+from loadline.core.records import Status
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Thresholds:
     # step is dominated by per-sequence work, i.e. the GPU's compute/bandwidth is the limit.
     tpot_rise: float = 1.5
     batch_growth: float = 2.0  # "with the batch": the running batch at least doubled (one stepped-test step, DOMAIN.md)
-    noise_floor_ms: float = 50.0  # a TTFT/E2E rise smaller than this is noise, whatever the ratio (unscaled time)
+    noise_floor_ms: float = 50.0  # a TTFT/E2E rise smaller than this is noise, whatever the ratio (model time)
     token_noise_floor_ms: float = 5.0  # the same for per-token times (TPOT, ITL)
     throughput_gain: float = 1.10  # users grew >= 1.5x but requests/s grew < 10 %: flat
     users_growth: float = 1.5
@@ -65,11 +66,11 @@ class Thresholds:
 @dataclass
 class Window:
     label: str
-    start: float  # wall clock
+    start: float  # the run's clock (model time)
     end: float
     users: float
     kind: str  # "phase" or "slice"
-    stats: dict[str, float] = field(default_factory=dict)  # client numbers, wall-time ms; see CLIENT_STATS
+    stats: dict[str, float] = field(default_factory=dict)  # client numbers (ms, req/s); see CLIENT_STATS
     limits: list[str] = field(default_factory=list)  # client-side reasons this window shows a limit
     failing: bool = False  # one of them is its share of failed requests (the others: latency, throughput)
 
@@ -94,7 +95,6 @@ class Context:
     signals: Signals
     th: Thresholds
     slo_failures: list[dict] = field(default_factory=list)  # failed SLO criteria (gate.Criterion.as_dict())
-    time_scale: float = 1.0
     measurement_floor_ms: float | None = None  # model time, from the validity check when it ran
 
     @property
@@ -140,7 +140,7 @@ def requests_between(req: pd.DataFrame | None, start: float, end: float) -> pd.D
 def is_invalid_request(rows: pd.DataFrame) -> pd.Series:
     """Requests the server refused as malformed or unauthorised (HTTP 4xx but 408/429): no capacity signal."""
     status = pd.to_numeric(rows.get("http_status", pd.Series(0, index=rows.index)), errors="coerce").fillna(0)
-    return (rows["status"].astype(str) == "error") & (status >= 400) & (status < 500) & ~status.isin([408, 429])
+    return (rows["status"].astype(str) == Status.ERROR) & (status >= 400) & (status < 500) & ~status.isin([408, 429])
 
 
 def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float) -> float | None:
@@ -148,10 +148,10 @@ def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float)
     rows = requests_between(requests, start, end)
     if rows.empty:
         return None
-    rows = rows[rows["status"].astype(str) != "cancelled"]
+    rows = rows[rows["status"].astype(str) != Status.CANCELLED]
     if rows.empty:
         return None
-    failed = (rows["status"].astype(str) == "error") & ~is_invalid_request(rows)
+    failed = (rows["status"].astype(str) == Status.ERROR) & ~is_invalid_request(rows)
     return float(failed.sum()) / len(rows)
 
 
@@ -164,7 +164,7 @@ def phase_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator
             users = _generator_users(generator, float(row["start_wall"]), float(row["end_wall"])) or 0.0
         stats = {name: num(row.get(name)) for name in CLIENT_STATS}
         rows = requests_between(requests, float(row["start_wall"]), float(row["end_wall"]))
-        ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+        ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
         ttft = pd.to_numeric(ok.get("ttft_ms", pd.Series(dtype=float)), errors="coerce").dropna()
         stats["ttft_mean_ms"] = float(ttft.mean()) if len(ttft) else None
         out.append(Window(str(row["label"]), float(row["start_wall"]), float(row["end_wall"]), users, "phase", stats))
@@ -172,10 +172,10 @@ def phase_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator
 
 
 def slice_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator: pd.DataFrame | None,
-                  signals: Signals, th: Thresholds, scale: float = 1.0) -> list[Window]:
+                  signals: Signals, th: Thresholds) -> list[Window]:
     """Equal time slices of the loaded span, each long enough for `min_slice_scrapes` engine scrapes.
 
-    Labelled in model time from the first phase's start, as the report's charts draw it (wall x `scale`)."""
+    Labelled in seconds from the first phase's start, as the report's charts draw it."""
     if not len(phases):
         return []
     start, end = float(phases["start_wall"].min()), float(phases["end_wall"].max())
@@ -194,15 +194,15 @@ def slice_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator
         if users is None:
             inside = phases[(phases["start_wall"] < b) & (phases["end_wall"] > a)]
             users = float(inside.apply(_users, axis=1).max()) if len(inside) else 0.0
-        out.append(Window(f"t+{(a - start) * scale:.0f}..{(b - start) * scale:.0f} s", a, b, users, "slice", stats))
+        out.append(Window(f"t+{a - start:.0f}..{b - start:.0f} s", a, b, users, "slice", stats))
     return [w for w in out if (w.stat("requests") or 0) > 0]
 
 
 def client_stats(requests: pd.DataFrame | None, start: float, end: float) -> dict[str, float | None]:
-    """A window's client numbers from the records (wall-time ms), as the phase table would give them."""
+    """A window's client numbers from the records, as the phase table would give them."""
     rows = requests_between(requests, start, end)
-    rows = rows[rows["status"].astype(str) != "cancelled"] if len(rows) else rows
-    ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+    rows = rows[rows["status"].astype(str) != Status.CANCELLED] if len(rows) else rows
+    ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
     stats: dict[str, float | None] = {"requests": float(len(rows)), "rps": len(ok) / (end - start) if end > start else None,
                                       "error_rate": capacity_error_rate(requests, start, end)}
     for metric in ("ttft", "e2e", "tpot"):
@@ -254,7 +254,7 @@ def _ok_values(requests: pd.DataFrame | None, w: Window, metric: str) -> np.ndar
     if requests is None or not len(requests):
         return None
     rows = requests_between(requests, w.start, w.end)
-    ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+    ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
     return pd.to_numeric(ok.get(f"{metric}_ms", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
 
 
@@ -279,11 +279,8 @@ def latency_rise(w: Window, baseline: Window, metric: str, stat: str, th: Thresh
 
 
 def mark_client_limits(windows: list[Window], baseline: Window | None, th: Thresholds, floor_ms: float,
-                       requests: pd.DataFrame | None, scale: float) -> None:
-    """Attach to each window the client-side reasons it shows a limit (errors, latency, flat throughput).
-
-    Numbers are quoted in model time (wall x `scale`), like the report.
-    """
+                       requests: pd.DataFrame | None) -> None:
+    """Attach to each window the client-side reasons it shows a limit (errors, latency, flat throughput)."""
     prev: Window | None = None
     for w in windows:
         err = capacity_error_rate(requests, w.start, w.end)
@@ -298,18 +295,18 @@ def mark_client_limits(windows: list[Window], baseline: Window | None, th: Thres
             for metric, stat in (("ttft", "p50"), ("e2e", "p50"), ("ttft", "p95"), ("e2e", "p95")):
                 base, now = baseline.stat(f"{metric}_{stat}_ms"), w.stat(f"{metric}_{stat}_ms")
                 if base and now and latency_rise(w, baseline, metric, stat, th, floor_ms, requests):
-                    w.limits.append(f"{metric.upper()} {stat} {now * scale:.0f} ms in {w.label} vs "
-                                    f"{base * scale:.0f} ms in {baseline.label} ({now / base:.1f}x)")
+                    w.limits.append(f"{metric.upper()} {stat} {now:.0f} ms in {w.label} vs "
+                                    f"{base:.0f} ms in {baseline.label} ({now / base:.1f}x)")
                     break
         if w.kind == "phase" and prev is not None:
-            flat = _flat_throughput(prev, w, th, scale)
+            flat = _flat_throughput(prev, w, th)
             if flat:
                 w.limits.append(flat)
         if w.kind == "phase" and (prev is None or w.users >= prev.users):
             prev = w
 
 
-def _flat_throughput(prev: Window, w: Window, th: Thresholds, scale: float) -> str | None:
+def _flat_throughput(prev: Window, w: Window, th: Thresholds) -> str | None:
     # Little's law: in a closed loop, flat throughput under more users must show as longer requests;
     # without that, the "flat" step is a ramp-up transient or pacing, not a limit.
     u0, u1 = prev.users, w.users
@@ -318,7 +315,7 @@ def _flat_throughput(prev: Window, w: Window, th: Thresholds, scale: float) -> s
     e0, e1 = prev.stat("e2e_p50_ms"), w.stat("e2e_p50_ms")
     slower = bool(e0 and e1 and e1 / e0 >= th.flat_latency_growth)
     if enough and slower and u0 > 0 and r0 and r1 is not None and u1 / u0 >= th.users_growth and r1 / r0 < th.throughput_gain:
-        return f"throughput flat: {r1 / scale:.2f} req/s at {u1:.0f} users vs {r0 / scale:.2f} at {u0:.0f} users"
+        return f"throughput flat: {r1:.2f} req/s at {u1:.0f} users vs {r0:.2f} at {u0:.0f} users"
     return None
 
 
@@ -327,16 +324,15 @@ def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | N
     th = th or Thresholds()
     signals = Signals(getattr(run, "server_metrics", None))
     phases = _phases_with_traffic(phase_table)
-    scale = _time_scale(getattr(run, "manifest", None) or {})
     requests = getattr(run, "requests", None)
     windows = phase_windows(phases, requests, getattr(run, "generator", None))
     if needs_slices(phases, getattr(run, "phases", None)):
-        windows += slice_windows(phases, requests, getattr(run, "generator", None), signals, th, scale)
+        windows += slice_windows(phases, requests, getattr(run, "generator", None), signals, th)
     baseline = _baseline(windows, signals)
     # a latency rise must clear the noise floor and the client's own measurement floor (model ms)
-    floor_ms = max(th.noise_floor_ms, measurement_floor_ms or 0.0) / scale
-    mark_client_limits(windows, baseline, th, floor_ms, requests, scale)
-    return Context(run, phases, windows, baseline, signals, th, list(slo_failures or []), scale, measurement_floor_ms)
+    floor_ms = max(th.noise_floor_ms, measurement_floor_ms or 0.0)
+    mark_client_limits(windows, baseline, th, floor_ms, requests)
+    return Context(run, phases, windows, baseline, signals, th, list(slo_failures or []), measurement_floor_ms)
 
 
 def _baseline(windows: list[Window], signals: Signals) -> Window | None:
@@ -350,11 +346,6 @@ def _baseline(windows: list[Window], signals: Signals) -> Window | None:
         return (running.mean if running else 0.0) + (waiting.mean if waiting else 0.0)
 
     return min(windows, key=lambda w: (w.users, in_engine(w), w.start))
-
-
-def _time_scale(manifest: dict) -> float:
-    """The run's time compression (loadline.core.runsettings, the one accessor): latency floors shrink with it."""
-    return time_scale_of(manifest)
 
 
 def _phases_with_traffic(phase_table: pd.DataFrame | None) -> pd.DataFrame:

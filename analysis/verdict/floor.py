@@ -1,6 +1,8 @@
 """The measurement floor: how much the client side (sockets, event loop, stamping) adds to what it
-measures, per phase, in model time (x time scale: a run compressed 20x multiplies the client's
-milliseconds by 20 too).
+measures, per phase. It is a property of the generator's machine, so it is measured on the wall
+clock, from the run as recorded, and each figure is also given in model time by the one rule
+(loadline.core.runsettings.model_value: a run compressed 20x multiplies the client's milliseconds
+by 20 too).
 - With the embedded simulator: records minus the truth log (the simulator's own arrival,
   first-token and last-token times, same machine, same wall clock). Exact per request.
 - Against a real target there is no truth. We use the event-loop lag the generator's self-check
@@ -24,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from loadline.analysis.verdict.context import Thresholds
+from loadline.core.records import Status
+from loadline.core.runsettings import model_value
 
 ACCURACY_RATIO = 4.0  # test accuracy ratio 4:1 (module docstring)
 FLOOR_QUANTILE = 95.0  # the floor quoted per phase: its P95, as the SLO judges P95s
@@ -49,7 +53,7 @@ def q(values: pd.Series | np.ndarray, q: float) -> float | None:
 
 def client_overhead(requests: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     """Per ok request: start_wall, ttft_overhead_ms, e2e_overhead_ms = client's time - the server's own."""
-    ok = requests[requests["status"].astype(str) == "ok"][["request_id", "start_wall", "ttft_ms", "e2e_ms"]]
+    ok = requests[requests["status"].astype(str) == Status.OK][["request_id", "start_wall", "ttft_ms", "e2e_ms"]]
     served = truth[truth["first_token"].notna() & truth["arrival"].notna()]
     merged = ok.astype({"request_id": str}).merge(served, on="request_id", how="inner")
     return pd.DataFrame({
@@ -72,7 +76,7 @@ def _floor_rows_truth(requests: pd.DataFrame, truth: pd.DataFrame, phases: pd.Da
         p50, p95 = q(mine[column], 50), q(mine[column], FLOOR_QUANTILE)
         rows.append({"phase": str(phase.label), "samples": int(mine[column].notna().sum()), "measure": column[:-12],
                      "p50_ms": p50, "p95_ms": p95, "e2e_p95_ms": q(mine["e2e_overhead_ms"], FLOOR_QUANTILE),
-                     "floor_ms": p95, "floor_model_ms": None if p95 is None else p95 * scale})
+                     "floor_ms": p95, "floor_model_ms": None if p95 is None else model_value("floor_ms", p95, scale)})
     return rows
 
 
@@ -89,7 +93,7 @@ def _floor_rows_loop_lag(generator: pd.DataFrame | None, phases: pd.DataFrame, s
         if p95 is None:
             continue
         rows.append({"phase": str(phase.label), "samples": int(np.sum(~np.isnan(mine))), "measure": "loop lag",
-                     "p50_ms": q(mine, 50), "p95_ms": p95, "floor_ms": p95, "floor_model_ms": p95 * scale})
+                     "p50_ms": q(mine, 50), "p95_ms": p95, "floor_ms": p95, "floor_model_ms": model_value("floor_ms", p95, scale)})
     return rows
 
 
@@ -114,15 +118,15 @@ def measurement_floor(requests: pd.DataFrame, phases: pd.DataFrame, scale: float
                 "phases": [], "floor_ms": None, "floor_model_ms": None, "time_scale": scale}
     worst = max(rows, key=lambda r: r["floor_ms"])
     ttfb = pd.to_numeric(requests.get("ttfb_ms", pd.Series(dtype=float)), errors="coerce")
-    ttfb = ttfb[requests["status"].astype(str) == "ok"] if len(requests) else ttfb
+    ttfb = ttfb[requests["status"].astype(str) == Status.OK] if len(requests) else ttfb
     fastest = float(ttfb.min()) if ttfb.notna().any() else None
     floors = [r["floor_ms"] for r in rows]
     return {
         "method": method, "why": why, "phases": rows, "time_scale": scale,
-        "floor_ms": worst["floor_ms"], "floor_model_ms": worst["floor_ms"] * scale, "worst_phase": worst["phase"],
+        "floor_ms": worst["floor_ms"], "floor_model_ms": model_value("floor_ms", worst["floor_ms"], scale), "worst_phase": worst["phase"],
         # the rules compare phases with a baseline: a floor that moves between phases moves their ratios
-        "floor_spread_model_ms": (max(floors) - min(floors)) * scale,
-        "ttfb_min_model_ms": None if fastest is None else fastest * scale,
+        "floor_spread_model_ms": model_value("floor_spread_ms", max(floors) - min(floors), scale),
+        "ttfb_min_model_ms": None if fastest is None else model_value("ttfb_min_ms", fastest, scale),
     }
 
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from loadline.core.arrival_rate import MIN_ACHIEVED
-from loadline.core.judge import ERROR_RATE, LATENCY, Judgement, applicability, judge
+from loadline.analysis.stats import compliance
+from loadline.core.judge import ERROR_RATE, LATENCY, applicability, judge
 from loadline.core.slo import SLO
 
 
@@ -44,26 +45,6 @@ class Criterion:
                 "passed": self.passed, "where": self.where, "unit": self.unit, "why": self.why}
 
 
-def _judged(table: pd.DataFrame) -> pd.DataFrame:
-    return table[(table["ok"].fillna(0) + table["errors"].fillna(0)) > 0]
-
-
-def judge_phase(row: pd.Series, slo: SLO, streaming: bool | None) -> Judgement:
-    """One phase-table row (model time) judged by the one SLO judge."""
-    return judge(slo, {key: row.get(key) for key in (*LATENCY, ERROR_RATE)}, streaming)
-
-
-def phase_violations(row: pd.Series, slo: SLO, streaming: bool | None = None) -> list[str]:
-    """Why one phase breaks the SLO's latency/error criteria ([] when it meets them)."""
-    return [check.describe() for check in judge_phase(row, slo, streaming).failed]
-
-
-def compliant_phases(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> pd.DataFrame:
-    judged = _judged(table)
-    keep = [not phase_violations(row, slo, streaming) for _, row in judged.iterrows()]
-    return judged[keep] if len(judged) else judged
-
-
 def _worst(table: pd.DataFrame, column: str) -> tuple[float | None, str]:
     values = pd.to_numeric(table[column], errors="coerce").dropna() if column in table else pd.Series(dtype=float)
     if values.empty:
@@ -74,7 +55,7 @@ def _worst(table: pd.DataFrame, column: str) -> tuple[float | None, str]:
 
 def evaluate(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> list[Criterion]:
     """The gate's criteria over a phase table in model time; `streaming`: the run's traffic (None: unknown)."""
-    judged = _judged(table)
+    judged = compliance.judged(table)
     worst = {key: _worst(judged, key) for key in (*LATENCY, ERROR_RATE)}
     judgement = judge(slo, {key: value for key, (value, _) in worst.items()}, streaming)
     criteria = [Criterion(c.name, c.threshold, c.limit, c.measured, c.passed,
@@ -82,12 +63,30 @@ def evaluate(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> li
                 for c in judgement.checks]
     if slo.target_qps is not None:
         need = slo.target_qps * slo.safety_factor
-        good = compliant_phases(table, slo, streaming)
+        good = compliance.compliant_phases(table, slo, streaming)
         best, where = _worst(good, "rps")
         criteria.append(Criterion("throughput within SLO", f">= {need:g} req/s ({slo.target_qps:g} x {slo.safety_factor:g})",
                                   need, best if best is not None else 0.0, (best or 0.0) >= need, where, unit="req/s",
                                   why="target_qps is set: the best phase that met every other criterion"))
     return criteria
+
+
+def recovery_criteria(entries: list[dict], recovery_s_max: float | None) -> list[Criterion]:
+    """The drill objective `recovery_s_max` (SLO file) as a gate criterion; [] when not set."""
+    if recovery_s_max is None:
+        return []
+    threshold = f"< {recovery_s_max:g} s"
+    if not entries:
+        return [Criterion("recovery time", threshold, recovery_s_max, None, None, "no surge or fault in the run", "s")]
+    stuck = [e for e in entries if not e["recovered"]]
+    if stuck:
+        worst = stuck[0]
+        where = f"{worst['phase']}: not recovered before the phase ended (>= {worst['phase_s'] - worst['disturbance_at_s']:g} s)"
+        return [Criterion("recovery time", threshold, recovery_s_max,
+                          worst["phase_s"] - worst["disturbance_at_s"], False, where, "s")]
+    worst = max(entries, key=lambda e: e["recovery_s"])
+    return [Criterion("recovery time", threshold, recovery_s_max, worst["recovery_s"],
+                      worst["recovery_s"] < recovery_s_max, worst["phase"], "s")]
 
 
 def open_loop_criteria(phases: list[dict], lateness_limit_ms: float | None) -> list[Criterion]:

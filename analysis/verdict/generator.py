@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 
 from loadline.client.watch_budget import BUDGET as WATCH_BUDGET
+from loadline.core.records import Status
 from loadline.core.runfolder import GENERATOR_SAMPLE_INTERVAL_S
+from loadline.core.runsettings import model_value
 # the thresholds and why: loadline/core/saturation.py (the live web UI reads them too)
 from loadline.core.saturation import (CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, READ_DELAY_FALLBACK_MS,
                                       READ_DELAY_MIN_RECORDS, READ_DELAY_QUANTILE, SUSTAIN_SAMPLES,
@@ -96,7 +98,7 @@ def behind_phases(requests: pd.DataFrame, phases: pd.DataFrame) -> list[dict]:
     if not len(requests) or "read_delay_ms" not in requests or not len(phases):
         return []
     delay = pd.to_numeric(requests["read_delay_ms"], errors="coerce")
-    ok = (requests["status"].astype(str) == "ok") & delay.notna()
+    ok = (requests["status"].astype(str) == Status.OK) & delay.notna()
     if not ok.any():
         return []
     rows = requests[ok]
@@ -123,8 +125,11 @@ BEHIND_MEANING = ("reads carried several tokens while the generator was busy or 
 
 
 def _behind_numbers(b: dict, scale: float) -> str:
-    return (f"{b['phase']}: read delay p99 {b['read_delay_p99_ms'] * scale:,.1f} ms > "
-            + (f"ITL p50 {b['itl_p50_ms'] * scale:,.1f} ms" if b["itl_p50_ms"] else f"{b['threshold_ms'] * scale:g} ms")
+    """One phase's numbers from behind_phases (wall clock), quoted in model time like the rest of the report."""
+    def model(name: str) -> float:
+        return model_value(name, b[name], scale)
+    return (f"{b['phase']}: read delay p99 {model('read_delay_p99_ms'):,.1f} ms > "
+            + (f"ITL p50 {model('itl_p50_ms'):,.1f} ms" if b["itl_p50_ms"] else f"{model('threshold_ms'):g} ms")
             + (" (ITL p50 0 ms: most gaps merged away)" if b["itl_p50_ms"] == 0 else "")
             + f" ({b['records']} replies, model time)")
 

@@ -148,24 +148,23 @@ def kv_level(r: Reading) -> float | None:
     return max(r.kv.p90, r.kv.max) if r.preemptions else r.kv.p90
 
 
-def queue_share(r: Reading, scale: float = 1.0) -> tuple[float | None, float | None, str]:
-    """The engine's queue time as a share of its time to first token, the queue time (wall ms), and how.
+def queue_share(r: Reading) -> tuple[float | None, float | None, str]:
+    """The engine's queue time as a share of its time to first token, the queue time (ms), and how.
 
     From the engine's histograms when it has them (queue / TTFT, else queue / (queue + prefill));
     otherwise from Little's law on the waiting gauge: time in queue = mean waiting / completion
     rate, against the client's mean TTFT (the only engines without queue histograms, llama.cpp's
     server among them, still report how many requests wait).
     """
-    # times are wall clock; quoted in model time (x scale) like the report
     if r.queue_ms is not None:
-        q = r.queue_ms * scale
+        q = r.queue_ms
         if r.server_ttft_ms:
-            return min(1.0, r.queue_ms / r.server_ttft_ms), r.queue_ms, f"queue {q:.0f} ms of the engine's TTFT {r.server_ttft_ms * scale:.0f} ms"
+            return min(1.0, r.queue_ms / r.server_ttft_ms), r.queue_ms, f"queue {q:.0f} ms of the engine's TTFT {r.server_ttft_ms:.0f} ms"
         if r.prefill_ms is not None and r.queue_ms + r.prefill_ms > 0:
-            return r.queue_ms / (r.queue_ms + r.prefill_ms), r.queue_ms, f"queue {q:.0f} ms vs prefill {r.prefill_ms * scale:.0f} ms"
+            return r.queue_ms / (r.queue_ms + r.prefill_ms), r.queue_ms, f"queue {q:.0f} ms vs prefill {r.prefill_ms:.0f} ms"
     rps, ttft = r.window.stat("rps"), r.window.stat("ttft_mean_ms")
     if r.waiting is not None and rps and ttft:
         est = r.waiting.mean / rps * 1000
-        return min(1.0, est / ttft), est, (f"queue ~{est * scale:.0f} ms (Little's law: {r.waiting.mean:.1f} waiting / "
-                                      f"{rps / scale:.1f} req/s) of TTFT {ttft * scale:.0f} ms")
+        return min(1.0, est / ttft), est, (f"queue ~{est:.0f} ms (Little's law: {r.waiting.mean:.1f} waiting / "
+                                      f"{rps:.1f} req/s) of TTFT {ttft:.0f} ms")
     return None, None, "queue time not measured"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from loadline.analysis.verdict.context import Context, Window
 from loadline.analysis.verdict.reading import Check, Reading, kv_level, queue_share
+from loadline.core.records import Status
 
 
 @dataclass
@@ -126,10 +127,9 @@ def _per_token_ratio(ctx: Context, r: Reading, base: Reading) -> tuple[float | N
         source = "client TPOT p50"
     else:
         now, then, source = r.per_token_ms, base.per_token_ms, r.per_token_source
-    scale = ctx.time_scale
-    text = (f"per-token time ({source}) {now * scale:.1f} ms in {r.window.label} vs {then * scale:.1f} ms in "
+    text = (f"per-token time ({source}) {now:.1f} ms in {r.window.label} vs {then:.1f} ms in "
             f"{base.window.label} ({now / then:.2f}x)")
-    if now - then < ctx.th.token_noise_floor_ms / scale:
+    if now - then < ctx.th.token_noise_floor_ms:
         return min(now / then, 1.0), text + f", a rise under the {ctx.th.token_noise_floor_ms:g} ms noise floor"
     return now / then, text
 
@@ -141,7 +141,7 @@ def scheduler(ctx: Context, r: Reading, base: Reading) -> Finding:
         return f
     th, (cap, exported) = ctx.th, batch_cap(ctx)
     pinned = r.running.p50 / cap if cap else None
-    share, queue_ms, how = queue_share(r, ctx.time_scale)
+    share, queue_ms, how = queue_share(r)
     ratio, token_text = _per_token_ratio(ctx, r, base) if r.window is not base.window else (None, "per-token time: n/a")
     f.checks = [
         Check(f"running requests p50 {r.running.p50:.0f}{_named(ctx, 'running')} vs "
@@ -151,8 +151,8 @@ def scheduler(ctx: Context, r: Reading, base: Reading) -> Finding:
               r.waiting_share, th.waiting_share, bounded=True),
         Check(f"queue time share of time to first token: {how}", share, th.queue_share, bounded=True),
         # a queue shorter than the latency noise floor is not what limits anyone
-        Check(f"queue time {queue_ms * ctx.time_scale if queue_ms is not None else 0:.0f} ms (model time) against "
-              f"the noise floor", queue_ms * ctx.time_scale if queue_ms is not None else None, th.noise_floor_ms),
+        Check(f"queue time {queue_ms if queue_ms is not None else 0:.0f} ms (model time) against "
+              f"the noise floor", queue_ms, th.noise_floor_ms),
         _kv_room(r, ctx),
     ]
     if ratio is not None and ratio >= th.tpot_rise:
@@ -279,7 +279,7 @@ def outside_engine(ctx: Context, r: Reading, base: Reading) -> Finding:
         return f
     server = s.histogram(concept, r.window.start, r.window.end)
     rows = ctx.requests_in(r.window.start, r.window.end)
-    ok = rows[rows["status"].astype(str) == "ok"] if len(rows) else rows
+    ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
     client = ok.get(f"{concept}_ms")
     client = client.astype(float).dropna() if client is not None else None
     if server is None or server.mean is None or client is None or client.empty:
@@ -287,13 +287,12 @@ def outside_engine(ctx: Context, r: Reading, base: Reading) -> Finding:
         return f
     client_s, server_s = float(client.mean()) / 1000.0, server.mean
     gap_ms = (client_s - server_s) * 1000.0
-    scale = ctx.time_scale  # quoted in model time, like the report
-    f.checks = [Check(f"client {concept.upper()} mean {client_s * 1000 * scale:.0f} ms vs the server's own "
-                      f"{server_s * 1000 * scale:.0f} ms: ratio", client_s / server_s if server_s > 0 else None,
+    f.checks = [Check(f"client {concept.upper()} mean {client_s * 1000:.0f} ms vs the server's own "
+                      f"{server_s * 1000:.0f} ms: ratio", client_s / server_s if server_s > 0 else None,
                       ctx.th.outside_ratio, origin=1.0),
                 # the client's own measurement floor (validity check) would show up here as "outside" time
-                Check(f"{gap_ms * scale:.0f} ms spent outside the engine (network, gateway, auth, client), against the "
-                      f"noise floor or the client's measurement floor (model ms)", gap_ms * scale,
+                Check(f"{gap_ms:.0f} ms spent outside the engine (network, gateway, auth, client), against the "
+                      f"noise floor or the client's measurement floor (model ms)", gap_ms,
                       max(ctx.th.noise_floor_ms, ctx.measurement_floor_ms or 0.0))]
     f.actions = ["trace one slow request through the chain (gateway, auth, service mesh) and time each hop",
                  "check connection set-up: TLS handshakes and keep-alive reuse between client, gateway and engine",

@@ -14,6 +14,7 @@ from loadline.analysis.verdict.context import Context
 from loadline.analysis.verdict.generator import is_saturated
 from loadline.analysis.verdict.reading import Check
 from loadline.analysis.verdict.rules import Finding
+from loadline.core.records import ErrorClass, Status
 
 
 def _pct(x: float) -> str:
@@ -146,11 +147,11 @@ def _users_changed(ctx: Context, start: float, end: float) -> bool:
 def _error_counts(rows: pd.DataFrame) -> dict[str, int]:
     if rows.empty:
         return {}
-    failed = rows[rows["status"].astype(str) == "error"]
+    failed = rows[rows["status"].astype(str) == Status.ERROR]
     status = pd.to_numeric(failed["http_status"], errors="coerce").fillna(0)
     cls = failed["error_class"].astype(str)
-    return {"connect": int((cls == "connect").sum()), "reset": int((cls == "reset").sum()),
-            "timeout before any response": int(((cls == "timeout") & (status == 0)).sum()),
+    return {ErrorClass.CONNECT: int((cls == ErrorClass.CONNECT).sum()), ErrorClass.RESET: int((cls == ErrorClass.RESET).sum()),
+            "timeout before any response": int(((cls == ErrorClass.TIMEOUT) & (status == 0)).sum()),
             "HTTP 502/503/504": int(status.isin([502, 503, 504]).sum())}
 
 
@@ -191,6 +192,3 @@ def gateway(ctx: Context) -> Finding:
                  "check gateway timeouts: streaming responses last as long as the longest generation",
                  "check auth and downstream services on the request path"]
     return f
-
-
-RUN_RULES = (load_generator, memory_leak, gateway)

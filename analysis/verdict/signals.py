@@ -57,14 +57,6 @@ class HistogramStats:
     p99: float | None
 
 
-def _increase(values: np.ndarray) -> float:
-    """Growth of a cumulative counter; a drop means the process restarted from zero."""
-    if len(values) < 2:
-        return 0.0
-    diffs = np.diff(values)
-    return float(np.where(diffs >= 0, diffs, values[1:]).sum())
-
-
 def bucket_quantile(q: float, les: np.ndarray, cumulative: np.ndarray) -> float | None:
     """Prometheus' histogram_quantile on one set of cumulative bucket counts."""
     order = np.argsort(les)

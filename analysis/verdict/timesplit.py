@@ -10,7 +10,7 @@ mean (`_sum` / `_count`) is exact where its quantiles are only bucket interpolat
 - engine TTFT = queue + prefill + other (tokenising, scheduling, detokenising the first token).
 - TGI has no TTFT histogram: queue + prefill stands for it. SGLang has no prefill histogram:
   prefill is its TTFT minus its queue time (prefill and the rest of the engine's share).
-Every time in the result is model time (x time scale), like the rest of the report.
+It reads the run in model time (loadline.analysis.data.timescale.model_run): every time in the result is model time.
 
 `outside-engine` is called when the outside share of the client's TTFT (E2E for non-streaming runs)
 is at least half, and it is larger than the rules' noise floor once the client's own measurement floor
@@ -24,6 +24,7 @@ import pandas as pd
 
 from loadline.analysis.verdict.context import Thresholds
 from loadline.analysis.verdict.signals import Signals
+from loadline.core.records import Status
 
 OUTSIDE_DOMINATES = 0.5  # the outside share is the largest part: more than every engine part together
 PARTS = ("queue", "prefill", "decode")
@@ -51,20 +52,19 @@ def _engine_means(signals: Signals, start: float, end: float) -> tuple[dict[str,
     return out, finished
 
 
-def _split(client_ms: float | None, engine_s: dict[str, float | None], total: str, parts: tuple[str, ...],
-           scale: float) -> dict | None:
+def _split(client_ms: float | None, engine_s: dict[str, float | None], total: str, parts: tuple[str, ...]) -> dict | None:
     """client mean -> outside + parts + other (model ms), with shares of the client's mean."""
     engine = engine_s.get(total)
     if client_ms is None or engine is None:
         return None
-    client = client_ms * scale
-    values = {"client_ms": client, "engine_ms": engine * 1000 * scale, "outside_ms": client - engine * 1000 * scale}
+    client = client_ms
+    values = {"client_ms": client, "engine_ms": engine * 1000, "outside_ms": client - engine * 1000}
     known = 0.0
     for part in parts:
         value = engine_s.get(part)
-        values[f"{part}_ms"] = None if value is None else value * 1000 * scale
+        values[f"{part}_ms"] = None if value is None else value * 1000
         known += value or 0.0
-    values["engine_other_ms"] = (engine - known) * 1000 * scale if any(engine_s.get(p) is not None for p in parts) else None
+    values["engine_other_ms"] = (engine - known) * 1000 if any(engine_s.get(p) is not None for p in parts) else None
     values["outside_share"] = values["outside_ms"] / client if client > 0 else None
     return values
 
@@ -86,13 +86,13 @@ def _scrape_window(signals: Signals, start: float, end: float) -> tuple[float, f
     return (t_a, t_b) if t_b > t_a else None
 
 
-def phase_split(requests: pd.DataFrame, signals: Signals, start: float, end: float, scale: float) -> dict:
+def phase_split(requests: pd.DataFrame, signals: Signals, start: float, end: float) -> dict:
     """One window's split: {"ttft": {...} | None, "e2e": {...} | None, client/engine counts}.
 
     The client side is the ok records the engine observed in the same scrape window: TTFT by the
     moment of their first token, E2E by their end (the engine records each histogram then)."""
     window = _scrape_window(signals, start, end)
-    ok = requests[requests["status"].astype(str) == "ok"] if len(requests) else requests
+    ok = requests[requests["status"].astype(str) == Status.OK] if len(requests) else requests
     if window is None or ok.empty:
         return {"client_requests": 0, "engine_requests": 0.0, "ttft": None, "e2e": None}
     t_a, t_b = window
@@ -102,13 +102,13 @@ def phase_split(requests: pd.DataFrame, signals: Signals, start: float, end: flo
     ttft_rows = ok[(first > t_a) & (first <= t_b)]
     e2e_rows = ok[(last > t_a) & (last <= t_b)]
     engine, finished = _engine_means(signals, start, end)
-    ttft = _split(_mean(ttft_rows["ttft_ms"]), engine, "ttft", ("queue", "prefill"), scale)
-    e2e = _split(_mean(e2e_rows["e2e_ms"]), engine, "e2e", PARTS, scale)
+    ttft = _split(_mean(ttft_rows["ttft_ms"]), engine, "ttft", ("queue", "prefill"))
+    e2e = _split(_mean(e2e_rows["e2e_ms"]), engine, "e2e", PARTS)
     return {"client_requests": int(len(e2e_rows)), "engine_requests": float(finished), "ttft": ttft, "e2e": e2e,
             "window": [t_a, t_b]}
 
 
-def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.DataFrame | None, scale: float,
+def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.DataFrame | None,
                floor_model_ms: float | None = None, noise_floor_ms: float = Thresholds.noise_floor_ms) -> dict:
     """verdict.json["time_split"]: per phase and over the whole run, plus the outside-engine call.
 
@@ -125,7 +125,7 @@ def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.
         start, end = float(phase.start_wall), float(phase.end_wall)
         if np.isnan(start) or np.isnan(end):
             continue
-        split = phase_split(requests, signals, start, end, scale)
+        split = phase_split(requests, signals, start, end)
         if split["client_requests"]:
             rows.append({"phase": str(phase.label), **split})
     starts = pd.to_numeric(phases["start_wall"], errors="coerce")
@@ -133,7 +133,7 @@ def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.
     # the whole run ends with its last phase, like every phase: requests still in flight then (the
     # ones the client cancels at the stop) are on neither side; an open end let the engine's side
     # count the cancelled requests it went on to finish while the client's side had no row for them
-    whole = phase_split(requests, signals, float(starts.min()), float(ends.max()), scale) if len(phases) else None
+    whole = phase_split(requests, signals, float(starts.min()), float(ends.max())) if len(phases) else None
     dominant, sentence = _dominant(whole, floor_model_ms or 0.0, noise_floor_ms)
     return {"available": True, "concepts": present, "phases": rows, "run": whole, "dominant": dominant,
             "sentence": sentence, "caveat": negative_caveat(rows, whole),

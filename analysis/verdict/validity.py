@@ -12,6 +12,9 @@ Three questions (issue 9, item 1):
 3. The measurement floor (analysis/verdict/floor.py): how much the client side adds to what it
    measures, per phase, in model time, and whether that is material to a criterion's margin.
 
+The generator's delays are properties of its machine: this reads the run as recorded (wall clock)
+and states their model-time cost by the one rule, loadline.core.runsettings.model_value.
+
 `assess(...)` returns a plain dict (verdict.json["validity"]); docs/architecture.md lists its fields.
 """
 
@@ -26,7 +29,9 @@ from loadline.analysis.verdict.floor import FLOOR_QUANTILE, floor_materiality, m
 from loadline.analysis.verdict.floor import q as _q
 from loadline.analysis.verdict.gate import Criterion
 from loadline.analysis.verdict.generator import behind_phases, behind_summary, is_saturated, watch_rests
+from loadline.core.records import ErrorClass, Status
 from loadline.core.redact import redact, sample
+from loadline.core.runsettings import model_value
 
 # The statuses a misconfigured test gets, not an overloaded service (RFC 9110): 400 bad request
 # (wrong model name, malformed body), 401/403 auth, 404 wrong path, 405 wrong method, 501 endpoint
@@ -34,7 +39,6 @@ from loadline.core.redact import redact, sample
 SETUP_STATUSES = (400, 401, 403, 404, 405, 501)
 SETUP_SHARE = 0.5  # "most requests": more than half of the attempts with an outcome
 API_MEDIA_TYPES = ("text/event-stream", "application/json")  # what an OpenAI-compatible server answers
-NOT_EVENT_STREAM = "not_event_stream"  # records.ErrorClass.NOT_EVENT_STREAM (the value, read back from CSV)
 
 _HINTS = {
     400: "the server refused the request body: check the model (`loadline run -- --model NAME`) and the request options (max tokens, stream)",
@@ -53,7 +57,7 @@ def _media_type(value: object) -> str:
 
 
 def _judged(requests: pd.DataFrame) -> pd.DataFrame:
-    return requests[requests["status"].astype(str).isin(("ok", "error"))] if len(requests) else requests
+    return requests[requests["status"].astype(str).isin((Status.OK, Status.ERROR))] if len(requests) else requests
 
 
 def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict | None:
@@ -66,11 +70,11 @@ def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict
     if rows.empty:
         return None
     status = pd.to_numeric(rows["http_status"], errors="coerce").fillna(0).astype(int)
-    error = rows["status"].astype(str) == "error"
+    error = rows["status"].astype(str) == Status.ERROR
     media = rows.get("content_type", pd.Series("", index=rows.index)).map(_media_type)
     rejected = error & status.isin(SETUP_STATUSES)
     foreign = error & status.between(200, 299) & (
-        (rows["error_class"].astype(str) == NOT_EVENT_STREAM) | ((media != "") & ~media.isin(API_MEDIA_TYPES)))
+        (rows["error_class"].astype(str) == ErrorClass.NOT_EVENT_STREAM) | ((media != "") & ~media.isin(API_MEDIA_TYPES)))
     bad = rejected | foreign
     share = float(bad.sum()) / len(rows)
     if share <= SETUP_SHARE:
@@ -79,7 +83,7 @@ def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict
     statuses = Counter(int(s) for s in status[bad])
     types = Counter((t or "(none)") for t in media[bad])
     top_status = statuses.most_common(1)[0][0]
-    kind = "rejected" if rejected.sum() >= foreign.sum() else "not_event_stream"
+    kind = "rejected" if rejected.sum() >= foreign.sum() else ErrorClass.NOT_EVENT_STREAM
     example = culprits[status[bad] == top_status].iloc[0]
     body = _body_sample(example, secrets)
     content_type = str(example.get("content_type") or "") or "no content type"
@@ -210,7 +214,7 @@ def _lag_error_model_ms(behind: list[dict], generator: pd.DataFrame | None, scal
     if generator is not None and len(generator):
         values.append(_q(pd.to_numeric(generator["loop_lag_ms"], errors="coerce"), FLOOR_QUANTILE))
     values = [v for v in values if v is not None]
-    return max(values) * scale if values else None
+    return model_value("lag_error_ms", max(values), scale) if values else None
 
 
 def gate_doubts(criteria: list[dict], lag_error_model_ms: float | None) -> list[dict]:

@@ -41,7 +41,6 @@ LATENCY = {
     "tpot_p95_ms": "TPOT P95", "tpot_p99_ms": "TPOT P99",
 }
 E2E = ("e2e_p95_ms", "e2e_p99_ms")
-STREAM_ONLY = ("ttft_p95_ms", "ttft_p99_ms", "itl_p95_ms", "itl_p99_ms", "tpot_p95_ms", "tpot_p99_ms")
 ERROR_RATE = "error_rate"
 # per-request percentiles and their quantile; ITL pools every token gap of a window (many per request)
 PER_REQUEST_Q = {"e2e_p95_ms": 0.95, "e2e_p99_ms": 0.99, "ttft_p95_ms": 0.95, "ttft_p99_ms": 0.99,

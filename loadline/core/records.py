@@ -38,8 +38,21 @@ import operator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-# status values
-OK, ERROR, CANCELLED = "ok", "error", "cancelled"
+
+class Status(StrEnum):
+    """How an attempt ended: the record's `status`.
+
+    A StrEnum like ErrorClass: the CSV keeps the plain value, and a value read back as a string
+    compares equal to its member.
+    """
+
+    OK = "ok"  # a finished reply (see `streaming.py` for what counts as finished)
+    ERROR = "error"  # failed; `error_class` says why
+    CANCELLED = "cancelled"  # the test stopped or ramped down while it was in flight: neither ok nor error
+
+
+# The plain values, for the worker's hot path and the records it sends (a str, not an enum member).
+OK, ERROR, CANCELLED = Status.OK.value, Status.ERROR.value, Status.CANCELLED.value
 
 
 class ErrorClass(StrEnum):

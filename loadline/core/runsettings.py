@@ -7,6 +7,13 @@ side or from a run folder's manifest in analysis. Model-time conversion lives he
 Time scale (`--time-scale X`): simulator, think times and shape durations run X times faster, so a
 run folder holds wall-clock numbers X times shorter (latencies) or higher (rates) than the service
 it models. Everything judged or shown is in model time: latency x X, rate / X.
+
+Where the conversion happens, once per side: on the load side here (`model_value` for a measured
+field, `model_span` / `wall_span` for a stretch of seconds; the live window converts its summary
+and retention with them, the web UI and the stop rules their spans), and in analysis where a run
+folder is read (loadline/analysis/data/timescale.py, which applies `model_value`'s rule to whole
+tables). Nothing else converts; what runs faster (shape durations in shapes/phase.py `scaled`,
+the users' think times, the simulator's clock) is the compression itself, not a conversion.
 """
 
 from __future__ import annotations
@@ -71,6 +78,16 @@ def model_value(name: str, value: float, scale: float) -> float:
     if name in RATE_FIELDS:
         return value / scale
     return value
+
+
+def model_span(wall_s: float, scale: float) -> float:
+    """A stretch of wall-clock seconds (a phase's time left, a judged window) in model seconds."""
+    return wall_s * scale
+
+
+def wall_span(model_s: float, scale: float) -> float:
+    """A stretch of model seconds (a retention, a window asked for in model time) on the wall clock."""
+    return model_s / scale
 
 
 def is_scaled(name: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 import gevent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
-from loadline.core.records import COLUMNS
+from loadline.core.records import COLUMNS, OK
 from loadline.runtime.timeline import current_phase
 
 # Buckets follow vLLM's (REFERENCE-serving.md) so client and server histograms line up on one panel.
@@ -93,9 +93,9 @@ class Exporter:
         n = 0
         for raw in rows:
             rec = _as_mapping(raw)
-            status = str(rec.get("status") or "ok")
+            status = str(rec.get("status") or OK)
             self.requests.labels(status=status).inc()
-            if status != "ok" and rec.get("error_class"):
+            if status != OK and rec.get("error_class"):
                 self.errors.labels(error_class=str(rec["error_class"])).inc()
             tokens = int(_float(rec.get("output_tokens")) or 0)
             if tokens > 0:
@@ -104,7 +104,7 @@ class Exporter:
             if ttft is not None:
                 self.ttft.observe(ttft / 1000.0)
             e2e = _float(rec.get("e2e_ms"))
-            if status == "ok" and e2e is not None:
+            if status == OK and e2e is not None:
                 self.e2e.observe(e2e / 1000.0)
             for gap in str(rec.get("itl_us") or "").split()[:MAX_ITL_GAPS_PER_RECORD]:
                 value = _float(gap)

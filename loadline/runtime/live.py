@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from loadline.core.records import CANCELLED, COLUMNS, OK
+from loadline.core.runsettings import wall_span
 from loadline.runtime import histogram
 from loadline.runtime.live_fold import CANCELLED_CODE as _CANCELLED
 from loadline.runtime.live_fold import (COARSE_AFTER_S, COARSE_S, E2E_METRIC, FOLD_S, ITL_P50_METRIC, TPOT_METRIC,
@@ -74,10 +75,10 @@ class LiveStats:
         self._coarse_horizon = -math.inf  # the first second not merged into hours (a multiple of COARSE_S)
         self._newest = -math.inf  # the latest second a row started in
         self._pinned: float | None = None  # rows from this wall time on are kept (pin)
-        self._row_retention_wall_s = max(ROW_RETENTION_S / time_scale, MIN_GAP_RETENTION_WALL_S)
+        self._row_retention_wall_s = max(wall_span(ROW_RETENTION_S, time_scale), MIN_GAP_RETENTION_WALL_S)
         self._gaps_by_second: dict[int, list[tuple[float, str]]] = {}  # ok rows' itl_us, recent seconds only
         self._gaps_from = -1  # windows starting before this second lost gaps to the retention
-        self._gap_retention_wall_s = max(GAP_RETENTION_S / time_scale, MIN_GAP_RETENTION_WALL_S)
+        self._gap_retention_wall_s = max(wall_span(GAP_RETENTION_S, time_scale), MIN_GAP_RETENTION_WALL_S)
         self._classes: list[str] = []  # error class by code
         self._class_codes: dict[str, int] = {}
         self._count = 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from loadline.core.runsettings import model_value
 from loadline.core.slo import SLO
 
 SAMPLES = 150
@@ -56,7 +57,7 @@ def timescale_warning(delay: WakeDelay, scale: float, slo: SLO) -> str | None:
     if limit is None or delay.p95_ms <= 0:
         return None
     name, ms = limit
-    model_ms = delay.p95_ms * scale
+    model_ms = model_value("p95_ms", delay.p95_ms, scale)
     if model_ms * RULE_OF_TEN <= ms:
         return None
     trustworthy = ms / RULE_OF_TEN / delay.p95_ms

@@ -25,7 +25,7 @@ from flask import Response, jsonify, request
 
 from loadline.core import runfolder
 from loadline.core.judge import NOT_JUDGED, PASSED, judge, values_of
-from loadline.core.runsettings import streaming_of_options, time_scale_of_options
+from loadline.core.runsettings import model_span, streaming_of_options, time_scale_of_options
 from loadline.core.slo import SLO
 from loadline.runtime import refusal
 from loadline.runtime.live import window
@@ -123,7 +123,7 @@ def _phase_status(now: float, scale: float) -> dict | None:
         return None
     left_wall = max(0.0, phase["planned_s"] - (now - phase["start_wall"]))
     return {"label": phase["label"], "kind": phase["kind"], "index": phase["index"] + 1, "of": phase["phases"],
-            "target_users": phase["target_users"], "left_s": left_wall * scale}
+            "target_users": phase["target_users"], "left_s": model_span(left_wall, scale)}
 
 
 def _slo_status(environment, summary) -> dict:

@@ -14,6 +14,7 @@ import pytest
 import metric_scenarios as ms
 from loadline.analysis.verdict.bottleneck import LAYERS, judge
 from loadline.analysis.data.load import load_run
+from loadline.analysis.data.timescale import model_run
 from loadline.analysis.stats.phases import phase_table
 
 CASES = {
@@ -31,7 +32,7 @@ CASES = {
 
 
 def verdict_of(scenario: ms.Scenario, tmp_path, server: pd.DataFrame | None = None) -> dict:
-    run = load_run(ms.write_scenario(scenario, tmp_path / scenario.name, server))
+    run = model_run(load_run(ms.write_scenario(scenario, tmp_path / scenario.name, server)))  # as the report reads it
     return judge(run, phase_table(run))
 
 

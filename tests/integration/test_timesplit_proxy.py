@@ -104,11 +104,11 @@ def test_a_slow_proxy_shows_as_outside_engine_and_a_direct_client_does_not(sim_s
     sim = sim_server("tiny", "--time-scale", "1")
     port = int(sim.url.rsplit(":", 1)[1])
     requests, phases, metrics = _load(sim.url, sim.url)
-    direct = time_split(requests, phases, metrics, 1.0)
+    direct = time_split(requests, phases, metrics)
     assert direct["available"] and direct["dominant"] != "outside-engine", direct["sentence"]
     with delaying_proxy(port, DELAY_S) as proxy_url:
         requests, phases, metrics = _load(proxy_url, sim.url)
-    slow = time_split(requests, phases, metrics, 1.0)
+    slow = time_split(requests, phases, metrics)
     assert slow["dominant"] == "outside-engine", slow["sentence"]
     ttft = slow["run"]["ttft"]
     # the engine's own TTFT is unchanged by the proxy; the client's carries the held request

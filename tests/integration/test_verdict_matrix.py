@@ -11,6 +11,7 @@ import pytest
 import metric_scenarios as ms
 import verdict_matrix as vm
 from loadline.analysis.data.load import load_run
+from loadline.analysis.data.timescale import model_run
 from loadline.analysis.stats.phases import phase_table
 from loadline.analysis.verdict.bottleneck import judge
 from loadline.analysis.verdict.context import build_context
@@ -189,7 +190,8 @@ def test_a_time_slice_is_named_in_model_time_as_the_charts_draw_it(tmp_path, sca
     labels = {}
     for s in (1.0, scale):
         run.manifest = {**(run.manifest or {}), "options": {**((run.manifest or {}).get("options") or {}), "time_scale": s}}
-        labels[s] = [w.label for w in build_context(run, phase_table(run)).windows if w.kind == "slice"]
+        model = model_run(run)  # as the report reads it
+        labels[s] = [w.label for w in build_context(model, phase_table(model)).windows if w.kind == "slice"]
     assert len(labels[1.0]) >= 2 and len(labels[scale]) == len(labels[1.0]), labels
     for wall, model in zip(labels[1.0], labels[scale]):
         (a, b), (c, d) = (tuple(int(x) for x in label[2:-2].split("..")) for label in (wall, model))

@@ -74,7 +74,7 @@ CONSTANT = {"arrival_rate": 10.0, "arrival": "constant"}
 
 
 def test_a_run_that_kept_its_schedule_is_sustained():
-    section = stats.summary(open_loop_run(10, 60, 5.0), PHASE, CONSTANT, 1.0, SLO())
+    section = stats.summary(open_loop_run(10, 60, 5.0), PHASE, CONSTANT, SLO())
     row = section["phases"][0]
     assert section["sustained"] and row["achieved_rate"] == pytest.approx(10.0, rel=0.01)
     assert row["ttft_from_due_p95_ms"] == pytest.approx(55.0)  # what the user felt: lateness + TTFT
@@ -83,10 +83,10 @@ def test_a_run_that_kept_its_schedule_is_sustained():
 
 
 def test_a_generator_behind_its_schedule_is_flagged_for_rate_or_lateness():
-    short = stats.summary(open_loop_run(10, 60, 5.0, sent_fraction=0.9), PHASE, CONSTANT, 1.0, SLO())
+    short = stats.summary(open_loop_run(10, 60, 5.0, sent_fraction=0.9), PHASE, CONSTANT, SLO())
     assert not short["sustained"] and "of the target" in short["notes"][0]
     # 10 % of the default TTFT P95 budget (800 ms) is 80 ms
-    late = stats.summary(open_loop_run(10, 60, 120.0), PHASE, CONSTANT, 1.0, SLO())
+    late = stats.summary(open_loop_run(10, 60, 120.0), PHASE, CONSTANT, SLO())
     assert not late["sustained"] and "lateness P95 120 ms > 80 ms" in late["notes"][0]
     # the SLO gate fails each on the criterion it broke (analysis/verdict/gate.py)
     for section, broken in ((short, "arrival rate offered"), (late, "arrival lateness P95")):
@@ -102,4 +102,4 @@ def test_a_poisson_count_within_its_own_noise_is_not_blamed_on_the_generator():
 
 
 def test_closed_loop_runs_have_no_open_loop_section():
-    assert stats.summary(make_requests([1.0, 2.0], [10.0, 10.0]), PHASE, {}, 1.0, SLO()) == {}
+    assert stats.summary(make_requests([1.0, 2.0], [10.0, 10.0]), PHASE, {}, SLO()) == {}

@@ -10,7 +10,8 @@ import pytest
 from shape_fakes import drive, make_shape
 
 from loadline.analysis.stats.phases import goodput_thresholds
-from loadline.analysis.verdict.gate import evaluate, gate_note, gate_passed, phase_violations
+from loadline.analysis.stats.compliance import phase_violations
+from loadline.analysis.verdict.gate import evaluate, gate_note, gate_passed
 from loadline.core.errors import UsageError
 from loadline.core.judge import FAILED, NOT_JUDGED, PASSED, judge
 from loadline.core.slo import SLO

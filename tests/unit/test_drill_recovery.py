@@ -1,11 +1,14 @@
 """analysis/stats/recovery.py on constructed records whose recovery time is known."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from loadline.analysis.data.load import RunData
+from loadline.analysis.data.timescale import model_run
 from loadline.analysis.stats.recovery import RecoveryRule, find_events, recovery, recovery_window, windows
 from loadline.core.runfolder import FAULT_COLUMNS
 from loadline.core.schema import FaultRow
@@ -79,7 +82,10 @@ def test_recovery_time_follows_the_spike_length(seconds):
 
 
 def test_time_scaled_runs_are_reported_in_model_time():
-    [entry] = recovery(scaled(spike_for(6.0), 20), scaled(SURGE, 20), scale=20)
+    compressed = RunData(Path("run"), {"time_scale": 20}, scaled(spike_for(6.0), 20), scaled(SURGE, 20),
+                         pd.DataFrame(), pd.DataFrame(), None)
+    model = model_run(compressed)  # what the report reads: the run folder in model time
+    [entry] = recovery(model.requests, model.phases)
     assert entry["recovery_s"] == pytest.approx(6.0)
     assert entry["peak"]["ttft_p95_ms"] == pytest.approx(1000)
     assert entry["phase_s"] == pytest.approx(60)
@@ -165,7 +171,7 @@ def test_no_records_or_no_events_give_an_empty_list():
 
 
 def test_recovery_s_max_fails_a_slow_or_missing_recovery_and_ignores_an_unset_limit():
-    from loadline.analysis.stats.recovery import criteria
+    from loadline.analysis.verdict.gate import recovery_criteria as criteria
 
     [four] = recovery(spike_for(4.0), SURGE)
     [stuck] = recovery(spike_for(60.0), SURGE)
@@ -178,7 +184,7 @@ def test_recovery_s_max_fails_a_slow_or_missing_recovery_and_ignores_an_unset_li
 
 
 def test_recovery_rows_say_when_and_what_failed():
-    from loadline.analysis.stats.recovery import recovery_rows
+    from loadline.analysis.report.recovery_table import recovery_rows
 
     table = phases(("baseline", "baseline", 0, 60, 4), ("kill", "burst", 60, 120, 12))
     data = pd.concat([records(0, 60, 10), records(60, 61, 4, status="error", error_class="http"),

@@ -10,6 +10,7 @@ import metric_scenarios as ms
 from loadline.analysis.verdict import capacity
 from loadline.analysis.stats.knee import find_knee
 from loadline.analysis.data.load import load_run
+from loadline.analysis.data.timescale import model_run
 from loadline.analysis.stats.phases import phase_table
 from loadline.commands.main import main as cli
 
@@ -84,7 +85,7 @@ def test_plan_from_run_uses_the_best_slo_compliant_phase_per_replica(tmp_path):
 def test_plan_from_a_time_scaled_simulator_run_is_in_simulated_time(tmp_path):
     sc = ms.scheduler()
     sc.manifest = {"options": {"time_scale": 10}}
-    run = load_run(ms.write_scenario(sc, tmp_path / "run"))
+    run = model_run(load_run(ms.write_scenario(sc, tmp_path / "run")))
     out = capacity.plan_from_run(run, phase_table(run), None)
     assert out["per_replica_qps"] == pytest.approx(0.8, rel=0.02)  # 8 req/s of wall time = 0.8 simulated
     assert "time-scale 10" in out["basis"] and "engines seen in the scraped metrics" in out["basis"]

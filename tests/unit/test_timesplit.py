@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from loadline.analysis.data.load import RunData
+from loadline.analysis.data.timescale import model_run
 from loadline.analysis.verdict.timesplit import time_split
 from tests.synthetic import make_requests
 
@@ -40,7 +43,7 @@ VLLM = _metrics(_hist("vllm:time_to_first_token_seconds", 0.088), _hist("vllm:re
 
 def test_a_slow_proxy_is_outside_engine_with_the_numbers_even_without_a_limit():
     # the issue's case: a fixed 400 ms in front of the engine; client TTFT 579 ms vs the engine's 88 ms
-    split = time_split(_requests(579.0, 1081.0), PHASES, VLLM, 1.0)
+    split = time_split(_requests(579.0, 1081.0), PHASES, VLLM)
     assert split["dominant"] == "outside-engine"
     ttft = split["run"]["ttft"]
     assert ttft["client_ms"] == pytest.approx(579.0) and ttft["engine_ms"] == pytest.approx(88.0)
@@ -52,7 +55,7 @@ def test_a_slow_proxy_is_outside_engine_with_the_numbers_even_without_a_limit():
 
 
 def test_a_direct_client_is_not_outside_and_the_largest_engine_part_is_named():
-    split = time_split(_requests(95.0, 600.0), PHASES, VLLM, 1.0)
+    split = time_split(_requests(95.0, 600.0), PHASES, VLLM)
     assert split["dominant"] == "prefill"
     assert split["run"]["ttft"]["outside_ms"] == pytest.approx(7.0)
 
@@ -62,29 +65,31 @@ def test_model_time_and_the_clients_own_floor_are_not_blamed_on_the_path():
     fast = VLLM.copy()
     sums = fast["metric"].str.endswith("_sum")
     fast.loc[sums, "value"] = fast.loc[sums, "value"] / 20  # the engine ran 20x faster: 4.4 ms wall TTFT
-    split = time_split(_requests(14.4, 40.0), PHASES, fast, 20.0, floor_model_ms=180.0)
+    run = RunData(Path("run"), {"time_scale": 20}, _requests(14.4, 40.0), PHASES, fast, pd.DataFrame(), None)
+    model = model_run(run)  # what the report reads: the run folder in model time
+    split = time_split(model.requests, model.phases, model.server_metrics, floor_model_ms=180.0)
     assert split["run"]["ttft"]["client_ms"] == pytest.approx(288.0)
     assert split["run"]["ttft"]["outside_ms"] == pytest.approx(200.0)
     assert split["dominant"] == "client-floor"
     # the same gap with no floor to explain it is the path's
-    assert time_split(_requests(14.4, 40.0), PHASES, fast, 20.0)["dominant"] == "outside-engine"
+    assert time_split(model.requests, model.phases, model.server_metrics)["dominant"] == "outside-engine"
 
 
 def test_sglang_prefill_is_ttft_minus_queue_and_tgi_ttft_is_queue_plus_prefill():
     sglang = _metrics(_hist("sglang:time_to_first_token_seconds", 0.100), _hist("sglang:queue_time_seconds", 0.030),
                       _hist("sglang:e2e_request_latency_seconds", 0.600))
-    ttft = time_split(_requests(110.0, 610.0), PHASES, sglang, 1.0)["run"]["ttft"]
+    ttft = time_split(_requests(110.0, 610.0), PHASES, sglang)["run"]["ttft"]
     assert ttft["prefill_ms"] == pytest.approx(70.0) and ttft["outside_ms"] == pytest.approx(10.0)
     tgi = _metrics(_hist("tgi_request_queue_duration", 0.040),
                    _hist("tgi_batch_forward_duration", 0.050, {"method": "prefill"}),
                    _hist("tgi_batch_forward_duration", 0.010, {"method": "decode"}),
                    _hist("tgi_request_duration", 0.700))
-    ttft = time_split(_requests(500.0, 1100.0), PHASES, tgi, 1.0)["run"]["ttft"]
+    ttft = time_split(_requests(500.0, 1100.0), PHASES, tgi)["run"]["ttft"]
     assert ttft["engine_ms"] == pytest.approx(90.0) and ttft["outside_ms"] == pytest.approx(410.0)
 
 
 def test_no_engine_histograms_says_so():
-    split = time_split(_requests(100.0, 500.0), PHASES, pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"]), 1.0)
+    split = time_split(_requests(100.0, 500.0), PHASES, pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"]))
     assert split["available"] is False and "scrape" in split["why"]
 
 
@@ -92,7 +97,7 @@ def test_no_engine_histograms_says_so():
 def test_an_outside_time_below_zero_is_said_as_the_measurements_limit(client_ttft, engine_ttft):
     metrics = _metrics(_hist("vllm:time_to_first_token_seconds", engine_ttft / 1000),
                        _hist("vllm:e2e_request_latency_seconds", 0.590))
-    split = time_split(_requests(client_ttft, 590.0), PHASES, metrics, 1.0)
+    split = time_split(_requests(client_ttft, 590.0), PHASES, metrics)
     assert split["run"]["ttft"]["outside_ms"] < 0
     assert "about 0 ms outside the engine (measured" in split["sentence"]
     assert split["caveat"].startswith("outside the engine reads below zero in step 1, whole run")
@@ -106,7 +111,7 @@ def test_the_whole_run_ends_with_its_last_phase_like_its_phases():
         for name in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds"):
             rows += [(ts, "target", f"{name}_count", "{}", count), (ts, "target", f"{name}_sum", "{}", count * mean)]
     metrics = _metrics(_hist("vllm:time_to_first_token_seconds", 0.0)[:2], rows)
-    split = time_split(_requests(90.0, 600.0), PHASES, metrics, 1.0)
+    split = time_split(_requests(90.0, 600.0), PHASES, metrics)
     whole, phase = split["run"]["ttft"], split["phases"][0]["ttft"]
     assert whole["engine_ms"] == pytest.approx(phase["engine_ms"]) == pytest.approx(88.0)
     assert not split["caveat"]
