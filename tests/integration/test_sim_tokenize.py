@@ -1,0 +1,57 @@
+"""The simulator's tokenizer seen from outside: /tokenize and /detokenize in llama.cpp's and vLLM's
+shapes, and the context refusal each engine gives, with the counts usage reports."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from loadline.simulator.tokenizer import Tokenizer
+
+TEXT = "Load capacity, measured in tokens."
+
+
+def _post(url: str, path: str, body: dict) -> requests.Response:
+    return requests.post(url + path, json=body, timeout=5)
+
+
+def test_tokenize_speaks_llama_cpp_and_vllm_and_ids_round_trip(sim_server):
+    sim = sim_server("tiny")
+    llama = _post(sim.url, "/tokenize", {"content": TEXT}).json()
+    assert len(llama["tokens"]) == Tokenizer().count(TEXT) == 10
+    pieces = _post(sim.url, "/tokenize", {"content": TEXT, "with_pieces": True}).json()["tokens"]
+    assert "".join(p["piece"] for p in pieces) == TEXT and [p["id"] for p in pieces] == llama["tokens"]
+    vllm = _post(sim.url, "/tokenize", {"prompt": TEXT, "return_token_strs": True}).json()
+    assert (vllm["count"], vllm["max_model_len"], vllm["tokens"]) == (10, 4096, llama["tokens"])
+    assert "".join(vllm["token_strs"]) == TEXT
+    chat = _post(sim.url, "/tokenize", {"messages": [{"role": "user", "content": TEXT}]}).json()
+    assert chat["count"] == 10 + 4 + 3  # the chat template's tokens, as vLLM's chat-style /tokenize counts
+    assert _post(sim.url, "/detokenize", {"tokens": llama["tokens"]}).json() == {"prompt": TEXT}
+    assert _post(sim.url, "/tokenize", {"nothing": 1}).status_code == 400
+    assert _post(sim.url, "/detokenize", {"tokens": [10**9]}).status_code == 400
+
+
+def test_usage_counts_what_tokenize_counts(sim_server):
+    sim = sim_server("tiny", "--time-scale", "20")
+    messages = [{"role": "user", "content": TEXT}]
+    counted = _post(sim.url, "/tokenize", {"messages": messages}).json()["count"]
+    reply = _post(sim.url, "/v1/chat/completions", {"messages": messages, "max_tokens": 2}).json()
+    assert reply["usage"]["prompt_tokens"] == counted
+
+
+@pytest.mark.parametrize("quirks, expected_error", [
+    ((), {"type": "BadRequestError", "code": 400, "param": None}),
+    (("--quirks", "llamacpp-api"), {"type": "exceed_context_size_error", "code": 400, "n_prompt_tokens": 101,
+                                    "n_ctx": 100}),
+])
+def test_a_prompt_over_the_context_gets_the_engines_own_400(sim_server, quirks, expected_error):
+    sim = sim_server("tiny", "--set", "max_model_len=100", *quirks)
+    content = " ".join(["ab"] * 94)  # 94 + 4 + 3 = 101 tokens
+    response = _post(sim.url, "/v1/chat/completions", {"messages": [{"role": "user", "content": content}],
+                                                        "max_tokens": 4})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert {k: error[k] for k in expected_error} == expected_error
+    assert "101" in error["message"] and "100" in error["message"]
+    if quirks:
+        assert _post(sim.url, "/detokenize", {"tokens": []}).json() == {"content": ""}  # llama-server's field
