@@ -1,9 +1,8 @@
-"""What users say: prompts by length class, a shared-prefix agent template, and JSONL datasets.
+"""What users say: prompt lengths in tokens, a shared-prefix agent template, and JSONL datasets.
 
-Length classes follow DOMAIN.md: short (< 50 tokens), medium (200-500), long (> 1,000), mixed by
-weights. Generated text is plain words separated by spaces, so a word-level tokenizer (like the
-simulator's) counts exactly one token per word; real tokenizers count 1.3 to 1.8 per word.
-Datasets are ShareGPT-style JSONL: {"conversations": [{"from": "human"|"gpt", "value": "..."}, ...]}
+Lengths are token counts drawn from a distribution (lengths.py; by default the length classes of
+DOMAIN.md: short (< 50 tokens), medium (200-500), long (> 1,000), mixed by weights); the text is
+plain words built to that many of the target's tokens by sizing.py. Datasets are ShareGPT-style JSONL: {"conversations": [{"from": "human"|"gpt", "value": "..."}, ...]}
 (or {"messages": [{"role": ..., "content": ...}]}); the human turns are replayed in order.
 """
 
@@ -11,16 +10,16 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
 from pathlib import Path
 
+from loadline.client.lengths import LENGTH_CLASSES, Lengths, parse_lengths, parse_mix
 from loadline.core import resources
 from loadline.core.errors import UsageError
 
-LENGTH_CLASSES: dict[str, tuple[int, int]] = {"short": (8, 48), "medium": (200, 500), "long": (1000, 2000)}
+__all__ = ["LENGTH_CLASSES", "Lengths", "PromptSource", "load_dataset", "parse_lengths", "parse_mix", "words"]
 
 _WORDS = (
     "load capacity token latency model server request stream batch cache queue replica gateway "
@@ -34,25 +33,6 @@ def words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choices(_WORDS, k=n))
 
 
-def parse_mix(spec: str) -> dict[str, float]:
-    """'short=0.5,medium=0.4,long=0.1' -> weights; unknown classes or bad numbers are UsageErrors."""
-    mix: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        name, _, weight = part.partition("=")
-        name = name.strip()
-        if name not in LENGTH_CLASSES:
-            raise UsageError(f"prompt mix: unknown length class {name!r} (use {', '.join(LENGTH_CLASSES)})")
-        try:
-            mix[name] = float(weight)
-        except ValueError:
-            raise UsageError(f"prompt mix: weight of {name!r} is not a number: {weight!r}") from None
-        if mix[name] < 0:
-            raise UsageError(f"prompt mix: weight of {name!r} is negative")
-    if not mix or sum(mix.values()) <= 0:
-        raise UsageError(f"prompt mix {spec!r} has no positive weight (e.g. short=0.5,medium=0.4,long=0.1)")
-    return mix
-
-
 @dataclass(frozen=True)
 class PromptSource:
     """Draws user messages: from a dataset when given, else synthetic by length class."""
@@ -60,6 +40,16 @@ class PromptSource:
     mix: dict[str, float]
     system_prompt: str = ""  # shared prefix (agent template); identical for every user
     dataset: tuple[tuple[str, ...], ...] = ()  # conversations as tuples of human turns
+    lengths: Lengths | None = None  # prompt lengths in tokens; None: the mix's classes
+    system_prompt_tokens: int = 0  # the shared prefix's length in the target's tokens (sizing.py builds it)
+
+    @cached_property
+    def prompt_lengths(self) -> Lengths:
+        return self.lengths or Lengths("classes", classes=tuple(self.mix.items()))
+
+    def draw_tokens(self, rng: random.Random) -> int:
+        """The next prompt's length in the target's tokens."""
+        return self.prompt_lengths.sample(rng)
 
     @cached_property
     def _classes(self) -> tuple[list[str], list[float]]:
@@ -83,63 +73,6 @@ class PromptSource:
         if self.dataset:
             return list(rng.choice(self.dataset))
         return [self.message(rng) for _ in range(turns)]
-
-
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-PER_MESSAGE_TOKENS = 4  # chat-template overhead per message, as in common templates
-# Server tokens per estimated token, worst case measured: byte-level BPE (llama.cpp's GGUF "gpt2"
-# tokenizer) counts ~1.8x the word-and-punctuation estimate for English text (REFERENCE-llamacpp.md:
-# ~1.6 tokens per word); SentencePiece/tiktoken vocabularies count less (~1.3), the simulator 1.0.
-# Dividing the context by the worst case plus 10 % (text whose words split worse than the measured
-# English) keeps a prompt inside it whatever the tokenizer: a tokenizer-independent margin.
-ESTIMATE_LOW_BY = 1.8 * 1.1
-
-
-def estimate_tokens(messages: list[dict]) -> int:
-    """Word-and-punctuation count: exact for the simulator's tokenizer, up to ESTIMATE_LOW_BY low for BPE."""
-    return sum(len(_TOKEN.findall(m["content"])) + PER_MESSAGE_TOKENS for m in messages)
-
-
-def _at_most_tokens(messages: list[dict]) -> int:
-    """A bound on estimate_tokens without its regex: a token is at least one character."""
-    return sum(len(m["content"]) + PER_MESSAGE_TOKENS for m in messages)
-
-
-def prompt_budget(context: int, max_tokens: int, max_input: int = 0) -> int:
-    """The most estimated tokens (estimate_tokens) a prompt may have; 0 = no limit known.
-
-    `context` is the server's limit on prompt + output in its own tokens (discovery.py), `max_input`
-    a separate prompt limit (TGI). The output's room is taken first, then the rest is divided by
-    ESTIMATE_LOW_BY, so that a prompt that fits by our count fits by any tokenizer's.
-    """
-    if context <= 0:
-        return 0
-    room = context - max(max_tokens, 0)
-    if max_input > 0:
-        room = min(room, max_input)
-    return max(1, int(room / ESTIMATE_LOW_BY))
-
-
-def fit_history(messages: list[dict], budget: int) -> list[dict]:
-    """Drop the oldest turns (never the system prompt nor the newest message) until the estimate fits;
-    a newest message too long on its own is cut to what is left.
-
-    Chat front ends keep a sliding window of the conversation; without it a long session would
-    end every request in a context-length 400 and measure the client's mistake, not the server.
-    """
-    if budget <= 0 or _at_most_tokens(messages) <= budget or estimate_tokens(messages) <= budget:
-        return messages
-    head = [m for m in messages[:1] if m["role"] == "system"]
-    turns = messages[len(head):]
-    while len(turns) > 1 and estimate_tokens(head + turns) > budget:
-        turns = turns[2:] if len(turns) > 2 else turns[1:]
-    over = estimate_tokens(head + turns) - budget
-    if over > 0 and turns:
-        newest = turns[-1]
-        tokens = list(_TOKEN.finditer(newest["content"]))
-        keep = max(1, len(tokens) - over)
-        turns = turns[:-1] + [{**newest, "content": newest["content"][: tokens[keep - 1].end()] if tokens else ""}]
-    return head + turns
 
 
 def system_prompt_of(tokens: int) -> str:

@@ -129,57 +129,6 @@ def test_shipped_dataset_loads():
     assert len(conversations) >= 20 and all(conversations)
 
 
-def test_fit_history_drops_oldest_turns_but_keeps_system_and_newest():
-    from loadline.client.prompts import estimate_tokens, fit_history
-
-    system = {"role": "system", "content": "be brief"}
-    turns = []
-    for i in range(6):
-        turns += [{"role": "user", "content": f"question {i} " + "w " * 50},
-                  {"role": "assistant", "content": f"answer {i} " + "w " * 50}]
-    turns.append({"role": "user", "content": "newest " + "w " * 50})
-    messages = [system] + turns
-    fitted = fit_history(messages, 300)
-    assert fitted[0] == system and fitted[-1] == turns[-1]
-    assert estimate_tokens(fitted) <= 300 and len(fitted) < len(messages)
-    assert fitted[1]["role"] == "user"  # whole turns are dropped, the window starts on a question
-    assert fit_history(messages, 0) == messages and fit_history(messages, 10**6) == messages
-
-
-@pytest.mark.parametrize("content", ["a,b;c", "x" * 40, "word " * 30, "é!é!é!", ",,,,,,,,,,"])
-def test_fit_history_leaves_a_prompt_alone_exactly_when_its_estimate_fits(content):
-    from loadline.client.prompts import estimate_tokens, fit_history
-
-    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": content}]
-    need = estimate_tokens(messages)
-    for budget in (need - 1, need, need + 1, 10 * need):
-        assert (fit_history(messages, budget) is messages) == (budget >= need), (content, budget)
-
-
-def test_a_newest_message_too_long_on_its_own_is_cut_to_fit():
-    from loadline.client.prompts import estimate_tokens, fit_history
-
-    system = {"role": "system", "content": "be brief"}
-    long = {"role": "user", "content": " ".join(f"w{i}" for i in range(3000))}
-    fitted = fit_history([system, {"role": "user", "content": "old"}, {"role": "assistant", "content": "x"}, long], 500)
-    assert fitted[0] == system and len(fitted) == 2 and estimate_tokens(fitted) == 500
-    # 500 = system (2 words + 4) + the cut message (4 + 490 words): the start is kept, in whole words
-    assert fitted[1]["content"] == " ".join(f"w{i}" for i in range(490))
-    assert long["content"].endswith("w2999")  # the caller's history is not modified
-
-
-def test_prompt_budget_leaves_room_for_the_reply_and_any_tokenizer():
-    from loadline.client.prompts import ESTIMATE_LOW_BY, prompt_budget
-
-    assert prompt_budget(0, 256) == 0  # no known limit: no trimming
-    assert prompt_budget(2048, 256) == int((2048 - 256) / ESTIMATE_LOW_BY)
-    # llama.cpp's byte-level BPE counts ~1.8x our estimate (REFERENCE-llamacpp.md): a prompt at the
-    # budget must still fit in n_ctx with the reply
-    assert prompt_budget(2048, 256) * 1.8 + 256 <= 2048
-    assert prompt_budget(8192, 256, max_input=1024) == int(1024 / ESTIMATE_LOW_BY)  # TGI's prompt cap
-    assert prompt_budget(100, 256) == 1
-
-
 def test_single_requests_draw_from_the_dataset(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps({"conversations": [{"from": "human", "value": "first of A"},

@@ -1,0 +1,158 @@
+"""How many tokens the target counts in a text: the best counter available, per host and process.
+
+The chain, first that works (README "Lengths in tokens"):
+(a) a Hugging Face tokenizer the user names (`--tokenizer PATH_OR_NAME`, a tokenizer.json file or a
+    hub name), through the optional `tokenizers` package: exact and local, no load on the target;
+(b) the server's own POST /tokenize, discovered with one request whose body speaks every engine's
+    dialect at once (llama.cpp reads `content`, vLLM and SGLang `prompt`, TGI `inputs`;
+    REFERENCE-workloads.md section 1): exact, one local round trip per count, never per token;
+(c) calibration from the replies: the server's `usage.prompt_tokens` against our word count,
+    refined by every reply (least squares, so the chat template's fixed tokens do not bias the
+    ratio). Until the first replies it assumes PRIOR_TOKENS_PER_WORD.
+Counts are of text alone, without special tokens (vLLM's `add_special_tokens` is sent false);
+what the chat template adds is learned from usage (`Overhead`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import requests
+
+log = logging.getLogger("loadline")
+
+HF, SERVER, CALIBRATED = "hf", "server", "calibrated"
+_WORD = re.compile(r"\w+|[^\w\s]")
+# Before any reply: byte-level BPE counts ~1.6 tokens per English word (REFERENCE-llamacpp.md),
+# real prompts in other scripts more; the worst case measured plus 10 %, so that a first prompt
+# sized by the prior stays short of, not over, a context limit.
+PRIOR_TOKENS_PER_WORD = 1.8 * 1.1
+_PROBE = "Hello world"
+
+
+class TokenizeError(Exception):
+    """The counter could not count (the server stopped answering /tokenize, say)."""
+
+
+class Counter(Protocol):
+    source: str  # HF, SERVER or CALIBRATED
+    exact: bool  # whether count() is the target's own count
+
+    def count(self, text: str) -> int: ...
+
+
+def word_count(text: str) -> int:
+    """Words and punctuation marks: what calibration relates to the server's tokens."""
+    return len(_WORD.findall(text))
+
+
+@dataclass
+class HFCounter:
+    """A Hugging Face tokenizer (the `tokenizers` package; a tokenizer.json path or a hub name)."""
+
+    name: str
+    source: str = HF
+    exact: bool = True
+
+    def __post_init__(self) -> None:
+        try:
+            from tokenizers import Tokenizer  # optional: pip install 'loadline[tokenizer]'
+        except ImportError:
+            raise TokenizeError("--tokenizer needs the 'tokenizers' package: pip install 'loadline[tokenizer]'") from None
+        path = Path(self.name)
+        try:
+            self._tokenizer = Tokenizer.from_file(str(path)) if path.exists() else Tokenizer.from_pretrained(self.name)
+        except Exception as exc:  # the library raises plain Exceptions for a missing file or hub name
+            raise TokenizeError(f"--tokenizer {self.name!r} could not be loaded: {type(exc).__name__}: {exc}") from None
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+@dataclass
+class ServerCounter:
+    """The target's POST /tokenize, in whichever dialect it answered the probe."""
+
+    session: requests.Session
+    url: str
+    timeout: float
+    source: str = SERVER
+    exact: bool = True
+
+    def count(self, text: str) -> int:
+        body = {"content": text, "prompt": text, "inputs": text, "add_special_tokens": False}
+        try:
+            response = self.session.post(self.url, json=body, timeout=self.timeout)
+            if response.status_code != 200:
+                raise TokenizeError(f"POST {self.url}: HTTP {response.status_code}")
+            return count_in_answer(response.json())
+        except (requests.RequestException, ValueError) as exc:
+            raise TokenizeError(f"POST {self.url}: {type(exc).__name__}") from None
+
+
+def count_in_answer(answer: object) -> int:
+    """vLLM/SGLang `count`, llama.cpp `tokens` (a list), TGI a bare list; ValueError otherwise."""
+    if isinstance(answer, dict) and isinstance(answer.get("count"), int):
+        return answer["count"]
+    tokens = answer.get("tokens") if isinstance(answer, dict) else answer
+    if isinstance(tokens, list):
+        return len(tokens)
+    raise ValueError("not a tokenize answer")
+
+
+@dataclass
+class Calibrated:
+    """Tokens per word learned from usage: prompt_tokens = ratio * words + fixed, least squares."""
+
+    source: str = CALIBRATED
+    exact: bool = False
+    ratio: float = PRIOR_TOKENS_PER_WORD
+    _sums: list[float] = field(default_factory=lambda: [0.0] * 5)  # n, x, y, xx, xy
+
+    def count(self, text: str) -> int:
+        return max(1, round(self.ratio * word_count(text))) if text else 0
+
+    def observe(self, words: int, prompt_tokens: int) -> None:
+        s = self._sums
+        for i, v in enumerate((1.0, words, prompt_tokens, words * words, words * prompt_tokens)):
+            s[i] += v
+        n, x, y, xx, xy = s
+        spread = n * xx - x * x
+        if spread > 1e-9 * max(1.0, n * xx):  # two or more lengths seen: slope and intercept
+            self.ratio = max(0.1, (n * xy - x * y) / spread)
+        elif x > 0:
+            self.ratio = max(0.1, y / x)  # one length only: the intercept cannot be told apart
+
+
+def probe_server(session: requests.Session, host: str, timeout: float) -> ServerCounter | None:
+    """The target's /tokenize when it counts a probe sensibly; None otherwise (404, another shape)."""
+    counter = ServerCounter(session, f"{host}/tokenize", timeout)
+    try:
+        return counter if counter.count(_PROBE) > 0 else None
+    except TokenizeError:
+        return None
+
+
+@dataclass
+class Overhead:
+    """Tokens the server adds to the text we count (chat template, BOS), learned from usage per
+    (endpoint kind, number of messages): the last reply's difference. Unknown: scaled from a known
+    message count of the same kind, else 0 (the first request may come out a few tokens long)."""
+
+    seen: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def of(self, kind: str, messages: int) -> int:
+        if (kind, messages) in self.seen:
+            return self.seen[(kind, messages)]
+        known = [(n, v) for (k, n), v in self.seen.items() if k == kind and n > 0]
+        if not known:
+            return 0
+        n, value = min(known, key=lambda item: abs(item[0] - messages))
+        return round(value * messages / n)
+
+    def observe(self, kind: str, messages: int, counted: int, prompt_tokens: int) -> None:
+        self.seen[(kind, messages)] = max(0, prompt_tokens - counted)
