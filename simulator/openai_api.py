@@ -119,7 +119,8 @@ def parse_generation(chat: bool, raw: bytes, served_model: str, max_model_len: i
     max_tokens = _int_field(body, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _int_field(body, "max_tokens", 1)
-    min_tokens = _int_field(body, "min_tokens", 0) or 0
+    # llama-server has no min_tokens (REFERENCE-workloads.md section 3): it ignores the field
+    min_tokens = 0 if llamacpp else _int_field(body, "min_tokens", 0) or 0
     ignore_eos = _bool_field(body, "ignore_eos")
     prompt_len = len(tokens)
     room = context_check(prompt_len, max_tokens, max_model_len, llamacpp)

@@ -137,11 +137,17 @@ def probe_server(session: requests.Session, host: str, timeout: float) -> Server
         return None
 
 
+# Before the first reply, what a chat template adds: 5 tokens per message and 5 for the reply's
+# start covers Llama 3's (a 4-token header and <|eot_id|> per message, BOS and the assistant's header)
+# and ChatML's (<|im_start|>role\n and <|im_end|>\n, 3 for the primer), so a first prompt errs short.
+PRIOR_PER_MESSAGE, PRIOR_FIXED = 5, 5
+
+
 @dataclass
 class Overhead:
     """Tokens the server adds to the text we count (chat template, BOS), learned from usage per
     (endpoint kind, number of messages): the last reply's difference. Unknown: scaled from a known
-    message count of the same kind, else 0 (the first request may come out a few tokens long)."""
+    message count of the same kind, else the prior above."""
 
     seen: dict[tuple[str, int], int] = field(default_factory=dict)
 
@@ -150,7 +156,7 @@ class Overhead:
             return self.seen[(kind, messages)]
         known = [(n, v) for (k, n), v in self.seen.items() if k == kind and n > 0]
         if not known:
-            return 0
+            return PRIOR_PER_MESSAGE * messages + PRIOR_FIXED
         n, value = min(known, key=lambda item: abs(item[0] - messages))
         return round(value * messages / n)
 

@@ -105,3 +105,17 @@ def test_requests_started_after_the_first_cut_stream_are_left_out_of_percentiles
     # a user stopped mid-phase by a ramp-down (cancelled at 3.5) censors nothing
     ramp = rows.assign(end_wall=[2.0, 3.0, 3.5, 6.0, 7.0], status=["ok", "ok", "cancelled", "ok", "ok"])
     assert uncensored(ramp, 10.0).all()
+
+
+def test_the_tools_own_invalid_requests_are_neither_ok_nor_the_services_errors(tmp_path):
+    import pandas as pd
+
+    rows = make_requests(T0 + np.arange(10) * 0.5, [100.0] * 10, ttft_ms=10.0,
+                         status=["ok"] * 6 + ["error"] * 4, http_status=[200] * 6 + [400, 400, 400, 503],
+                         error_class=[""] * 6 + ["invalid_request"] * 3 + ["http"])
+    run = load_run(write_run(tmp_path / "run", rows, [_phase(0, T0, T0 + 10, 1)]))
+    row = phase_table(run).iloc[0]
+    # the 503 is the service's; the three context overflows are the tool's and judge nothing
+    assert (row["requests"], row["ok"], row["errors"]) == (10, 6, 1)
+    assert row["error_rate"] == pytest.approx(1 / 7)
+    assert error_classes(run).iloc[0]["invalid_request"] == 3  # still shown among the failures

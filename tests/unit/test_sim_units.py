@@ -71,6 +71,9 @@ def test_llamacpp_does_not_count_max_tokens_against_the_context_but_stops_at_its
     assert (gen.prompt_len, gen.output_target, gen.finish_reason) == (87, 13, "length")
     with pytest.raises(ApiError):
         _long(80, max_tokens=50)  # vLLM refuses the same request
+    body = {"messages": [{"role": "user", "content": "ab"}], "max_tokens": 5, "min_tokens": 9}
+    assert parse_generation(True, json.dumps(body).encode(), "m", 100, 16, True, lambda: 2,
+                            llamacpp=True).output_target == 2  # llama-server has no min_tokens: ignored
 
 
 

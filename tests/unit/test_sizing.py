@@ -86,9 +86,9 @@ def test_without_an_exact_counter_prompts_follow_the_learned_ratio():
 
 def test_the_template_overhead_is_learned_per_message_count_and_scaled_when_unseen():
     overhead = Overhead()
-    assert overhead.of("chat", 2) == 0  # nothing known yet
+    assert overhead.of("chat", 2) == 15  # nothing known yet: a prior that covers common chat templates
     overhead.observe("chat", 1, counted=20, prompt_tokens=27)
-    assert overhead.of("chat", 1) == 7 and overhead.of("chat", 3) == 21 and overhead.of("completion", 1) == 0
+    assert overhead.of("chat", 1) == 7 and overhead.of("chat", 3) == 21 and overhead.of("completion", 1) == 10
     overhead.observe("chat", 3, counted=40, prompt_tokens=55)
     assert overhead.of("chat", 3) == 15
 

@@ -26,7 +26,7 @@ from locust.exception import StopUser
 
 from loadline.client.discovery import discover, learn_from_refusal, learned_context
 from loadline.client.connection import Connection, ConnectTimeout, ReadTimeout, Response
-from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify, exception_chain
+from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify, exception_chain, invalid_request
 from loadline.client.keepalive import stale_retried
 from loadline.client.locust_stats import log_many
 from loadline.core.identity import next_request_id, next_user_id, worker_id
@@ -284,9 +284,12 @@ class LLMUser(User):
         except TotalTimeout:
             self._fail(rec, ErrorClass.TIMEOUT, f"request took longer than {s.request_timeout} s")
         except StreamFailure as exc:
-            self._fail(rec, exc.error_class, str(exc))
-            if exc.error_class == ErrorClass.STREAM_ERROR:  # llama-cpp-python refuses long prompts in the stream
+            error_class = exc.error_class
+            if error_class == ErrorClass.STREAM_ERROR:  # llama-cpp-python refuses long prompts in the stream
                 learn_from_refusal(self.base_url, str(exc))
+                if invalid_request(200, str(exc)):
+                    error_class = ErrorClass.INVALID_REQUEST
+            self._fail(rec, error_class, str(exc))
         except ConnectTimeout:
             self._fail(rec, ErrorClass.TIMEOUT, f"no connection within {s.connect_timeout} s")
         except ReadTimeout:
@@ -313,7 +316,9 @@ class LLMUser(User):
         # a rejected request's body often echoes the key it got: both texts are redacted
         secrets = (self.settings.api_key,)
         rec.error_detail = sample(body, secrets)
-        self._fail(rec, ErrorClass.HTTP, f"HTTP {response.status}: {redact(_one_line(message), secrets)}")
+        # the tool's own bad request (over the context, a bad parameter) is not the service's failure
+        error_class = ErrorClass.INVALID_REQUEST if invalid_request(response.status, body) else ErrorClass.HTTP
+        self._fail(rec, error_class, f"HTTP {response.status}: {redact(_one_line(message), secrets)}")
         if response.status == 400:
             learn_from_refusal(self.base_url, body)  # a server that did not say its context length says it here
         if response.status in (429, 503):
@@ -348,7 +353,7 @@ class LLMUser(User):
     def _report_to_locust(self, rec: RequestRecord, gaps_us: list[int]) -> None:
         exception = None
         if rec.status != OK:
-            status = f" {rec.http_status}" if rec.error_class == ErrorClass.HTTP else ""
+            status = f" {rec.http_status}" if rec.error_class in (ErrorClass.HTTP, ErrorClass.INVALID_REQUEST) else ""
             exception = LLMError(rec.error_class + status)
         self.environment.events.request.fire(
             request_type="E2E", name=self.stats_name, response_time=rec.e2e_ms,
