@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import gevent.lock
 
 from loadline.client.prompts import words
-from loadline.client.tokenizer import (CALIBRATED, Calibrated, Counter, HFCounter, Overhead, TokenizeError,
-                                       probe_server, word_count)
+from loadline.client.tokenizer import (CALIBRATED, Calibrated, Counter, HFCounter, Overhead, ServerCounter,
+                                       TokenizeError, probe_server, template_tokens, word_count)
 
 log = logging.getLogger("loadline")
 
@@ -220,9 +220,25 @@ def open_space(session_factory, host: str, tokenizer: str, timeout: float) -> To
     key = (host, tokenizer)
     with _lock:
         if key not in _spaces:
-            _spaces[key] = TokenSpace(_counter(session_factory, host, tokenizer, timeout))
-            log.info("loadline: prompt tokens counted by %s", _spaces[key].source)
+            space = TokenSpace(_counter(session_factory, host, tokenizer, timeout))
+            server = space.primary if isinstance(space.primary, ServerCounter) else probe_server(
+                session_factory(), host, timeout) if tokenizer else None
+            if server is not None:
+                learn_template(space, server)
+            _spaces[key] = space
+            log.info("loadline: prompt tokens counted by %s", space.source)
         return _spaces[key]
+
+
+def learn_template(space: TokenSpace, server: ServerCounter) -> None:
+    """The chat template's tokens for one and two messages, when the server's /tokenize applies it,
+    so that even the first prompts have their length (else usage teaches it after the first reply)."""
+    for messages in ([{"role": "user", "content": "Hello world"}],
+                     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello world"}]):
+        added = template_tokens(server, messages)
+        if added is None or added < 0:
+            return
+        space.overhead.seen[("chat", len(messages))] = added
 
 
 def _counter(session_factory, host: str, tokenizer: str, timeout: float) -> Counter | None:

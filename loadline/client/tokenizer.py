@@ -82,16 +82,33 @@ class ServerCounter:
     timeout: float
     source: str = SERVER
     exact: bool = True
+    # the text's field(s) sent: every dialect's until the probe's answer says which engine it is (vLLM
+    # logs every field it ignores, so after the probe only the one it reads is sent)
+    fields: tuple[str, ...] = ("content", "prompt", "inputs")
 
     def count(self, text: str) -> int:
-        body = {"content": text, "prompt": text, "inputs": text, "add_special_tokens": False}
+        body: dict = dict.fromkeys(self.fields, text)
+        if "prompt" in self.fields:
+            body["add_special_tokens"] = False  # vLLM and SGLang add BOS by default; llama.cpp does not
         try:
             response = self.session.post(self.url, json=body, timeout=self.timeout)
             if response.status_code != 200:
                 raise TokenizeError(f"POST {self.url}: HTTP {response.status_code}")
-            return count_in_answer(response.json())
+            answer = response.json()
+            n = count_in_answer(answer)
         except (requests.RequestException, ValueError) as exc:
             raise TokenizeError(f"POST {self.url}: {type(exc).__name__}") from None
+        if len(self.fields) > 1:
+            self.fields = (dialect_field(answer),)
+        return n
+
+
+def dialect_field(answer: object) -> str:
+    """The field the engine that gave this tokenize answer reads: vLLM and SGLang answer a `count`
+    (and read `prompt`), llama.cpp only `tokens` (reads `content`), TGI a bare list (reads `inputs`)."""
+    if isinstance(answer, list):
+        return "inputs"
+    return "prompt" if isinstance(answer, dict) and "count" in answer else "content"
 
 
 def count_in_answer(answer: object) -> int:
@@ -128,6 +145,22 @@ class Calibrated:
             self.ratio = max(0.1, y / x)  # one length only: the intercept cannot be told apart
 
 
+def template_tokens(counter: ServerCounter, messages: list[dict]) -> int | None:
+    """What the chat template adds to `messages`, from a chat-style /tokenize (vLLM, SGLang: the
+    template applied, add_generation_prompt's default true), or None where there is none (llama.cpp)."""
+    try:
+        response = counter.session.post(counter.url, json={"messages": messages}, timeout=counter.timeout)
+        answer = response.json() if response.status_code == 200 else None
+    except (requests.RequestException, ValueError):
+        return None
+    if not isinstance(answer, dict) or not isinstance(answer.get("count"), int):
+        return None
+    try:
+        return answer["count"] - sum(counter.count(m["content"]) for m in messages)
+    except TokenizeError:
+        return None
+
+
 def probe_server(session: requests.Session, host: str, timeout: float) -> ServerCounter | None:
     """The target's /tokenize when it counts a probe sensibly; None otherwise (404, another shape)."""
     counter = ServerCounter(session, f"{host}/tokenize", timeout)
@@ -137,10 +170,11 @@ def probe_server(session: requests.Session, host: str, timeout: float) -> Server
         return None
 
 
-# Before the first reply, what a chat template adds: 5 tokens per message and 5 for the reply's
-# start covers Llama 3's (a 4-token header and <|eot_id|> per message, BOS and the assistant's header)
-# and ChatML's (<|im_start|>role\n and <|im_end|>\n, 3 for the primer), so a first prompt errs short.
-PRIOR_PER_MESSAGE, PRIOR_FIXED = 5, 5
+# Before the first reply (and without a chat-style /tokenize), what the server adds, per message and
+# fixed. Chat: 5 and 5 cover Llama 3's template (a 4-token header and <|eot_id|> per message, BOS and
+# the assistant's header) and ChatML's (<|im_start|>role\n and <|im_end|>\n, 3 for the primer), so a
+# first prompt errs short. Completions: no template, the BOS most models' tokenizers add.
+PRIORS = {"chat": (5, 5), "completion": (0, 1)}
 
 
 @dataclass
@@ -154,10 +188,15 @@ class Overhead:
     def of(self, kind: str, messages: int) -> int:
         if (kind, messages) in self.seen:
             return self.seen[(kind, messages)]
-        known = [(n, v) for (k, n), v in self.seen.items() if k == kind and n > 0]
+        known = sorted((n, v) for (k, n), v in self.seen.items() if k == kind and n > 0)
         if not known:
-            return PRIOR_PER_MESSAGE * messages + PRIOR_FIXED
-        n, value = min(known, key=lambda item: abs(item[0] - messages))
+            per, fixed = PRIORS.get(kind, PRIORS["chat"])
+            return per * messages + fixed
+        if len(known) >= 2:  # templates add a fixed part and a part per message: the line through the nearest two
+            (n1, v1), (n2, v2) = sorted(known, key=lambda item: (abs(item[0] - messages), item[0]))[:2]
+            per = (v2 - v1) / (n2 - n1)
+            return max(0, round(v1 + per * (messages - n1)))
+        n, value = known[0]
         return round(value * messages / n)
 
     def observe(self, kind: str, messages: int, counted: int, prompt_tokens: int) -> None:

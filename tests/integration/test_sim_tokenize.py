@@ -55,3 +55,25 @@ def test_a_prompt_over_the_context_gets_the_engines_own_400(sim_server, quirks, 
     assert "101" in error["message"] and "100" in error["message"]
     if quirks:
         assert _post(sim.url, "/detokenize", {"tokens": []}).json() == {"content": ""}  # llama-server's field
+
+
+def test_the_client_finds_the_servers_tokenize_and_learns_the_chat_template_from_it(sim_server):
+    from loadline.client.sizing import open_space
+    from loadline.simulator.tokenizer import MESSAGE_OVERHEAD, REPLY_PRIMER
+
+    sim = sim_server("tiny")
+    space = open_space(requests.Session, sim.url, "", 5.0)
+    assert space.source == "server" and space.count(TEXT) == 10
+    for n in (1, 2, 3, 7):  # learned for 1 and 2 messages before any reply, the line through them beyond
+        assert space.overhead.of("chat", n) == MESSAGE_OVERHEAD * n + REPLY_PRIMER
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": TEXT}]
+    reply = _post(sim.url, "/v1/chat/completions", {"messages": messages, "max_tokens": 2}).json()
+    assert reply["usage"]["prompt_tokens"] == space.prompt_tokens("chat", messages)
+
+
+def test_without_a_tokenize_route_the_client_calibrates(sim_server):
+    from loadline.client.sizing import open_space
+
+    sim = sim_server("tiny")
+    space = open_space(requests.Session, sim.url + "/nothing-here", "", 5.0)
+    assert space.source == "calibrated" and not space.exact

@@ -88,9 +88,11 @@ def test_the_template_overhead_is_learned_per_message_count_and_scaled_when_unse
     overhead = Overhead()
     assert overhead.of("chat", 2) == 15  # nothing known yet: a prior that covers common chat templates
     overhead.observe("chat", 1, counted=20, prompt_tokens=27)
-    assert overhead.of("chat", 1) == 7 and overhead.of("chat", 3) == 21 and overhead.of("completion", 1) == 10
+    assert overhead.of("chat", 1) == 7 and overhead.of("chat", 3) == 21 and overhead.of("completion", 1) == 1
     overhead.observe("chat", 3, counted=40, prompt_tokens=55)
     assert overhead.of("chat", 3) == 15
+    # two message counts known: a fixed part (3) and a part per message (4), as templates add them
+    assert (overhead.of("chat", 2), overhead.of("chat", 5), overhead.of("chat", 9)) == (11, 23, 39)
 
 
 def test_a_counter_that_fails_falls_back_to_calibration_for_that_count():
@@ -188,3 +190,24 @@ def test_a_hugging_face_tokenizer_counts_when_the_package_is_installed(tmp_path)
         assert count == target == len(tokenizer.encode(text).ids)
     with pytest.raises(TokenizeError, match="could not be loaded"):
         HFCounter(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize("answer, field", [
+    ({"tokens": [1, 2]}, "content"), ({"count": 2, "tokens": [1, 2], "max_model_len": 10}, "prompt"),
+    ([{"id": 1, "text": "a", "start": 0, "stop": 1}], "inputs"),
+])
+def test_after_the_probe_only_the_field_that_engine_reads_is_sent(answer, field):
+    from loadline.client.tokenizer import ServerCounter
+
+    sent = []
+
+    class Session:
+        def post(self, url, json, timeout):
+            sent.append(json)
+            return type("R", (), {"status_code": 200, "json": lambda self: answer})()
+
+    counter = ServerCounter(Session(), "http://h/tokenize", 1.0)
+    counter.count("hello")
+    counter.count("hello again")
+    assert set(sent[0]) >= {"content", "prompt", "inputs"}  # the probe speaks every dialect
+    assert set(sent[1]) - {"add_special_tokens"} == {field} and sent[1][field] == "hello again"

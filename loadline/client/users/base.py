@@ -87,6 +87,7 @@ class LLMUser(User):
     wait_time = constant(0)  # pacing (think time, event intervals) is done inside the tasks
     endpoint = "/v1/chat/completions"
     kind = "chat"
+    template = "chat"  # how the server wraps the messages: "chat" (its chat template) or "completion" (none)
     content_of = staticmethod(chat_content)
 
     def on_start(self) -> None:
@@ -162,13 +163,13 @@ class LLMUser(User):
             target = s.prompts.draw_tokens(self.rng)
             empty = [{"role": "user", "content": ""}]
             if whole:
-                target -= space.prompt_tokens(self.kind, history + empty)
+                target -= space.prompt_tokens(self.template, history + empty)
             if budget:  # a message longer than the context can hold beside the system prompt is never sent
                 system = [m for m in history[:1] if m["role"] == "system"]
-                target = min(target, budget - space.prompt_tokens(self.kind, system + empty))
+                target = min(target, budget - space.prompt_tokens(self.template, system + empty))
             text, _ = space.build(self.rng, max(1, target))
-        messages = space.fit(self.kind, history + [{"role": "user", "content": text}], budget)
-        return PromptPlan(messages, space.prompt_tokens(self.kind, messages), max_tokens)
+        messages = space.fit(self.template, history + [{"role": "user", "content": text}], budget)
+        return PromptPlan(messages, space.prompt_tokens(self.template, messages), max_tokens)
 
     def on_stop(self) -> None:
         if self.conn is not None:
@@ -221,7 +222,7 @@ class LLMUser(User):
         if result is not None and plan is not None and result.usage:
             prompt_tokens = result.usage.get("prompt_tokens")
             if isinstance(prompt_tokens, int) and prompt_tokens > 0:
-                self.tokens.observe(self.kind, plan.messages, prompt_tokens)
+                self.tokens.observe(self.template, plan.messages, prompt_tokens)
         return result
 
     def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int, lane: Lane | None = None,

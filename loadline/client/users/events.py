@@ -45,6 +45,7 @@ class CompletionUser(SingleShotUser):
 
     endpoint = "/v1/completions"
     kind = "completion"
+    template = "completion"
     content_of = staticmethod(completion_content)
 
     def prompt_of(self, messages: list[dict]) -> str:
