@@ -88,7 +88,7 @@ class SimApp:
             conn.keep_alive = False
             return self._reply(conn, path, method, 503, error_body("gateway: too many connections", 503),
                                extra={"Retry-After": str(self.config.retry_after_s)})
-        if path in TOKENIZE_ROUTES and method == "POST":
+        if path in TOKENIZE_ROUTES and method == "POST" and self.config.serve_tokenize:
             return self._tokenize(conn, req)
         if method != "GET":
             status = 405 if path in ROUTES else 404

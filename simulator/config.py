@@ -31,6 +31,9 @@ class SimConfig:
     # longest word piece of the tokenizer, characters (simulator/tokenizer.py): 4 counts ~1.6 tokens
     # per English word as byte-level BPE does; 0 = one token per word
     tokenizer_piece_chars: int = 4
+    # false: no POST /tokenize or /detokenize, as behind a gateway that forwards only /v1 routes, or
+    # llama-cpp-python's server (/extras/tokenize): clients must calibrate from usage
+    serve_tokenize: bool = True
     # [hardware] (per GPU; a replica spans tensor_parallel_size GPUs)
     gpu_name: str = "NVIDIA H100 80GB HBM3"
     gpu_memory_gib: float = 80.0

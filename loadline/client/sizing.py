@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import gevent.lock
 
 from loadline.client.prompts import words
-from loadline.client.tokenizer import (CALIBRATED, Calibrated, Counter, HFCounter, Overhead, ServerCounter,
-                                       TokenizeError, probe_server, template_tokens, word_count)
+from loadline.client.tokenizer import (CALIBRATED, CHARS_PER_UNIT, Calibrated, Counter, HFCounter, Overhead,
+                                       ServerCounter, TokenizeError, probe_server, template_tokens, text_units)
 
 log = logging.getLogger("loadline")
 
@@ -85,13 +85,15 @@ class TokenSpace:
     def observe(self, kind: str, messages: list[dict], prompt_tokens: int) -> None:
         """A reply's usage.prompt_tokens for what we sent: refines the ratio and the overhead."""
         if self.primary is None:
-            self.calibrated.observe(sum(word_count(m["content"]) for m in messages), prompt_tokens)
+            self.calibrated.observe(sum(text_units(m["content"]) for m in messages), prompt_tokens)
         self.overhead.observe(kind, len(messages), self.content_tokens(messages), prompt_tokens)
 
     @property
     def tokens_per_word(self) -> float:
+        """For a first guess of a build's word count: what builds so far made, else calibration's ratio
+        over a word of the prompt vocabulary (~6 characters with its space)."""
         tokens, n_words = self._built
-        return tokens / n_words if n_words >= 50 else self.calibrated.ratio
+        return tokens / n_words if n_words >= 50 else self.calibrated.ratio * (1 + 6 / CHARS_PER_UNIT)
 
     # -- building ----------------------------------------------------------------------------
     def build(self, rng: random.Random, target: int) -> tuple[str, int]:

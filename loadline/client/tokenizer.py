@@ -27,10 +27,17 @@ log = logging.getLogger("loadline")
 
 HF, SERVER, CALIBRATED = "hf", "server", "calibrated"
 _WORD = re.compile(r"\w+|[^\w\s]")
-# Before any reply: byte-level BPE counts ~1.6 tokens per English word (REFERENCE-llamacpp.md),
-# real prompts in other scripts more; the worst case measured plus 10 %, so that a first prompt
-# sized by the prior stays short of, not over, a context limit.
-PRIOR_TOKENS_PER_WORD = 1.8 * 1.1
+# Calibration relates tokens to a text's size in units of one per word or punctuation mark plus one
+# per 4 characters: word-level tokenizers count words, subword ones nearer characters (~4 per token
+# in English), and the mix keeps the tokens per unit within ~3 % from text to text for both (the
+# simulator's pieces of 0, 2, 3 and 4 characters), against ~4 % for words alone.
+CHARS_PER_UNIT = 4
+# Before any reply: tokenizers count from ~1.3 tokens per English word (large vocabularies) and ~1.6
+# (byte-level BPE, REFERENCE-llamacpp.md) up to 2.5-4 (a small vocabulary, as llama-server's test model
+# counted Loadline's words); the top of that range, 4 tokens per word of ~6 characters (2.5 units),
+# so that a first prompt sized by the prior stays short of, not over, a context limit. The first
+# reply's usage replaces it.
+PRIOR_TOKENS_PER_UNIT = 1.6
 _PROBE = "Hello world"
 
 
@@ -46,8 +53,13 @@ class Counter(Protocol):
 
 
 def word_count(text: str) -> int:
-    """Words and punctuation marks: what calibration relates to the server's tokens."""
+    """Words and punctuation marks."""
     return len(_WORD.findall(text))
+
+
+def text_units(text: str) -> float:
+    """A text's size as calibration measures it (CHARS_PER_UNIT)."""
+    return len(_WORD.findall(text)) + len(text) / CHARS_PER_UNIT
 
 
 @dataclass
@@ -123,17 +135,19 @@ def count_in_answer(answer: object) -> int:
 
 @dataclass
 class Calibrated:
-    """Tokens per word learned from usage: prompt_tokens = ratio * words + fixed, least squares."""
+    """Tokens per unit of text (text_units) learned from usage: prompt_tokens = ratio * units + fixed,
+    least squares over every reply."""
 
     source: str = CALIBRATED
     exact: bool = False
-    ratio: float = PRIOR_TOKENS_PER_WORD
+    ratio: float = PRIOR_TOKENS_PER_UNIT
     _sums: list[float] = field(default_factory=lambda: [0.0] * 5)  # n, x, y, xx, xy
 
     def count(self, text: str) -> int:
-        return max(1, round(self.ratio * word_count(text))) if text else 0
+        return max(1, round(self.ratio * text_units(text))) if text else 0
 
-    def observe(self, words: int, prompt_tokens: int) -> None:
+    def observe(self, words: float, prompt_tokens: int) -> None:
+        """One reply: the units of text sent (`words`, text_units) and the server's prompt_tokens."""
         s = self._sums
         for i, v in enumerate((1.0, words, prompt_tokens, words * words, words * prompt_tokens)):
             s[i] += v

@@ -48,3 +48,20 @@ def test_prompts_over_the_context_are_the_tools_invalid_requests_and_the_run_is_
     assert invalid["unusable"] and invalid["count"] == len(refused)
     reasons = [line for line in done.stderr.splitlines() if line.startswith("loadline run: unusable run:")]
     assert len(reasons) == 1 and "refused by the server as invalid" in reasons[0]
+
+
+def test_without_the_servers_tokenize_prompts_are_calibrated_from_usage_and_stay_inside_the_context(tmp_path):
+    # ~3 tokens per word (pieces of 2 characters), as real engines count some text: a word count would
+    # overflow the 2,048-token slot; calibration learns the ratio from the replies' usage
+    done = loadline("run", *SIM, "--sim-option", "tokenizer_piece_chars=2", "--sim-option", "serve_tokenize=false",
+                    "--scenario", "single", "--users", "4", "--run-time", "12s", "--out", str(tmp_path),
+                    "--no-charts", "--", *FAST, "--prompt-tokens", "uniform:20-2400", "--max-tokens", "32")
+    records = requests_table(done.run_dir)
+    finished = records[records.status != "cancelled"]
+    assert len(finished) >= 40 and (finished.status == "ok").all(), finished.error_message.unique()[:3]
+    assert (finished.token_counter == "calibrated").all()
+    later = finished.sort_values("start_wall").iloc[len(finished) // 2:]  # once a few replies taught the ratio
+    error = (later.prompt_tokens - later.prompt_tokens_requested).abs() / later.prompt_tokens_requested
+    long = later.prompt_tokens_requested >= 200  # a few words' luck is a large share of a short prompt
+    assert error.median() < 0.05 and error[long].max() < 0.12, error.describe()
+    assert finished.prompt_tokens.max() <= 2048 - 32

@@ -99,7 +99,13 @@ def test_a_counter_that_fails_falls_back_to_calibration_for_that_count():
     def broken(text):
         raise TokenizeError("POST /tokenize: HTTP 503")
     space = TokenSpace(Counting(broken))
-    assert space.count("one two three") == round(Calibrated().ratio * 3)
+    assert space.count("one two three") == round(Calibrated().ratio * (3 + 13 / 4))  # 3 words, 13 characters
+
+
+@pytest.mark.parametrize("piece_chars", [0, 2, 4])
+def test_the_prior_sizes_a_first_prompt_short_of_what_even_a_small_vocabulary_counts(piece_chars):
+    text, asked = TokenSpace().build(random.Random(piece_chars), 1000)
+    assert Tokenizer(piece_chars).count(text) <= asked  # before any reply: never over
 
 
 def _space_words(per_message: int = 4) -> TokenSpace:
@@ -170,6 +176,8 @@ def test_an_answer_that_is_not_a_tokenize_answer_is_refused():
 
 def test_word_count_counts_words_and_punctuation():
     assert word_count("Hello, world!") == 4
+    from loadline.client.tokenizer import text_units
+    assert text_units("Hello, world!") == 4 + 13 / 4
 
 
 def test_a_hugging_face_tokenizer_counts_when_the_package_is_installed(tmp_path):
