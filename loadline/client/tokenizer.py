@@ -5,7 +5,8 @@ The chain, first that works (README "Lengths in tokens"):
     hub name), through the optional `tokenizers` package: exact and local, no load on the target;
 (b) the server's own POST /tokenize, discovered with one request whose body speaks every engine's
     dialect at once (llama.cpp reads `content`, vLLM and SGLang `prompt`, TGI `inputs`;
-    REFERENCE-workloads.md section 1): exact, one local round trip per count, never per token;
+    REFERENCE-workloads.md section 1), or llama-cpp-python's /extras/tokenize/count: exact, one
+    local round trip per count, never per token;
 (c) calibration from the replies: the server's `usage.prompt_tokens` against our word count,
     refined by every reply (least squares, so the chat template's fixed tokens do not bias the
     ratio). Until the first replies it assumes PRIOR_TOKENS_PER_WORD.
@@ -175,13 +176,21 @@ def template_tokens(counter: ServerCounter, messages: list[dict]) -> int | None:
         return None
 
 
+# (path, text fields sent): every engine's /tokenize, then llama-cpp-python's server, whose route
+# is /extras/tokenize/count with `input` (REFERENCE-llamacpp.md)
+_TOKENIZE_ROUTES = (("/tokenize", ("content", "prompt", "inputs")), ("/extras/tokenize/count", ("input",)))
+
+
 def probe_server(session: requests.Session, host: str, timeout: float) -> ServerCounter | None:
-    """The target's /tokenize when it counts a probe sensibly; None otherwise (404, another shape)."""
-    counter = ServerCounter(session, f"{host}/tokenize", timeout)
-    try:
-        return counter if counter.count(_PROBE) > 0 else None
-    except TokenizeError:
-        return None
+    """The target's tokenize route when it counts a probe sensibly; None otherwise (404, another shape)."""
+    for path, fields in _TOKENIZE_ROUTES:
+        counter = ServerCounter(session, host + path, timeout, fields=fields)
+        try:
+            if counter.count(_PROBE) > 0:
+                return counter
+        except TokenizeError:
+            continue
+    return None
 
 
 # Before the first reply (and without a chat-style /tokenize), what the server adds, per message and

@@ -219,3 +219,20 @@ def test_after_the_probe_only_the_field_that_engine_reads_is_sent(answer, field)
     counter.count("hello again")
     assert set(sent[0]) >= {"content", "prompt", "inputs"}  # the probe speaks every dialect
     assert set(sent[1]) - {"add_special_tokens"} == {field} and sent[1][field] == "hello again"
+
+
+def test_llama_cpp_pythons_count_route_is_found_when_there_is_no_tokenize():
+    from loadline.client.tokenizer import probe_server
+
+    asked = []
+
+    class Session:
+        def post(self, url, json, timeout):
+            asked.append((url, json))
+            found = url.endswith("/extras/tokenize/count")
+            answer = {"count": len(json.get("input", "").split())} if found else {"detail": "Not Found"}
+            return type("R", (), {"status_code": 200 if found else 404, "json": lambda self: answer})()
+
+    counter = probe_server(Session(), "http://h", 1.0)
+    assert counter is not None and counter.url == "http://h/extras/tokenize/count"
+    assert counter.count("one two three") == 3 and asked[-1][1] == {"input": "one two three"}
