@@ -34,6 +34,7 @@ from loadline.analysis.verdict.server_gate import server_criteria
 from loadline.analysis.verdict import validity
 from loadline.analysis.verdict.timesplit import time_split
 from loadline.analysis.data.truth import read_truth
+from loadline.analysis.stats.lengths import length_table
 from loadline.analysis.stats.phases import error_classes, phase_table
 from loadline.analysis.data.timescale import note as timescale_note
 from loadline.analysis.data.timescale import point_to_model, time_scale, to_model_time
@@ -178,6 +179,7 @@ def analyse(run: RunData, slo: SLO) -> tuple[pd.DataFrame, dict]:
             table, break_point, best, knee.broke_with_time(table, break_point, slo, streaming)),
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
+        "lengths": length_table(run).to_dict(orient="records"),
         "recovery": recovered,
         "workers": worker_lines(run.manifest, run.requests, lambda: read_truth(run.path)),  # lost, clocks
         "missing": list(run.missing) + _consistency(run, wall) + recovery_problems,

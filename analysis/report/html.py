@@ -88,6 +88,14 @@ def _errors(verdict: dict) -> str:
     return _table(["phase"] + classes, [[escape(str(r["label"]))] + [f.num(r.get(c, 0)) for c in classes] for r in rows])
 
 
+def _lengths(verdict: dict) -> list[str]:
+    rows = sections.length_rows(verdict)
+    if not rows:
+        return []
+    return ["<h2>Lengths in tokens</h2>", _table(sections.LENGTH_HEADER, [[escape(c) for c in r] for r in rows])
+            + f"<p class='muted'>{escape(sections.LENGTH_NOTE)}</p>"]
+
+
 def _recovery(verdict: dict) -> list[str]:
     entries = verdict.get("recovery") or []
     if not entries:
@@ -166,6 +174,7 @@ def render_html(verdict: dict, chart_paths: list[Path]) -> str:
         *_open_loop(verdict),
         "<h2>Phases</h2>", _phases(verdict),
         "<h2>Errors by class</h2>", _errors(verdict),
+        *_lengths(verdict),
         *_recovery(verdict),
         "<h2>Charts</h2>", "".join(_image(p) for p in chart_paths) or "<p>No charts.</p>",
     ]

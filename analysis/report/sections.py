@@ -163,3 +163,18 @@ def headline(verdict: dict) -> str:
     if slo.get("passed") and slo.get("unjudged"):  # no failure, but a criterion that applies had no data
         return "INCOMPLETE"
     return "PASS" if (verdict.get("slo") or {}).get("passed") else "FAIL"
+
+
+LENGTH_HEADER = ["phase", "ok requests", "counted by", "prompt asked p50", "prompt got p50", "prompt exact",
+                 "reply asked p50", "reply got p50", "reply exact"]
+LENGTH_NOTE = ("Tokens as the server counted them (usage) beside what Loadline asked for: prompts built to a length "
+               "in the target's tokens (counted by hf: --tokenizer, server: its /tokenize, calibrated: from usage), "
+               "replies asked as max_tokens (exact with --ignore-eos).")
+
+
+def length_rows(verdict: dict) -> list[list[str]]:
+    """The requested-vs-achieved lengths per phase (analysis/stats/lengths.py), or none (older folders)."""
+    return [[str(r["label"]), f.num(r.get("requests")), str(r.get("counter") or "-"), f.num(r.get("prompt_asked_p50")),
+             f.num(r.get("prompt_got_p50")), f.pct(r.get("prompt_exact_share")), f.num(r.get("reply_asked_p50")),
+             f.num(r.get("reply_got_p50")), f.pct(r.get("reply_exact_share"))]
+            for r in verdict.get("lengths") or [] if r.get("requests")]
