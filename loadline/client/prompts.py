@@ -21,7 +21,7 @@ from loadline.core.errors import UsageError
 
 __all__ = ["LENGTH_CLASSES", "Lengths", "PromptSource", "load_dataset", "parse_lengths", "parse_mix", "words"]
 
-_WORDS = (
+VOCABULARY = _WORDS = (
     "load capacity token latency model server request stream batch cache queue replica gateway "
     "throughput percentile window budget signal service cluster memory compute decode prefill "
     "answer question explain summary detail example please could would should about which where "

@@ -5,12 +5,16 @@ the counter, what the chat template adds (`Overhead`, learned from usage), a cac
 texts (a chat resends its history every turn) and, per asked length, how many words made it last
 time. Building and counting happen before a request is sent, never per token.
 
-Building a text of N tokens: random words from the prompt vocabulary, a guess of how many (the
-last build of that length, else the tokens-per-word seen so far), the count measured and the
-bracket widened until it straddles N, a binary search on the word count for the longest text of
-at most N tokens, then short filler words (one token in common vocabularies) added while one
-still fits. With an exact counter (a Hugging Face tokenizer, the server's /tokenize) the text
-counts exactly N unless no filler fits the last gap; with calibration it is as exact as the ratio.
+Building a text of N tokens with an exact counter (a Hugging Face tokenizer, the server's
+/tokenize): the prompt vocabulary's words are counted once each (with and without a leading space),
+and a text is random words whose counts add up to N, the last ones picked among those that still
+fit. That holds where the tokenizer splits text at spaces before it merges pieces (GPT-2 and Llama 3
+byte-level BPE, the simulator's), and costs no request to the server per prompt; the first builds
+and then one in VERIFY_EVERY are counted whole, and the first that does not add up switches to
+measuring: random words, a guess of how many (the last build of that length, else the tokens per
+word seen so far), the bracket widened until it straddles N, a binary search on the word count for
+the longest text of at most N tokens, then short filler words added while one still fits (~6
+counts per prompt). With calibration the text is as exact as the ratio.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from dataclasses import dataclass, field
 
 import gevent.lock
 
-from loadline.client.prompts import words
+from loadline.client.prompts import VOCABULARY, words
 from loadline.client.tokenizer import (CALIBRATED, CHARS_PER_UNIT, Calibrated, Counter, HFCounter, Overhead,
                                        ServerCounter, TokenizeError, probe_server, template_tokens, text_units)
 
 log = logging.getLogger("loadline")
 
 FILLERS = (" a", " to", " of", " in", " is", " on", " it", " I", ".")
+VERIFY_FIRST, VERIFY_EVERY = 3, 50  # additive builds counted whole: the first ones, then one in 50
 MAX_COUNTS = 40  # counts one build may spend (a bracket and binary search over 4,000 words is ~24)
 _CACHE_TEXTS = 4096  # counted texts kept (a chat's history turns, system prompts)
 _CACHE_HINTS = 4096  # lengths whose word count is remembered
@@ -46,6 +51,9 @@ class TokenSpace:
     _built: list[int] = field(default_factory=lambda: [0, 0], repr=False)  # tokens, words of builds
     _fixed: dict[int, str] = field(default_factory=dict, repr=False)
     _warned: bool = False
+    # per word of the vocabulary: (tokens after a space, tokens at the start); None = not additive
+    _costs: dict[str, tuple[int, int]] | None = field(default_factory=dict, repr=False)
+    _additive_builds: int = 0
 
     @property
     def source(self) -> str:
@@ -70,10 +78,13 @@ class TokenSpace:
                 self._warned = True
                 log.warning("loadline: counting tokens by calibration: %s", exc)
             return self.calibrated.count(text)
+        self._remember_count(text, n)
+        return n
+
+    def _remember_count(self, text: str, n: int) -> None:
         if len(self._counts) >= _CACHE_TEXTS:
             self._counts.pop(next(iter(self._counts)))
         self._counts[text] = n
-        return n
 
     def content_tokens(self, messages: list[dict]) -> int:
         return sum(self.count(m["content"]) for m in messages)
@@ -100,6 +111,55 @@ class TokenSpace:
         """A text of `target` tokens (see the module docstring) and its count."""
         if target <= 0:
             return "", 0
+        if self.primary is not None and self._costs is not None:
+            built = self._build_additive(rng, target)
+            if built is not None:
+                return built
+        return self._build_measured(rng, target)
+
+    def _word_costs(self) -> dict[str, tuple[int, int]] | None:
+        if self._costs == {}:
+            try:
+                self._costs = {w: (self.primary.count(" " + w), self.primary.count(w)) for w in VOCABULARY}
+            except TokenizeError:
+                self._costs = None
+        return self._costs
+
+    def _build_additive(self, rng: random.Random, target: int) -> tuple[str, int] | None:
+        costs = self._word_costs()
+        if not costs:
+            return None
+        first = rng.choice(VOCABULARY)
+        chosen, total = [first], costs[first][1]
+        fitting = VOCABULARY
+        while total < target:
+            word = rng.choice(fitting)
+            if costs[word][0] > target - total:
+                fitting = [w for w in fitting if costs[w][0] <= target - total]
+                if not fitting:
+                    break
+                continue
+            chosen.append(word)
+            total += costs[word][0]
+        if total > target:  # the first word alone is longer than asked
+            return None
+        text = " ".join(chosen)
+        self._additive_builds += 1
+        n = self._additive_builds
+        if n <= VERIFY_FIRST or n % VERIFY_EVERY == 0:
+            try:
+                counted = self.primary.count(text)
+            except TokenizeError:
+                return None
+            if counted != total:
+                log.info("loadline: this tokenizer does not count words apart (%d tokens, %d by words): "
+                         "prompts are measured whole", counted, total)
+                self._costs = None
+                return None
+        self._remember_count(text, total)
+        return text, total
+
+    def _build_measured(self, rng: random.Random, target: int) -> tuple[str, int]:
         pool = words(rng, max(8, round(target / self.tokens_per_word * 1.5) + 8)).split()
         budget = [MAX_COUNTS]
 

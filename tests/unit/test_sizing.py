@@ -40,12 +40,42 @@ def test_prompts_are_built_to_the_exact_token_count(piece_chars):
     for target in targets:
         text, count = space.build(rng, target)
         assert count == target == tokenizer.count(text), (piece_chars, target)
-    assert counter.calls / len(targets) < 12  # a bracket and a binary search, not a scan
+    assert counter.calls / len(targets) < 12  # not a scan
+    space._costs, counter.calls = None, 0  # measured whole: a bracket and a binary search
+    for target in targets:
+        text, count = space.build(rng, target)
+        assert count == target == tokenizer.count(text), (piece_chars, target)
+    assert counter.calls / len(targets) < 12
 
 
-def test_the_same_length_again_costs_few_counts_and_gives_different_text():
+def test_where_words_count_apart_prompts_cost_no_count_after_the_vocabulary_is_known():
+    from loadline.client.prompts import VOCABULARY
+    from loadline.client.sizing import VERIFY_EVERY, VERIFY_FIRST
+
+    tokenizer = Tokenizer()
+    counter = Counting(tokenizer.count)
+    space, rng = TokenSpace(counter), random.Random(4)
+    for target in [rng.randint(1, 2000) for _ in range(200)]:
+        text, count = space.build(rng, target)
+        assert count == target == tokenizer.count(text)
+    # each word twice (after a space, at the start), then only the verifying counts
+    assert counter.calls == 2 * len(VOCABULARY) + VERIFY_FIRST + 200 // VERIFY_EVERY
+
+
+def test_a_tokenizer_that_merges_across_spaces_is_measured_whole_and_never_overshoots():
+    merged = Tokenizer()
+    counter = Counting(lambda text: merged.count(text.replace(" ", "")))  # pieces run across word boundaries
+    space, rng = TokenSpace(counter), random.Random(6)
+    results = [space.build(rng, target) + (target,) for target in [rng.randint(5, 1500) for _ in range(40)]]
+    assert space._costs is None  # the first verification found the words do not add up
+    assert all(counter.count(text) == count <= target for text, count, target in results[1:])
+    assert sum(count == target for _, count, target in results) >= 0.8 * len(results)
+
+
+def test_measured_the_same_length_again_costs_few_counts_and_gives_different_text():
     counter = Counting(Tokenizer().count)
     space, rng = TokenSpace(counter), random.Random(1)
+    space._costs = None  # measuring, as for a tokenizer whose words do not count apart
     first = space.build(rng, 700)[0]
     counter.calls = 0
     texts = {space.build(rng, 700)[0] for _ in range(20)}
