@@ -18,7 +18,7 @@ from loadline.core.runsettings import time_scale_of_options
 from loadline.core.slo import defaults_text
 from loadline.client.arrivals import PROCESSES, ArrivalSettings
 from loadline.client.lengths import Lengths, parse_lengths
-from loadline.client.prompts import PromptSource, load_dataset, parse_mix, system_prompt_of
+from loadline.client.prompts import PromptSource, load_dataset, parse_mix
 from loadline.client.workload import LogNormal, SessionLength, ThinkTime
 
 API_KEY_ENV = "LOADLINE_API_KEY"
@@ -145,8 +145,7 @@ class UserSettings:
         dataset = load_dataset(o.dataset) if o.dataset else ()
         lengths = parse_lengths(o.prompt_tokens, "--prompt-tokens") if getattr(o, "prompt_tokens", "") else None
         output_spec = getattr(o, "output_tokens", "")
-        prompts = PromptSource(parse_mix(o.prompt_mix), system_prompt_of(o.system_prompt_tokens), dataset, lengths,
-                               o.system_prompt_tokens)
+        prompts = PromptSource(parse_mix(o.prompt_mix), dataset, lengths, o.system_prompt_tokens)
         api_key = (o.api_key or os.environ.get("OPENAI_API_KEY", "")).strip()
         if any(ord(c) < 32 or ord(c) == 127 for c in api_key):
             raise UsageError("the API key contains control characters (value not shown)")

@@ -2,8 +2,9 @@
 
 Lengths are token counts drawn from a distribution (lengths.py; by default the length classes of
 DOMAIN.md: short (< 50 tokens), medium (200-500), long (> 1,000), mixed by weights); the text is
-plain words built to that many of the target's tokens by sizing.py. Datasets are ShareGPT-style JSONL: {"conversations": [{"from": "human"|"gpt", "value": "..."}, ...]}
-(or {"messages": [{"role": ..., "content": ...}]}); the human turns are replayed in order.
+plain words of VOCABULARY built to that many of the target's tokens by sizing.py. Datasets are
+ShareGPT-style JSONL: {"conversations": [{"from": "human"|"gpt", "value": "..."}, ...]} (or
+{"messages": [{"role": ..., "content": ...}]}); the human turns are replayed in order.
 """
 
 from __future__ import annotations
@@ -12,36 +13,36 @@ import json
 import random
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import accumulate
 from pathlib import Path
 
 from loadline.client.lengths import LENGTH_CLASSES, Lengths, parse_lengths, parse_mix
 from loadline.core import resources
 from loadline.core.errors import UsageError
 
-__all__ = ["LENGTH_CLASSES", "Lengths", "PromptSource", "load_dataset", "parse_lengths", "parse_mix", "words"]
+__all__ = ["LENGTH_CLASSES", "VOCABULARY", "Lengths", "PromptSource", "load_dataset", "parse_lengths", "parse_mix",
+           "words"]
 
-VOCABULARY = _WORDS = (
+VOCABULARY: tuple[str, ...] = tuple(
     "load capacity token latency model server request stream batch cache queue replica gateway "
     "throughput percentile window budget signal service cluster memory compute decode prefill "
     "answer question explain summary detail example please could would should about which where "
-    "when what how why the a of to in for on with and or but not this that these those"
-).split()
+    "when what how why the a of to in for on with and or but not this that these those".split()
+)
 
 
 def words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choices(_WORDS, k=n))
+    return " ".join(rng.choices(VOCABULARY, k=n))
 
 
 @dataclass(frozen=True)
 class PromptSource:
-    """Draws user messages: from a dataset when given, else synthetic by length class."""
+    """What users say: a dataset's turns when given, else text of a drawn length in tokens."""
 
     mix: dict[str, float]
-    system_prompt: str = ""  # shared prefix (agent template); identical for every user
     dataset: tuple[tuple[str, ...], ...] = ()  # conversations as tuples of human turns
     lengths: Lengths | None = None  # prompt lengths in tokens; None: the mix's classes
-    system_prompt_tokens: int = 0  # the shared prefix's length in the target's tokens (sizing.py builds it)
+    system_prompt_tokens: int = 0  # a shared prefix (agent template) of this many of the target's tokens, the
+    #                                same text for every user (sizing.TokenSpace.fixed_text): 0 = none
 
     @cached_property
     def prompt_lengths(self) -> Lengths:
@@ -51,35 +52,14 @@ class PromptSource:
         """The next prompt's length in the target's tokens."""
         return self.prompt_lengths.sample(rng)
 
-    @cached_property
-    def _classes(self) -> tuple[list[str], list[float]]:
-        """The class names and their cumulative weights: what `choices` would build on every draw."""
-        names = list(self.mix)
-        return names, list(accumulate(self.mix[n] for n in names))
+    def dataset_message(self, rng: random.Random) -> str | None:
+        """A dataset conversation's opening turn (later turns lean on the conversation before
+        them); None without a dataset: the text is built to a drawn length."""
+        return rng.choice(self.dataset)[0] if self.dataset else None
 
-    def length_class(self, rng: random.Random) -> str:
-        names, cumulative = self._classes
-        return rng.choices(names, cum_weights=cumulative)[0]
-
-    def message(self, rng: random.Random) -> str:
-        """One standalone message: a dataset conversation's opening turn, or synthetic text."""
-        if self.dataset:
-            return rng.choice(self.dataset)[0]  # later turns lean on the conversation before them
-        low, high = LENGTH_CLASSES[self.length_class(rng)]
-        return words(rng, rng.randint(low, high))
-
-    def conversation(self, rng: random.Random, turns: int) -> list[str]:
-        """The human side of one session: a dataset conversation, or `turns` synthetic messages."""
-        if self.dataset:
-            return list(rng.choice(self.dataset))
-        return [self.message(rng) for _ in range(turns)]
-
-
-def system_prompt_of(tokens: int) -> str:
-    """A fixed long system prompt (same text in every process) so servers can cache the prefix."""
-    if tokens <= 0:
-        return ""
-    return "You are a helpful agent. " + words(random.Random(1234), max(tokens - 5, 1))
+    def dataset_conversation(self, rng: random.Random) -> list[str] | None:
+        """The human side of a dataset conversation; None without a dataset."""
+        return list(rng.choice(self.dataset)) if self.dataset else None
 
 
 def load_dataset(path: str | Path) -> tuple[tuple[str, ...], ...]:

@@ -31,7 +31,7 @@ class ChatSessionUser(LLMUser):
         messages: list[dict] = self.system_messages()
         turns = s.session.sample(self.rng)
         # a dataset conversation's human turns, or None: a message built to a drawn length per turn
-        human_turns = list(self.rng.choice(s.prompts.dataset)) if s.prompts.dataset else [None] * turns
+        human_turns = s.prompts.dataset_conversation(self.rng) or [None] * turns
         reply_tokens = 0
         for turn, text in enumerate(human_turns):
             if turn:

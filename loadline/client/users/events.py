@@ -13,8 +13,7 @@ def event_plan(user: LLMUser) -> PromptPlan:
     """One event's request: the shared system prompt (if any) and one fresh user message, a
     dataset's opening turn or text built so that the whole prompt has the drawn length in tokens."""
     s = user.settings
-    text = user.rng.choice(s.prompts.dataset)[0] if s.prompts.dataset else None
-    return user.plan(user.system_messages(), text, whole=True)
+    return user.plan(user.system_messages(), s.prompts.dataset_message(user.rng), whole=True)
 
 
 class SingleShotUser(LLMUser):
