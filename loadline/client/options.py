@@ -7,10 +7,12 @@ env vars work only with `env_var=`, and workers read option values at test_start
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from loadline.core.errors import UsageError
@@ -170,7 +172,7 @@ class UserSettings:
             request_id_header=header_name(getattr(o, "request_id_header", REQUEST_ID_HEADER)),
             arrivals=ArrivalSettings.from_options(o),
             output=parse_lengths(output_spec, "--output-tokens") if output_spec else None,
-            tokenizer=str(getattr(o, "tokenizer", "") or "").strip(),
+            tokenizer=tokenizer_name(getattr(o, "tokenizer", "")),
         )
 
 
@@ -201,4 +203,17 @@ def header_name(name: str) -> str:
     name = (name or "").strip()
     if name and not _TOKEN_CHARS.fullmatch(name):
         raise UsageError(f"--request-id-header {name!r} is not a valid HTTP header name")
+    return name
+
+
+def tokenizer_name(name: str) -> str:
+    """--tokenizer, checked before any load: the optional package is there and a tokenizer.json path
+    exists (a hub name is only tried when the first user starts: it may need the network)."""
+    name = (name or "").strip()
+    if not name:
+        return ""
+    if importlib.util.find_spec("tokenizers") is None:
+        raise UsageError("--tokenizer needs the 'tokenizers' package: pip install 'loadline[tokenizer]'")
+    if name.endswith(".json") and not Path(name).is_file():
+        raise UsageError(f"--tokenizer {name}: no such file")
     return name

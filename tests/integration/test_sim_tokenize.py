@@ -77,3 +77,22 @@ def test_without_a_tokenize_route_the_client_calibrates(sim_server):
     sim = sim_server("tiny")
     space = open_space(requests.Session, sim.url + "/nothing-here", "", 5.0)
     assert space.source == "calibrated" and not space.exact
+
+
+def test_a_named_tokenizer_counts_and_the_server_still_tells_the_template(sim_server, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers
+
+    from loadline.client.sizing import open_space
+    from loadline.simulator.tokenizer import MESSAGE_OVERHEAD, REPLY_PRIMER
+
+    words = Tokenizer(0)  # one token per word: a tokenizer.json that counts as the simulator's word level does
+    vocabulary = {w: i for i, w in enumerate(["[UNK]", "Load", "capacity", ",", "measured", "in", "tokens", "."])}
+    tokenizer = tokenizers.Tokenizer(models.WordLevel(vocabulary, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    sim = sim_server("tiny", "--set", "tokenizer_piece_chars=0")
+    space = open_space(requests.Session, sim.url, str(path), 5.0)
+    assert space.source == "hf" and space.count(TEXT) == words.count(TEXT) == 7
+    assert space.overhead.of("chat", 2) == 2 * MESSAGE_OVERHEAD + REPLY_PRIMER  # from the server's /tokenize

@@ -266,3 +266,15 @@ def test_llama_cpp_pythons_count_route_is_found_when_there_is_no_tokenize():
     counter = probe_server(Session(), "http://h", 1.0)
     assert counter is not None and counter.url == "http://h/extras/tokenize/count"
     assert counter.count("one two three") == 3 and asked[-1][1] == {"input": "one two three"}
+
+
+def test_a_tokenizer_option_is_checked_at_test_start(tmp_path, monkeypatch):
+    from loadline.client import options
+    from loadline.core.errors import UsageError
+
+    assert options.tokenizer_name("  ") == ""
+    with pytest.raises(UsageError, match="no such file"):
+        options.tokenizer_name(str(tmp_path / "missing" / "tokenizer.json"))
+    monkeypatch.setattr(options.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(UsageError, match="pip install 'loadline\\[tokenizer\\]'"):
+        options.tokenizer_name("meta-llama/Llama-3.1-8B")
