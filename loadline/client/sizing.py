@@ -54,6 +54,7 @@ class TokenSpace:
     # per word of the vocabulary: (tokens after a space, tokens at the start); None = not additive
     _costs: dict[str, tuple[int, int]] | None = field(default_factory=dict, repr=False)
     _additive_builds: int = 0
+    _costs_lock: gevent.lock.BoundedSemaphore = field(default_factory=gevent.lock.BoundedSemaphore, repr=False)
 
     @property
     def source(self) -> str:
@@ -118,11 +119,14 @@ class TokenSpace:
         return self._build_measured(rng, target)
 
     def _word_costs(self) -> dict[str, tuple[int, int]] | None:
-        if self._costs == {}:
-            try:
-                self._costs = {w: (self.primary.count(" " + w), self.primary.count(w)) for w in VOCABULARY}
-            except TokenizeError:
-                self._costs = None
+        # one greenlet counts the vocabulary while the others wait: users spawning together would
+        # otherwise each send the same couple of hundred counts
+        with self._costs_lock:
+            if self._costs == {}:
+                try:
+                    self._costs = {w: (self.primary.count(" " + w), self.primary.count(w)) for w in VOCABULARY}
+                except TokenizeError:
+                    self._costs = None
         return self._costs
 
     def _build_additive(self, rng: random.Random, target: int) -> tuple[str, int] | None:

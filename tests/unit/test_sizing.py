@@ -278,3 +278,22 @@ def test_a_tokenizer_option_is_checked_at_test_start(tmp_path, monkeypatch):
     monkeypatch.setattr(options.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(UsageError, match="pip install 'loadline\\[tokenizer\\]'"):
         options.tokenizer_name("meta-llama/Llama-3.1-8B")
+
+
+def test_users_starting_together_count_the_vocabulary_once():
+    import gevent
+
+    from loadline.client.prompts import VOCABULARY
+
+    tokenizer = Tokenizer()
+
+    def slow(text):
+        gevent.sleep(0)  # a round trip to the server: other greenlets run meanwhile
+        return tokenizer.count(text)
+
+    counter = Counting(slow)
+    space = TokenSpace(counter)
+    builds = [gevent.spawn(space.build, random.Random(i), 100) for i in range(20)]
+    gevent.joinall(builds, timeout=10)
+    assert all(b.value[1] == 100 for b in builds)
+    assert counter.calls <= 2 * len(VOCABULARY) + 20  # the vocabulary once, then the first builds' checks
