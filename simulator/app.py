@@ -20,6 +20,8 @@ from loadline.simulator.openai_api import ApiError, parse_generation
 from loadline.simulator.quirks import CLOSE_DELAY_S, KEEP_ALIVE_HEADER, Quirks, is_uuid
 from loadline.simulator.sequence import Sequence
 from loadline.simulator.stream import ResponseSink
+from loadline.simulator.tokenize_api import TOKENIZE_ROUTES
+from loadline.simulator.tokenizer import Tokenizer
 from loadline.simulator.truth import TruthLog, new_record
 from loadline.simulator.wire import error_body
 
@@ -44,6 +46,7 @@ class SimApp:
         # streamed responses announce keep-alive and are closed after all, like llama-server's
         self.stream_head = STREAM_HEAD[:-2] + KEEP_ALIVE_HEADER + b"\r\n" if self.quirks.close_after_stream else STREAM_HEAD
         self.streams: dict[ResponseSink, tuple[Sequence, Engine]] = {}  # in flight (interrupt quirk)
+        self.tokenizer = Tokenizer(config.tokenizer_piece_chars)
 
     # ---- connection lifecycle (gateway faults) -------------------------------------------
     def on_connect(self, conn: Connection) -> None:
@@ -85,6 +88,8 @@ class SimApp:
             conn.keep_alive = False
             return self._reply(conn, path, method, 503, error_body("gateway: too many connections", 503),
                                extra={"Retry-After": str(self.config.retry_after_s)})
+        if path in TOKENIZE_ROUTES and method == "POST" and self.config.serve_tokenize:
+            return self._tokenize(conn, req)
         if method != "GET":
             status = 405 if path in ROUTES else 404
             return self._reply(conn, "other", method, status, error_body(f"{method} {path} is not served", status))
@@ -104,6 +109,17 @@ class SimApp:
                      "model_path": cfg.model_name}
             return self._reply(conn, path, method, 200, json.dumps(props).encode())
         return self._reply(conn, "other", method, 404, error_body(f"{path} not found", 404))
+
+    def _tokenize(self, conn: Connection, req: Request) -> None:
+        """POST /tokenize and /detokenize, in llama-server's and vLLM's shapes (tokenize_api.py)."""
+        if not self._authorized(req):
+            return self._reply(conn, req.path, "POST", 401, error_body("Unauthorized", 401))
+        try:
+            answer = TOKENIZE_ROUTES[req.path](req.body, self.tokenizer, self.config.max_model_len,
+                                               self.quirks.llamacpp_api)
+        except ApiError as exc:
+            return self._reply(conn, req.path, "POST", exc.status, error_body(str(exc), exc.status, exc.param))
+        self._reply(conn, req.path, "POST", 200, json.dumps(answer).encode())
 
     def _models(self) -> dict:
         """GET /v1/models as vLLM lists it, or as llama-server does (llamacpp-api quirk)."""
@@ -136,13 +152,14 @@ class SimApp:
                 sink.interrupt(seq, engine.abort)
         record = new_record(request_id, req.received_at, req.path, self.faults.active())  # kernel_rx.py
 
-        def reject(status: int, message: str, extra: dict[str, str] | None = None, param: str | None = None) -> None:
+        def reject(status: int, message: str, extra: dict[str, str] | None = None, param: str | None = None,
+                   body: bytes | None = None) -> None:
             record.update(status=status, outcome="rejected")
             self.truth.add(record)
             if status == 503 and conn.rejected:
                 conn.keep_alive = False
                 self.gateway_rejected += 1
-            self._reply(conn, req.path, "POST", status, error_body(message, status, param), extra=extra)
+            self._reply(conn, req.path, "POST", status, body or error_body(message, status, param), extra=extra)
 
         retry = {"Retry-After": str(self.config.retry_after_s)}
         if conn.rejected:
@@ -156,9 +173,13 @@ class SimApp:
         cfg = self.config
         try:
             gen = parse_generation(chat, req.body, cfg.model_name, cfg.max_model_len, cfg.block_size,
-                                   cfg.enable_prefix_caching, engine.draw_output_len)
+                                   cfg.enable_prefix_caching, engine.draw_output_len, self.tokenizer,
+                                   self.quirks.llamacpp_api)
         except ApiError as exc:
-            return reject(exc.status, str(exc), param=exc.param)
+            if (n_prompt := exc.fields.get("n_prompt_tokens")) is not None:
+                record["prompt_tokens"] = n_prompt
+            return reject(exc.status, str(exc), body=error_body(str(exc), exc.status, exc.param, exc.error_type,
+                                                                 exc.fields))
         record.update(prompt_tokens=gen.prompt_len, stream=gen.stream)
         if cfg.max_num_queued_reqs and engine.num_waiting >= cfg.max_num_queued_reqs:
             return reject(cfg.queue_full_status, "the server's waiting queue is full; retry later", retry)
@@ -181,4 +202,4 @@ class SimApp:
         self.truth.add(record)
 
 
-ROUTES = ("/metrics", "/health", "/v1/models", *GENERATE)
+ROUTES = ("/metrics", "/health", "/v1/models", *GENERATE, *TOKENIZE_ROUTES)

@@ -28,6 +28,12 @@ class SimConfig:
     weights_gib: float = 15.0  # read once per engine step (memory-bound decode)
     num_layers: int = 32
     kv_bytes_per_token: int = 131072  # 2 * layers * kv_heads * head_dim * dtype bytes
+    # longest word piece of the tokenizer, characters (simulator/tokenizer.py): 4 counts ~1.6 tokens
+    # per English word as byte-level BPE does; 0 = one token per word
+    tokenizer_piece_chars: int = 4
+    # false: no POST /tokenize or /detokenize, as behind a gateway that forwards only /v1 routes, or
+    # llama-cpp-python's server (/extras/tokenize): clients must calibrate from usage
+    serve_tokenize: bool = True
     # [hardware] (per GPU; a replica spans tensor_parallel_size GPUs)
     gpu_name: str = "NVIDIA H100 80GB HBM3"
     gpu_memory_gib: float = 80.0
@@ -99,6 +105,8 @@ class SimConfig:
         if self.latency_spike <= 0:
             raise UsageError("sim option latency_spike must be > 0")
         Quirks.parse(self.quirks)
+        if self.tokenizer_piece_chars < 0:
+            raise UsageError(f"sim option tokenizer_piece_chars must be >= 0 (got {self.tokenizer_piece_chars})")
         if self.max_model_len > self.num_kv_blocks() * self.block_size:
             # vLLM refuses to start in this case too; a long prompt could otherwise never be admitted.
             raise UsageError(

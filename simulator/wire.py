@@ -19,12 +19,19 @@ ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoun
                429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError"}
 
 
-def error_object(message: str, status: int, param: str | None = None) -> dict:
-    return {"error": {"message": message, "type": ERROR_TYPES.get(status, "Error"), "param": param, "code": status}}
+def error_object(message: str, status: int, param: str | None = None, error_type: str | None = None,
+                 fields: dict | None = None) -> dict:
+    """OpenAI's error object; `error_type` and `fields` give an engine's own (llama.cpp's type and counts)."""
+    error = {"message": message, "type": error_type or ERROR_TYPES.get(status, "Error"), "param": param,
+             "code": status}
+    if fields:
+        error.update(fields)
+    return {"error": error}
 
 
-def error_body(message: str, status: int, param: str | None = None) -> bytes:
-    return json.dumps(error_object(message, status, param)).encode()
+def error_body(message: str, status: int, param: str | None = None, error_type: str | None = None,
+               fields: dict | None = None) -> bytes:
+    return json.dumps(error_object(message, status, param, error_type, fields)).encode()
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:

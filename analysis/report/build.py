@@ -36,6 +36,7 @@ from loadline.analysis.verdict.server_gate import server_criteria
 from loadline.analysis.verdict import validity
 from loadline.analysis.verdict.timesplit import time_split
 from loadline.analysis.data.truth import read_truth
+from loadline.analysis.stats.lengths import length_table
 from loadline.analysis.stats.phases import error_classes, phase_table
 from loadline.analysis.data.timescale import note as timescale_note
 from loadline.analysis.data.timescale import model_run, time_scale
@@ -202,6 +203,7 @@ def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None,
             table, break_point, best, knee.broke_with_time(table, break_point, slo, streaming)),
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
+        "lengths": length_table(run).to_dict(orient="records"),
         "recovery": recovered,
         "workers": worker_lines(run.manifest, run.requests, lambda: read_truth(run.path)),  # lost, clocks
         "missing": list(run.missing) + _consistency(run, table) + recovery_problems,

@@ -115,6 +115,8 @@ def render_html(verdict: dict, chart_paths: list[Path]) -> str:
         "recovery_header": RECOVERY_HEADER, "recovery_rows": recovery_rows(recovery) if recovery else [],
         "recovery_note": RECOVERY_NOTE.format(window=f.num(recovery[0]["window_s"]), hold=f.num(recovery[0]["hold_s"]))
         if recovery else "",
+        "length_header": sections.LENGTH_HEADER, "length_rows": sections.length_rows(verdict),
+        "length_note": sections.LENGTH_NOTE,
         "definitions": list(f.DEFINITIONS.items()), "workers": verdict.get("workers") or [],
         "missing": verdict.get("missing") or [],
     }

@@ -120,6 +120,9 @@ def render_markdown(verdict: dict) -> str:
     if classes:
         lines += ["", "### Errors by class", ""]
         lines += _table([[str(r["label"])] + [f.num(r.get(c, 0)) for c in classes] for r in errors], ["phase"] + classes)
+    if sections.length_rows(verdict):
+        lines += ["", "### Lengths in tokens", ""] + _table(sections.length_rows(verdict), sections.LENGTH_HEADER)
+        lines += ["", sections.LENGTH_NOTE]
     entries = verdict.get("recovery") or []
     if entries:
         lines += ["", "### Recovery", ""] + _table(recovery_rows(entries), RECOVERY_HEADER)

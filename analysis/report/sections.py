@@ -167,3 +167,18 @@ def headline(verdict: dict) -> str:
     if answer.status is Status.INTERRUPTED and by:
         return answer.headline.replace(Status.INTERRUPTED.headline, f"INTERRUPTED by {by}", 1)
     return answer.headline
+
+
+LENGTH_HEADER = ["phase", "ok requests", "counted by", "prompt asked p50", "prompt got p50", "prompt exact",
+                 "reply asked p50", "reply got p50", "reply exact"]
+LENGTH_NOTE = ("Tokens as the server counted them (usage) beside what Loadline asked for: prompts built to a length "
+               "in the target's tokens (counted by hf: `loadline run -- --tokenizer`, server: its /tokenize, "
+               "calibrated: from usage), replies asked as max_tokens (exact with `loadline run -- --ignore-eos`).")
+
+
+def length_rows(verdict: dict) -> list[list[str]]:
+    """The requested-vs-achieved lengths per phase (analysis/stats/lengths.py), or none (older folders)."""
+    return [[str(r["label"]), f.num(r.get("requests")), str(r.get("counter") or "-"), f.num(r.get("prompt_asked_p50")),
+             f.num(r.get("prompt_got_p50")), f.pct(r.get("prompt_exact_share")), f.num(r.get("reply_asked_p50")),
+             f.num(r.get("reply_got_p50")), f.pct(r.get("reply_exact_share"))]
+            for r in verdict.get("lengths") or [] if r.get("requests")]

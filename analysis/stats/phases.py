@@ -3,7 +3,10 @@
 Definitions (the report repeats them):
 - A record belongs to the phase during which it *started* (`start_wall` in [start, end)).
 - ok / errors / cancelled follow `status`; cancelled attempts (the test stopped or ramped down
-  mid-stream) count as neither, so error_rate = errors / (ok + errors).
+  mid-stream) count as neither, so error_rate = errors / (ok + errors). Nor do `invalid_request`
+  errors (the server refused the request itself, e.g. a prompt over its context): they are the
+  tool's, not the service's, so no knee, break point or safe point rests on them; "Is this run
+  valid?" counts them (analysis/verdict/validity.py).
 - rps = ok requests per second of phase duration; output_tokens_per_s = output tokens of ok
   requests per second; goodput_rps = ok requests per second that met every per-request latency
   threshold of the SLO (see `goodput_thresholds`).
@@ -21,9 +24,11 @@ import pandas as pd
 
 from loadline.analysis.data.load import RunData
 from loadline.core.judge import applicability
-from loadline.core.records import Status
+from loadline.core.records import ErrorClass, Status
 from loadline.core.runsettings import streaming_of
 from loadline.core.slo import SLO
+
+INVALID_REQUEST = ErrorClass.INVALID_REQUEST.value  # the tool's own refused requests: not judged here
 
 METRICS = ("e2e", "ttft", "tpot", "itl")
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("max", 100.0))
@@ -129,7 +134,9 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict
     rows = run.requests[where == position]
     status = rows["status"].astype(str)
     ok_rows = rows[(status == Status.OK).to_numpy()]
-    ok, errors, cancelled = len(ok_rows), int((status == Status.ERROR).sum()), int((status == Status.CANCELLED).sum())
+    invalid = rows["error_class"].astype(str) == INVALID_REQUEST
+    ok, cancelled = len(ok_rows), int((status == Status.CANCELLED).sum())
+    errors = int(((status == Status.ERROR) & ~invalid).sum())
     duration = float(phase["end_wall"]) - float(phase["start_wall"])
     per_s = (lambda n: n / duration) if duration > 0 else (lambda n: float("nan"))
     meets = np.ones(len(ok_rows), dtype=bool)

@@ -223,6 +223,9 @@ FAILURE_HINTS = {
     ErrorClass.STREAM_ERROR: ("error objects inside the stream (the engine aborted generation)",
                      "read the server's log for the aborted requests"),
     ErrorClass.TIMEOUT: ("client timeouts", "compare the client's timeouts with the longest replies"),
+    ErrorClass.INVALID_REQUEST: ("requests the server refused as invalid (over its context, a bad parameter): the "
+                                 "load tool's own, not the service's failures",
+                                 "see 'Is this run valid?': size prompts in the server's tokens within its context"),
 }
 
 

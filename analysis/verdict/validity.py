@@ -5,6 +5,8 @@ Three questions (issue 9, item 1):
    request: 400/401/403/404/405/501; or it answered 2xx with something that is not the API's reply,
    e.g. an HTML login page)? Then nothing about capacity can be said: the run is *unusable* and the
    commands exit 2. The report shows status, content type and a short redacted body sample.
+   Likewise when more than INVALID_SHARE of the attempts were refused as invalid requests (a prompt
+   over the context, a bad parameter): the tool's requests, not the service's capacity.
 2. Was the load generator saturated or behind (analysis/verdict/generator.py, thresholds in
    loadline/core/saturation.py)? Then the client's numbers include its own queueing. `gate_doubts`
    names the SLO criteria whose verdict lies within the error that lag implies (the report then
@@ -72,7 +74,8 @@ def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict
     status = pd.to_numeric(rows["http_status"], errors="coerce").fillna(0).astype(int)
     error = rows["status"].astype(str) == Status.ERROR
     media = rows.get("content_type", pd.Series("", index=rows.index)).map(_media_type)
-    rejected = error & status.isin(SETUP_STATUSES)
+    # the tool's own invalid requests have a finding of their own (invalid_requests), with the server's words
+    rejected = error & status.isin(SETUP_STATUSES) & (rows["error_class"].astype(str) != INVALID_REQUEST)
     foreign = error & status.between(200, 299) & (
         (rows["error_class"].astype(str) == ErrorClass.NOT_EVENT_STREAM) | ((media != "") & ~media.isin(API_MEDIA_TYPES)))
     bad = rejected | foreign
@@ -107,6 +110,49 @@ def _body_sample(row: pd.Series, secrets: tuple[str, ...]) -> str:
     """The record's redacted body sample; older records only have the error message (redacted here)."""
     detail = str(row.get("error_detail") or "")
     return redact(detail, secrets) if detail else sample(str(row.get("error_message") or ""), secrets)
+
+
+# --- 1b. the tool's own invalid requests -------------------------------------------------------------
+INVALID_REQUEST = "invalid_request"  # records.ErrorClass.INVALID_REQUEST (the value, read back from CSV)
+# Above this share the run says nothing about the service. P99 criteria judge the worst 1 % of
+# requests; the server refuses the longest prompts (context overflows) first, i.e. exactly the heavy
+# requests that make that tail, so with more than 1 % refused the P99 can have been drawn from a
+# workload without its tail, and the load the service carried was lighter than the one planned.
+INVALID_SHARE = 0.01
+# how the engines word a request over the context (REFERENCE-workloads.md section 2)
+_CONTEXT_WORDS = ("context", "too long", "longer than", "must have less than", "input tokens", "max_new_tokens")
+
+
+def invalid_requests(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict | None:
+    """The attempts the server refused as invalid (ErrorClass.INVALID_REQUEST), or None.
+
+    They are excluded from the capacity judgement (analysis/stats/phases.py); here they are counted,
+    with the server's own words (redacted, short) and what to change."""
+    rows = _judged(requests)
+    if rows.empty or "error_class" not in rows:
+        return None
+    refused = rows[rows["error_class"].astype(str) == INVALID_REQUEST]
+    if refused.empty:
+        return None
+    share = len(refused) / len(rows)
+    words = Counter(sample(str(m), secrets)[:160] for m in refused.get("error_message", pd.Series(dtype=str)))
+    said = [w for w, _ in words.most_common(3)]
+    if any(w in " ".join(said).lower() for w in _CONTEXT_WORDS):
+        hint = ("the prompts (with history and max_tokens) did not fit the server's context in its own tokens: "
+                "let Loadline discover the context (`loadline run -- --max-context-tokens -1`) and count tokens "
+                "exactly (`loadline run -- --tokenizer PATH`, or the server's /tokenize), or lower the lengths "
+                "(`loadline run -- --prompt-tokens N`, `-- --prompt-mix`, `-- --max-tokens N`)")
+    else:
+        hint = ("the server refused a request option: check what `loadline run -- --model NAME --max-tokens N "
+                "--output-tokens N --ignore-eos` sent")
+    unusable = share > INVALID_SHARE
+    message = (f"{len(refused)} of {len(rows)} requests ({share:.1%}) were refused by the server as invalid, "
+               f"the load tool's own requests, not the service's failures: {'; '.join(repr(w) for w in said)}; {hint}")
+    if unusable:
+        message += (f"; above {INVALID_SHARE:.0%} the run is unusable: the refused requests are the heaviest ones, "
+                    "so the P99 tail and the load carried are not the planned workload's")
+    return {"count": int(len(refused)), "attempts": int(len(rows)), "share": share, "messages": said,
+            "hint": hint, "unusable": unusable, "message": message}
 
 
 # --- 4. did the run end on its own? -------------------------------------------------------------------
@@ -144,6 +190,11 @@ def assess(requests: pd.DataFrame, phases: pd.DataFrame, generator: pd.DataFrame
     setup = setup_failure(requests, secrets) if len(requests) else None
     if setup:
         findings.append({"kind": "setup-failure", "severity": "unusable", "message": setup["reason"]})
+    invalid = invalid_requests(requests, secrets) if len(requests) else None
+    if invalid:
+        findings.append({"kind": "invalid-requests", "severity": "unusable" if invalid["unusable"] else "note",
+                         "message": invalid["message"]})
+    unusable_reason = setup["reason"] if setup else (invalid["message"] if invalid and invalid["unusable"] else None)
     saturated, gen_evidence = is_saturated(generator)
     if saturated:
         findings.append({"kind": "generator-saturated", "severity": "untrustworthy",
@@ -169,11 +220,12 @@ def assess(requests: pd.DataFrame, phases: pd.DataFrame, generator: pd.DataFrame
         findings.append({"kind": "measurement-floor", "severity": "untrustworthy", "message": reason})
     steps = int(saturated or bool(behind)) + int(floor["material"])
     return {
-        "usable": setup is None,
-        "trustworthy": setup is None and steps == 0,
-        "reason": setup["reason"] if setup else None,
+        "usable": unusable_reason is None,
+        "trustworthy": unusable_reason is None and steps == 0,
+        "reason": unusable_reason,
         "findings": findings,
         "setup_failure": setup,
+        "invalid_requests": invalid,
         "generator": {"saturated": saturated, "evidence": gen_evidence, "behind": behind, "behind_seen": seen_behind,
                       "lag_error_model_ms": lag_error, "gate_doubts": doubts, "watch_rested": rests},
         "floor": floor,

@@ -10,6 +10,7 @@ of precedence: the first row that matches any exception of the chain decides.
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import ssl
 
@@ -50,3 +51,25 @@ def classify(exc: BaseException) -> ErrorClass:
         if any(isinstance(e, types) for e in chain):
             return error_class
     return ErrorClass.CLIENT
+
+
+# --- refusals of the request itself -----------------------------------------------------------------
+# A server refuses a request it finds invalid with 400 (vLLM, SGLang, llama.cpp, OpenAI), 422 (TGI's
+# validation) or 413 (a body over a gateway's limit), and says why in its body; the same words arrive
+# inside a stream when the refusal comes after the 200 (llama-cpp-python). What each engine says
+# for a prompt over the context (REFERENCE-workloads.md section 2) and for a bad parameter:
+INVALID_REQUEST_STATUSES = (400, 413, 422)
+_INVALID_WORDS = re.compile(
+    r"context (?:length|size|window)"                # vLLM, SGLang, llama.cpp, llama-cpp-python, OpenAI
+    r"|exceed_context_size_error|context_length_exceeded|invalid_request_error"  # error types and codes
+    r"|must have less than \d+ tokens|must be <= \d+"  # TGI's validation
+    r"|too large|too long|longer than|must be|is required|invalid|not supported|unsupported"  # bad parameters
+    r"|\"(?:error_type|type)\"\s*:\s*\"(?:validation|BadRequest(?:Error)?)\"",
+    re.IGNORECASE)
+
+
+def invalid_request(status: int, body: str) -> bool:
+    """Whether a refusal says the request itself was invalid (ErrorClass.INVALID_REQUEST): an HTTP
+    400/413/422 (or an error inside a stream, status 200) whose body says so. A 400 with no words
+    (llama-cpp-python's refusal of a non-UUID request id) stays `http`: nothing says what was wrong."""
+    return (status in INVALID_REQUEST_STATUSES or status == 200) and bool(_INVALID_WORDS.search(body or ""))

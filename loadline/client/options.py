@@ -7,17 +7,20 @@ env vars work only with `env_var=`, and workers read option values at test_start
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from loadline.core.errors import UsageError
 from loadline.core.runsettings import time_scale_of_options
 from loadline.core.slo import defaults_text
 from loadline.client.arrivals import PROCESSES, ArrivalSettings
-from loadline.client.prompts import PromptSource, load_dataset, parse_mix, system_prompt_of
+from loadline.client.lengths import Lengths, parse_lengths
+from loadline.client.prompts import PromptSource, load_dataset, parse_mix
 from loadline.client.workload import LogNormal, SessionLength, ThinkTime
 
 API_KEY_ENV = "LOADLINE_API_KEY"
@@ -34,19 +37,29 @@ def add_arguments(parser: Any) -> None:
     add("--model", default="", include_in_web_ui=True,
         help="model name to request; empty = the first model listed by GET /v1/models")
     add("--max-tokens", type=int, default=256, include_in_web_ui=True,
-        help="max_tokens per request (0 = let the server decide)")
+        help="max_tokens per request (0 = let the server decide); see --output-tokens for a distribution")
+    add("--output-tokens", default="", include_in_web_ui=True,
+        help="reply lengths in tokens, a distribution: 256, uniform:100-300, normal:300,50, lognormal:300,0.6 "
+             "(sent as max_tokens per request; with --ignore-eos exact); empty = --max-tokens")
     add("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
-        help="ask for exactly max_tokens tokens (vLLM's ignore_eos): fixed-length outputs for benchmarks")
+        help="ask for exactly max_tokens tokens (ignore_eos and min_tokens: vLLM, SGLang, llama.cpp): "
+             "fixed-length outputs for benchmarks")
     add("--prompt-mix", default="short=0.6,medium=0.3,long=0.1", include_in_web_ui=True,
-        help="weights of prompt length classes: short (<50 tokens), medium (200-500), long (>1000)")
+        help="weights of prompt length classes, in the target's tokens: short (8-48), medium (200-500), long (1000-2000)")
+    add("--prompt-tokens", default="", include_in_web_ui=True,
+        help="prompt lengths in the target's tokens, a distribution: 500, uniform:100-300, normal:300,50, "
+             "lognormal:300,0.6, or classes short=0.6,medium=0.4; empty = --prompt-mix. Chat sessions: each new message")
+    add("--tokenizer", default="", include_in_web_ui=True,
+        help="count prompt tokens with this Hugging Face tokenizer (tokenizer.json path or hub name; needs the "
+             "'tokenizers' package); empty = the server's /tokenize, else calibration from usage")
     add("--system-prompt-tokens", type=int, default=0, include_in_web_ui=True,
-        help="length of a shared system prompt (agent template, same prefix for all users); 0 = none")
+        help="length of a shared system prompt in the target's tokens (agent template, same prefix for all users); 0 = none")
     add("--dataset", default="", include_in_web_ui=True,
         help="JSONL conversations (ShareGPT-style) to replay instead of synthetic prompts")
     add("--max-context-tokens", type=int, default=-1, include_in_web_ui=True,
-        help="context length in server tokens: drop the oldest turns (and cut a too-long message) so "
-             "prompt + max_tokens fits, with room for tokenizers that count 1.8x our word estimate; -1 = ask "
-             "the server (vLLM/SGLang max_model_len, llama.cpp n_ctx, TGI max_total_tokens), 0 = never trim")
+        help="context length in server tokens: prompts are sized, and the oldest turns dropped (a too-long "
+             "message cut), so that prompt + max_tokens fits in the target's tokens; -1 = ask the server "
+             "(vLLM/SGLang max_model_len, llama.cpp n_ctx per slot, TGI max_total_tokens), 0 = never trim")
     add("--turns-mean", type=float, default=4.0, include_in_web_ui=True, help="mean turns per chat session")
     add("--turns-max", type=int, default=12, include_in_web_ui=True, help="cap on turns per chat session")
     add("--think-mean", type=float, default=8.0, include_in_web_ui=True,
@@ -123,6 +136,8 @@ class UserSettings:
     time_scale: float
     seed: int
     request_id_header: str = REQUEST_ID_HEADER  # "" = send no id header
+    output: Lengths | None = None  # reply lengths (--output-tokens); None = max_tokens every time
+    tokenizer: str = ""  # --tokenizer: a Hugging Face tokenizer to count with
     arrivals: ArrivalSettings | None = None  # open-loop options (only arrival-rate users read them)
 
     @classmethod
@@ -130,7 +145,9 @@ class UserSettings:
         time_scale = time_scale_of_options(o)  # the one validation (loadline/core/runsettings.py)
         check_ranges(o)
         dataset = load_dataset(o.dataset) if o.dataset else ()
-        prompts = PromptSource(parse_mix(o.prompt_mix), system_prompt_of(o.system_prompt_tokens), dataset)
+        lengths = parse_lengths(o.prompt_tokens, "--prompt-tokens") if getattr(o, "prompt_tokens", "") else None
+        output_spec = getattr(o, "output_tokens", "")
+        prompts = PromptSource(parse_mix(o.prompt_mix), dataset, lengths, o.system_prompt_tokens)
         api_key = (o.api_key or os.environ.get("OPENAI_API_KEY", "")).strip()
         if any(ord(c) < 32 or ord(c) == 127 for c in api_key):
             raise UsageError("the API key contains control characters (value not shown)")
@@ -154,6 +171,8 @@ class UserSettings:
             seed=o.seed,
             request_id_header=header_name(getattr(o, "request_id_header", REQUEST_ID_HEADER)),
             arrivals=ArrivalSettings.from_options(o),
+            output=parse_lengths(output_spec, "--output-tokens") if output_spec else None,
+            tokenizer=tokenizer_name(getattr(o, "tokenizer", "")),
         )
 
 
@@ -184,4 +203,17 @@ def header_name(name: str) -> str:
     name = (name or "").strip()
     if name and not _TOKEN_CHARS.fullmatch(name):
         raise UsageError(f"--request-id-header {name!r} is not a valid HTTP header name")
+    return name
+
+
+def tokenizer_name(name: str) -> str:
+    """--tokenizer, checked before any load: the optional package is there and a tokenizer.json path
+    exists (a hub name is only tried when the first user starts: it may need the network)."""
+    name = (name or "").strip()
+    if not name:
+        return ""
+    if importlib.util.find_spec("tokenizers") is None:
+        raise UsageError("--tokenizer needs the 'tokenizers' package: pip install 'loadline[tokenizer]'")
+    if name.endswith(".json") and not Path(name).is_file():
+        raise UsageError(f"--tokenizer {name}: no such file")
     return name

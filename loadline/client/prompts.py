@@ -1,152 +1,65 @@
-"""What users say: prompts by length class, a shared-prefix agent template, and JSONL datasets.
+"""What users say: prompt lengths in tokens, a shared-prefix agent template, and JSONL datasets.
 
-Length classes follow DOMAIN.md: short (< 50 tokens), medium (200-500), long (> 1,000), mixed by
-weights. Generated text is plain words separated by spaces, so a word-level tokenizer (like the
-simulator's) counts exactly one token per word; real tokenizers count 1.3 to 1.8 per word.
-Datasets are ShareGPT-style JSONL: {"conversations": [{"from": "human"|"gpt", "value": "..."}, ...]}
-(or {"messages": [{"role": ..., "content": ...}]}); the human turns are replayed in order.
+Lengths are token counts drawn from a distribution (lengths.py; by default the length classes of
+DOMAIN.md: short (< 50 tokens), medium (200-500), long (> 1,000), mixed by weights); the text is
+plain words of VOCABULARY built to that many of the target's tokens by sizing.py. Datasets are
+ShareGPT-style JSONL: {"conversations": [{"from": "human"|"gpt", "value": "..."}, ...]} (or
+{"messages": [{"role": ..., "content": ...}]}); the human turns are replayed in order.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import re
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import accumulate
 from pathlib import Path
 
+from loadline.client.lengths import LENGTH_CLASSES, Lengths, parse_lengths, parse_mix
 from loadline.core import resources
 from loadline.core.errors import UsageError
 
-LENGTH_CLASSES: dict[str, tuple[int, int]] = {"short": (8, 48), "medium": (200, 500), "long": (1000, 2000)}
+__all__ = ["LENGTH_CLASSES", "VOCABULARY", "Lengths", "PromptSource", "load_dataset", "parse_lengths", "parse_mix",
+           "words"]
 
-_WORDS = (
+VOCABULARY: tuple[str, ...] = tuple(
     "load capacity token latency model server request stream batch cache queue replica gateway "
     "throughput percentile window budget signal service cluster memory compute decode prefill "
     "answer question explain summary detail example please could would should about which where "
-    "when what how why the a of to in for on with and or but not this that these those"
-).split()
+    "when what how why the a of to in for on with and or but not this that these those".split()
+)
 
 
 def words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choices(_WORDS, k=n))
-
-
-def parse_mix(spec: str) -> dict[str, float]:
-    """'short=0.5,medium=0.4,long=0.1' -> weights; unknown classes or bad numbers are UsageErrors."""
-    mix: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        name, _, weight = part.partition("=")
-        name = name.strip()
-        if name not in LENGTH_CLASSES:
-            raise UsageError(f"prompt mix: unknown length class {name!r} (use {', '.join(LENGTH_CLASSES)})")
-        try:
-            mix[name] = float(weight)
-        except ValueError:
-            raise UsageError(f"prompt mix: weight of {name!r} is not a number: {weight!r}") from None
-        if mix[name] < 0:
-            raise UsageError(f"prompt mix: weight of {name!r} is negative")
-    if not mix or sum(mix.values()) <= 0:
-        raise UsageError(f"prompt mix {spec!r} has no positive weight (e.g. short=0.5,medium=0.4,long=0.1)")
-    return mix
+    return " ".join(rng.choices(VOCABULARY, k=n))
 
 
 @dataclass(frozen=True)
 class PromptSource:
-    """Draws user messages: from a dataset when given, else synthetic by length class."""
+    """What users say: a dataset's turns when given, else text of a drawn length in tokens."""
 
     mix: dict[str, float]
-    system_prompt: str = ""  # shared prefix (agent template); identical for every user
     dataset: tuple[tuple[str, ...], ...] = ()  # conversations as tuples of human turns
+    lengths: Lengths | None = None  # prompt lengths in tokens; None: the mix's classes
+    system_prompt_tokens: int = 0  # a shared prefix (agent template) of this many of the target's tokens, the
+    #                                same text for every user (sizing.TokenSpace.fixed_text): 0 = none
 
     @cached_property
-    def _classes(self) -> tuple[list[str], list[float]]:
-        """The class names and their cumulative weights: what `choices` would build on every draw."""
-        names = list(self.mix)
-        return names, list(accumulate(self.mix[n] for n in names))
+    def prompt_lengths(self) -> Lengths:
+        return self.lengths or Lengths("classes", classes=tuple(self.mix.items()))
 
-    def length_class(self, rng: random.Random) -> str:
-        names, cumulative = self._classes
-        return rng.choices(names, cum_weights=cumulative)[0]
+    def draw_tokens(self, rng: random.Random) -> int:
+        """The next prompt's length in the target's tokens."""
+        return self.prompt_lengths.sample(rng)
 
-    def message(self, rng: random.Random) -> str:
-        """One standalone message: a dataset conversation's opening turn, or synthetic text."""
-        if self.dataset:
-            return rng.choice(self.dataset)[0]  # later turns lean on the conversation before them
-        low, high = LENGTH_CLASSES[self.length_class(rng)]
-        return words(rng, rng.randint(low, high))
+    def dataset_message(self, rng: random.Random) -> str | None:
+        """A dataset conversation's opening turn (later turns lean on the conversation before
+        them); None without a dataset: the text is built to a drawn length."""
+        return rng.choice(self.dataset)[0] if self.dataset else None
 
-    def conversation(self, rng: random.Random, turns: int) -> list[str]:
-        """The human side of one session: a dataset conversation, or `turns` synthetic messages."""
-        if self.dataset:
-            return list(rng.choice(self.dataset))
-        return [self.message(rng) for _ in range(turns)]
-
-
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-PER_MESSAGE_TOKENS = 4  # chat-template overhead per message, as in common templates
-# Server tokens per estimated token, worst case measured: byte-level BPE (llama.cpp's GGUF "gpt2"
-# tokenizer) counts ~1.8x the word-and-punctuation estimate for English text (REFERENCE-llamacpp.md:
-# ~1.6 tokens per word); SentencePiece/tiktoken vocabularies count less (~1.3), the simulator 1.0.
-# Dividing the context by the worst case plus 10 % (text whose words split worse than the measured
-# English) keeps a prompt inside it whatever the tokenizer: a tokenizer-independent margin.
-ESTIMATE_LOW_BY = 1.8 * 1.1
-
-
-def estimate_tokens(messages: list[dict]) -> int:
-    """Word-and-punctuation count: exact for the simulator's tokenizer, up to ESTIMATE_LOW_BY low for BPE."""
-    return sum(len(_TOKEN.findall(m["content"])) + PER_MESSAGE_TOKENS for m in messages)
-
-
-def _at_most_tokens(messages: list[dict]) -> int:
-    """A bound on estimate_tokens without its regex: a token is at least one character."""
-    return sum(len(m["content"]) + PER_MESSAGE_TOKENS for m in messages)
-
-
-def prompt_budget(context: int, max_tokens: int, max_input: int = 0) -> int:
-    """The most estimated tokens (estimate_tokens) a prompt may have; 0 = no limit known.
-
-    `context` is the server's limit on prompt + output in its own tokens (discovery.py), `max_input`
-    a separate prompt limit (TGI). The output's room is taken first, then the rest is divided by
-    ESTIMATE_LOW_BY, so that a prompt that fits by our count fits by any tokenizer's.
-    """
-    if context <= 0:
-        return 0
-    room = context - max(max_tokens, 0)
-    if max_input > 0:
-        room = min(room, max_input)
-    return max(1, int(room / ESTIMATE_LOW_BY))
-
-
-def fit_history(messages: list[dict], budget: int) -> list[dict]:
-    """Drop the oldest turns (never the system prompt nor the newest message) until the estimate fits;
-    a newest message too long on its own is cut to what is left.
-
-    Chat front ends keep a sliding window of the conversation; without it a long session would
-    end every request in a context-length 400 and measure the client's mistake, not the server.
-    """
-    if budget <= 0 or _at_most_tokens(messages) <= budget or estimate_tokens(messages) <= budget:
-        return messages
-    head = [m for m in messages[:1] if m["role"] == "system"]
-    turns = messages[len(head):]
-    while len(turns) > 1 and estimate_tokens(head + turns) > budget:
-        turns = turns[2:] if len(turns) > 2 else turns[1:]
-    over = estimate_tokens(head + turns) - budget
-    if over > 0 and turns:
-        newest = turns[-1]
-        tokens = list(_TOKEN.finditer(newest["content"]))
-        keep = max(1, len(tokens) - over)
-        turns = turns[:-1] + [{**newest, "content": newest["content"][: tokens[keep - 1].end()] if tokens else ""}]
-    return head + turns
-
-
-def system_prompt_of(tokens: int) -> str:
-    """A fixed long system prompt (same text in every process) so servers can cache the prefix."""
-    if tokens <= 0:
-        return ""
-    return "You are a helpful agent. " + words(random.Random(1234), max(tokens - 5, 1))
+    def dataset_conversation(self, rng: random.Random) -> list[str] | None:
+        """The human side of a dataset conversation; None without a dataset."""
+        return list(rng.choice(self.dataset)) if self.dataset else None
 
 
 def load_dataset(path: str | Path) -> tuple[tuple[str, ...], ...]:

@@ -29,6 +29,11 @@ Definitions (the README repeats them; analysis uses them everywhere):
   (coordinated omission made visible); the other latencies stay measured from sent (t0).
 - output_tokens: the server's streamed `usage` when present (`tokens_source="usage"`), else the
   number of content chunks (`tokens_source="chunks"`).
+- prompt_tokens_requested: the prompt's length as Loadline built it, in the target's tokens as
+  `token_counter` counted them (`hf`: the --tokenizer; `server`: its /tokenize; `calibrated`: tokens
+  per word learned from usage), template tokens learned from earlier replies included; compare with
+  `prompt_tokens` (the server's usage). output_tokens_requested: the max_tokens sent (exact with
+  ignore_eos); compare with `output_tokens`. Empty when not set (folders from before these columns).
 """
 
 from __future__ import annotations
@@ -73,6 +78,9 @@ class ErrorClass(StrEnum):
     #                                        a proxy's page; for stream=false: not JSON); see content_type
     MALFORMED = "malformed"  # an event stream whose events are not valid OpenAI JSON chunks
     STREAM_ERROR = "stream_error"  # an OpenAI error object arrived inside the stream
+    INVALID_REQUEST = "invalid_request"  # the server refused the request itself as invalid: longer than
+    #                                      the context, a bad parameter (HTTP 400/413/422, or the same error
+    #                                      inside a stream): the tool's request, not the service's capacity
     CANCELLED = "cancelled"  # the test stopped or ramped down while the request was in flight
     CLIENT = "client"  # a bug or unexpected exception in the client itself
 
@@ -117,6 +125,9 @@ class RequestRecord:
     due_wall: float | None = None  # arrival-rate runs: when the schedule said this request was due
     lateness_ms: float | None = None  # arrival-rate runs: due -> sent (start_wall - due_wall)
     itl_us: str = field(default="", repr=False)
+    prompt_tokens_requested: int | None = None
+    output_tokens_requested: int | None = None
+    token_counter: str = ""
 
     def to_row(self) -> list:
         return list(_row_of(self))

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from loadline.core.records import CANCELLED, COLUMNS, OK
+from loadline.core.records import CANCELLED, COLUMNS, OK, ErrorClass
 from loadline.core.runsettings import wall_span
 from loadline.runtime import histogram
 from loadline.runtime.live_fold import CANCELLED_CODE as _CANCELLED
@@ -216,7 +216,9 @@ class LiveStats:
                  approx_pct: float | None = None) -> WindowSummary:
         """One window's summary from its counts and its (p50, p95, p99) of e2e, ttft, itl_p50 and tpot,
         exact or read from histograms; the pooled ITL gaps are exact in both (kept rows only)."""
-        errors = requests - ok - cancelled
+        # the tool's own invalid requests are neither the service's successes nor its failures
+        invalid = sum(n for code, n in errors_by_code.items() if self._classes[code] == ErrorClass.INVALID_REQUEST)
+        errors = requests - ok - cancelled - invalid
         span = max(end_wall - start_wall, 1e-9)
         e2e, ttft, itl_median, tpot = pcts
         pooled = self._pooled_gaps_us(start_wall, end_wall) if itl else None

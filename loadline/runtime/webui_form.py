@@ -22,7 +22,8 @@ from werkzeug.datastructures import ImmutableMultiDict
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Server and connection", ("api_key", "model", "non_streaming", "request_id_header", "connect_timeout",
                                "first_token_timeout", "request_timeout", "max_retries", "retry_cap")),
-    ("Workload: what each user sends", ("prompt_mix", "max_tokens", "ignore_eos", "system_prompt_tokens", "dataset",
+    ("Workload: what each user sends", ("prompt_mix", "prompt_tokens", "max_tokens", "output_tokens", "ignore_eos",
+                                        "tokenizer", "system_prompt_tokens", "dataset",
                                         "max_context_tokens", "turns_mean", "turns_max", "think_mean", "think_p90",
                                         "reading_speed", "event_interval", "seed")),
     ("Arrivals (open loop)", ("arrival", "arrival_*", "burstiness", "max_inflight")),

@@ -28,8 +28,8 @@ def test_openai_client_streams_chat_and_completion(sim_server):
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == " lorem ipsum dolor sit amet consectetur adipiscing"
     assert chunks[-1].usage.completion_tokens == 7
-    # "Say hello, please." = 5 tokens, + 4 per message + 3 for the reply primer
-    assert chunks[-1].usage.prompt_tokens == 12
+    # "Say hello, please." = Say hell o , plea se . = 7 tokens, + 4 per message + 3 for the reply primer
+    assert chunks[-1].usage.prompt_tokens == 14
     completion = client.completions.create(model="loadline/tiny-sim", prompt="One two three", max_tokens=4,
                                            stream=True)
     pieces = [c.choices[0].text for c in completion if c.choices]

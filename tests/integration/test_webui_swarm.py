@@ -31,7 +31,7 @@ def browser_field(option: str) -> str:
 
 # Options left at their default: a secret (its own test: tests/e2e/test_webui.py), and strings whose
 # empty default means "off" (a dataset, a scrape target, a stages file need files or servers of their own).
-LEFT_EMPTY = {"api_key", "model", "dataset", "scrape_url", "sim_admin_url", "stages_file"}
+LEFT_EMPTY = {"api_key", "model", "dataset", "scrape_url", "sim_admin_url", "stages_file", "tokenizer"}
 
 
 def form_value(name: str, default, out: Path):
@@ -39,7 +39,8 @@ def form_value(name: str, default, out: Path):
     special = {"think_mean": 0.3, "think_p90": 0.4, "max_context_tokens": 4096, "time_scale": 2.0,
                "prompt_mix": "short=1", "request_id_header": "X-Form-Test", "arrival": "constant",
                "out": str(out), "slo_file": str(REPO / "configs" / "slo" / "default.toml"),
-               "clock_offset_warn": 0.2, "step_max_error_rate": 0.1, "sweep_precision": 0.1}
+               "clock_offset_warn": 0.2, "step_max_error_rate": 0.1, "sweep_precision": 0.1,
+               "prompt_tokens": "uniform:20-40", "output_tokens": "uniform:8-16"}
     if name in special:
         return special[name]
     if isinstance(default, bool):

@@ -17,6 +17,7 @@ import re
 import pandas as pd
 import pytest
 
+import make_tiny_gguf  # a script beside this file (tests/real is on sys.path)
 from real_helpers import stages_file
 from loadline.analysis.verdict.context import Thresholds
 
@@ -175,3 +176,25 @@ def test_chat_at_short_and_long_think_times_has_no_client_made_errors(think, lla
                  f"{len(foreign)} / {disconnected} / {retries} of {len(rows)} requests")
     assert len(rows) >= 20
     assert disconnected == 0 and foreign.empty, foreign[["error_class", "error_message"]].value_counts().to_dict()
+
+
+def test_prompts_sized_in_the_servers_tokens_fit_its_context_and_have_their_length(llama_server, loadline_run,
+                                                                                   real_summary):
+    # Prompts up to past the 2,048-token slot: sized by llama-server's own /tokenize, the longest are
+    # cut to fit beside their reply, none is refused, and the server counts what was asked for
+    # (the chat template's tokens are learned from the first reply of each user's message count).
+    server = llama_server(parallel=2)
+    run = loadline_run(server.url, *SINGLE, "--users", "2", "--run-time", "40s",
+                       locust=("--max-tokens", str(MAX_TOKENS), "--event-interval", "0.1",
+                               "--prompt-tokens", "uniform:50-2400", "--scrape-interval", "2"))
+    rows = run.requests
+    ok = rows[rows["status"] == "ok"]
+    refused = rows[rows["http_status"] == 400]
+    later = ok.sort_values("start_wall").groupby("user_id").tail(-1)
+    exact = (later["prompt_tokens"] == later["prompt_tokens_requested"]).mean()
+    real_summary("llama-server: prompts exact / refused / longest prompt",
+                 f"{exact:.1%} of {len(later)} / {len(refused)} / {ok['prompt_tokens'].max():.0f} tokens")
+    assert refused.empty, refused["error_message"].unique()[:3]
+    assert (ok["token_counter"] == "server").all()
+    assert exact >= 0.9
+    assert (ok["prompt_tokens"] + MAX_TOKENS <= make_tiny_gguf.N_CTX).all()

@@ -105,3 +105,43 @@ def test_requests_started_after_the_first_cut_stream_are_left_out_of_percentiles
     # a user stopped mid-phase by a ramp-down (cancelled at 3.5) censors nothing
     ramp = rows.assign(end_wall=[2.0, 3.0, 3.5, 6.0, 7.0], status=["ok", "ok", "cancelled", "ok", "ok"])
     assert uncensored(ramp, 10.0).all()
+
+
+def test_the_tools_own_invalid_requests_are_neither_ok_nor_the_services_errors(tmp_path):
+    import pandas as pd
+
+    rows = make_requests(T0 + np.arange(10) * 0.5, [100.0] * 10, ttft_ms=10.0,
+                         status=["ok"] * 6 + ["error"] * 4, http_status=[200] * 6 + [400, 400, 400, 503],
+                         error_class=[""] * 6 + ["invalid_request"] * 3 + ["http"])
+    run = load_run(write_run(tmp_path / "run", rows, [_phase(0, T0, T0 + 10, 1)]))
+    row = phase_table(run).iloc[0]
+    # the 503 is the service's; the three context overflows are the tool's and judge nothing
+    assert (row["requests"], row["ok"], row["errors"]) == (10, 6, 1)
+    assert row["error_rate"] == pytest.approx(1 / 7)
+    assert error_classes(run).iloc[0]["invalid_request"] == 3  # still shown among the failures
+
+
+def test_lengths_asked_and_got_per_phase(tmp_path):
+    import pandas as pd
+
+    from loadline.analysis.report import sections
+    from loadline.analysis.stats.lengths import LENGTH_COLUMNS, length_table
+
+    rows = make_requests(T0 + np.arange(6), [100.0] * 6, status=["ok"] * 5 + ["error"],
+                         prompt_tokens=[100, 200, 301, 400, 500, np.nan],
+                         prompt_tokens_requested=[100, 200, 300, 400, 500, 2500],
+                         output_tokens=[64, 64, 64, 60, 64, 0], output_tokens_requested=64, token_counter="server")
+    run = load_run(write_run(tmp_path / "run", rows, [_phase(0, T0, T0 + 10, 1)]))
+    table = length_table(run)
+    assert list(table.columns) == list(LENGTH_COLUMNS)
+    row = table.iloc[0]  # the refused request (error) is not among what the server served
+    assert (row["requests"], row["counter"], row["prompt_asked_p50"], row["prompt_got_p50"]) == (5, "server", 300, 301)
+    assert row["prompt_exact_share"] == pytest.approx(4 / 5) and row["reply_exact_share"] == pytest.approx(4 / 5)
+    shown = sections.length_rows({"lengths": table.to_dict(orient="records")})
+    assert shown == [["p0", "5", "server", "300", "301", "80.00%", "64", "64", "80.00%"]]
+
+
+def test_a_folder_from_before_the_asked_lengths_has_no_length_table(run):
+    from loadline.analysis.stats.lengths import length_table
+
+    assert length_table(run).empty  # the fixture's records never say what they asked for

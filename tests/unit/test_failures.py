@@ -90,3 +90,46 @@ def test_real_failures_of_the_connection_are_classified():
     assert classify(_post_error(url)) is ErrorClass.RESET
     url, _ = _serve_once(b"SMTP ready\r\n\r\n")
     assert classify(_post_error(url)) is ErrorClass.RESET
+
+
+# What each engine answers a request it refuses (REFERENCE-workloads.md section 2)
+_REFUSALS = {
+    "vllm-0.10.2": (400, '{"error":{"message":"This model\'s maximum context length is 2048 tokens. However, your '
+                         'request has 2270 input tokens. Please reduce the length of the input messages.",'
+                         '"type":"BadRequestError","param":null,"code":400}}'),
+    "vllm-max-tokens": (400, '{"error":{"message":"\'max_tokens\' or \'max_completion_tokens\' is too large: 256. This '
+                             'model\'s maximum context length is 2048 tokens and your request has 1900 input tokens '
+                             '(256 > 2048 - 1900).","type":"BadRequestError","param":"max_tokens","code":400}}'),
+    "sglang": (400, '{"object":"error","message":"The input (2270 tokens) is longer than the model\'s context length '
+                    '(2048 tokens).","type":"BadRequest","param":null,"code":400}'),
+    "tgi": (422, '{"error":"`inputs` must have less than 1024 tokens. Given: 1200","error_type":"validation"}'),
+    "llama-server": (400, '{"error":{"code":400,"message":"request (2270 tokens) exceeds the available context size '
+                          '(2048 tokens), try increasing it","type":"exceed_context_size_error",'
+                          '"n_prompt_tokens":2270,"n_ctx":2048}}'),
+    "llama-cpp-python": (400, '{"error":{"message":"This model\'s maximum context length is 2048 tokens. However, you '
+                              'requested 2300 tokens (2270 in the messages, 30 in the completion). Please reduce the '
+                              'length of the messages or completion.","type":"invalid_request_error",'
+                              '"param":"messages","code":"context_length_exceeded"}}'),
+    "bad-parameter": (400, '{"error":{"message":"\'max_tokens\' must be an integer >= 1","type":"BadRequestError",'
+                           '"param":"max_tokens","code":400}}'),
+    "in-stream": (200, "error in stream: Requested tokens (2270) exceed context window of 2048"),
+}
+
+
+@pytest.mark.parametrize("engine", sorted(_REFUSALS))
+def test_every_engines_refusal_of_the_request_itself_is_an_invalid_request(engine):
+    from loadline.client.failures import invalid_request
+    status, body = _REFUSALS[engine]
+    assert invalid_request(status, body)
+
+
+@pytest.mark.parametrize("status, body", [
+    (400, ""),                                                  # llama-cpp-python's non-UUID request id: no words
+    (401, '{"error":{"message":"Invalid API key","code":401}}'),  # auth: a setup failure, not a bad request
+    (404, '{"error":{"message":"The model `x` does not exist."}}'),
+    (503, '{"error":{"message":"too long a queue, must be retried"}}'),  # overload words on an overload status
+    (200, "error in stream: engine fault"),                      # the engine failed mid-reply
+])
+def test_other_failures_are_not_invalid_requests(status, body):
+    from loadline.client.failures import invalid_request
+    assert not invalid_request(status, body)

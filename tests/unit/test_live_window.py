@@ -100,3 +100,17 @@ def test_packed_rows_count_statuses_error_classes_and_missing_values_as_the_reco
     assert s.ttft_p50_ms == pytest.approx(100.0) and s.tpot_p95_ms == pytest.approx(10.0)
     assert s.output_tokens_per_s == pytest.approx((4 + 1) / 2.0)
     assert len(stats) == 6
+
+
+def test_the_stop_rule_does_not_count_the_tools_invalid_requests_as_the_services_errors():
+    stats = LiveStats()
+    refused = [RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1000.2 + i / 10,
+                             status="error", error_class="invalid_request", http_status=400, e2e_ms=3.0).to_row()
+               for i in range(3)]
+    overloaded = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1000.9, status="error",
+                               error_class="http", http_status=503, e2e_ms=3.0).to_row()
+    stats.ingest([row(1000.1, [10_000] * 3, tpot_ms=10.0), *refused, overloaded])
+    s = stats.window(1000.0, 1002.0)
+    assert (s.requests, s.ok, s.errors) == (5, 1, 1)  # the 503 only
+    assert s.error_rate == pytest.approx(1 / 2)
+    assert s.errors_by_class == {"invalid_request": 3, "http": 1}  # still shown by class

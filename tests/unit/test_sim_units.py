@@ -11,7 +11,7 @@ from loadline.simulator.config import build_config
 from loadline.simulator.costmodel import single_stream_estimate, step_seconds
 from loadline.simulator.kvcache import BlockPool, prefix_hashes
 from loadline.simulator.openai_api import ApiError, parse_generation
-from loadline.simulator.tokenizer import chat_prompt_tokens, count_text
+from loadline.simulator.tokenizer import Tokenizer, chat_prompt_tokens, count_text
 
 
 def _gen(body: dict, natural: int = 50, max_model_len: int = 100):
@@ -38,11 +38,79 @@ def test_context_overflow_is_a_400():
     with pytest.raises(ApiError) as err:
         _gen({"max_tokens": 95})
     assert err.value.status == 400 and "maximum context length is 100" in str(err.value)
+    assert "'max_tokens' or 'max_completion_tokens' is too large: 95" in str(err.value)  # vLLM 0.10.2's words
+    assert err.value.param == "max_tokens"
 
 
-def test_tokenizer_counts_words_and_punctuation():
-    assert count_text("Hello, world! It's 42.") == 9  # Hello , world ! It ' s 42 .
+def _long(words: int, max_tokens: int | None = None, llamacpp: bool = False, max_model_len: int = 100):
+    body = {"messages": [{"role": "user", "content": " ".join(["ab"] * words)}], "ignore_eos": True}
+    if max_tokens:
+        body["max_tokens"] = max_tokens
+    return parse_generation(True, json.dumps(body).encode(), "m", max_model_len, 16, True, lambda: 5,
+                            llamacpp=llamacpp)
+
+
+@pytest.mark.parametrize("llamacpp", [False, True])
+def test_a_prompt_of_the_whole_context_is_refused_and_one_token_less_is_served(llamacpp):
+    # prompt = words + 4 + 3 template tokens
+    assert _long(92, llamacpp=llamacpp).prompt_len == 99
+    with pytest.raises(ApiError) as err:
+        _long(93, llamacpp=llamacpp)
+    assert err.value.status == 400
+    if llamacpp:  # llama-server's type and counts (server-task.cpp), its words
+        assert err.value.error_type == "exceed_context_size_error"
+        assert err.value.fields == {"n_prompt_tokens": 100, "n_ctx": 100}
+        assert str(err.value) == ("request (100 tokens) exceeds the available context size (100 tokens), "
+                                  "try increasing it")
+    else:
+        assert "maximum context length is 100 tokens. However, your request has 100 input tokens" in str(err.value)
+
+
+def test_llamacpp_does_not_count_max_tokens_against_the_context_but_stops_at_its_end():
+    gen = _long(80, max_tokens=50, llamacpp=True)  # 87 prompt tokens, 13 left
+    assert (gen.prompt_len, gen.output_target, gen.finish_reason) == (87, 13, "length")
+    with pytest.raises(ApiError):
+        _long(80, max_tokens=50)  # vLLM refuses the same request
+    body = {"messages": [{"role": "user", "content": "ab"}], "max_tokens": 5, "min_tokens": 9}
+    assert parse_generation(True, json.dumps(body).encode(), "m", 100, 16, True, lambda: 2,
+                            llamacpp=True).output_target == 2  # llama-server has no min_tokens: ignored
+
+
+
+def test_tokenizer_splits_words_into_pieces_of_four_characters_and_punctuation_apart():
+    # Hell o , worl d ! It ' s 42 . : longer words split, as subword tokenizers split rare words
+    assert count_text("Hello, world! It's 42.") == 11
     assert len(chat_prompt_tokens([{"role": "system", "content": "x"}, {"role": "user", "content": "y z"}])) == 14
+
+
+@pytest.mark.parametrize("piece_chars, text, tokens", [
+    (4, "throughput", ["thro", "ughp", "ut"]),
+    (4, "你好 world", ["你", "好", " worl", "d"]),              # CJK: one token per character
+    (4, "a  b\n\nc", ["a", "  b", "\n\nc"]),                   # whitespace goes with the next token
+    (2, "load", ["lo", "ad"]),
+    (0, "Hello, world! It's 42.", ["Hello", ",", " world", "!", " It", "'", "s", " 42", "."]),  # word level
+])
+def test_tokenizer_pieces(piece_chars, text, tokens):
+    tokenizer = Tokenizer(piece_chars)
+    assert tokenizer.tokens(text) == tokens and tokenizer.count(text) == len(tokens)
+    assert tokenizer.decode(tokenizer.encode(text)) == text  # ids round-trip
+
+
+def test_tokenizer_counts_the_clients_words_at_more_than_one_token_each():
+    import random
+
+    from loadline.client.prompts import words
+    text = words(random.Random(7), 2000)
+    assert 1.4 < Tokenizer().count(text) / 2000 < 2.0  # ~1.6-1.7: near byte-level BPE on English
+
+
+def test_tokenizer_refuses_ids_it_never_gave_out():
+    tokenizer = Tokenizer()
+    ids = tokenizer.encode("load capacity")
+    with pytest.raises(ValueError):
+        tokenizer.decode(ids + [len(ids) + 100])
+    with pytest.raises(ValueError):
+        tokenizer.decode([-1])
 
 
 def test_block_pool_prefix_reuse_and_lru_eviction():

@@ -128,3 +128,40 @@ def test_the_loop_lag_floor_is_called_an_upper_bound_when_the_kernel_stamped_arr
     requests = make_requests([1001.0, 1011.0], [100.0, 100.0], clock="kernel")
     floor = floor_mod.measurement_floor(requests, PHASES, 1.0, None, generator)
     assert "upper bound" in floor["why"]
+
+
+LLAMA_OVERFLOW = ('HTTP 400: request (2270 tokens) exceeds the available context size (2048 tokens), '
+                  'try increasing it')
+
+
+def test_invalid_requests_over_one_percent_make_the_run_unusable_with_the_servers_words():
+    requests = _failing(3, 97, 400, "application/json", "{}", error_class="invalid_request")
+    requests.loc[:2, "error_message"] = LLAMA_OVERFLOW
+    out = validity.assess(requests, PHASES, None, [], 1.0)
+    assert out["usable"] is False and out["invalid_requests"]["count"] == 3
+    assert "3 of 100 requests (3.0%)" in out["reason"] and "exceeds the available context size" in out["reason"]
+    assert "--tokenizer" in out["reason"]  # what to change
+    finding = next(x for x in out["findings"] if x["kind"] == "invalid-requests")
+    assert finding["severity"] == "unusable"
+
+
+def test_one_percent_or_less_of_invalid_requests_is_a_note_and_the_run_stands():
+    requests = _failing(1, 199, 400, "application/json", "{}", error_class="invalid_request")
+    requests.loc[:0, "error_message"] = "HTTP 400: 'min_tokens' must be an integer >= 0"
+    out = validity.assess(requests, PHASES, None, [], 1.0)
+    assert out["usable"] is True and out["reason"] is None
+    finding = next(x for x in out["findings"] if x["kind"] == "invalid-requests")
+    assert finding["severity"] == "note" and "request option" in finding["message"]
+
+
+def test_a_run_without_invalid_requests_has_no_such_finding():
+    out = validity.assess(_failing(0, 50, 200, "text/event-stream", ""), PHASES, None, [], 1.0)
+    assert out["invalid_requests"] is None and not any(x["kind"] == "invalid-requests" for x in out["findings"])
+
+
+def test_mostly_invalid_requests_are_named_as_such_not_as_a_setup_failure():
+    requests = _failing(80, 20, 400, "application/json", "{}", error_class="invalid_request")
+    requests.loc[:79, "error_message"] = LLAMA_OVERFLOW
+    out = validity.assess(requests, PHASES, None, [], 1.0)
+    assert out["setup_failure"] is None and out["usable"] is False
+    assert out["reason"].startswith("80 of 100 requests (80.0%) were refused by the server as invalid")

@@ -34,6 +34,7 @@ def one_phase_run(tmp_path, failures: dict[str, int], ok: int = 40):
     ({"truncated": 30}, "truncated", "request-interruption"),
     ({"truncated": 12, "stream_error": 3}, "truncated", "request-interruption"),
     ({"not_event_stream": 20, "truncated": 2}, "not_event_stream", "what answers in front of the engine"),
+    ({"invalid_request": 20, "truncated": 2}, "invalid_request", "in the server's tokens"),
 ])
 def test_the_leading_failure_class_is_named_with_what_it_points_at(tmp_path, failures, lead, hint):
     verdict = one_phase_run(tmp_path, failures)

@@ -10,7 +10,7 @@ import pytest
 
 from loadline.core.errors import UsageError
 from loadline.client.measure import fill_timings, nearest_rank
-from loadline.client.prompts import LENGTH_CLASSES, PromptSource, load_dataset, parse_mix, system_prompt_of
+from loadline.client.prompts import LENGTH_CLASSES, PromptSource, load_dataset, parse_lengths, parse_mix
 from loadline.core.records import RequestRecord
 from loadline.client.streaming import StreamResult
 from loadline.client.workload import LogNormal, SessionLength, ThinkTime
@@ -72,34 +72,22 @@ def test_session_length_is_bounded_with_the_right_mean():
     assert sum(samples) / len(samples) == pytest.approx(4.0, rel=0.05)
 
 
-def test_prompt_mix_and_lengths():
+def test_the_prompt_mix_draws_lengths_in_tokens_within_its_classes():
     source = PromptSource(parse_mix("short=1"))
     rng = random.Random(5)
     low, high = LENGTH_CLASSES["short"]
-    assert all(low <= len(source.message(rng).split()) <= high for _ in range(200))
+    assert all(low <= source.draw_tokens(rng) <= high for _ in range(200))
     mixed = PromptSource(parse_mix("short=0.5,long=0.5"))
-    classes = [mixed.length_class(rng) for _ in range(2000)]
-    assert 0.4 < classes.count("long") / len(classes) < 0.6
-
-
-@pytest.mark.parametrize("spec", ["short=1", "short=0.5,long=0.5", "short=0.2,medium=0.7,long=0.1", "long=3,short=1"])
-def test_length_classes_are_drawn_as_choices_with_the_weights_would_draw_them(spec):
-    mix = parse_mix(spec)
-    source, names = PromptSource(mix), list(mix)
-    ours, theirs = random.Random(11), random.Random(11)
-    for _ in range(300):
-        assert source.length_class(ours) == theirs.choices(names, weights=[mix[n] for n in names])[0]
+    draws = [mixed.draw_tokens(rng) for _ in range(2000)]
+    assert 0.4 < sum(d >= LENGTH_CLASSES["long"][0] for d in draws) / len(draws) < 0.6
+    fixed = PromptSource(parse_mix("short=1"), lengths=parse_lengths("300"))  # --prompt-tokens wins over the mix
+    assert {fixed.draw_tokens(rng) for _ in range(20)} == {300}
 
 
 @pytest.mark.parametrize("spec", ["", "tiny=1", "short=x", "short=0", "short=-1"])
 def test_bad_prompt_mix_is_a_usage_error(spec):
     with pytest.raises(UsageError):
         parse_mix(spec)
-
-
-def test_system_prompt_is_the_same_everywhere_and_sized():
-    assert system_prompt_of(300) == system_prompt_of(300)
-    assert len(system_prompt_of(300).split()) == 300 and system_prompt_of(0) == ""
 
 
 def test_dataset_formats(tmp_path):
@@ -129,57 +117,6 @@ def test_shipped_dataset_loads():
     assert len(conversations) >= 20 and all(conversations)
 
 
-def test_fit_history_drops_oldest_turns_but_keeps_system_and_newest():
-    from loadline.client.prompts import estimate_tokens, fit_history
-
-    system = {"role": "system", "content": "be brief"}
-    turns = []
-    for i in range(6):
-        turns += [{"role": "user", "content": f"question {i} " + "w " * 50},
-                  {"role": "assistant", "content": f"answer {i} " + "w " * 50}]
-    turns.append({"role": "user", "content": "newest " + "w " * 50})
-    messages = [system] + turns
-    fitted = fit_history(messages, 300)
-    assert fitted[0] == system and fitted[-1] == turns[-1]
-    assert estimate_tokens(fitted) <= 300 and len(fitted) < len(messages)
-    assert fitted[1]["role"] == "user"  # whole turns are dropped, the window starts on a question
-    assert fit_history(messages, 0) == messages and fit_history(messages, 10**6) == messages
-
-
-@pytest.mark.parametrize("content", ["a,b;c", "x" * 40, "word " * 30, "é!é!é!", ",,,,,,,,,,"])
-def test_fit_history_leaves_a_prompt_alone_exactly_when_its_estimate_fits(content):
-    from loadline.client.prompts import estimate_tokens, fit_history
-
-    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": content}]
-    need = estimate_tokens(messages)
-    for budget in (need - 1, need, need + 1, 10 * need):
-        assert (fit_history(messages, budget) is messages) == (budget >= need), (content, budget)
-
-
-def test_a_newest_message_too_long_on_its_own_is_cut_to_fit():
-    from loadline.client.prompts import estimate_tokens, fit_history
-
-    system = {"role": "system", "content": "be brief"}
-    long = {"role": "user", "content": " ".join(f"w{i}" for i in range(3000))}
-    fitted = fit_history([system, {"role": "user", "content": "old"}, {"role": "assistant", "content": "x"}, long], 500)
-    assert fitted[0] == system and len(fitted) == 2 and estimate_tokens(fitted) == 500
-    # 500 = system (2 words + 4) + the cut message (4 + 490 words): the start is kept, in whole words
-    assert fitted[1]["content"] == " ".join(f"w{i}" for i in range(490))
-    assert long["content"].endswith("w2999")  # the caller's history is not modified
-
-
-def test_prompt_budget_leaves_room_for_the_reply_and_any_tokenizer():
-    from loadline.client.prompts import ESTIMATE_LOW_BY, prompt_budget
-
-    assert prompt_budget(0, 256) == 0  # no known limit: no trimming
-    assert prompt_budget(2048, 256) == int((2048 - 256) / ESTIMATE_LOW_BY)
-    # llama.cpp's byte-level BPE counts ~1.8x our estimate (REFERENCE-llamacpp.md): a prompt at the
-    # budget must still fit in n_ctx with the reply
-    assert prompt_budget(2048, 256) * 1.8 + 256 <= 2048
-    assert prompt_budget(8192, 256, max_input=1024) == int(1024 / ESTIMATE_LOW_BY)  # TGI's prompt cap
-    assert prompt_budget(100, 256) == 1
-
-
 def test_single_requests_draw_from_the_dataset(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps({"conversations": [{"from": "human", "value": "first of A"},
@@ -188,8 +125,10 @@ def test_single_requests_draw_from_the_dataset(tmp_path):
                     + json.dumps({"messages": [{"role": "user", "content": "first of B"}]}) + "\n")
     source = PromptSource({"long": 1.0}, dataset=load_dataset(path))
     rng = random.Random(3)
-    drawn = {source.message(rng) for _ in range(50)}
+    drawn = {source.dataset_message(rng) for _ in range(50)}
     assert drawn == {"first of A", "first of B"}
+    assert source.dataset_conversation(random.Random(1)) in (["first of A", "second of A"], ["first of B"])
+    assert PromptSource({"long": 1.0}).dataset_message(rng) is None  # synthetic: built to a drawn length
 
 
 def test_api_key_is_stripped_and_control_characters_are_refused_without_echo(monkeypatch):

@@ -25,7 +25,7 @@ from gevent.pool import Pool
 from loadline.client.arrivals import CONTROL, next_gap
 from loadline.client.users.base import Lane
 from loadline.client.users.chat import ChatSessionUser
-from loadline.client.users.events import event_messages
+from loadline.client.users.events import event_plan
 
 log = logging.getLogger("loadline")
 
@@ -92,7 +92,8 @@ class ArrivalRateUser(ChatSessionUser):
             if self.settings.arrivals.sessions:
                 self.converse(lane)
             else:
-                self.send(self.body(event_messages(self)), lane=lane)
+                plan = event_plan(self)
+                self.send(self.body(plan.messages, plan.max_tokens), lane=lane, plan=plan)
         finally:
             lane.due_wall = None
             self.lanes.append(lane)

@@ -26,13 +26,14 @@ from locust.exception import StopUser
 
 from loadline.client.discovery import discover, learn_from_refusal, learned_context
 from loadline.client.connection import Connection, ConnectTimeout, ReadTimeout, Response
-from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify, exception_chain
+from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify, exception_chain, invalid_request
 from loadline.client.keepalive import stale_retried
 from loadline.client.locust_stats import log_many
 from loadline.core.identity import next_request_id, next_user_id, worker_id
 from loadline.client.measure import fill_timings
 from loadline.client.options import INVALID, UserSettings
-from loadline.client.prompts import prompt_budget
+from loadline.client.sizing import TokenSpace, open_space, prompt_budget
+from loadline.core.errors import UsageError
 from loadline.core.records import CANCELLED, ERROR, OK, ErrorClass, RequestRecord
 from loadline.core.redact import SAMPLE_CHARS, redact, sample
 from loadline.client.streaming import (StreamFailure, StreamResult, chat_content, is_event_stream, read_stream,
@@ -63,6 +64,15 @@ def settings_for(environment) -> UserSettings | None:
 
 
 @dataclass
+class PromptPlan:
+    """One request's prompt and lengths, decided before it is sent."""
+
+    messages: list[dict]
+    tokens: int  # the whole prompt in the target's tokens, as built and counted (prompt_tokens_requested)
+    max_tokens: int  # the reply's cap sent (0 = the server decides)
+
+
+@dataclass
 class Lane:
     """One open-loop request slot: its own keep-alive connection, and when its current request was due."""
 
@@ -77,6 +87,7 @@ class LLMUser(User):
     wait_time = constant(0)  # pacing (think time, event intervals) is done inside the tasks
     endpoint = "/v1/chat/completions"
     kind = "chat"
+    template = "chat"  # how the server wraps the messages: "chat" (its chat template) or "completion" (none)
     content_of = staticmethod(chat_content)
 
     def on_start(self) -> None:
@@ -94,17 +105,28 @@ class LLMUser(User):
         self.auth = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
         self.base_url = (self.host or "").rstrip("/")
         self.served = self._discover()
+        try:
+            self.tokens: TokenSpace = open_space(self._session, self.base_url, self.settings.tokenizer,
+                                                 self.settings.connect_timeout)
+        except UsageError as exc:
+            log.error("loadline: %s", exc)
+            raise StopUser() from None
         self.model = self.settings.model or self.served.name
         self.stats_name = f"{self.endpoint} [{self.kind}]"
         self.conn = self._connection()
 
     def _discover(self):  # type: ignore[no-untyped-def]
-        # The cold path (a few GETs per process and host) keeps requests; like the token path it
-        # goes straight to the target (no proxy variables: a proxy would be measured as the service).
-        with requests.Session() as session:
-            session.trust_env = False
-            session.headers.update(self.auth)
+        with self._session() as session:
             return discover(session, self.base_url, self.settings.connect_timeout)
+
+    def _session(self) -> requests.Session:
+        # The cold path (a few GETs per process and host, /tokenize between requests) keeps requests;
+        # like the token path it goes straight to the target (no proxy variables: a proxy would be
+        # measured as the service).
+        session = requests.Session()
+        session.trust_env = False
+        session.headers.update(self.auth)
+        return session
 
     def _connection(self) -> Connection:
         s = self.settings
@@ -114,14 +136,40 @@ class LLMUser(User):
             log.error("loadline: %s", exc)
             raise StopUser() from None
 
-    @property
-    def prompt_budget(self) -> int:
-        """The most estimated tokens a prompt may have (prompts.fit_history); 0 = no limit known."""
+    def prompt_budget(self, max_tokens: int) -> int:
+        """The most tokens (the target's) a prompt may have beside a reply of max_tokens; 0 = no limit known."""
         s = self.settings
+        exact = self.tokens.exact
         if s.max_context_tokens >= 0:
-            return prompt_budget(s.max_context_tokens, s.max_tokens)
+            return prompt_budget(s.max_context_tokens, max_tokens, exact=exact)
         known = [c for c in (self.served.context, learned_context(self.base_url)) if c]
-        return prompt_budget(min(known), s.max_tokens, self.served.max_input) if known else 0
+        return prompt_budget(min(known), max_tokens, self.served.max_input, exact) if known else 0
+
+    def system_messages(self) -> list[dict]:
+        """The shared system prompt (--system-prompt-tokens of the target's tokens), or none."""
+        n = self.settings.prompts.system_prompt_tokens
+        return [{"role": "system", "content": self.tokens.fixed_text(n)}] if n > 0 else []
+
+    def plan(self, history: list[dict], text: str | None = None, whole: bool = True) -> PromptPlan:
+        """The next request: `history` plus a user message (`text`, else built to a drawn length), the
+        reply's cap drawn, all trimmed to fit the context in the target's tokens.
+
+        `whole`: the drawn length is the whole prompt's (history and template included: single-shot
+        users), else the new message's alone (a chat turn; its history comes on top)."""
+        s, space = self.settings, self.tokens
+        max_tokens = s.output.sample(self.rng) if s.output is not None else s.max_tokens
+        budget = self.prompt_budget(max_tokens)
+        if text is None:
+            target = s.prompts.draw_tokens(self.rng)
+            empty = [{"role": "user", "content": ""}]
+            if whole:
+                target -= space.prompt_tokens(self.template, history + empty)
+            if budget:  # a message longer than the context can hold beside the system prompt is never sent
+                system = [m for m in history[:1] if m["role"] == "system"]
+                target = min(target, budget - space.prompt_tokens(self.template, system + empty))
+            text, _ = space.build(self.rng, max(1, target))
+        messages = space.fit(self.template, history + [{"role": "user", "content": text}], budget)
+        return PromptPlan(messages, space.prompt_tokens(self.template, messages), max_tokens)
 
     def on_stop(self) -> None:
         if self.conn is not None:
@@ -137,35 +185,48 @@ class LLMUser(User):
             raise StopUser()
 
     # -- request bodies -------------------------------------------------------------------------
-    def body(self, prompt: str | list[dict]) -> dict:
+    def body(self, prompt: str | list[dict], max_tokens: int | None = None) -> dict:
         """Chat body from a message list; subclasses override for other endpoints."""
         body: dict = {"model": self.model, "messages": prompt, "stream": self.settings.stream}
-        return self._common(body)
+        return self._common(body, max_tokens)
 
-    def _common(self, body: dict) -> dict:
-        if self.settings.max_tokens > 0:
-            body["max_tokens"] = self.settings.max_tokens
+    def _common(self, body: dict, max_tokens: int | None = None) -> dict:
+        max_tokens = self.settings.max_tokens if max_tokens is None else max_tokens
+        if max_tokens > 0:
+            body["max_tokens"] = max_tokens
         if self.settings.ignore_eos:
+            # exact reply lengths: vLLM, SGLang and llama.cpp read ignore_eos; vLLM and SGLang also
+            # min_tokens (REFERENCE-workloads.md section 3); TGI has neither and may stop early
             body["ignore_eos"] = True
+            if max_tokens > 0:
+                body["min_tokens"] = max_tokens
         if self.settings.stream:
             body["stream_options"] = {"include_usage": True}
         return body
 
     # -- sending --------------------------------------------------------------------------------
-    def send(self, body: dict, session_id: str = "", turn: int = 0, lane: Lane | None = None) -> StreamResult | None:
+    def send(self, body: dict, session_id: str = "", turn: int = 0, lane: Lane | None = None,
+             plan: PromptPlan | None = None) -> StreamResult | None:
         """One logical request: attempts with capped, Retry-After-honouring retries on 429/503.
 
-        `lane`: open-loop users' connection and due time for this request (users/arrivals.py)."""
+        `lane`: open-loop users' connection and due time for this request (users/arrivals.py).
+        `plan`: the lengths asked for (recorded beside what came back; the server's prompt count
+        refines the token counting)."""
         payload = _json_body(body)
         attempt = 0
-        result, retry_after = self._attempt(payload, session_id, turn, attempt, lane)
+        result, retry_after = self._attempt(payload, session_id, turn, attempt, lane, plan)
         while retry_after is not None and attempt < self.settings.max_retries:
             gevent.sleep(min(retry_after, self.settings.retry_cap))
             attempt += 1
-            result, retry_after = self._attempt(payload, session_id, turn, attempt, lane)
+            result, retry_after = self._attempt(payload, session_id, turn, attempt, lane, plan)
+        if result is not None and plan is not None and result.usage:
+            prompt_tokens = result.usage.get("prompt_tokens")
+            if isinstance(prompt_tokens, int) and prompt_tokens > 0:
+                self.tokens.observe(self.template, plan.messages, prompt_tokens)
         return result
 
-    def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int, lane: Lane | None = None):
+    def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int, lane: Lane | None = None,
+                 plan: PromptPlan | None = None):
         s = self.settings
         conn = lane.conn if lane is not None else self.conn
         rec = RequestRecord(
@@ -173,6 +234,10 @@ class LLMUser(User):
             user_class=type(self).__name__, session_id=session_id, turn=turn, endpoint=self.endpoint,
             model=self.model, start_wall=0.0, attempt=attempt, due_wall=lane.due_wall if lane is not None else None,
         )
+        max_tokens = plan.max_tokens if plan is not None else s.max_tokens
+        if plan is not None:
+            rec.prompt_tokens_requested, rec.token_counter = plan.tokens, self.tokens.source
+        rec.output_tokens_requested = max_tokens or None
         self.environment.loadline_records.begin()  # in flight until _finish adds the row (a lost worker's count)
         result = StreamResult()
         retry_after: float | None = None
@@ -203,7 +268,7 @@ class LLMUser(User):
                     rec.error_detail = sample(response.read_all(4 * SAMPLE_CHARS), (s.api_key,))
                 elif s.stream:
                     read_stream(response, self.content_of, result)
-                    if short := short_reply(result, s.max_tokens if s.ignore_eos else 0):
+                    if short := short_reply(result, max_tokens if s.ignore_eos else 0):
                         self._fail(rec, ErrorClass.TRUNCATED, f"reply cut short: {short}")
                 else:
                     try:
@@ -220,9 +285,12 @@ class LLMUser(User):
         except TotalTimeout:
             self._fail(rec, ErrorClass.TIMEOUT, f"request took longer than {s.request_timeout} s")
         except StreamFailure as exc:
-            self._fail(rec, exc.error_class, str(exc))
-            if exc.error_class == ErrorClass.STREAM_ERROR:  # llama-cpp-python refuses long prompts in the stream
+            error_class = exc.error_class
+            if error_class == ErrorClass.STREAM_ERROR:  # llama-cpp-python refuses long prompts in the stream
                 learn_from_refusal(self.base_url, str(exc))
+                if invalid_request(200, str(exc)):
+                    error_class = ErrorClass.INVALID_REQUEST
+            self._fail(rec, error_class, str(exc))
         except ConnectTimeout:
             self._fail(rec, ErrorClass.TIMEOUT, f"no connection within {s.connect_timeout} s")
         except ReadTimeout:
@@ -249,7 +317,9 @@ class LLMUser(User):
         # a rejected request's body often echoes the key it got: both texts are redacted
         secrets = (self.settings.api_key,)
         rec.error_detail = sample(body, secrets)
-        self._fail(rec, ErrorClass.HTTP, f"HTTP {response.status}: {redact(_one_line(message), secrets)}")
+        # the tool's own bad request (over the context, a bad parameter) is not the service's failure
+        error_class = ErrorClass.INVALID_REQUEST if invalid_request(response.status, body) else ErrorClass.HTTP
+        self._fail(rec, error_class, f"HTTP {response.status}: {redact(_one_line(message), secrets)}")
         if response.status == 400:
             learn_from_refusal(self.base_url, body)  # a server that did not say its context length says it here
         if response.status in (429, 503):
@@ -284,7 +354,7 @@ class LLMUser(User):
     def _report_to_locust(self, rec: RequestRecord, gaps_us: list[int]) -> None:
         exception = None
         if rec.status != OK:
-            status = f" {rec.http_status}" if rec.error_class == ErrorClass.HTTP else ""
+            status = f" {rec.http_status}" if rec.error_class in (ErrorClass.HTTP, ErrorClass.INVALID_REQUEST) else ""
             exception = LLMError(rec.error_class + status)
         self.environment.events.request.fire(
             request_type="E2E", name=self.stats_name, response_time=rec.e2e_ms,

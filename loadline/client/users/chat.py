@@ -7,7 +7,6 @@ import time
 import gevent
 from locust import task
 
-from loadline.client.prompts import fit_history
 from loadline.client.users.base import Lane, LLMUser
 
 
@@ -29,22 +28,24 @@ class ChatSessionUser(LLMUser):
         arrived, each later turn when its think time ended."""
         s = self.settings
         session_id = f"{self.user_id}-s{self.rng.getrandbits(32):08x}"
-        messages: list[dict] = [{"role": "system", "content": s.prompts.system_prompt}] if s.prompts.system_prompt else []
-        human_turns = s.prompts.conversation(self.rng, s.session.sample(self.rng))
+        messages: list[dict] = self.system_messages()
+        turns = s.session.sample(self.rng)
+        # a dataset conversation's human turns, or None: a message built to a drawn length per turn
+        human_turns = s.prompts.dataset_conversation(self.rng) or [None] * turns
         reply_tokens = 0
         for turn, text in enumerate(human_turns):
             if turn:
                 gevent.sleep(s.think.sample(self.rng, reply_tokens))
                 if lane is not None:
                     lane.due_wall = time.time()
-            messages.append({"role": "user", "content": text})
-            result = self.send(self.body(fit_history(messages, self.prompt_budget)), session_id, turn, lane)
+            plan = self.plan(messages, text, whole=False)
+            result = self.send(self.body(plan.messages, plan.max_tokens), session_id, turn, lane, plan)
             if result is None:
                 # A failed turn leaves no trace in the conversation (chat front ends drop the
                 # errored exchange; resending it would make every later turn fail the same way).
-                messages.pop()
                 reply_tokens = 0
                 continue
+            messages.append(plan.messages[-1])
             reply_tokens = len(result.arrivals)
             messages.append({"role": "assistant", "content": result.text})
         return reply_tokens

@@ -5,17 +5,15 @@ from __future__ import annotations
 import gevent
 from locust import task
 
-from loadline.client.prompts import fit_history
 from loadline.client.streaming import completion_content
-from loadline.client.users.base import LLMUser
+from loadline.client.users.base import LLMUser, PromptPlan
 
 
-def event_messages(user: LLMUser) -> list[dict]:
-    """One event's chat messages: the shared system prompt (if any) and one fresh user message."""
+def event_plan(user: LLMUser) -> PromptPlan:
+    """One event's request: the shared system prompt (if any) and one fresh user message, a
+    dataset's opening turn or text built so that the whole prompt has the drawn length in tokens."""
     s = user.settings
-    messages = [{"role": "system", "content": s.prompts.system_prompt}] if s.prompts.system_prompt else []
-    messages.append({"role": "user", "content": s.prompts.message(user.rng)})
-    return fit_history(messages, user.prompt_budget)
+    return user.plan(user.system_messages(), s.prompts.dataset_message(user.rng), whole=True)
 
 
 class SingleShotUser(LLMUser):
@@ -32,7 +30,8 @@ class SingleShotUser(LLMUser):
     def event(self) -> None:
         self.check_settings()
         s = self.settings
-        self.send(self.body(self.prompt_of(event_messages(self))))
+        plan = event_plan(self)
+        self.send(self.body(self.prompt_of(plan.messages), plan.max_tokens), plan=plan)
         if s.event_interval > 0:
             gevent.sleep(self.rng.expovariate(1.0 / s.event_interval))
 
@@ -45,10 +44,11 @@ class CompletionUser(SingleShotUser):
 
     endpoint = "/v1/completions"
     kind = "completion"
+    template = "completion"
     content_of = staticmethod(completion_content)
 
     def prompt_of(self, messages: list[dict]) -> str:
         return "\n\n".join(m["content"] for m in messages)
 
-    def body(self, prompt) -> dict:
-        return self._common({"model": self.model, "prompt": prompt, "stream": self.settings.stream})
+    def body(self, prompt, max_tokens: int | None = None) -> dict:
+        return self._common({"model": self.model, "prompt": prompt, "stream": self.settings.stream}, max_tokens)

@@ -1,0 +1,226 @@
+"""How many tokens the target counts in a text: the best counter available, per host and process.
+
+The chain, first that works (README "Lengths in tokens"):
+(a) a Hugging Face tokenizer the user names (`--tokenizer PATH_OR_NAME`, a tokenizer.json file or a
+    hub name), through the optional `tokenizers` package: exact and local, no load on the target;
+(b) the server's own POST /tokenize, discovered with one request whose body speaks every engine's
+    dialect at once (llama.cpp reads `content`, vLLM and SGLang `prompt`, TGI `inputs`;
+    REFERENCE-workloads.md section 1), or llama-cpp-python's /extras/tokenize/count: exact, one
+    local round trip per count, never per token;
+(c) calibration from the replies: the server's `usage.prompt_tokens` against our word count,
+    refined by every reply (least squares, so the chat template's fixed tokens do not bias the
+    ratio). Until the first replies it assumes PRIOR_TOKENS_PER_WORD.
+Counts are of text alone, without special tokens (vLLM's `add_special_tokens` is sent false);
+what the chat template adds is learned from usage (`Overhead`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import requests
+
+log = logging.getLogger("loadline")
+
+HF, SERVER, CALIBRATED = "hf", "server", "calibrated"
+_WORD = re.compile(r"\w+|[^\w\s]")
+# Calibration relates tokens to a text's size in units of one per word or punctuation mark plus one
+# per 4 characters: word-level tokenizers count words, subword ones nearer characters (~4 per token
+# in English), and the mix keeps the tokens per unit within ~3 % from text to text for both (the
+# simulator's pieces of 0, 2, 3 and 4 characters), against ~4 % for words alone.
+CHARS_PER_UNIT = 4
+# Before any reply: tokenizers count from ~1.3 tokens per English word (large vocabularies) and ~1.6
+# (byte-level BPE, REFERENCE-llamacpp.md) up to 2.5-4 (a small vocabulary, as llama-server's test model
+# counted Loadline's words); the top of that range, 4 tokens per word of ~6 characters (2.5 units),
+# so that a first prompt sized by the prior stays short of, not over, a context limit. The first
+# reply's usage replaces it.
+PRIOR_TOKENS_PER_UNIT = 1.6
+_PROBE = "Hello world"
+
+
+class TokenizeError(Exception):
+    """The counter could not count (the server stopped answering /tokenize, say)."""
+
+
+class Counter(Protocol):
+    source: str  # HF, SERVER or CALIBRATED
+    exact: bool  # whether count() is the target's own count
+
+    def count(self, text: str) -> int: ...
+
+
+def word_count(text: str) -> int:
+    """Words and punctuation marks."""
+    return len(_WORD.findall(text))
+
+
+def text_units(text: str) -> float:
+    """A text's size as calibration measures it (CHARS_PER_UNIT)."""
+    return len(_WORD.findall(text)) + len(text) / CHARS_PER_UNIT
+
+
+@dataclass
+class HFCounter:
+    """A Hugging Face tokenizer (the `tokenizers` package; a tokenizer.json path or a hub name)."""
+
+    name: str
+    source: str = HF
+    exact: bool = True
+
+    def __post_init__(self) -> None:
+        try:
+            from tokenizers import Tokenizer  # optional: pip install 'loadline[tokenizer]'
+        except ImportError:
+            raise TokenizeError("--tokenizer needs the 'tokenizers' package: pip install 'loadline[tokenizer]'") from None
+        path = Path(self.name)
+        try:
+            self._tokenizer = Tokenizer.from_file(str(path)) if path.exists() else Tokenizer.from_pretrained(self.name)
+        except Exception as exc:  # the library raises plain Exceptions for a missing file or hub name
+            raise TokenizeError(f"--tokenizer {self.name!r} could not be loaded: {type(exc).__name__}: {exc}") from None
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+@dataclass
+class ServerCounter:
+    """The target's POST /tokenize, in whichever dialect it answered the probe."""
+
+    session: requests.Session
+    url: str
+    timeout: float
+    source: str = SERVER
+    exact: bool = True
+    # the text's field(s) sent: every dialect's until the probe's answer says which engine it is (vLLM
+    # logs every field it ignores, so after the probe only the one it reads is sent)
+    fields: tuple[str, ...] = ("content", "prompt", "inputs")
+
+    def count(self, text: str) -> int:
+        body: dict = dict.fromkeys(self.fields, text)
+        if "prompt" in self.fields:
+            body["add_special_tokens"] = False  # vLLM and SGLang add BOS by default; llama.cpp does not
+        try:
+            response = self.session.post(self.url, json=body, timeout=self.timeout)
+            if response.status_code != 200:
+                raise TokenizeError(f"POST {self.url}: HTTP {response.status_code}")
+            answer = response.json()
+            n = count_in_answer(answer)
+        except (requests.RequestException, ValueError) as exc:
+            raise TokenizeError(f"POST {self.url}: {type(exc).__name__}") from None
+        if len(self.fields) > 1:
+            self.fields = (dialect_field(answer),)
+        return n
+
+
+def dialect_field(answer: object) -> str:
+    """The field the engine that gave this tokenize answer reads: vLLM and SGLang answer a `count`
+    (and read `prompt`), llama.cpp only `tokens` (reads `content`), TGI a bare list (reads `inputs`)."""
+    if isinstance(answer, list):
+        return "inputs"
+    return "prompt" if isinstance(answer, dict) and "count" in answer else "content"
+
+
+def count_in_answer(answer: object) -> int:
+    """vLLM/SGLang `count`, llama.cpp `tokens` (a list), TGI a bare list; ValueError otherwise."""
+    if isinstance(answer, dict) and isinstance(answer.get("count"), int):
+        return answer["count"]
+    tokens = answer.get("tokens") if isinstance(answer, dict) else answer
+    if isinstance(tokens, list):
+        return len(tokens)
+    raise ValueError("not a tokenize answer")
+
+
+@dataclass
+class Calibrated:
+    """Tokens per unit of text (text_units) learned from usage: prompt_tokens = ratio * units + fixed,
+    least squares over every reply."""
+
+    source: str = CALIBRATED
+    exact: bool = False
+    ratio: float = PRIOR_TOKENS_PER_UNIT
+    _sums: list[float] = field(default_factory=lambda: [0.0] * 5)  # n, x, y, xx, xy
+
+    def count(self, text: str) -> int:
+        return max(1, round(self.ratio * text_units(text))) if text else 0
+
+    def observe(self, words: float, prompt_tokens: int) -> None:
+        """One reply: the units of text sent (`words`, text_units) and the server's prompt_tokens."""
+        s = self._sums
+        for i, v in enumerate((1.0, words, prompt_tokens, words * words, words * prompt_tokens)):
+            s[i] += v
+        n, x, y, xx, xy = s
+        spread = n * xx - x * x
+        if spread > 1e-9 * max(1.0, n * xx):  # two or more lengths seen: slope and intercept
+            self.ratio = max(0.1, (n * xy - x * y) / spread)
+        elif x > 0:
+            self.ratio = max(0.1, y / x)  # one length only: the intercept cannot be told apart
+
+
+def template_tokens(counter: ServerCounter, messages: list[dict]) -> int | None:
+    """What the chat template adds to `messages`, from a chat-style /tokenize (vLLM, SGLang: the
+    template applied, add_generation_prompt's default true), or None where there is none (llama.cpp)."""
+    try:
+        response = counter.session.post(counter.url, json={"messages": messages}, timeout=counter.timeout)
+        answer = response.json() if response.status_code == 200 else None
+    except (requests.RequestException, ValueError):
+        return None
+    if not isinstance(answer, dict) or not isinstance(answer.get("count"), int):
+        return None
+    try:
+        return answer["count"] - sum(counter.count(m["content"]) for m in messages)
+    except TokenizeError:
+        return None
+
+
+# (path, text fields sent): every engine's /tokenize, then llama-cpp-python's server, whose route
+# is /extras/tokenize/count with `input` (REFERENCE-llamacpp.md)
+_TOKENIZE_ROUTES = (("/tokenize", ("content", "prompt", "inputs")), ("/extras/tokenize/count", ("input",)))
+
+
+def probe_server(session: requests.Session, host: str, timeout: float) -> ServerCounter | None:
+    """The target's tokenize route when it counts a probe sensibly; None otherwise (404, another shape)."""
+    for path, fields in _TOKENIZE_ROUTES:
+        counter = ServerCounter(session, host + path, timeout, fields=fields)
+        try:
+            if counter.count(_PROBE) > 0:
+                return counter
+        except TokenizeError:
+            continue
+    return None
+
+
+# Before the first reply (and without a chat-style /tokenize), what the server adds, per message and
+# fixed. Chat: 5 and 5 cover Llama 3's template (a 4-token header and <|eot_id|> per message, BOS and
+# the assistant's header) and ChatML's (<|im_start|>role\n and <|im_end|>\n, 3 for the primer), so a
+# first prompt errs short. Completions: no template, the BOS most models' tokenizers add.
+PRIORS = {"chat": (5, 5), "completion": (0, 1)}
+
+
+@dataclass
+class Overhead:
+    """Tokens the server adds to the text we count (chat template, BOS), learned from usage per
+    (endpoint kind, number of messages): the last reply's difference. Unknown: scaled from a known
+    message count of the same kind, else the prior above."""
+
+    seen: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def of(self, kind: str, messages: int) -> int:
+        if (kind, messages) in self.seen:
+            return self.seen[(kind, messages)]
+        known = sorted((n, v) for (k, n), v in self.seen.items() if k == kind and n > 0)
+        if not known:
+            per, fixed = PRIORS.get(kind, PRIORS["chat"])
+            return per * messages + fixed
+        if len(known) >= 2:  # templates add a fixed part and a part per message: the line through the nearest two
+            (n1, v1), (n2, v2) = sorted(known, key=lambda item: (abs(item[0] - messages), item[0]))[:2]
+            per = (v2 - v1) / (n2 - n1)
+            return max(0, round(v1 + per * (messages - n1)))
+        n, value = known[0]
+        return round(value * messages / n)
+
+    def observe(self, kind: str, messages: int, counted: int, prompt_tokens: int) -> None:
+        self.seen[(kind, messages)] = max(0, prompt_tokens - counted)
