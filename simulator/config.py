@@ -75,7 +75,7 @@ class SimConfig:
     accept_delay_ms: float = 0.0  # slow accept: delay before a new connection is read
     # [replies] what chat streams carry besides content (simulator/reasoning.py)
     reasoning_share: float = 0.0  # share of each reply's tokens streamed first as reasoning
-    reasoning_field: str = "reasoning_content"  # or "reasoning" (vLLM 0.17+)
+    reasoning_field: str = "reasoning_content"  # or "reasoning" (new vLLM, e.g. 0.34)
     tool_call_share: float = 0.0  # share of replies that answer with a tool call
     enable_prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens (vLLM's flag)
 

@@ -2,8 +2,8 @@
 
 Off by default (a plain reply is written exactly as before, without this module). Options:
 - `reasoning_share` (0..1): that share of each chat reply's tokens (rounded) is streamed first as
-  reasoning, under `reasoning_field`: `reasoning_content` (vLLM up to 0.16, SGLang, llama.cpp) or
-  `reasoning` (vLLM 0.17+, REFERENCE-workloads.md section 4). The usage object then carries
+  reasoning, under `reasoning_field`: `reasoning_content` (older vLLM such as 0.10, SGLang, llama.cpp)
+  or `reasoning` (new vLLM such as 0.34: REFERENCE-workloads.md section 4). The usage object then carries
   `completion_tokens_details.reasoning_tokens`, as vLLM's with a reasoning parser does, and
   `completion_tokens` counts reasoning and answer together.
 - `tool_call_share` (0..1): that share of chat replies (drawn per request) answers with one tool

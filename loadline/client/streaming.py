@@ -12,8 +12,8 @@ chunks get a template of their own (the same idea, another key), so a thinking m
 on that path; tool-call chunks are few (a name, then pieces of arguments) and are parsed.
 
 Tokens of every kind are counted as they arrive (REFERENCE-workloads.md section 4): `content`, the
-reasoning text (`delta.reasoning` in vLLM >= 0.17, `delta.reasoning_content` in older vLLM, SGLang
-and llama.cpp: `reasoning ?? reasoning_content`, as AIPerf reads it) and `delta.tool_calls`. Every
+reasoning text (`delta.reasoning` in new vLLM, e.g. 0.34; `delta.reasoning_content` in older vLLM, e.g.
+0.10, SGLang and llama.cpp: `reasoning ?? reasoning_content`, as AIPerf reads it) and `delta.tool_calls`. Every
 such chunk is one arrival (TTFT, ITL); the first non-reasoning one is the answer's first (TTFO).
 
 A stream counts as complete only when it ends the way the API says a finished reply ends: a
