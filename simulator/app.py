@@ -18,6 +18,7 @@ from loadline.simulator.http import STREAM_HEAD, BadRequest, Connection, Request
 from loadline.simulator.lb import LoadBalancer
 from loadline.simulator.openai_api import ApiError, parse_generation
 from loadline.simulator.quirks import CLOSE_DELAY_S, KEEP_ALIVE_HEADER, Quirks, is_uuid
+from loadline.simulator.reasoning import ReplyShaper
 from loadline.simulator.sequence import Sequence
 from loadline.simulator.stream import ResponseSink
 from loadline.simulator.tokenize_api import TOKENIZE_ROUTES
@@ -47,6 +48,7 @@ class SimApp:
         self.stream_head = STREAM_HEAD[:-2] + KEEP_ALIVE_HEADER + b"\r\n" if self.quirks.close_after_stream else STREAM_HEAD
         self.streams: dict[ResponseSink, tuple[Sequence, Engine]] = {}  # in flight (interrupt quirk)
         self.tokenizer = Tokenizer(config.tokenizer_piece_chars)
+        self.shaper = ReplyShaper(config.reply_options(), config.seed)  # reasoning, tool calls (reasoning.py)
 
     # ---- connection lifecycle (gateway faults) -------------------------------------------
     def on_connect(self, conn: Connection) -> None:
@@ -184,7 +186,8 @@ class SimApp:
         if cfg.max_num_queued_reqs and engine.num_waiting >= cfg.max_num_queued_reqs:
             return reject(cfg.queue_full_status, "the server's waiting queue is full; retry later", retry)
         response_id = f"{'chatcmpl' if chat else 'cmpl'}-{request_id}"
-        sink = ResponseSink(conn, gen, response_id, int(record["arrival"]), record, self._finished, self.stream_head)
+        sink = ResponseSink(conn, gen, response_id, int(record["arrival"]), record, self._finished, self.stream_head,
+                            self.shaper.shape(chat, gen.stream, gen.output_target, request_id))
         seq = Sequence(request_id, gen.prompt_len, gen.output_target, gen.finish_reason, sink, gen.hashes,
                        engine.draw_fault(gen.output_target))
         if gen.stream and self.quirks.interrupt:

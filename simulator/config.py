@@ -15,6 +15,7 @@ from pathlib import Path
 from loadline.core import resources
 from loadline.core.errors import UsageError
 from loadline.simulator.quirks import Quirks
+from loadline.simulator.reasoning import ReplyOptions
 
 DEFAULT_PROFILE = "h100-llama3-8b"
 GIB = 1 << 30
@@ -78,6 +79,15 @@ class SimConfig:
     leak_blocks_per_s: float = 0.0  # KV blocks lost per second until the replica OOM-restarts
     max_connections: int = 0  # gateway cap on open connections; excess gets 503 then close
     accept_delay_ms: float = 0.0  # slow accept: delay before a new connection is read
+    # [replies] what chat streams carry besides content (simulator/reasoning.py)
+    reasoning_share: float = 0.0  # share of each reply's tokens streamed first as reasoning
+    reasoning_field: str = "reasoning_content"  # or "reasoning" (new vLLM, e.g. 0.34)
+    tool_call_share: float = 0.0  # share of replies that answer with a tool call
+    enable_prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens (vLLM's flag)
+
+    def reply_options(self) -> ReplyOptions:
+        return ReplyOptions(self.reasoning_share, self.reasoning_field, self.tool_call_share,
+                            self.enable_prompt_tokens_details)
 
     def num_kv_blocks(self) -> int:
         """vLLM's sizing: memory left after weights and activations, at gpu_memory_utilization."""
@@ -107,6 +117,8 @@ class SimConfig:
         Quirks.parse(self.quirks)
         if self.tokenizer_piece_chars < 0:
             raise UsageError(f"sim option tokenizer_piece_chars must be >= 0 (got {self.tokenizer_piece_chars})")
+        if problem := self.reply_options().problem():
+            raise UsageError(problem)
         if self.max_model_len > self.num_kv_blocks() * self.block_size:
             # vLLM refuses to start in this case too; a long prompt could otherwise never be admitted.
             raise UsageError(

@@ -223,6 +223,7 @@ class Engine:
                 seq.queue_end_wall = time.time()
                 self.prefix_queries += len(seq.hashes) * self.config.block_size
                 self.prefix_hits += len(seq.shared) * self.config.block_size
+                seq.cached_tokens = len(seq.shared) * self.config.block_size
             batch.append((seq, n))
             budget -= n
             kv_read += seq.num_computed + n

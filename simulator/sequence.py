@@ -42,6 +42,7 @@ class Sequence:
     error: str | None = None  # set when failed by a fault
     error_outcome: str = "fault"  # the truth log's outcome when failed: fault, or error (shutdown)
     done: bool = False
+    cached_tokens: int | None = None  # prompt tokens the prefix cache served when first scheduled (vLLM's num_cached_tokens)
 
     def __post_init__(self) -> None:
         self.num_tokens = self.prompt_len

@@ -14,17 +14,20 @@ from typing import Callable
 
 from loadline.simulator.http import LAST_CHUNK, STREAM_HEAD, Connection, chunk, response
 from loadline.simulator.openai_api import Generation
+from loadline.simulator.reasoning import ReplyShape
 from loadline.simulator.sequence import Sequence
 from loadline.simulator.wire import DONE, ChunkTemplates, error_body, full_response, stream_error
 
 
 class ResponseSink:
     __slots__ = ("conn", "gen", "templates", "response_id", "created", "sent", "headers_sent", "truth",
-                 "on_done", "finished", "head")
+                 "on_done", "finished", "head", "shape")
 
     def __init__(self, conn: Connection, gen: Generation, response_id: str, created: int, truth: dict,
-                 on_done: Callable[["ResponseSink", dict], None], head: bytes = STREAM_HEAD) -> None:
+                 on_done: Callable[["ResponseSink", dict], None], head: bytes = STREAM_HEAD,
+                 shape: ReplyShape | None = None) -> None:
         self.conn = conn
+        self.shape = shape  # reasoning / tool-call reply (reasoning.py); None: plain content
         self.head = head  # the streamed response's status line and headers
         self.gen = gen
         self.response_id = response_id
@@ -56,9 +59,12 @@ class ResponseSink:
         tail: list[bytes] = []
         if seq.done:
             t = self.templates
-            tail.append(t.finish(seq.finish_reason or "stop"))
+            shape = self.shape
+            reason = seq.finish_reason or "stop"
+            tail.append(t.finish(shape.finish_reason(reason) if shape else reason))
             if self.gen.include_usage:
-                tail.append(t.usage(seq.prompt_len, seq.generated))
+                extra = shape.usage_extra(seq.cached_tokens or 0) if shape else None
+                tail.append(t.usage(seq.prompt_len, seq.generated, extra))
             tail.append(DONE)
         self._write_tokens(seq, tail, seq.done)
         if seq.done:
@@ -68,7 +74,11 @@ class ResponseSink:
         """The tokens not yet sent (after the headers and role chunk on the first write), then `tail`."""
         t = self.templates
         parts = [] if self.headers_sent else ([t.role()] if t.chat else [])
-        parts.extend(t.token(i) for i in range(self.sent, seq.generated))
+        shape = self.shape
+        if shape is None:
+            parts.extend(t.token(i) for i in range(self.sent, seq.generated))
+        else:
+            parts.extend(shape.token(t, i) for i in range(self.sent, seq.generated))
         parts.extend(tail)
         data = chunk(b"".join(parts))
         if not self.headers_sent:
@@ -80,9 +90,13 @@ class ResponseSink:
         # The kernel took the bytes somewhere in [now, now + took]: a write call that took long was
         # preempted around the send, and that bounds how far the stamp can be from the wire.
         took = round(time.time() - now, 6)
+        if shape is not None:
+            shape.stamp(self.truth, self.sent, seq.generated, now)
         if not self.headers_sent:
             self.headers_sent = True
             self.truth["first_token"], self.truth["first_write_s"] = now, took
+            if shape is None and seq.generated:  # a plain reply: its first token is its answer's
+                self.truth["first_answer_token"] = now
         self.truth["last_token"], self.truth["last_write_s"] = now, took
         self.sent = seq.generated
 
@@ -115,8 +129,11 @@ class ResponseSink:
 
     def _done(self, seq: Sequence, status: int, outcome: str) -> None:
         self.finished = True
-        self.truth.update(status=status, outcome=outcome, output_tokens=seq.generated,
-                          finish_reason=seq.finish_reason if outcome == "ok" else (seq.finish_reason or "abort"),
+        reason = seq.finish_reason
+        if outcome == "ok" and reason and self.shape is not None:
+            reason = self.shape.finish_reason(reason)
+        self.truth.update(status=status, outcome=outcome, output_tokens=seq.generated, cached_tokens=seq.cached_tokens,
+                          finish_reason=reason if outcome == "ok" else (seq.finish_reason or "abort"),
                           queue_start=seq.queue_start_wall, queue_end=seq.queue_end_wall,
                           preemptions=seq.preempted)
         self.on_done(self, self.truth)

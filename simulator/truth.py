@@ -13,7 +13,8 @@ from typing import IO
 
 FIELDS = ("request_id", "replica", "endpoint", "stream", "arrival", "queue_start", "queue_end", "first_token",
           "last_token", "first_write_s", "last_write_s", "prompt_tokens", "output_tokens", "status", "outcome",
-          "finish_reason", "preemptions", "faults")
+          "finish_reason", "preemptions", "faults", "first_reasoning_token", "first_answer_token",
+          "reasoning_tokens", "tool_calls", "cached_tokens")
 
 
 def new_record(request_id: str, arrival: float, endpoint: str, faults: list[str]) -> dict:

@@ -72,8 +72,11 @@ class ChunkTemplates:
         body = '{"index":0,"delta":{},' if self.chat else '{"index":0,"text":"",'
         return self.head + f'{body}"logprobs":null,"finish_reason":"{reason}"}}]}}\n\n'.encode()
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
-        body = json.dumps({"usage": usage(prompt_tokens, completion_tokens)}, separators=(",", ":"))
+    def usage(self, prompt_tokens: int, completion_tokens: int, extra: dict | None = None) -> bytes:
+        counts = usage(prompt_tokens, completion_tokens)
+        if extra:  # token details (simulator/reasoning.py)
+            counts.update(extra)
+        body = json.dumps({"usage": counts}, separators=(",", ":"))
         return self.head + b"]," + body[1:].encode() + b"\n\n"
 
 

@@ -6,9 +6,10 @@ import math
 from typing import Any
 
 DEFINITIONS = {
-    "TTFT": "request sent -> first chunk with non-empty content",
-    "ITL": "gaps between consecutive content chunks; percentiles pool every gap of every ok request in the phase",
-    "TPOT": "(E2E - TTFT) / (output tokens - 1), per request",
+    "TTFT": "request sent -> first chunk carrying a token of any kind (reasoning, content or a tool call)",
+    "TTFO": "request sent -> first answer token (content or a tool call, after any reasoning); TTFT without reasoning",
+    "ITL": "gaps between consecutive token chunks (reasoning and answer); percentiles pool every gap of every ok request in the phase",
+    "TPOT": "the answer's (E2E - TTFO) / (answer tokens - 1), per request; answer tokens = output - reasoning tokens",
     "E2E": "request sent -> last byte of the response",
     "requests/s": "ok requests per second of phase duration (cancelled attempts count as neither ok nor error)",
     "error rate": "errors / (ok + errors), per HTTP attempt (a retry is an attempt of its own)",
@@ -91,6 +92,15 @@ PHASE_COLUMNS = [  # (title, key, formatter) of the compact phase table both ren
     ("E2E P99", "e2e_p99_ms", num), ("TTFT P95", "ttft_p95_ms", num), ("TPOT P95", "tpot_p95_ms", num),
     ("ITL P99", "itl_p99_ms", num),
 ]
+# shown only when the run's phase table has them (analysis/stats/token_kinds.py says when)
+TOKEN_KIND_COLUMNS = [("TTFO P95", "ttfo_p95_ms", num), ("reasoning", "reasoning_share", pct),
+                      ("cache hits", "prompt_cache_hit_share", pct)]
+
+
+def phase_columns(phases: list[dict]) -> list:
+    """PHASE_COLUMNS, plus the reasoning / tool-call / prompt-cache columns the phases carry."""
+    present = {key for phase in phases for key in phase}
+    return PHASE_COLUMNS + [column for column in TOKEN_KIND_COLUMNS if column[1] in present]
 
 
 def measured(criterion: dict) -> str:

@@ -108,8 +108,9 @@ def render_html(verdict: dict, chart_paths: list[Path]) -> str:
         "split_rows": sections.split_rows(verdict), "split_note": sections.split_note(verdict),
         "plan_lines": _plan_lines(verdict), "plan_note": "no plan: no load met the SLO",
         "open_loop_header": open_loop.HEADER, "open_loop_rows": open_loop.rows(verdict), "open_loop_note": open_loop.NOTE,
-        "phase_header": [t for t, _, _ in f.PHASE_COLUMNS],
-        "phase_rows": [[fmt(p.get(key)) for _, key, fmt in f.PHASE_COLUMNS] for p in verdict.get("phases", [])],
+        "phase_header": [t for t, _, _ in f.phase_columns(verdict.get("phases", []))],
+        "phase_rows": [[fmt(p.get(key)) for _, key, fmt in f.phase_columns(verdict.get("phases", []))]
+                       for p in verdict.get("phases", [])],
         "error_header": ["phase", *classes],
         "error_rows": [[str(r["label"])] + [f.num(r.get(c, 0)) for c in classes] for r in errors] if classes else [],
         "recovery_header": RECOVERY_HEADER, "recovery_rows": recovery_rows(recovery) if recovery else [],

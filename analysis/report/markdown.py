@@ -110,8 +110,9 @@ def render_markdown(verdict: dict) -> str:
         lines += ["", "### Open loop (arrival rate)", ""] + _table(open_loop.rows(verdict), open_loop.HEADER)
         lines += ["", open_loop.NOTE]
     lines += ["", "### Phases", ""]
-    rows = [[fmt(p.get(key)) for _, key, fmt in f.PHASE_COLUMNS] for p in verdict.get("phases", [])]
-    lines += _table(rows, [title for title, _, _ in f.PHASE_COLUMNS])
+    columns = f.phase_columns(verdict.get("phases", []))
+    rows = [[fmt(p.get(key)) for _, key, fmt in columns] for p in verdict.get("phases", [])]
+    lines += _table(rows, [title for title, _, _ in columns])
     source = verdict.get("percentile_source", "raw samples")
     lines += ["", f"Latencies in ms; percentiles from {source}"
               + (" of ok requests (linear interpolation)." if source == "raw samples" else ".")]

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from loadline.analysis.data.load import RunData
+from loadline.analysis.stats import token_kinds
 from loadline.core.judge import applicability
 from loadline.core.records import ErrorClass, Status
 from loadline.core.runsettings import streaming_of
@@ -170,7 +171,19 @@ def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
         return locust_phase_table(run)
     where = assign_phases(run)
     rows = [_phase_row(run, position, where, slo) for position in range(len(run.phases))]
-    return pd.DataFrame(rows, columns=PHASE_TABLE_COLUMNS)
+    extra = token_kinds.which(run.requests, slo)
+    for position, row in enumerate(rows):
+        row.update(_token_kind_values(run, position, where, extra) if extra else {})
+    return pd.DataFrame(rows, columns=PHASE_TABLE_COLUMNS + list(extra))
+
+
+def _token_kind_values(run: RunData, position: int, where: np.ndarray, columns: tuple[str, ...]) -> dict[str, float]:
+    """The phase's reasoning / tool-call / cache columns (analysis/stats/token_kinds.py), over the
+    same rows as its other figures: ok rows, and for latencies the uncensored ones."""
+    rows = run.requests[where == position]
+    is_ok = rows["status"].astype(str) == Status.OK
+    timed = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & is_ok]
+    return token_kinds.phase_values(rows[is_ok], timed, columns)
 
 
 def error_classes(run: RunData) -> pd.DataFrame:

@@ -6,8 +6,10 @@ a window gets the same answer live and in the report.
 
 Which criteria apply (DOMAIN.md "Pass criteria": E2E P95/P99 for request-response calls, TTFT for
 streaming; issue 9 item 5):
-- streaming traffic: TTFT P95/P99 and per-token time (ITL and TPOT P95/P99). E2E P95/P99 only when
-  the SLO sets `gate_e2e_on_streams = true`: a healthy 256-token stream takes seconds end to end.
+- streaming traffic: TTFT P95/P99 and per-token time (ITL and TPOT P95/P99); TTFO P95/P99 (the
+  answer's first token, after any reasoning) when the SLO sets them (loadline/core/slo.py says why
+  TTFT is the default). E2E P95/P99 only when the SLO sets `gate_e2e_on_streams = true`: a healthy
+  256-token stream takes seconds end to end.
 - request-response traffic (`--non-streaming`): E2E P95/P99. TTFT, ITL and TPOT do not apply (one
   body, no first token or token gaps worth the name).
 - unknown (e.g. a plain Locust CSV): every latency criterion the SLO sets.
@@ -39,12 +41,13 @@ LATENCY = {
     "ttft_p95_ms": "TTFT P95", "ttft_p99_ms": "TTFT P99",
     "itl_p95_ms": "ITL P95", "itl_p99_ms": "ITL P99",
     "tpot_p95_ms": "TPOT P95", "tpot_p99_ms": "TPOT P99",
+    "ttfo_p95_ms": "TTFO P95", "ttfo_p99_ms": "TTFO P99",
 }
 E2E = ("e2e_p95_ms", "e2e_p99_ms")
 ERROR_RATE = "error_rate"
 # per-request percentiles and their quantile; ITL pools every token gap of a window (many per request)
 PER_REQUEST_Q = {"e2e_p95_ms": 0.95, "e2e_p99_ms": 0.99, "ttft_p95_ms": 0.95, "ttft_p99_ms": 0.99,
-                 "tpot_p95_ms": 0.95, "tpot_p99_ms": 0.99}
+                 "tpot_p95_ms": 0.95, "tpot_p99_ms": 0.99, "ttfo_p95_ms": 0.95, "ttfo_p99_ms": 0.99}
 RANK_WIDTHS = 2.0  # ~95 % of sample quantiles fall within two rank widths of the true one
 
 
@@ -148,11 +151,18 @@ def applicability(slo: SLO, streaming: bool | None) -> tuple[dict[str, str], dic
             skipped[key] = ("streaming: a long reply takes seconds by design, so streams are judged on TTFT "
                             "and per-token time; gate_e2e_on_streams = true judges E2E too")
         elif streaming:
-            applies[key] = ("streaming: time to first token is the user's wait" if key.startswith("ttft")
-                            else "streaming: per-token time is how smoothly the reply arrives")
+            applies[key] = _STREAM_WHY[key[:4]]
         else:
             skipped[key] = "non-streaming calls have no first token or token gaps"
     return applies, skipped
+
+
+_STREAM_WHY = {
+    "ttft": "streaming: time to first token is the user's wait",
+    "ttfo": "streaming, and the SLO sets it: time to the answer's first token (after any reasoning) is the wait",
+    "itl_": "streaming: per-token time is how smoothly the reply arrives",
+    "tpot": "streaming: per-token time is how smoothly the reply arrives",
+}
 
 
 def judges_itl(slo: SLO, streaming: bool | None) -> bool:

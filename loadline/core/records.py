@@ -7,10 +7,22 @@ Definitions (the README repeats them; analysis uses them everywhere):
 - connect_ms: TCP (and TLS) connection set-up this attempt paid before t0; 0 when it reused a
   kept-alive connection. Not part of TTFT/E2E.
 - TTFB: t0 -> response headers received.
-- TTFT: t0 -> arrival of the first chunk whose content is non-empty.
-- ITL: the gaps between consecutive content chunks (arrival times); `itl_us` keeps every gap,
+- Tokens come in three kinds (REFERENCE-workloads.md section 4): reasoning (`delta.reasoning`, or
+  `delta.reasoning_content` in older vLLM, SGLang and llama.cpp), answer content (`delta.content`,
+  `text` for /v1/completions) and tool calls (`delta.tool_calls`). A chunk carrying any of them is
+  a token chunk (`content_chunks` counts them).
+- TTFT: t0 -> arrival of the first token chunk of any kind (for a reasoning model: its first
+  thought). Without reasoning or tool calls: the first chunk whose content is non-empty.
+- TTFO: t0 -> arrival of the first answer chunk (content or tool call), `ttfo_ms`; equal to TTFT
+  when the reply does not reason; empty when no answer came (a reply cut during its reasoning).
+- reasoning_ms: TTFT -> TTFO (to the last reasoning chunk when no answer came); empty without
+  reasoning chunks. reasoning_tokens: `usage.completion_tokens_details.reasoning_tokens` (or
+  SGLang's top-level `usage.reasoning_tokens`) when sent, else the reasoning chunks; empty when
+  neither says anything (a server without reasoning).
+- ITL: the gaps between consecutive token chunks of every kind (arrival times); `itl_us` keeps every gap,
   in integer microseconds, space-separated, so analysis can pool per-gap percentiles.
-- TPOT: (E2E - TTFT) / (output_tokens - 1).
+- TPOT: the answer's time per token, (E2E - TTFO) / (answer tokens - 1), answer tokens = output_tokens
+  - reasoning_tokens; without reasoning (E2E - TTFT) / (output_tokens - 1).
 - E2E: t0 -> last byte of the response (or the moment the attempt ended).
 - clock: where the response's arrival times (TTFT, ITL, E2E end) come from. `kernel`: the
   kernel's receive stamp of the read that carried the bytes (SO_TIMESTAMPNS, plain HTTP on Linux),
@@ -28,12 +40,17 @@ Definitions (the README repeats them; analysis uses them everywhere):
   a busy event loop). Latency from due = lateness_ms + ttft_ms / e2e_ms: what a user would have felt
   (coordinated omission made visible); the other latencies stay measured from sent (t0).
 - output_tokens: the server's streamed `usage` when present (`tokens_source="usage"`), else the
-  number of content chunks (`tokens_source="chunks"`).
+  number of token chunks (`tokens_source="chunks"`); reasoning tokens included, as in `usage`.
 - prompt_tokens_requested: the prompt's length as Loadline built it, in the target's tokens as
   `token_counter` counted them (`hf`: the --tokenizer; `server`: its /tokenize; `calibrated`: tokens
   per word learned from usage), template tokens learned from earlier replies included; compare with
   `prompt_tokens` (the server's usage). output_tokens_requested: the max_tokens sent (exact with
   ignore_eos); compare with `output_tokens`. Empty when not set (folders from before these columns).
+- cached_tokens: `usage.prompt_tokens_details.cached_tokens` (vLLM with
+  --enable-prompt-tokens-details, SGLang with --enable-cache-report), else llama.cpp's
+  `timings.cache_n`; empty when the server reports neither (the default of vLLM and SGLang).
+- tool_calls: the number of tool calls in the reply (distinct `index` of `delta.tool_calls`); such
+  a reply ends with `finish_reason: "tool_calls"` and is a complete reply like any other.
 """
 
 from __future__ import annotations
@@ -128,6 +145,11 @@ class RequestRecord:
     prompt_tokens_requested: int | None = None
     output_tokens_requested: int | None = None
     token_counter: str = ""
+    ttfo_ms: float | None = None  # t0 -> first answer token (content or tool call); = TTFT without reasoning
+    reasoning_tokens: int | None = None  # usage's reasoning_tokens, else reasoning chunks; None: no reasoning seen
+    reasoning_ms: float | None = None  # TTFT -> first answer token (or the last reasoning one, when no answer came)
+    cached_tokens: int | None = None  # prompt tokens the server read from its prefix cache; None: not reported
+    tool_calls: int = 0  # tool calls the reply made (streamed `delta.tool_calls`)
 
     def to_row(self) -> list:
         return list(_row_of(self))

@@ -10,6 +10,12 @@ Which latency criteria apply depends on the traffic (loadline/core/judge.py): st
 judged on TTFT and per-token time (ITL / TPOT), request-response runs on E2E. A streaming run is
 judged on E2E too only when the file says `gate_e2e_on_streams = true`: a 256-token stream takes
 ~2.5 s end to end on a healthy engine, so DOMAIN.md's interactive E2E limits would fail it.
+
+TTFT is gated by default and TTFO (time to the first answer token: for a reasoning model, after
+its thinking) only when the file sets `ttfo_p95_ms` / `ttfo_p99_ms`. TTFT counts the first token of
+any kind, reasoning included: a chat UI that shows the model "thinking" has answered the user then.
+Which wait matters (the first sign of life, or the first word of the answer) is the user's choice;
+without reasoning the two are equal.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ class SLO:
     itl_p99_ms: float | None = None
     tpot_p95_ms: float | None = None
     tpot_p99_ms: float | None = None
+    ttfo_p95_ms: float | None = None  # time to the first answer token (after reasoning); off unless set
+    ttfo_p99_ms: float | None = None
     gate_e2e_on_streams: bool = False  # judge E2E P95/P99 on streaming runs too (see module docstring)
     max_error_rate: float = 0.0  # fraction of requests; "no failed requests" by default
     target_qps: float | None = None  # peak requests/s the service must carry
@@ -82,7 +90,7 @@ _FRACTION = (0.0, 1.0)
 _RULES: dict[str, tuple[bool, str, float | None, float | None]] = {
     **{name: (True, "number", 0.0, None) for name in (
         "e2e_p95_ms", "e2e_p99_ms", "ttft_p95_ms", "ttft_p99_ms", "itl_p95_ms", "itl_p99_ms",
-        "tpot_p95_ms", "tpot_p99_ms", "target_qps", "recovery_s_max")},
+        "tpot_p95_ms", "tpot_p99_ms", "ttfo_p95_ms", "ttfo_p99_ms", "target_qps", "recovery_s_max")},
     "gate_e2e_on_streams": (False, "bool", None, None),
     "max_error_rate": (False, "number", *_FRACTION),
     "safety_factor": (False, "number", 0.0, None),

@@ -29,7 +29,7 @@ from loadline.core.runsettings import wall_span
 from loadline.runtime import histogram
 from loadline.runtime.live_fold import CANCELLED_CODE as _CANCELLED
 from loadline.runtime.live_fold import (COARSE_AFTER_S, COARSE_S, E2E_METRIC, FOLD_S, ITL_P50_METRIC, TPOT_METRIC,
-                                        TTFT_METRIC, Folded, fold, merge, present)
+                                        TTFO_METRIC, TTFT_METRIC, Folded, fold, merge, present)
 from loadline.runtime.live_fold import E2E as _E2E
 from loadline.runtime.live_fold import ERROR_CLASS as _ERROR_CLASS
 from loadline.runtime.live_fold import ERROR_CODE as _ERROR
@@ -39,12 +39,13 @@ from loadline.runtime.live_fold import START as _START
 from loadline.runtime.live_fold import STATUS as _STATUS
 from loadline.runtime.live_fold import TOKENS as _TOKENS
 from loadline.runtime.live_fold import TPOT as _TPOT
+from loadline.runtime.live_fold import TTFO as _TTFO
 from loadline.runtime.live_fold import TTFT as _TTFT
 # The window's type and its entry point live apart, without numpy: a shape reads them in every process
 from loadline.runtime.live_window import WindowSummary, to_model_time, window  # noqa: F401
 
 _I = {name: COLUMNS.index(name) for name in ("start_wall", "status", "e2e_ms", "ttft_ms", "output_tokens",
-                                             "error_class", "itl_p50_ms", "tpot_ms", "itl_us")}
+                                             "error_class", "itl_p50_ms", "tpot_ms", "itl_us", "ttfo_ms")}
 # Model seconds of ITL gaps kept: a stepped run's step is 3-5 minutes (DOMAIN.md). In a time-scaled
 # run that is GAP_RETENTION_S / X wall seconds (900 wall s at X = 20 is a 5-hour rehearsal's every gap),
 # but never less than MIN_GAP_RETENTION_WALL_S: the web UI's points settle after 30 wall s (series.py).
@@ -61,7 +62,7 @@ ROW_RETENTION_S = GAP_RETENTION_S
 # (tokens); status and error class are small integer codes. The layout (_START ... _TPOT) is
 # live_fold.py's, which folds old rows.
 _STATUS_CODES = {OK: _OK, CANCELLED: _CANCELLED}  # anything else counts as an error, as before
-_NO_ROWS = np.empty((0, 8))
+_NO_ROWS = np.empty((0, 9))
 
 
 class LiveStats:
@@ -69,7 +70,7 @@ class LiveStats:
     seconds older than the row retention folded by wall minute."""
 
     def __init__(self, time_scale: float = 1.0) -> None:
-        self._by_second: dict[int, np.ndarray] = {}  # (rows, 8) float64 arrays, seconds >= self._horizon
+        self._by_second: dict[int, np.ndarray] = {}  # (rows, 9) float64 arrays, seconds >= self._horizon
         self._folded: dict[int, Folded] = {}  # by the block's first second: minutes, and hours (COARSE_S) before
         self._horizon = -math.inf  # the first second not folded (a multiple of FOLD_S)
         self._coarse_horizon = -math.inf  # the first second not merged into hours (a multiple of COARSE_S)
@@ -92,7 +93,7 @@ class LiveStats:
             fresh.setdefault(int(start), []).append(
                 (start, _STATUS_CODES.get(status, _ERROR), _nan(r[i["e2e_ms"]]), _nan(r[i["ttft_ms"]]),
                  r[i["output_tokens"]] or 0, self._class_code(r[i["error_class"]]), _nan(r[i["itl_p50_ms"]]),
-                 _nan(r[i["tpot_ms"]])))
+                 _nan(r[i["tpot_ms"]]), _nan(r[i["ttfo_ms"]])))
             if status == OK and r[i["itl_us"]]:  # the text: parsed only by windows that want ITL
                 gaps.setdefault(int(start), []).append((start, r[i["itl_us"]]))
         buckets = self._by_second
@@ -193,7 +194,7 @@ class LiveStats:
         codes, counts = np.unique(rows[status == _ERROR, _ERROR_CLASS], return_counts=True)
         return self._summary(start_wall, end_wall, len(rows), len(ok), cancelled, float(ok[:, _TOKENS].sum()),
                              {int(code): int(n) for code, n in zip(codes, counts)},
-                             [_pcts(present(ok[:, column])) for column in (_E2E, _TTFT, _ITL_P50, _TPOT)], itl)
+                             [_pcts(present(ok[:, column])) for column in (_E2E, _TTFT, _ITL_P50, _TPOT, _TTFO)], itl)
 
     def _folded_in(self, start_wall: float, end_wall: float) -> list[Folded]:
         """The folded minutes the window takes: those whose requests' midpoint (first to last start) is in it."""
@@ -208,19 +209,19 @@ class LiveStats:
         return self._summary(start_wall, end_wall, total.requests, total.ok, total.cancelled, total.tokens,
                              dict(sorted(total.errors_by_class.items())),
                              [histogram.percentiles(total.keys, total.counts, metric)
-                              for metric in (E2E_METRIC, TTFT_METRIC, ITL_P50_METRIC, TPOT_METRIC)],
+                              for metric in (E2E_METRIC, TTFT_METRIC, ITL_P50_METRIC, TPOT_METRIC, TTFO_METRIC)],
                              itl, approx_pct=histogram.ALPHA * 100)
 
     def _summary(self, start_wall: float, end_wall: float, requests: int, ok: int, cancelled: int, tokens: float,
                  errors_by_code: dict[int, int], pcts: list[tuple], itl: bool,
                  approx_pct: float | None = None) -> WindowSummary:
-        """One window's summary from its counts and its (p50, p95, p99) of e2e, ttft, itl_p50 and tpot,
+        """One window's summary from its counts and its (p50, p95, p99) of e2e, ttft, itl_p50, tpot and ttfo,
         exact or read from histograms; the pooled ITL gaps are exact in both (kept rows only)."""
         # the tool's own invalid requests are neither the service's successes nor its failures
         invalid = sum(n for code, n in errors_by_code.items() if self._classes[code] == ErrorClass.INVALID_REQUEST)
         errors = requests - ok - cancelled - invalid
         span = max(end_wall - start_wall, 1e-9)
-        e2e, ttft, itl_median, tpot = pcts
+        e2e, ttft, itl_median, tpot, ttfo = pcts
         pooled = self._pooled_gaps_us(start_wall, end_wall) if itl else None
         pooled_itl = tuple(None if v is None else v / 1000.0 for v in _pcts(pooled)) if pooled is not None else (None,) * 3
         return WindowSummary(
@@ -230,7 +231,7 @@ class LiveStats:
             output_tokens_per_s=tokens / span, rps=ok / span,
             errors_by_class={self._classes[code]: n for code, n in errors_by_code.items()},
             itl_p95_ms=pooled_itl[1], itl_p99_ms=pooled_itl[2], tpot_p95_ms=tpot[1], tpot_p99_ms=tpot[2],
-            itl_pooled_p50_ms=pooled_itl[0], approx_pct=approx_pct,
+            itl_pooled_p50_ms=pooled_itl[0], ttfo_p95_ms=ttfo[1], ttfo_p99_ms=ttfo[2], approx_pct=approx_pct,
         )
 
     def _pooled_gaps_us(self, start_wall: float, end_wall: float) -> np.ndarray | None:

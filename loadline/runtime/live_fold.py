@@ -6,7 +6,8 @@ A folded minute costs ~3-4 KB (measured: the histograms' occupied buckets, ~6 by
 latencies, ~360 buckets for a lognormal of sigma 0.3, plus the Python objects), whatever the rate:
 at 20 requests/s its rows took ~77 KB. Merging a histogram of the same traffic adds few buckets, so
 an hour block costs about what a minute does: a 24-hour run keeps 120-180 minutes and ~21 hours (~0.7 MB),
-a week ~1 MB. The same summary serves a window's kept rows when they are merged with folded minutes.
+a week ~1 MB. (Measured before TTFO, the time to the answer's first token, joined as a fifth latency:
+on replies without reasoning it repeats TTFT's buckets, about a fifth more.) The same summary serves a window's kept rows when they are merged with folded minutes.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ FOLD_S = 60  # wall seconds per folded bucket: a window's edge cuts at most this
 COARSE_S = 3600
 COARSE_AFTER_S = 7200
 # The packed row layout live.py keeps per request (float64; NaN where a latency is missing)
-START, STATUS, E2E, TTFT, TOKENS, ERROR_CLASS, ITL_P50, TPOT = range(8)
+START, STATUS, E2E, TTFT, TOKENS, ERROR_CLASS, ITL_P50, TPOT, TTFO = range(9)
 OK_CODE, ERROR_CODE, CANCELLED_CODE = 0, 1, 2
 # The histograms' metrics: (metric number in the key space, row column); live.py reads them back by number
-E2E_METRIC, TTFT_METRIC, ITL_P50_METRIC, TPOT_METRIC = range(4)
-_METRIC_COLUMNS = ((E2E_METRIC, E2E), (TTFT_METRIC, TTFT), (ITL_P50_METRIC, ITL_P50), (TPOT_METRIC, TPOT))
+E2E_METRIC, TTFT_METRIC, ITL_P50_METRIC, TPOT_METRIC, TTFO_METRIC = range(5)
+_METRIC_COLUMNS = ((E2E_METRIC, E2E), (TTFT_METRIC, TTFT), (ITL_P50_METRIC, ITL_P50), (TPOT_METRIC, TPOT),
+                   (TTFO_METRIC, TTFO))
 
 
 @dataclass(slots=True)
@@ -41,7 +43,7 @@ class Folded:
     cancelled: int
     tokens: float  # output tokens of the ok requests
     errors_by_class: dict[int, int]  # error class code -> errors
-    keys: np.ndarray  # histogram.compact: the ok requests' e2e, ttft, itl_p50, tpot
+    keys: np.ndarray  # histogram.compact: the ok requests' e2e, ttft, itl_p50, tpot, ttfo
     counts: np.ndarray
 
     @property

@@ -38,6 +38,8 @@ class WindowSummary:
     tpot_p95_ms: float | None = None
     tpot_p99_ms: float | None = None
     itl_pooled_p50_ms: float | None = None  # pooled gaps, like itl_p95_ms (the web UI's ITL chart)
+    ttfo_p95_ms: float | None = None  # the answer's first token (after reasoning): judged when the SLO sets it
+    ttfo_p99_ms: float | None = None
     # None: exact. Else the window reached into folded minutes: its percentiles come from histograms,
     # each within this many percent of the exact value (runtime/histogram.ALPHA), and its counts take folded
     # minutes whole (the module docstring)

@@ -114,3 +114,29 @@ def test_the_stop_rule_does_not_count_the_tools_invalid_requests_as_the_services
     assert (s.requests, s.ok, s.errors) == (5, 1, 1)  # the 503 only
     assert s.error_rate == pytest.approx(1 / 2)
     assert s.errors_by_class == {"invalid_request": 3, "http": 1}  # still shown by class
+
+
+def test_ttfo_is_judged_live_when_the_slo_sets_it_exact_and_after_folding():
+    """The stop rule and the web UI judge TTFO as the report does: recent windows from exact rows,
+    old ones from the folded minutes' histograms."""
+    from loadline.core.judge import judge, values_of
+    from loadline.core.slo import SLO
+
+    def thinking(start: float, ttfo_ms: float) -> list:
+        rec = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", start, ttft_ms=50.0,
+                            ttfo_ms=ttfo_ms, reasoning_ms=ttfo_ms - 50.0, e2e_ms=ttfo_ms + 100.0, output_tokens=20)
+        return rec.to_row()
+
+    stats = LiveStats()
+    ttfo = np.linspace(1000.0, 2990.0, 200)
+    stats.ingest([thinking(1000.0 + i * 0.01, value) for i, value in enumerate(ttfo)])
+    summary = stats.window(1000.0, 1003.0)
+    assert summary.ttft_p95_ms == pytest.approx(50.0)
+    assert summary.ttfo_p95_ms == pytest.approx(float(np.percentile(ttfo, 95)))
+    judged = judge(SLO(ttfo_p95_ms=2500.0), values_of(summary), True)
+    assert [c.name for c in judged.failed] == ["TTFO P95"]
+    assert not judge(SLO(), values_of(summary), True).failed  # TTFT alone by default: 50 ms
+    stats.ingest([thinking(1000.0 + live.ROW_RETENTION_S + 120, 1000.0)])  # the first minute folds
+    folded = stats.window(1000.0, 1003.0)
+    assert folded.approx_pct is not None
+    assert folded.ttfo_p95_ms == pytest.approx(summary.ttfo_p95_ms, rel=folded.approx_pct / 100)

@@ -40,7 +40,7 @@ def test_streaming_of_a_manifest():
 def test_the_live_window_and_the_report_table_convert_to_model_time_alike():
     summary = live.WindowSummary(0.0, 10.0, 100, 100, 0, 0, 0.0, 50.0, 95.0, 99.0, 5.0, 9.5, 9.9, 1.0, 400.0, 10.0, {},
                                  itl_p95_ms=2.0, itl_p99_ms=3.0, tpot_p95_ms=1.5, tpot_p99_ms=1.8,
-                                 itl_pooled_p50_ms=1.2)
+                                 itl_pooled_p50_ms=1.2, ttfo_p95_ms=30.0, ttfo_p99_ms=40.0)
     scaled = live.to_model_time(summary, 20.0)
     table = to_model_time(pd.DataFrame([dataclasses.asdict(summary)]).drop(columns="errors_by_class"), 20.0)
     for name, value in table.iloc[0].items():

@@ -332,7 +332,12 @@ class LLMUser(User):
     def _read_whole(self, response: Response, result: StreamResult) -> None:
         data = json.loads(response.read_all())
         choice = data["choices"][0]
-        text = choice.get("message", {}).get("content") if "message" in choice else choice.get("text")
+        if "message" in choice:
+            message = choice["message"]
+            text = message.get("content")
+            result.tool_calls = len(message.get("tool_calls") or [])  # a tool-call reply: no content, complete
+        else:
+            text = choice.get("text")
         result.pieces.append(text or "")
         result.usage = valid_usage(data["usage"]) if data.get("usage") else None
         result.finish_reason = choice.get("finish_reason") or ""
