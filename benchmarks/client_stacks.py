@@ -65,20 +65,30 @@ def loadline_stack(url: str, path: str, framing: str):  # type: ignore[no-untype
             finally:
                 response.close()
             return response.sent_perf, response.sent_wall, result
+
         return send
+
     return user
 
 
 def child(args: argparse.Namespace) -> None:
     from gevent import monkey
+
     monkey.patch_all()
     import gevent
 
     path = "/v1/chat/completions"
     user = loadline_stack(args.url, path, framing="sseclient" if args.child == "loadline-sseclient" else "sse")
-    payload = json.dumps({"model": args.model, "messages": [{"role": "user", "content": "Say something long."}],
-                          "stream": True, "max_tokens": args.tokens, "ignore_eos": True,
-                          "stream_options": {"include_usage": True}}).encode()
+    payload = json.dumps(
+        {
+            "model": args.model,
+            "messages": [{"role": "user", "content": "Say something long."}],
+            "stream": True,
+            "max_tokens": args.tokens,
+            "ignore_eos": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
     done: list[tuple] = []  # (rid, sent_perf, sent_wall, result)
     failures: dict[str, int] = {}
     start = perf_counter()
@@ -110,16 +120,36 @@ def child(args: argparse.Namespace) -> None:
     gevent.joinall([sampler, *users], timeout=args.seconds + 30)
     w0, cpu0, w1, cpu1 = window
     tokens = sum(1 for *_, result in done for t in result.arrivals if w0 <= t < w1)
-    wrong = [(rid, len(r.arrivals), (r.usage or {}).get("completion_tokens")) for rid, _, _, r in done
-             if not len(r.arrivals) == (r.usage or {}).get("completion_tokens") == args.tokens]
+    wrong = [
+        (rid, len(r.arrivals), (r.usage or {}).get("completion_tokens"))
+        for rid, _, _, r in done
+        if not len(r.arrivals) == (r.usage or {}).get("completion_tokens") == args.tokens
+    ]
     assert not wrong, f"{len(wrong)} replies without exactly {args.tokens} tokens, e.g. {wrong[:3]}"
-    records = [{"rid": rid, "sent_wall": wall, "ttft_ms": (r.arrivals[0] - sent) * 1000, "tokens": len(r.arrivals),
-                "read_delay_ms": r.body.read_delay_max * 1000 if r.clock == "kernel" else None,
-                "clock": r.clock}
-               for rid, sent, wall, r in done if sent >= w0 and r.arrivals[-1] < w1]
-    print(json.dumps({"tokens_s": tokens / (w1 - w0), "cpu_1k": (cpu1 - cpu0) / max(tokens, 1) * 1000,
-                      "cpu_pct": 100 * (cpu1 - cpu0) / (w1 - w0), "requests": len(done), "failures": failures,
-                      "records": records}))
+    records = [
+        {
+            "rid": rid,
+            "sent_wall": wall,
+            "ttft_ms": (r.arrivals[0] - sent) * 1000,
+            "tokens": len(r.arrivals),
+            "read_delay_ms": r.body.read_delay_max * 1000 if r.clock == "kernel" else None,
+            "clock": r.clock,
+        }
+        for rid, sent, wall, r in done
+        if sent >= w0 and r.arrivals[-1] < w1
+    ]
+    print(
+        json.dumps(
+            {
+                "tokens_s": tokens / (w1 - w0),
+                "cpu_1k": (cpu1 - cpu0) / max(tokens, 1) * 1000,
+                "cpu_pct": 100 * (cpu1 - cpu0) / (w1 - w0),
+                "requests": len(done),
+                "failures": failures,
+                "records": records,
+            }
+        )
+    )
 
 
 # -- the parent: simulator, children, truth ---------------------------------------------------------
@@ -132,16 +162,37 @@ def pct(values: list[float], q: float) -> float:
 
 def run_child(stack: str, streams: int, tag: str, url: str, model: str, args: argparse.Namespace) -> dict:
     pin = ["taskset", "-c", "1"] if (os.cpu_count() or 1) > 1 else []
-    cmd = [*pin, sys.executable, __file__, "--child", stack, "--url", url, "--model", model, "--tag", tag,
-           "--streams", str(streams), "--seconds", str(args.seconds), "--tokens", str(args.tokens)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "LOADLINE_KERNEL_CLOCK": "0" if stack == "loadline-user" else "1",
-           "LOADLINE_PUSH_READS": "0" if stack in ("loadline-pull", "loadline-sseclient") else "1"}
+    cmd = [
+        *pin,
+        sys.executable,
+        __file__,
+        "--child",
+        stack,
+        "--url",
+        url,
+        "--model",
+        model,
+        "--tag",
+        tag,
+        "--streams",
+        str(streams),
+        "--seconds",
+        str(args.seconds),
+        "--tokens",
+        str(args.tokens),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "LOADLINE_KERNEL_CLOCK": "0" if stack == "loadline-user" else "1",
+        "LOADLINE_PUSH_READS": "0" if stack in ("loadline-pull", "loadline-sseclient") else "1",
+    }
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + 60, env=env, cwd=REPO)
     except subprocess.TimeoutExpired:
         return {"error": "timed out"}
     if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1][:200]}
+        return {"error": (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1][:200]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -172,23 +223,36 @@ def main() -> None:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         truth_path = Path(tmp) / "truth.jsonl"
-        sim = start_simulator(["--profile", "tiny", "--truth", str(truth_path),
-                               *sum((["--set", kv] for kv in flat_model(args.step_ms, args.ttft_ms)), [])])
+        sim = start_simulator(
+            [
+                "--profile",
+                "tiny",
+                "--truth",
+                str(truth_path),
+                *sum((["--set", kv] for kv in flat_model(args.step_ms, args.ttft_ms)), []),
+            ]
+        )
         try:
             if (os.cpu_count() or 1) > 1:
                 subprocess.run(["taskset", "-cp", "0", str(sim.proc.pid)], capture_output=True)
             import urllib.request
+
             with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as reply:
                 model = json.load(reply)["data"][0]["id"]
             for r in range(args.rounds):
                 for streams in args.streams:
-                    order = args.stacks[r % len(args.stacks):] + args.stacks[:r % len(args.stacks)]
+                    order = args.stacks[r % len(args.stacks) :] + args.stacks[: r % len(args.stacks)]
                     for stack in order:  # rotated each round, so no stack always follows the same one
                         tag = f"{stack}-{streams}-{r}"
                         began = time.strftime("%H:%M:%S", time.gmtime())
                         row = run_child(stack, streams, tag, sim.url, model, args)
-                        row.update(stack=stack, streams=streams, round=r, began=began,
-                                   loadavg=Path("/proc/loadavg").read_text().split()[0])
+                        row.update(
+                            stack=stack,
+                            streams=streams,
+                            round=r,
+                            began=began,
+                            loadavg=Path("/proc/loadavg").read_text().split()[0],
+                        )
                         rows.append(row)
                         said = row.get("error") or f"{row['cpu_1k']:.4f} CPU-s/1k, {row['tokens_s']:,.0f} tok/s"
                         print(f"{began} {tag}: {said} (load {row['loadavg']})", file=sys.stderr, flush=True)
@@ -196,8 +260,10 @@ def main() -> None:
             sim.stop()
         truth = {t["request_id"]: t for t in map(json.loads, truth_path.read_text().splitlines())}
 
-    print("stack          streams round  tokens/s  CPU-s/1k  CPU %  TTFT err p50/p99 ms  1st-token err p50/p99 ms"
-          "  read delay p99 ms  requests   load  failures")
+    print(
+        "stack          streams round  tokens/s  CPU-s/1k  CPU %  TTFT err p50/p99 ms  1st-token err p50/p99 ms"
+        "  read delay p99 ms  requests   load  failures"
+    )
     for row in rows:
         if "error" in row:
             print(f"{row['stack']:<14} {row['streams']:>7} {row['round']:>5}  error: {row['error']}")
@@ -211,10 +277,12 @@ def main() -> None:
         delays = [rec["read_delay_ms"] for rec in row["records"] if rec["read_delay_ms"] is not None]
         delay = f"{pct(delays, 0.99):.1f}" if delays else "-"
         failed = " ".join(f"{n} {name}" for name, n in row["failures"].items())
-        print(f"{row['stack']:<14} {row['streams']:>7} {row['round']:>5} {row['tokens_s']:>9,.0f} {row['cpu_1k']:>9.4f}"
-              f" {row['cpu_pct']:>6.0f}  {pct(ttft_err, 0.5):>8.2f} / {pct(ttft_err, 0.99):<8.2f}"
-              f"  {pct(stamp_err, 0.5):>11.3f} / {pct(stamp_err, 0.99):<9.3f}  {delay:>17}"
-              f"  {row['requests']:>8}  {row['loadavg']:>5}  {failed or 0}")
+        print(
+            f"{row['stack']:<14} {row['streams']:>7} {row['round']:>5} {row['tokens_s']:>9,.0f} {row['cpu_1k']:>9.4f}"
+            f" {row['cpu_pct']:>6.0f}  {pct(ttft_err, 0.5):>8.2f} / {pct(ttft_err, 0.99):<8.2f}"
+            f"  {pct(stamp_err, 0.5):>11.3f} / {pct(stamp_err, 0.99):<9.3f}  {delay:>17}"
+            f"  {row['requests']:>8}  {row['loadavg']:>5}  {failed or 0}"
+        )
 
 
 if __name__ == "__main__":

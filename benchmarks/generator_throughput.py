@@ -61,9 +61,20 @@ TICK_S = os.sysconf("SC_CLK_TCK")
 def flat_model(step_ms: float, ttft_ms: float) -> list[str]:
     """Every engine step costs step_ms (however many sequences), every request ttft_ms before its first
     token; no batch limit."""
-    return ["weights_gib=0.001", "kv_bytes_per_token=1", "hbm_bandwidth_gbs=100000", "peak_tflops=100000",
-            f"step_overhead_ms={step_ms}", "per_layer_overhead_us=0", "per_seq_overhead_us=0", f"request_overhead_ms={ttft_ms}",
-            "max_num_seqs=1024", "num_gpu_blocks=200000", "max_num_batched_tokens=65536", "max_model_len=65536"]
+    return [
+        "weights_gib=0.001",
+        "kv_bytes_per_token=1",
+        "hbm_bandwidth_gbs=100000",
+        "peak_tflops=100000",
+        f"step_overhead_ms={step_ms}",
+        "per_layer_overhead_us=0",
+        "per_seq_overhead_us=0",
+        f"request_overhead_ms={ttft_ms}",
+        "max_num_seqs=1024",
+        "num_gpu_blocks=200000",
+        "max_num_batched_tokens=65536",
+        "max_model_len=65536",
+    ]
 
 
 def pin(core: int) -> list[str]:
@@ -105,8 +116,9 @@ def start_speed_probe(begin: float, end: float) -> subprocess.Popen:
     """Samples the generator's core speed (M loop steps per CPU-second of the probe's own thread, so a
     probe that waits for the core does not read as slow) from `begin` to `end` (time.time()). Started
     with the generator, so that its own start-up falls outside the window."""
-    return subprocess.Popen([*pin(1), sys.executable, "-c", SPEED_PROBE, str(begin), str(end)],
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [*pin(1), sys.executable, "-c", SPEED_PROBE, str(begin), str(end)], stdout=subprocess.PIPE, text=True
+    )
 
 
 def core_speed(probe: subprocess.Popen) -> str:
@@ -124,8 +136,9 @@ def start_hog() -> subprocess.Popen:
     return subprocess.Popen([*pin(1), sys.executable, "-c", spin])
 
 
-def one(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float, clock: str, repo: Path,
-        hog: bool = False) -> dict:
+def one(
+    streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float, clock: str, repo: Path, hog: bool = False
+) -> dict:
     hogger = start_hog() if hog else None
     try:
         return measure(streams, seconds, step_ms, tokens, ttft_ms, clock, repo)
@@ -138,14 +151,46 @@ def one(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float,
 def measure(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: float, clock: str, repo: Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        sim = start_simulator(["--profile", "tiny", "--truth", str(Path(tmp) / "truth.jsonl"),
-                               *sum((["--set", kv] for kv in flat_model(step_ms, ttft_ms)), [])])
+        sim = start_simulator(
+            [
+                "--profile",
+                "tiny",
+                "--truth",
+                str(Path(tmp) / "truth.jsonl"),
+                *sum((["--set", kv] for kv in flat_model(step_ms, ttft_ms)), []),
+            ]
+        )
         try:
             subprocess.run(["taskset", "-cp", "0", str(sim.proc.pid)], capture_output=True)
-            cmd = [*pin(1), sys.executable, "-m", "locust", "-f", str(repo / "locustfiles" / "single_shot.py"),
-                   "--headless", "-u", str(streams), "-r", str(streams), "-t", f"{seconds}s", "--host", sim.url,
-                   "--run-dir", str(run_dir), "--max-tokens", str(tokens), "--ignore-eos", "--event-interval", "0",
-                   "--prompt-mix", "short=1", "--only-summary", "--loglevel", "WARNING"]
+            cmd = [
+                *pin(1),
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(repo / "locustfiles" / "single_shot.py"),
+                "--headless",
+                "-u",
+                str(streams),
+                "-r",
+                str(streams),
+                "-t",
+                f"{seconds}s",
+                "--host",
+                sim.url,
+                "--run-dir",
+                str(run_dir),
+                "--max-tokens",
+                str(tokens),
+                "--ignore-eos",
+                "--event-interval",
+                "0",
+                "--prompt-mix",
+                "short=1",
+                "--only-summary",
+                "--loglevel",
+                "WARNING",
+            ]
             env = {**os.environ, "PYTHONPATH": str(repo), "LOADLINE_KERNEL_CLOCK": "1" if clock == "kernel" else "0"}
             proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             span, begin = max(1.0, seconds - WARMUP_S - COOLDOWN_S), time.time() + 1.0 + WARMUP_S
@@ -175,17 +220,25 @@ def measure(streams: int, seconds: int, step_ms: float, tokens: int, ttft_ms: fl
     # over the replies that ended: the report judges "behind" on those (a stream cut at stop waits out its last read)
     ended = records[records.status == "ok"]
     delay = ended.read_delay_ms.quantile(0.99) if "read_delay_ms" in records else float("nan")
-    return {"streams": streams, "step ms": step_ms, "clock": "/".join(map(str, clocks)),
-            "tokens/s": in_window / (t_end - t_start),
-            "CPU-s/1k tok": (cpu_end - cpu_start) / max(in_window, 1) * 1000,
-            "CPU %": 100 * (cpu_end - cpu_start) / (t_end - t_start),
-            "TTFT err p50": ttft_err.quantile(0.5), "TTFT err p99": ttft_err.quantile(0.99),
-            # steadier than the p99 near its 5 ms bar: the p99 jumps by a token gap when this crosses 1 %
-            "TTFT err >5ms %": 100 * float((ttft_err > 5.0).mean()) if len(ttft_err) else float("nan"),
-            "stamp err p50": stamp_err.quantile(0.5), "stamp err p99": stamp_err.quantile(0.99),
-            "last err p99": last_err.quantile(0.99),
-            "ITL p50": float(np.median(window_gaps)) if len(window_gaps) else float("nan"),
-            "read delay p99": delay, "requests": len(ok), "core speed": speed}
+    return {
+        "streams": streams,
+        "step ms": step_ms,
+        "clock": "/".join(map(str, clocks)),
+        "tokens/s": in_window / (t_end - t_start),
+        "CPU-s/1k tok": (cpu_end - cpu_start) / max(in_window, 1) * 1000,
+        "CPU %": 100 * (cpu_end - cpu_start) / (t_end - t_start),
+        "TTFT err p50": ttft_err.quantile(0.5),
+        "TTFT err p99": ttft_err.quantile(0.99),
+        # steadier than the p99 near its 5 ms bar: the p99 jumps by a token gap when this crosses 1 %
+        "TTFT err >5ms %": 100 * float((ttft_err > 5.0).mean()) if len(ttft_err) else float("nan"),
+        "stamp err p50": stamp_err.quantile(0.5),
+        "stamp err p99": stamp_err.quantile(0.99),
+        "last err p99": last_err.quantile(0.99),
+        "ITL p50": float(np.median(window_gaps)) if len(window_gaps) else float("nan"),
+        "read delay p99": delay,
+        "requests": len(ok),
+        "core speed": speed,
+    }
 
 
 def main() -> None:
@@ -196,30 +249,64 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--ttft-ms", type=float, default=100.0)
     parser.add_argument("--seconds", type=int, default=20)
-    parser.add_argument("--clock", choices=["kernel", "user"], default="kernel",
-                        help="user: LOADLINE_KERNEL_CLOCK=0 (stamps at read time)")
-    parser.add_argument("--reads", choices=["push", "pull"], default="push",
-                        help="pull: LOADLINE_PUSH_READS=0 (every body read in its user's greenlet)")
-    parser.add_argument("--watch", choices=["budget", "on", "off"], default="budget",
-                        help="the first-bytes watch (first tokens stamped by a watching thread): budget, the "
-                             "default (it rests while it costs the loop too much); on: LOADLINE_FIRST_BYTES_WATCH=1 "
-                             "whatever it costs; off: =0")
+    parser.add_argument(
+        "--clock",
+        choices=["kernel", "user"],
+        default="kernel",
+        help="user: LOADLINE_KERNEL_CLOCK=0 (stamps at read time)",
+    )
+    parser.add_argument(
+        "--reads",
+        choices=["push", "pull"],
+        default="push",
+        help="pull: LOADLINE_PUSH_READS=0 (every body read in its user's greenlet)",
+    )
+    parser.add_argument(
+        "--watch",
+        choices=["budget", "on", "off"],
+        default="budget",
+        help="the first-bytes watch (first tokens stamped by a watching thread): budget, the "
+        "default (it rests while it costs the loop too much); on: LOADLINE_FIRST_BYTES_WATCH=1 "
+        "whatever it costs; off: =0",
+    )
     parser.add_argument("--hog", action="store_true", help="a busy process on the generator's core")
-    parser.add_argument("--repo", type=Path, action="append",
-                        help="a code tree whose generator is measured (repeat it to compare trees: they take turns)")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="runs of each tree, interleaved (the core's speed drifts: see `core speed`)")
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        action="append",
+        help="a code tree whose generator is measured (repeat it to compare trees: they take turns)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="runs of each tree, interleaved (the core's speed drifts: see `core speed`)",
+    )
     args = parser.parse_args()
     os.environ["LOADLINE_PUSH_READS"] = "1" if args.reads == "push" else "0"  # the generator inherits it
     os.environ["LOADLINE_FIRST_BYTES_WATCH"] = {"budget": "", "on": "1", "off": "0"}[args.watch]
-    setting = PRESETS[args.preset] if args.preset else {"streams": args.streams, "step_ms": args.step_ms,
-                                                         "tokens": args.tokens, "ttft_ms": args.ttft_ms}
+    setting = (
+        PRESETS[args.preset]
+        if args.preset
+        else {"streams": args.streams, "step_ms": args.step_ms, "tokens": args.tokens, "ttft_ms": args.ttft_ms}
+    )
     repos = [repo.resolve() for repo in args.repo or [REPO]]
-    rows = [{"tree": repo.name, **one(n, args.seconds, setting["step_ms"], setting["tokens"], setting["ttft_ms"],
-                                      args.clock, repo, args.hog)}
-            for _ in range(max(1, args.rounds)) for n in setting["streams"] for repo in repos]
-    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.3f}",
-                                       formatters={"CPU-s/1k tok": lambda v: f"{v:.4f}"}))  # steps of ~1 %
+    rows = [
+        {
+            "tree": repo.name,
+            **one(
+                n, args.seconds, setting["step_ms"], setting["tokens"], setting["ttft_ms"], args.clock, repo, args.hog
+            ),
+        }
+        for _ in range(max(1, args.rounds))
+        for n in setting["streams"]
+        for repo in repos
+    ]
+    print(
+        pd.DataFrame(rows).to_string(
+            index=False, float_format=lambda v: f"{v:,.3f}", formatters={"CPU-s/1k tok": lambda v: f"{v:.4f}"}
+        )
+    )  # steps of ~1 %
 
 
 if __name__ == "__main__":

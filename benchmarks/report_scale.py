@@ -44,13 +44,32 @@ def generate(run_dir: Path, rows: int, seed: int = 7) -> Path:
     strings, tokens = _itl_pool(rng)
     pick = rng.integers(0, len(strings), rows)
     status = np.where(rng.random(rows) < 0.002, "error", "ok")
-    requests = make_requests(start, e2e, ttft_ms=ttft, tpot_ms=(e2e - ttft) / (tokens[pick] - 1),
-                             output_tokens=tokens[pick], itl_us=strings[pick], status=status,
-                             error_class=np.where(status == "error", "timeout", ""))
+    requests = make_requests(
+        start,
+        e2e,
+        ttft_ms=ttft,
+        tpot_ms=(e2e - ttft) / (tokens[pick] - 1),
+        output_tokens=tokens[pick],
+        itl_us=strings[pick],
+        status=status,
+        error_class=np.where(status == "error", "timeout", ""),
+    )
     requests["request_id"] = np.char.add("r", np.arange(rows).astype(str))
-    phases = [{"index": i, "label": f"step-{i + 1} ({10 * (i + 1)} users)", "kind": "step",
-               "start_wall": t0 + i * phase_s, "end_wall": t0 + (i + 1) * phase_s, "target_users": 10 * (i + 1),
-               "spawn_rate": 10, "users_start": 10 * (i + 1), "users_end": 10 * (i + 1), "note": ""} for i in range(PHASES)]
+    phases = [
+        {
+            "index": i,
+            "label": f"step-{i + 1} ({10 * (i + 1)} users)",
+            "kind": "step",
+            "start_wall": t0 + i * phase_s,
+            "end_wall": t0 + (i + 1) * phase_s,
+            "target_users": 10 * (i + 1),
+            "spawn_rate": 10,
+            "users_start": 10 * (i + 1),
+            "users_end": 10 * (i + 1),
+            "note": "",
+        }
+        for i in range(PHASES)
+    ]
     return write_run(run_dir, requests, phases, {"name": f"scale-{rows}"})
 
 
@@ -67,8 +86,13 @@ def main() -> int:
         generated = time.perf_counter() - started
         size_mb = (run_dir / "requests.csv").stat().st_size / 1e6
         started = time.perf_counter()
-        child = subprocess.run([sys.executable, "-m", "loadline", "report", str(run_dir)], check=False,
-                               capture_output=True, text=True, timeout=600)
+        child = subprocess.run(
+            [sys.executable, "-m", "loadline", "report", str(run_dir)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         elapsed = time.perf_counter() - started
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         if child.returncode not in (0, 1):
@@ -77,7 +101,9 @@ def main() -> int:
         rows = len(pd.read_csv(run_dir / "requests.csv", usecols=["start_wall"]))
         print("| rows | requests.csv | generate | build_report (loadline report) | peak RSS | exit |")
         print("|---|---|---|---|---|---|")
-        print(f"| {rows:,} | {size_mb:,.0f} MB | {generated:.1f} s | {elapsed:.1f} s | {peak_mb:,.0f} MB | {child.returncode} |")
+        print(
+            f"| {rows:,} | {size_mb:,.0f} MB | {generated:.1f} s | {elapsed:.1f} s | {peak_mb:,.0f} MB | {child.returncode} |"
+        )
     return 0
 
 

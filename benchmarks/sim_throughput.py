@@ -50,7 +50,7 @@ class StreamClient(asyncio.Protocol):
             self.tail = b""
             self.transport.write(self.request)
         else:
-            self.tail = buf[-(len(MARK) - 1):]
+            self.tail = buf[-(len(MARK) - 1) :]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -59,10 +59,19 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def drive(host: str, port: int, connections: int, seconds: float, pid: int, max_tokens: int) -> dict:
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "benchmark"}], "stream": True,
-                       "max_tokens": max_tokens, "ignore_eos": True}).encode()
-    request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\n\r\n" % len(body)) + body
+    body = json.dumps(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "benchmark"}],
+            "stream": True,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+        }
+    ).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    ) + body
     counter = Counter()
     loop = asyncio.get_running_loop()
     transports = []
@@ -76,15 +85,39 @@ async def drive(host: str, port: int, connections: int, seconds: float, pid: int
     for transport in transports:
         transport.close()
     wall = t1 - t0
-    return {"connections": connections, "chunks": c1 - c0, "requests": r1 - r0, "wall_s": wall,
-            "chunks_per_s": (c1 - c0) / wall, "server_cpu_s": cpu1 - cpu0,
-            "chunks_per_server_cpu_s": (c1 - c0) / max(cpu1 - cpu0, 1e-9)}
+    return {
+        "connections": connections,
+        "chunks": c1 - c0,
+        "requests": r1 - r0,
+        "wall_s": wall,
+        "chunks_per_s": (c1 - c0) / wall,
+        "server_cpu_s": cpu1 - cpu0,
+        "chunks_per_server_cpu_s": (c1 - c0) / max(cpu1 - cpu0, 1e-9),
+    }
 
 
 def start_server(extra: list[str], loop_name: str) -> tuple[subprocess.Popen, str, int]:
-    cmd = [sys.executable, "-m", "loadline", "sim", "--profile", "tiny", "--port", "0", "--time-scale", "1000",
-           "--set", "max_num_seqs=1024", "--set", "max_num_batched_tokens=65536", "--set", "num_gpu_blocks=100000",
-           "--set", "max_model_len=8192", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadline",
+        "sim",
+        "--profile",
+        "tiny",
+        "--port",
+        "0",
+        "--time-scale",
+        "1000",
+        "--set",
+        "max_num_seqs=1024",
+        "--set",
+        "max_num_batched_tokens=65536",
+        "--set",
+        "num_gpu_blocks=100000",
+        "--set",
+        "max_model_len=8192",
+        *extra,
+    ]
     env = {**os.environ, "LOADLINE_SIM_EVENT_LOOP": loop_name}
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     line = proc.stdout.readline().decode().strip()
@@ -99,8 +132,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--server-arg", action="append", default=[], help="extra simulator option")
-    parser.add_argument("--loops", nargs="+", default=["uvloop", "asyncio"], choices=["uvloop", "asyncio"],
-                        help="server event loops to compare (LOADLINE_SIM_EVENT_LOOP)")
+    parser.add_argument(
+        "--loops",
+        nargs="+",
+        default=["uvloop", "asyncio"],
+        choices=["uvloop", "asyncio"],
+        help="server event loops to compare (LOADLINE_SIM_EVENT_LOOP)",
+    )
     args = parser.parse_args()
     try:
         import uvloop
@@ -117,12 +155,16 @@ def main() -> int:
             finally:
                 proc.terminate()
                 proc.wait(timeout=10)
-    print(f"{'server loop':>11} {'connections':>11} {'chunks/s (wall)':>16} {'chunks/server-CPU-s':>20} "
-          f"{'server CPU %':>12} {'req/s':>8}")
+    print(
+        f"{'server loop':>11} {'connections':>11} {'chunks/s (wall)':>16} {'chunks/server-CPU-s':>20} "
+        f"{'server CPU %':>12} {'req/s':>8}"
+    )
     for r in rows:
-        print(f"{r['loop']:>11} {r['connections']:>11} {r['chunks_per_s']:>16,.0f} "
-              f"{r['chunks_per_server_cpu_s']:>20,.0f} {100 * r['server_cpu_s'] / r['wall_s']:>11.0f}% "
-              f"{r['requests'] / r['wall_s']:>8.1f}")
+        print(
+            f"{r['loop']:>11} {r['connections']:>11} {r['chunks_per_s']:>16,.0f} "
+            f"{r['chunks_per_server_cpu_s']:>20,.0f} {100 * r['server_cpu_s'] / r['wall_s']:>11.0f}% "
+            f"{r['requests'] / r['wall_s']:>8.1f}"
+        )
     return 0
 
 

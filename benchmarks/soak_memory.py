@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from loadline.analysis.data.truth import read_truth  # noqa: E402
+
 TICK_S = os.sysconf("SC_CLK_TCK")
 GROWTH_LIMIT_PCT = 5.0
 # Warm-up: the first 20 % of the run's model time (24 min of a 2-h soak). The ramp (1 model minute)
@@ -160,11 +161,34 @@ def command(args: argparse.Namespace) -> list[str]:
     # ~4 turns per session: what a soak of people chatting looks like. The h100 profile keeps
     # the server far from saturation at 200 users (batch up to 1,024), so the generator's side is
     # what is measured; --max-tokens keeps the token rate per wall second within two cores.
-    return [sys.executable, "-m", "loadline", "run", "--shape", "soak", "--sim-profile", args.sim_profile,
-            "--time-scale", f"{args.time_scale:g}", "--workers", str(args.workers), "--out", str(args.out),
-            "--no-report", "--", "--soak-users", str(args.users), "--soak-ramp", f"{ramp_s:g}",
-            "--soak-hold", f"{model_s - ramp_s:g}", "--soak-window", f"{min(600.0, model_s / 4):g}",
-            "--max-tokens", str(args.max_tokens)]
+    return [
+        sys.executable,
+        "-m",
+        "loadline",
+        "run",
+        "--shape",
+        "soak",
+        "--sim-profile",
+        args.sim_profile,
+        "--time-scale",
+        f"{args.time_scale:g}",
+        "--workers",
+        str(args.workers),
+        "--out",
+        str(args.out),
+        "--no-report",
+        "--",
+        "--soak-users",
+        str(args.users),
+        "--soak-ramp",
+        f"{ramp_s:g}",
+        "--soak-hold",
+        f"{model_s - ramp_s:g}",
+        "--soak-window",
+        f"{min(600.0, model_s / 4):g}",
+        "--max-tokens",
+        str(args.max_tokens),
+    ]
 
 
 def run(args: argparse.Namespace, log_path: Path) -> tuple[list[Sample], int, list[int], str]:
@@ -247,8 +271,9 @@ def table(samples: list[Sample], start: float, end: float, scale: float) -> list
         by_pid.setdefault(s.pid, []).append(s)
     rows = []
     worker_no = 0
-    for pid, points in sorted(by_pid.items(), key=lambda kv: (("simulator", "master", "local", "worker")
-                                                              .index(kv[1][0].role), kv[0])):
+    for pid, points in sorted(
+        by_pid.items(), key=lambda kv: (("simulator", "master", "local", "worker").index(kv[1][0].role), kv[0])
+    ):
         role = points[0].role
         if role == "worker":
             worker_no += 1
@@ -261,20 +286,33 @@ def table(samples: list[Sample], start: float, end: float, scale: float) -> list
         growth = 100 * (late - early) / early
         cpu = (load[-1].cpu_s - load[0].cpu_s) / max(load[-1].wall - load[0].wall, 1e-9)
         judged = points[0].role in JUDGED
-        rows.append({"process": role, "pid": pid, "after warm-up MiB": early, "end MiB": late,
-                     "max MiB": max(s.rss_kib for s in load) / 1024, "growth %": growth,
-                     "MiB per model h": slope_mib_per_model_h(after, scale), "CPU %": 100 * cpu,
-                     "verdict": ("PASS" if growth < GROWTH_LIMIT_PCT else "FAIL") if judged else "(target)"})
+        rows.append(
+            {
+                "process": role,
+                "pid": pid,
+                "after warm-up MiB": early,
+                "end MiB": late,
+                "max MiB": max(s.rss_kib for s in load) / 1024,
+                "growth %": growth,
+                "MiB per model h": slope_mib_per_model_h(after, scale),
+                "CPU %": 100 * cpu,
+                "verdict": ("PASS" if growth < GROWTH_LIMIT_PCT else "FAIL") if judged else "(target)",
+            }
+        )
     return rows
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'process':>10} {'pid':>7} {'after warm-up':>14} {'end':>9} {'max':>9} {'growth':>8} "
-          f"{'slope':>14} {'CPU':>6}  verdict")
+    print(
+        f"{'process':>10} {'pid':>7} {'after warm-up':>14} {'end':>9} {'max':>9} {'growth':>8} "
+        f"{'slope':>14} {'CPU':>6}  verdict"
+    )
     for r in rows:
-        print(f"{r['process']:>10} {r['pid']:>7} {r['after warm-up MiB']:>10.1f} MiB {r['end MiB']:>5.1f} MiB "
-              f"{r['max MiB']:>5.1f} MiB {r['growth %']:>+7.1f}% {r['MiB per model h']:>+7.2f} MiB/h "
-              f"{r['CPU %']:>5.0f}%  {r['verdict']}")
+        print(
+            f"{r['process']:>10} {r['pid']:>7} {r['after warm-up MiB']:>10.1f} MiB {r['end MiB']:>5.1f} MiB "
+            f"{r['max MiB']:>5.1f} MiB {r['growth %']:>+7.1f}% {r['MiB per model h']:>+7.2f} MiB/h "
+            f"{r['CPU %']:>5.0f}%  {r['verdict']}"
+        )
 
 
 def check_run(run_dir: Path, log_path: Path) -> list[str]:
@@ -294,14 +332,20 @@ def check_run(run_dir: Path, log_path: Path) -> list[str]:
     truth = set() if served is None else set(served["request_id"].astype(str))
     unseen = Counter(status for request_id, status in statuses_by_id.items() if request_id not in truth)
     written, by_worker = manifest.get("requests_written"), sum((manifest.get("rows_by_worker") or {}).values())
-    notes.append(f"manifest: status {manifest.get('status')}, requests_written {written}, rows_by_worker sum "
-                 f"{by_worker}, workers_lost {manifest.get('workers_lost')}, worker_errors "
-                 f"{manifest.get('worker_errors')}, clock_warnings {manifest.get('clock_warnings')}")
-    notes.append(f"requests.csv: {rows} rows ({len(ids)} distinct ids) {dict(statuses)}; error classes "
-                 f"{dict(classes) or 'none'}; {'matches' if rows == written == by_worker else 'DOES NOT match'} "
-                 f"the manifest")
-    notes.append(f"truth log: {len(truth)} requests reached the simulator; {len(truth - ids)} without a record, "
-                 f"{len(ids - truth)} records the simulator never saw {dict(unseen) or ''}")
+    notes.append(
+        f"manifest: status {manifest.get('status')}, requests_written {written}, rows_by_worker sum "
+        f"{by_worker}, workers_lost {manifest.get('workers_lost')}, worker_errors "
+        f"{manifest.get('worker_errors')}, clock_warnings {manifest.get('clock_warnings')}"
+    )
+    notes.append(
+        f"requests.csv: {rows} rows ({len(ids)} distinct ids) {dict(statuses)}; error classes "
+        f"{dict(classes) or 'none'}; {'matches' if rows == written == by_worker else 'DOES NOT match'} "
+        f"the manifest"
+    )
+    notes.append(
+        f"truth log: {len(truth)} requests reached the simulator; {len(truth - ids)} without a record, "
+        f"{len(ids - truth)} records the simulator never saw {dict(unseen) or ''}"
+    )
     notes += selfcheck_notes(run_dir)
     log_text = log_path.read_text(errors="replace")
     bad = [line for line in log_text.splitlines() if "Traceback" in line or " ERROR" in line or "CRITICAL" in line]
@@ -318,8 +362,12 @@ def selfcheck_notes(run_dir: Path) -> list[str]:
             by_worker.setdefault(row["worker_id"], []).append((float(row["cpu_percent"]), float(row["loop_lag_ms"])))
     notes = []
     for worker, values in sorted(by_worker.items()):
-        cpu = max((statistics.median(v[0] for v in values[i:i + 5]) for i in range(max(1, len(values) - 4))), default=0)
-        lag = max((statistics.median(v[1] for v in values[i:i + 5]) for i in range(max(1, len(values) - 4))), default=0)
+        cpu = max(
+            (statistics.median(v[0] for v in values[i : i + 5]) for i in range(max(1, len(values) - 4))), default=0
+        )
+        lag = max(
+            (statistics.median(v[1] for v in values[i : i + 5]) for i in range(max(1, len(values) - 4))), default=0
+        )
         notes.append(f"self-check {worker}: worst 5-sample median CPU {cpu:.0f} %, loop lag {lag:.1f} ms")
     return notes
 
@@ -329,8 +377,17 @@ def write_samples(path: Path, samples: list[Sample], start: float, scale: float)
         out = csv.writer(f)
         out.writerow(["wall", "model_s", "role", "pid", "rss_kib", "cpu_s", "load1"])
         for s in samples:
-            out.writerow([f"{s.wall:.3f}", f"{(s.wall - start) * scale:.1f}", s.role, s.pid, s.rss_kib,
-                          f"{s.cpu_s:.2f}", s.load1])
+            out.writerow(
+                [
+                    f"{s.wall:.3f}",
+                    f"{(s.wall - start) * scale:.1f}",
+                    s.role,
+                    s.pid,
+                    s.rss_kib,
+                    f"{s.cpu_s:.2f}",
+                    s.load1,
+                ]
+            )
 
 
 def _interrupt(signum, frame) -> None:
@@ -340,8 +397,12 @@ def _interrupt(signum, frame) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-hours", type=float, default=2.0, help="model time of ramp + hold")
-    parser.add_argument("--time-scale", type=float, default=5.0,
-                        help="2 model hours in 24 wall minutes; at 10 the generator and the simulator take ~1.7 of the 2 cores")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=5.0,
+        help="2 model hours in 24 wall minutes; at 10 the generator and the simulator take ~1.7 of the 2 cores",
+    )
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2, help="local worker processes (0 = one process)")
     parser.add_argument("--max-tokens", type=int, default=64, help="reply cap per turn (the token rate's knob)")
@@ -365,13 +426,17 @@ def main() -> int:
     start, end = load_window(run_dir)
     samples_path = args.csv or run_dir / "rss_samples.csv"
     write_samples(samples_path, samples, start, args.time_scale)
-    print(f"load: {(end - start) * args.time_scale / 3600:.2f} model h in {end - start:.0f} wall s; warm-up = the "
-          f"first {WARMUP_FRACTION:.0%}; growth = median of the last {COMPARE_FRACTION:.0%} vs the "
-          f"{COMPARE_FRACTION:.0%} after warm-up; samples: {samples_path}")
+    print(
+        f"load: {(end - start) * args.time_scale / 3600:.2f} model h in {end - start:.0f} wall s; warm-up = the "
+        f"first {WARMUP_FRACTION:.0%}; growth = median of the last {COMPARE_FRACTION:.0%} vs the "
+        f"{COMPARE_FRACTION:.0%} after warm-up; samples: {samples_path}"
+    )
     loads = [s.load1 for s in samples if start <= s.wall <= end]
     if loads:
-        print(f"load average (1 min) during the load: min {min(loads):.2f}, median {statistics.median(loads):.2f}, "
-              f"max {max(loads):.2f} on {os.cpu_count()} CPUs")
+        print(
+            f"load average (1 min) during the load: min {min(loads):.2f}, median {statistics.median(loads):.2f}, "
+            f"max {max(loads):.2f} on {os.cpu_count()} CPUs"
+        )
     rows = table(samples, start, end, args.time_scale)
     print_table(rows)
     for note in check_run(run_dir, log_path):
@@ -381,8 +446,10 @@ def main() -> int:
     if ended != "finished":  # a cut-short run's "end" is not the end of a soak
         print(f"verdict: not judged, the run was {ended}")
         return 1
-    print(f"verdict: {'FAIL (' + ', '.join(failed) + ')' if failed else 'PASS' if judged else 'no data'} "
-          f"against {GROWTH_LIMIT_PCT:g} % growth after warm-up")
+    print(
+        f"verdict: {'FAIL (' + ', '.join(failed) + ')' if failed else 'PASS' if judged else 'no data'} "
+        f"against {GROWTH_LIMIT_PCT:g} % growth after warm-up"
+    )
     return 1 if failed or not judged else 0
 
 

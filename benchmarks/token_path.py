@@ -33,8 +33,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PAYLOAD = (b'data: {"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1764690000,'
-           b'"model":"sim","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}\n\n')
+PAYLOAD = (
+    b'data: {"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1764690000,'
+    b'"model":"sim","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}\n\n'
+)
 CHUNK = b"%x\r\n" % len(PAYLOAD) + PAYLOAD + b"\r\n"
 THOUGHT = PAYLOAD.replace(b'"content"', b'"reasoning_content"')  # SGLang's, llama.cpp's, older vLLM's key
 THOUGHT_CHUNK = b"%x\r\n" % len(THOUGHT) + THOUGHT + b"\r\n"
@@ -72,8 +74,9 @@ def measure(streams: int, rounds: int, passes: int, kind: str = "plain") -> floa
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if not kernel_clock.enable(client):
             sys.exit("no kernel receive stamps on this platform")
-        response = Response(Connection(), client, HTTPResponse("POST"), time.perf_counter(), time.time(),
-                            time.perf_counter())
+        response = Response(
+            Connection(), client, HTTPResponse("POST"), time.perf_counter(), time.time(), time.perf_counter()
+        )
         peer.sendall(HEAD)
         for _ in range(1000):
             if response.read_ready():
@@ -108,10 +111,25 @@ def instructions(repo: Path, streams: int, rounds: int, kind: str = "plain") -> 
         return None
     counts = []
     for n in (1, 1 + rounds):
-        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-               "--child", "--streams", str(streams), "--rounds", str(n), "--passes", "1", "--kind", kind]
-        out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(repo)},
-                             timeout=1800)
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--child",
+            "--streams",
+            str(streams),
+            "--rounds",
+            str(n),
+            "--passes",
+            "1",
+            "--kind",
+            kind,
+        ]
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(repo)}, timeout=1800
+        )
         found = re.search(r"Collected : (\d+)", out.stderr)
         if found is None:
             return None
@@ -126,8 +144,12 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=PASSES)
     parser.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
     parser.add_argument("--repo", type=Path, action="append", help="a code tree to measure (repeatable)")
-    parser.add_argument("--kind", choices=sorted(KINDS), action="append",
-                        help="the replies' tokens: plain content, or reasoning then content (repeatable; default plain)")
+    parser.add_argument(
+        "--kind",
+        choices=sorted(KINDS),
+        action="append",
+        help="the replies' tokens: plain content, or reasoning then content (repeatable; default plain)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     kinds = args.kind or ["plain"]
@@ -137,10 +159,22 @@ def main() -> None:
     print(f"{'tree':<40} {'kind':>9} {'streams':>7} {'CPU us/token':>13} {'instructions/token':>19}")
     for repo in args.repo or [REPO]:
         for kind in kinds:
-            cmd = [sys.executable, __file__, "--child", "--streams", str(args.streams), "--rounds", str(args.rounds),
-                   "--passes", str(args.passes), "--kind", kind]
-            out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(repo)},
-                                 timeout=600)
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                "--streams",
+                str(args.streams),
+                "--rounds",
+                str(args.rounds),
+                "--passes",
+                str(args.passes),
+                "--kind",
+                kind,
+            ]
+            out = subprocess.run(
+                cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(repo)}, timeout=600
+            )
             if out.returncode != 0:
                 print(f"{str(repo):<40} {kind:>9} failed: {out.stderr.strip().splitlines()[-1:]}")
                 continue

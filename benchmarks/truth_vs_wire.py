@@ -35,9 +35,30 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-RUN = ["-m", "loadline", "run", "--sim-profile", "tiny", "--sim-option", "max_num_seqs=64", "--users", "64",
-       "--spawn-rate", "32", "--no-charts", "--no-report", "--", "--think-mean", "0.3", "--think-p90", "0.6",
-       "--prompt-mix", "short=1", "--max-tokens", "48"]
+RUN = [
+    "-m",
+    "loadline",
+    "run",
+    "--sim-profile",
+    "tiny",
+    "--sim-option",
+    "max_num_seqs=64",
+    "--users",
+    "64",
+    "--spawn-rate",
+    "32",
+    "--no-charts",
+    "--no-report",
+    "--",
+    "--think-mean",
+    "0.3",
+    "--think-p90",
+    "0.6",
+    "--prompt-mix",
+    "short=1",
+    "--max-tokens",
+    "48",
+]
 ETH_P_ALL, SO_RCVBUFFORCE, SO_TIMESTAMPNS = 0x0003, 33, 35
 REQUEST_ID = re.compile(rb"X-Request-Id: (\S+)", re.I)
 
@@ -52,7 +73,7 @@ def capture(segments: list[dict], stop: threading.Event) -> None:
     while not stop.is_set():
         try:
             frame, anc, _, addr = sock.recvmsg(2048, 64)
-        except socket.timeout:
+        except TimeoutError:
             continue
         if addr[2] != socket.PACKET_OUTGOING or not anc:  # lo shows each packet twice: keep the send
             continue
@@ -66,7 +87,9 @@ def capture(segments: list[dict], stop: threading.Event) -> None:
             continue
         sec, nsec = struct.unpack_from("qq", anc[0][2])
         sport, dport = struct.unpack_from("!HH", tcp)
-        segments.append({"t": sec + nsec * 1e-9, "sport": sport, "dport": dport, "payload": tcp[offset:offset + 1200]})
+        segments.append(
+            {"t": sec + nsec * 1e-9, "sport": sport, "dport": dport, "payload": tcp[offset : offset + 1200]}
+        )
     sock.close()
 
 
@@ -113,12 +136,18 @@ def place(segments: list[dict], run_dir: Path) -> list[dict]:
         if not out or not out[0]["payload"].startswith(b"HTTP/1.1 200"):
             continue
         ttft = float(r["ttft_ms"])
-        rows.append({"id": r["request_id"], "ttft_err": ttft - (t["first_token"] - t["arrival"]) * 1000,
-                     "e2e_err": float(r["e2e_ms"]) - (t["last_token"] - t["arrival"]) * 1000,
-                     "truth_to_wire": (out[0]["t"] - t["first_token"]) * 1000,
-                     "client_to_wire": ttft - (out[0]["t"] - sent) * 1000,
-                     "arrival_lag": (t["arrival"] - sent) * 1000,
-                     "client_first": float(r["start_wall"]) + ttft / 1000, "segments": [s["t"] for s in out]})
+        rows.append(
+            {
+                "id": r["request_id"],
+                "ttft_err": ttft - (t["first_token"] - t["arrival"]) * 1000,
+                "e2e_err": float(r["e2e_ms"]) - (t["last_token"] - t["arrival"]) * 1000,
+                "truth_to_wire": (out[0]["t"] - t["first_token"]) * 1000,
+                "client_to_wire": ttft - (out[0]["t"] - sent) * 1000,
+                "arrival_lag": (t["arrival"] - sent) * 1000,
+                "client_first": float(r["start_wall"]) + ttft / 1000,
+                "segments": [s["t"] for s in out],
+            }
+        )
     return rows
 
 
@@ -130,15 +159,22 @@ def quantiles(values: list[float]) -> str:
 
 def report(rows: list[dict]) -> None:
     print(f"{len(rows)} ok requests in the steady window; |p50| |p99| max in ms")
-    for key, label in (("ttft_err", "ttft error"), ("e2e_err", "e2e error"), ("truth_to_wire", "truth -> wire"),
-                       ("client_to_wire", "client -> wire"), ("arrival_lag", "arrival lag")):
+    for key, label in (
+        ("ttft_err", "ttft error"),
+        ("e2e_err", "e2e error"),
+        ("truth_to_wire", "truth -> wire"),
+        ("client_to_wire", "client -> wire"),
+        ("arrival_lag", "arrival lag"),
+    ):
         print(f"  {label:15s} {quantiles([r[key] for r in rows])}")
     print("worst TTFT errors: which server segment's wire time does the client's first token carry?")
     for r in sorted(rows, key=lambda r: -abs(r["ttft_err"]))[:5]:
         nearest = min(range(len(r["segments"])), key=lambda i: abs(r["segments"][i] - r["client_first"]))
-        print(f"  {r['id'][-6:]} ttft {r['ttft_err']:+7.2f} e2e {r['e2e_err']:+6.2f} truth->wire "
-              f"{r['truth_to_wire']:+.3f} arrival lag {r['arrival_lag']:+6.2f}: client first token = segment "
-              f"{nearest + 1} {1000 * (r['client_first'] - r['segments'][nearest]):+.3f} ms")
+        print(
+            f"  {r['id'][-6:]} ttft {r['ttft_err']:+7.2f} e2e {r['e2e_err']:+6.2f} truth->wire "
+            f"{r['truth_to_wire']:+.3f} arrival lag {r['arrival_lag']:+6.2f}: client first token = segment "
+            f"{nearest + 1} {1000 * (r['client_first'] - r['segments'][nearest]):+.3f} ms"
+        )
 
 
 def main() -> int:
@@ -155,8 +191,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as out:
         cmd = [args.python, *RUN[:2], "run", "--run-time", args.run_time, "--out", out, *RUN[3:]]
         run = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        stallers = [threading.Thread(target=stall, args=(run, which, ms), daemon=True)
-                    for which, ms in (("locust", args.stall_client), ("loadline sim", args.stall_sim)) if ms]
+        stallers = [
+            threading.Thread(target=stall, args=(run, which, ms), daemon=True)
+            for which, ms in (("locust", args.stall_client), ("loadline sim", args.stall_sim))
+            if ms
+        ]
         for thread in stallers:
             thread.start()
         try:

@@ -21,17 +21,41 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-SCENARIOS = ("healthy", "gpu_compute", "kv_cache", "scheduler", "gateway", "outside_engine", "host_cpu",
-             "load_generator", "memory_leak")
+SCENARIOS = (
+    "healthy",
+    "gpu_compute",
+    "kv_cache",
+    "scheduler",
+    "gateway",
+    "outside_engine",
+    "host_cpu",
+    "load_generator",
+    "memory_leak",
+)
 
 
 def exporter_rate(records: int = 5000, gaps: int = 63) -> float:
-    from loadline.runtime.exporter import Exporter
     from loadline.core.records import RequestRecord
+    from loadline.runtime.exporter import Exporter
 
-    rows = [RequestRecord(request_id=str(i), worker_id="w", user_id="u", user_class="c", session_id="s", turn=0,
-                          endpoint="/", model="m", start_wall=time.time(), ttft_ms=50.0, e2e_ms=900.0,
-                          output_tokens=gaps + 1, itl_us=" ".join(["15000"] * gaps)).to_row() for i in range(records)]
+    rows = [
+        RequestRecord(
+            request_id=str(i),
+            worker_id="w",
+            user_id="u",
+            user_class="c",
+            session_id="s",
+            turn=0,
+            endpoint="/",
+            model="m",
+            start_wall=time.time(),
+            ttft_ms=50.0,
+            e2e_ms=900.0,
+            output_tokens=gaps + 1,
+            itl_us=" ".join(["15000"] * gaps),
+        ).to_row()
+        for i in range(records)
+    ]
     exporter = Exporter()
     started = time.perf_counter()
     exporter.observe_records(rows)
@@ -40,10 +64,11 @@ def exporter_rate(records: int = 5000, gaps: int = 63) -> float:
 
 def verdict_time(phase_s: int) -> tuple[int, float, float]:
     import metric_scenarios as ms
-    from loadline.analysis.verdict.bottleneck import judge
+
     from loadline.analysis.data.load import load_run
     from loadline.analysis.report.server_charts import charts
     from loadline.analysis.stats.phases import phase_table
+    from loadline.analysis.verdict.bottleneck import judge
 
     ms.PHASE_S = phase_s
     folder = Path(tempfile.mkdtemp())
@@ -63,6 +88,7 @@ def matrix_cpu() -> tuple[int, float, float, float]:
     tests/metric_scenarios.py (what the verdict unit tests do): (calls, CPU s total, CPU s worst call, wall s)."""
     import metric_scenarios as ms
     import verdict_matrix as vm
+
     from loadline.analysis.data.load import load_run
     from loadline.analysis.stats.phases import phase_table
     from loadline.analysis.verdict.bottleneck import judge
@@ -91,8 +117,9 @@ def report_time(run: Path) -> tuple[float, float]:
         shutil.copytree(run, copy, ignore=shutil.ignore_patterns("report"))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "loadline", "report", str(copy)], check=False,
-                       capture_output=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-m", "loadline", "report", str(copy)], check=False, capture_output=True, timeout=600
+        )
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -105,12 +132,16 @@ def main() -> None:
     print("| what | size | result |\n|---|---|---|")
     print(f"| Exporter.observe_records | 5,000 records x 64 tokens | {exporter_rate():,.0f} records/s |")
     calls, cpu, worst, wall = matrix_cpu()  # first: verdict_time changes the scenarios' phase length
-    print(f"| judge() over the scenario matrix | {calls} runs (verdict_matrix + metric_scenarios) | "
-          f"{cpu:.2f} CPU s ({cpu / calls:.2f} per run, worst {worst:.2f}); {wall:.1f} s wall |")
+    print(
+        f"| judge() over the scenario matrix | {calls} runs (verdict_matrix + metric_scenarios) | "
+        f"{cpu:.2f} CPU s ({cpu / calls:.2f} per run, worst {worst:.2f}); {wall:.1f} s wall |"
+    )
     for phase_s in (60, 600):
         rows, judged, drawn = verdict_time(phase_s)
-        print(f"| judge() / server charts | {rows:,} server-metric rows (6 x {phase_s} s, 1 s scrapes) | "
-              f"{judged:.2f} s / {drawn:.2f} s |")
+        print(
+            f"| judge() / server charts | {rows:,} server-metric rows (6 x {phase_s} s, 1 s scrapes) | "
+            f"{judged:.2f} s / {drawn:.2f} s |"
+        )
     if args.report:
         wall, cpu = report_time(args.report)
         print(f"| loadline report | {args.report.name} | {wall:.1f} s wall, {cpu:.1f} CPU s |")

@@ -18,20 +18,21 @@ from locust import LoadTestShape
 
 from loadline.core import runfolder
 from loadline.core.errors import UsageError
+from loadline.runtime import refusal
+from loadline.runtime.timeline import Timeline, activate
 from loadline.shapes import registry  # noqa: F401  (loading any shape puts every shape's options on Locust's parser)
 from loadline.shapes.drill import ActionRunner
 from loadline.shapes.options import ShapeOption, time_scale
 from loadline.shapes.phase import Phase, scaled, spawn_rate_for
-from loadline.runtime import refusal
-from loadline.runtime.timeline import Timeline, activate
 
 logger = logging.getLogger(__name__)
 
 Tick = tuple[int, float] | None
 
 # Every phased shape's: drills' stage fault actions go to this admin API (shapes/drill.py)
-SIM_ADMIN_URL = ShapeOption("--sim-admin-url", "",
-                            "Drills: the simulator's admin API URL for stage fault actions (loadline run sets it)")
+SIM_ADMIN_URL = ShapeOption(
+    "--sim-admin-url", "", "Drills: the simulator's admin API URL for stage fault actions (loadline run sets it)"
+)
 
 
 class SystemClock:
@@ -147,8 +148,17 @@ class PhasedShape(LoadTestShape):
             rate = spawn_rate_for(previous_users, phase)
         state.index, state.entered_at, state.last_tick = index, self.clock.monotonic(), (phase.target_users, rate)
         state.timeline.planned_phases = len(state.phases)  # "Phase 4/N" also for a shape that adds phases as it goes
-        row = state.timeline.begin(index, phase.label, phase.kind, phase.target_users, rate,
-                                   self.users_now(), self.clock.wall(), phase.duration_s, phase.target_rate)
+        row = state.timeline.begin(
+            index,
+            phase.label,
+            phase.kind,
+            phase.target_users,
+            rate,
+            self.users_now(),
+            self.clock.wall(),
+            phase.duration_s,
+            phase.target_rate,
+        )
         # on_phase_end reads a judged phase's whole window: the live view keeps its rows exact however long it is
         live = getattr(getattr(self.runner, "environment", None), "loadline_live", None)
         if live is not None:
@@ -156,8 +166,13 @@ class PhasedShape(LoadTestShape):
         self.on_phase_enter(phase)
         if phase.actions:
             timeline = state.timeline
-            self.actions.start(SIM_ADMIN_URL.read(self.options), phase.label, phase.actions,
-                               lambda text: timeline.annotate(row, text), phase_index=index)
+            self.actions.start(
+                SIM_ADMIN_URL.read(self.options),
+                phase.label,
+                phase.actions,
+                lambda text: timeline.annotate(row, text),
+                phase_index=index,
+            )
 
     def _stop(self, reason: str) -> None:
         """End the test because of `reason`: note it on the phase, the console and the manifest."""

@@ -66,8 +66,10 @@ def catalog(env: str | None = None) -> dict[str, ShapeEntry]:
         for entry in _declared(source):
             for seen in (entries.get(entry.name), class_names.get(entry.class_name)):
                 if seen is not None and seen.source.path != entry.source.path:
-                    raise UsageError(f"shape {entry.name!r} ({entry.class_name}, {entry.source.path}) clashes with "
-                                     f"{seen.name!r} ({seen.class_name}, {seen.source.path}): names must be unique")
+                    raise UsageError(
+                        f"shape {entry.name!r} ({entry.class_name}, {entry.source.path}) clashes with "
+                        f"{seen.name!r} ({seen.class_name}, {seen.source.path}): names must be unique"
+                    )
             entries[entry.name] = class_names[entry.class_name] = entry
     return dict(sorted(entries.items()))
 
@@ -115,22 +117,29 @@ def _declared(source: ShapeSource) -> list[ShapeEntry]:
             continue
         summary = summary_of(ast.get_docstring(node))
         if not summary:
-            raise UsageError(f"shape {name!r} ({node.name}, {source.path}) needs a docstring: its first line is "
-                             f"the summary shown by `loadline run --help`")
+            raise UsageError(
+                f"shape {name!r} ({node.name}, {source.path}) needs a docstring: its first line is "
+                f"the summary shown by `loadline run --help`"
+            )
         entries.append(ShapeEntry(name, node.name, summary, source, _open_loop(node)))
     return entries
 
 
 def _shape_name(node: ast.ClassDef, source: ShapeSource) -> str | None:
     for statement in node.body:
-        target = statement.targets[0] if isinstance(statement, ast.Assign) and len(statement.targets) == 1 else (
-            statement.target if isinstance(statement, ast.AnnAssign) else None)
+        target = (
+            statement.targets[0]
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            else (statement.target if isinstance(statement, ast.AnnAssign) else None)
+        )
         if not (isinstance(target, ast.Name) and target.id == "shape_name"):
             continue
         value = statement.value
         if not (isinstance(value, ast.Constant) and isinstance(value.value, str) and NAME.match(value.value)):
-            raise UsageError(f"{node.name} in {source.path}: shape_name must be a literal lowercase name "
-                             f"like \"stepped\" (letters, digits, - and _)")
+            raise UsageError(
+                f"{node.name} in {source.path}: shape_name must be a literal lowercase name "
+                f'like "stepped" (letters, digits, - and _)'
+            )
         return value.value
     return None
 
@@ -138,5 +147,10 @@ def _shape_name(node: ast.ClassDef, source: ShapeSource) -> str | None:
 def _open_loop(node: ast.ClassDef) -> bool:
     if any(isinstance(base, ast.Name) and base.id == "RateShape" for base in node.bases):
         return True
-    return any(isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "open_loop" for t in st.targets)
-               and isinstance(st.value, ast.Constant) and st.value.value is True for st in node.body)
+    return any(
+        isinstance(st, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "open_loop" for t in st.targets)
+        and isinstance(st.value, ast.Constant)
+        and st.value.value is True
+        for st in node.body
+    )

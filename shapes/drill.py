@@ -64,8 +64,10 @@ def _require(condition: bool, message: str) -> None:
 
 
 def _action(path: Any, body: Any, where: str) -> FaultAction:
-    _require(isinstance(path, str) and path.startswith("/admin/") and " " not in path,
-             f"{where}: an action's post must be an admin path like \"/admin/replicas/0/kill\"")
+    _require(
+        isinstance(path, str) and path.startswith("/admin/") and " " not in path,
+        f'{where}: an action\'s post must be an admin path like "/admin/replicas/0/kill"',
+    )
     _require(isinstance(body, dict), f"{where}: an action's body must be a table, e.g. {{restart_after_s = 30}}")
     return FaultAction(path, json.dumps(body, sort_keys=True))
 
@@ -74,8 +76,10 @@ def parse_actions(entry: dict, where: str, duration_s: float) -> tuple[FaultActi
     """The fault actions of one [[stage]] table (empty when it has none); UsageError when malformed."""
     actions = _parse(entry, where)
     after = entry.get("fault_after_s", 0.0)
-    _require(isinstance(after, (int, float)) and not isinstance(after, bool) and 0 <= after < duration_s,
-             f"{where}: fault_after_s must be >= 0 and shorter than the stage")
+    _require(
+        isinstance(after, (int, float)) and not isinstance(after, bool) and 0 <= after < duration_s,
+        f"{where}: fault_after_s must be >= 0 and shorter than the stage",
+    )
     _require(bool(actions) or "fault_after_s" not in entry, f"{where}: fault_after_s without an action")
     return tuple(dataclasses.replace(action, after_s=float(after)) for action in actions)
 
@@ -84,13 +88,17 @@ def _parse(entry: dict, where: str) -> list[FaultAction]:
     actions: list[FaultAction] = []
     if "kill_replica" in entry:
         replica = entry["kill_replica"]
-        _require(isinstance(replica, int) and not isinstance(replica, bool) and replica >= 0,
-                 f"{where}: kill_replica must be a replica index >= 0")
+        _require(
+            isinstance(replica, int) and not isinstance(replica, bool) and replica >= 0,
+            f"{where}: kill_replica must be a replica index >= 0",
+        )
         body: dict = {}
         if "restart_after_s" in entry:
             delay = entry["restart_after_s"]
-            _require(isinstance(delay, (int, float)) and not isinstance(delay, bool) and delay >= 0,
-                     f"{where}: restart_after_s must be a number of seconds >= 0")
+            _require(
+                isinstance(delay, (int, float)) and not isinstance(delay, bool) and delay >= 0,
+                f"{where}: restart_after_s must be a number of seconds >= 0",
+            )
             body["restart_after_s"] = delay
         actions.append(FaultAction(f"/admin/replicas/{replica}/kill", json.dumps(body)))
     else:
@@ -100,14 +108,18 @@ def _parse(entry: dict, where: str) -> list[FaultAction]:
         if faults == "clear":
             actions.append(FaultAction("/admin/faults/clear"))
         else:
-            _require(isinstance(faults, dict) and faults,
-                     f"{where}: faults must be a table like {{error_rate = 0.2}} or \"clear\"")
+            _require(
+                isinstance(faults, dict) and faults,
+                f'{where}: faults must be a table like {{error_rate = 0.2}} or "clear"',
+            )
             actions.append(_action("/admin/faults", faults, where))
     extra = entry.get("actions", [])
     _require(isinstance(extra, list), f"{where}: actions must be a list of {{post = PATH, body = {{...}}}}")
     for item in extra:
-        _require(isinstance(item, dict) and set(item) <= {"post", "body"} and "post" in item,
-                 f"{where}: each action is {{post = \"/admin/...\", body = {{...}}}}")
+        _require(
+            isinstance(item, dict) and set(item) <= {"post", "body"} and "post" in item,
+            f'{where}: each action is {{post = "/admin/...", body = {{...}}}}',
+        )
         actions.append(_action(item["post"], item.get("body", {}), where))
     _require(len(actions) <= MAX_ACTIONS, f"{where}: more than {MAX_ACTIONS} actions")
     return actions
@@ -119,8 +131,9 @@ def post(admin_url: str, action: FaultAction, timeout: float = ACTION_TIMEOUT_S)
     token = os.environ.get(ADMIN_TOKEN_ENV)  # a simulator on another host (loadline sim --admin-token)
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(admin_url.rstrip("/") + action.path, data=action.body.encode(),
-                                     method="POST", headers=headers)
+    request = urllib.request.Request(
+        admin_url.rstrip("/") + action.path, data=action.body.encode(), method="POST", headers=headers
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             response.read(65536)
@@ -158,10 +171,14 @@ def fault_row(wall: float, phase_index: int, label: str, action: FaultAction, ou
 class ActionRunner:
     """Runs a phase's actions off the shape's tick; `spawn`, `send` and `record` are swappable for tests."""
 
-    def __init__(self, spawn: Callable[[Callable[[], None]], Any] = _gevent_spawn,
-                 send: Callable[[str, FaultAction], str] = post,
-                 sleep: Callable[[float], None] = _gevent_sleep, wall: Callable[[], float] = time.time,
-                 record: Callable[[FaultRow], None] = append_fault):
+    def __init__(
+        self,
+        spawn: Callable[[Callable[[], None]], Any] = _gevent_spawn,
+        send: Callable[[str, FaultAction], str] = post,
+        sleep: Callable[[float], None] = _gevent_sleep,
+        wall: Callable[[], float] = time.time,
+        record: Callable[[FaultRow], None] = append_fault,
+    ):
         self.spawn = spawn
         self.send = send
         self.sleep = sleep
@@ -169,15 +186,23 @@ class ActionRunner:
         self.record = record
         self.warned = False
 
-    def start(self, admin_url: str, label: str, actions: tuple[FaultAction, ...],
-              annotate: Callable[[str], None], phase_index: int = -1) -> None:
+    def start(
+        self,
+        admin_url: str,
+        label: str,
+        actions: tuple[FaultAction, ...],
+        annotate: Callable[[str], None],
+        phase_index: int = -1,
+    ) -> None:
         """Begin the actions of the phase `label` (`phase_index` in phases.csv); `annotate(text)` adds to its note."""
         if not actions:
             return
         if not admin_url:
             if not self.warned:
-                logger.warning("the stages carry fault actions but there is no --sim-admin-url: running "
-                               "without them (against a real service, inject the faults yourself)")
+                logger.warning(
+                    "the stages carry fault actions but there is no --sim-admin-url: running "
+                    "without them (against a real service, inject the faults yourself)"
+                )
                 self.warned = True
             for action in actions:
                 self.record(fault_row(self.wall(), phase_index, label, action, "skipped: no --sim-admin-url"))
@@ -185,8 +210,14 @@ class ActionRunner:
             return
         self.spawn(lambda: self._run(admin_url, label, actions, annotate, phase_index))
 
-    def _run(self, admin_url: str, label: str, actions: tuple[FaultAction, ...],
-             annotate: Callable[[str], None], phase_index: int) -> None:
+    def _run(
+        self,
+        admin_url: str,
+        label: str,
+        actions: tuple[FaultAction, ...],
+        annotate: Callable[[str], None],
+        phase_index: int,
+    ) -> None:
         waited = 0.0
         for action in actions:
             if action.after_s > waited:

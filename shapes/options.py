@@ -67,7 +67,9 @@ class ShapeOption:
 
 
 # Shared by the stepped and pulse shapes: how long the baseline runs before the first change.
-BASELINE_HOLD = ShapeOption("--baseline-hold", 60.0, "Seconds of the baseline phase (stepped: 1 user; pulse: base users)")
+BASELINE_HOLD = ShapeOption(
+    "--baseline-hold", 60.0, "Seconds of the baseline phase (stepped: 1 user; pulse: base users)"
+)
 
 
 def time_scale(options: Any) -> float:

@@ -37,7 +37,10 @@ def scaled(phase: Phase, time_scale: float) -> Phase:
     rate = None if phase.spawn_rate is None else phase.spawn_rate * time_scale
     actions = tuple(dataclasses.replace(a, after_s=a.after_s / time_scale) for a in phase.actions)
     return dataclasses.replace(
-        phase, duration_s=phase.duration_s / time_scale, ramp_s=phase.ramp_s / time_scale, spawn_rate=rate,
+        phase,
+        duration_s=phase.duration_s / time_scale,
+        ramp_s=phase.ramp_s / time_scale,
+        spawn_rate=rate,
         actions=actions,
     )
 

@@ -47,9 +47,17 @@ class RateSettings:
 
     @classmethod
     def from_options(cls, options: Any) -> RateSettings:
-        settings = cls(START.read(options), FACTOR.read(options), ADD.read(options), MAX_RATE.read(options),
-                       HOLD.read(options), STOP_ON_SLO.read(options), MAX_ERROR_RATE.read(options),
-                       MIN_REQUESTS.read(options), SETTLE.read(options))
+        settings = cls(
+            START.read(options),
+            FACTOR.read(options),
+            ADD.read(options),
+            MAX_RATE.read(options),
+            HOLD.read(options),
+            STOP_ON_SLO.read(options),
+            MAX_ERROR_RATE.read(options),
+            MIN_REQUESTS.read(options),
+            SETTLE.read(options),
+        )
         require(settings.start > 0, "--rate-start must be > 0")
         require(settings.factor >= 1 and settings.add >= 0, "--rate-factor must be >= 1 and --rate-add >= 0")
         require(settings.factor > 1 or settings.add > 0, "rate steps need --rate-factor > 1 or --rate-add > 0")
@@ -77,9 +85,11 @@ def refuse_closed_loop(shape_name: str, user_classes: Any) -> None:
     classes = list(user_classes or [])
     if classes and not any(issubclass(cls, ArrivalRateUser) for cls in classes):
         names = ", ".join(sorted(cls.__name__ for cls in classes))
-        raise UsageError(f"--shape {shape_name} offers arrival rates, which only the open-loop users follow "
-                         f"(--scenario rate, locustfiles/rate.py); {names} run closed loop, so its rates would "
-                         f"never be offered")
+        raise UsageError(
+            f"--shape {shape_name} offers arrival rates, which only the open-loop users follow "
+            f"(--scenario rate, locustfiles/rate.py); {names} run closed loop, so its rates would "
+            f"never be offered"
+        )
 
 
 def refuse_rateless(shape_name: str, user_classes: Any, arrival_rate: float) -> None:
@@ -89,8 +99,10 @@ def refuse_rateless(shape_name: str, user_classes: Any, arrival_rate: float) -> 
     classes = list(user_classes or [])
     if classes and arrival_rate <= 0 and all(issubclass(cls, ArrivalRateUser) for cls in classes):
         shaped = f"--shape {shape_name} sets users, not rates" if shape_name else "no shape sets one"
-        raise UsageError(f"the open-loop users (--scenario rate) send at an arrival rate, and none is set: {shaped}; "
-                         f"give --rate R (locust: --arrival-rate R) or a rate shape (--shape rate-steps or rate-sweep)")
+        raise UsageError(
+            f"the open-loop users (--scenario rate) send at an arrival rate, and none is set: {shaped}; "
+            f"give --rate R (locust: --arrival-rate R) or a rate shape (--shape rate-steps or rate-sweep)"
+        )
 
 
 class RateShape(StepShape):
@@ -111,8 +123,7 @@ class RateShape(StepShape):
         return max(1, self.runner.worker_count) if isinstance(self.runner, MasterRunner) else 1
 
     def rate_phase(self, label: str, rate: float, hold_s: float, judged: bool) -> Phase:
-        return Phase(f"{label} ({rate_text(rate)})", "step", hold_s, self.schedulers(), judged=judged,
-                     target_rate=rate)
+        return Phase(f"{label} ({rate_text(rate)})", "step", hold_s, self.schedulers(), judged=judged, target_rate=rate)
 
     def on_phase_enter(self, phase: Phase) -> None:
         if phase.target_rate is not None:
@@ -163,5 +174,7 @@ class RateStepShape(RateShape):
         super().plan(options)  # the SLO, time scale and streaming the stop rule judges with
         self.settings = RateSettings.from_options(options)
         s = self.settings
-        return [self.rate_phase(f"rate-{n}", rate, s.hold_s, s.stop_on_slo)
-                for n, rate in enumerate(step_rates(s.start, s.factor, s.add, s.max_rate), start=1)]
+        return [
+            self.rate_phase(f"rate-{n}", rate, s.hold_s, s.stop_on_slo)
+            for n, rate in enumerate(step_rates(s.start, s.factor, s.add, s.max_rate), start=1)
+        ]

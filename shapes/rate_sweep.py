@@ -59,9 +59,17 @@ class SweepSettings:
 
     @classmethod
     def from_options(cls, options: Any) -> SweepSettings:
-        s = cls(START.read(options), MAX_RATE.read(options), HOLD.read(options), PROBES.read(options),
-                PRECISION.read(options), True, MAX_ERROR_RATE.read(options), MIN_REQUESTS.read(options),
-                SETTLE.read(options))
+        s = cls(
+            START.read(options),
+            MAX_RATE.read(options),
+            HOLD.read(options),
+            PROBES.read(options),
+            PRECISION.read(options),
+            True,
+            MAX_ERROR_RATE.read(options),
+            MIN_REQUESTS.read(options),
+            SETTLE.read(options),
+        )
         require(0 < s.start < s.max_rate, "--sweep-start-rate must be > 0 and below --sweep-max-rate")
         require(s.hold_s > 0, "--sweep-hold must be > 0")
         require(1 <= s.probes <= 30, "--sweep-probes must be between 1 and 30")
@@ -92,8 +100,10 @@ class RateSweepShape(RateShape):
         self.settings = SweepSettings.from_options(options)
         self.search = Search()
         s = self.settings
-        return [self.rate_phase("light", s.start, s.hold_s, judged=True),
-                self.rate_phase("flood", s.max_rate, s.hold_s, judged=True)]
+        return [
+            self.rate_phase("light", s.start, s.hold_s, judged=True),
+            self.rate_phase("flood", s.max_rate, s.hold_s, judged=True),
+        ]
 
     def on_phase_end(self, phase: Phase, start_wall: float, end_wall: float) -> str | None:
         if not phase.judged:
@@ -117,9 +127,13 @@ class RateSweepShape(RateShape):
             throughput = window.rps if window is not None and window.rps else rate
             self._guess_ceiling(HEADROOM * throughput)
             search.lo = min(search.lo, search.hi / 2)
-            logger.info("rate sweep: saturated throughput %.3g/s; searching %s..%s%s", throughput,
-                        rate_text(search.lo), rate_text(search.hi),
-                        "" if search.hi_failed else ", the guessed ceiling first")
+            logger.info(
+                "rate sweep: saturated throughput %.3g/s; searching %s..%s%s",
+                throughput,
+                rate_text(search.lo),
+                rate_text(search.hi),
+                "" if search.hi_failed else ", the guessed ceiling first",
+            )
             self._drain()
             self._next_probe()
             return None
@@ -136,8 +150,11 @@ class RateSweepShape(RateShape):
         converged = search.hi_failed and (search.hi - search.lo) / search.hi < s.precision
         if converged or search.probes >= s.probes:
             if not search.hi_failed:
-                return self._finish(search.lo, f"at least {rate_text(search.lo)}: every probe passed, and no rate "
-                                               f"between it and the flood's {rate_text(s.max_rate)} was tried")
+                return self._finish(
+                    search.lo,
+                    f"at least {rate_text(search.lo)}: every probe passed, and no rate "
+                    f"between it and the flood's {rate_text(s.max_rate)} was tried",
+                )
             return self._finish(search.lo, f"bracket {rate_text(search.lo)}..{rate_text(search.hi)}")
         if not passed:
             self._drain()
@@ -168,11 +185,14 @@ class RateSweepShape(RateShape):
     def _finish(self, answer: float | None, why: str) -> str | None:
         """No further phase: the shape ends after this one. The answer goes to the timeline and manifest."""
         self.search.answer = answer
-        text = (f"sweep: max SLO-compliant rate {rate_text(answer)} ({why})" if answer is not None
-                else f"sweep: no SLO-compliant rate ({why})")
+        text = (
+            f"sweep: max SLO-compliant rate {rate_text(answer)} ({why})"
+            if answer is not None
+            else f"sweep: no SLO-compliant rate ({why})"
+        )
         logger.warning("%s", text)
         assert self.state is not None
-        del self.state.phases[self.state.index + 1:]  # e.g. the flood, when the light probe already broke
+        del self.state.phases[self.state.index + 1 :]  # e.g. the flood, when the light probe already broke
         self.state.timeline.planned_phases = len(self.state.phases)  # the open phase is now the last
         if self.state.timeline.open is not None:
             self.state.timeline.annotate(self.state.timeline.open, text)

@@ -23,7 +23,7 @@ from locust.argument_parser import get_empty_argument_parser
 
 from loadline.core.errors import UsageError
 from loadline.shapes.catalog import ShapeSource, catalog
-from loadline.shapes.options import ShapeOption, to_bool
+from loadline.shapes.options import ShapeOption
 
 SHAPE_OPTION = "--shape"  # also `shape = NAME` in a conf file and LOCUST_SHAPE
 
@@ -34,8 +34,10 @@ def shape_classes() -> dict[str, type[LoadTestShape]]:
     for name, entry in catalog().items():
         cls = getattr(_load(entry.source), entry.class_name, None)
         if not (isinstance(cls, type) and issubclass(cls, LoadTestShape) and cls.__dict__.get("shape_name") == name):
-            raise UsageError(f"shape {name!r}: {entry.class_name} in {entry.source.path} is not a LoadTestShape "
-                             f"with shape_name = {name!r}")
+            raise UsageError(
+                f"shape {name!r}: {entry.class_name} in {entry.source.path} is not a LoadTestShape "
+                f"with shape_name = {name!r}"
+            )
         classes[name] = cls
     return classes
 
@@ -63,8 +65,10 @@ def all_options() -> list[ShapeOption]:
         for option in options_of(cls):
             seen = options.setdefault(option.flag, (option, name))
             if seen[0] != option:
-                raise UsageError(f"shapes {seen[1]!r} and {name!r} declare {option.flag} differently: "
-                                 f"share one ShapeOption (like shapes.options.BASELINE_HOLD)")
+                raise UsageError(
+                    f"shapes {seen[1]!r} and {name!r} declare {option.flag} differently: "
+                    f"share one ShapeOption (like shapes.options.BASELINE_HOLD)"
+                )
     return [option for option, _ in options.values()]
 
 
@@ -72,12 +76,24 @@ def add_shape_arguments(parser: Any) -> None:
     """`--shape` and every registered shape's options on Locust's parser (web UI form, conf files, env vars)."""
     names = list(catalog())
     # Not in the web UI form: there the class picker chooses (and the shape is chosen before the form exists).
-    parser.add_argument(SHAPE_OPTION, default="", metavar="NAME", env_var="LOCUST_SHAPE", include_in_web_ui=False,
-                        help=f"Load shape of locustfiles/shape.py to run ({', '.join(names)}); "
-                             "default: the first by name, or pick one in the web UI with --class-picker")
+    parser.add_argument(
+        SHAPE_OPTION,
+        default="",
+        metavar="NAME",
+        env_var="LOCUST_SHAPE",
+        include_in_web_ui=False,
+        help=f"Load shape of locustfiles/shape.py to run ({', '.join(names)}); "
+        "default: the first by name, or pick one in the web UI with --class-picker",
+    )
     for option in all_options():
-        parser.add_argument(option.flag, type=option.value_type, default=option.default, help=option.help,
-                            include_in_web_ui=True, env_var="LOCUST_" + option.dest.upper())
+        parser.add_argument(
+            option.flag,
+            type=option.value_type,
+            default=option.default,
+            help=option.help,
+            include_in_web_ui=True,
+            env_var="LOCUST_" + option.dest.upper(),
+        )
 
 
 def selected(argv: list[str] | None = None) -> str:

@@ -55,12 +55,16 @@ def stage_phase(n: int, entry: Any, where: str) -> Phase:
     require(not unknown, f"{where}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(STAGE_KEYS))})")
     require("duration" in entry and "users" in entry, f"{where}: needs duration and users")
     users = entry["users"]
-    require(isinstance(users, int) and not isinstance(users, bool) and users >= 0,
-            f"{where}: users must be a whole number >= 0")
+    require(
+        isinstance(users, int) and not isinstance(users, bool) and users >= 0,
+        f"{where}: users must be a whole number >= 0",
+    )
     rate = entry.get("spawn_rate")
     if rate is not None:
-        require(isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0,
-                f"{where}: spawn_rate must be a number > 0")
+        require(
+            isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0,
+            f"{where}: spawn_rate must be a number > 0",
+        )
         rate = float(rate)
     kind = entry.get("kind", "stage")
     require(kind in KINDS, f"{where}: kind must be one of {', '.join(KINDS)}")

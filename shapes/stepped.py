@@ -34,11 +34,13 @@ HOLD = ShapeOption("--step-hold", 180.0, "Stepped: seconds each step holds its u
 RAMP = ShapeOption("--step-ramp", 0.0, "Stepped: seconds to ramp into each step (0 = as fast as possible)")
 MAX_USERS = ShapeOption("--step-max-users", 640, "Stepped: never go above this many users (the last step)")
 STOP_ON_SLO = ShapeOption("--step-stop-on-slo", True, "Stepped: end the test at the first step that breaks the SLO")
-MAX_ERROR_RATE = ShapeOption("--step-max-error-rate", 0.05,
-                             "Stepped: a step with more failed requests than this breaks")
+MAX_ERROR_RATE = ShapeOption(
+    "--step-max-error-rate", 0.05, "Stepped: a step with more failed requests than this breaks"
+)
 MIN_REQUESTS = ShapeOption("--step-min-requests", 10, "Stepped: a step with fewer completed requests is not judged")
-SETTLE = ShapeOption("--step-settle", 5.0,
-                     "Stepped: wall seconds at the end of a step left out of its verdict (not scaled)")
+SETTLE = ShapeOption(
+    "--step-settle", 5.0, "Stepped: wall seconds at the end of a step left out of its verdict (not scaled)"
+)
 
 
 @dataclass(frozen=True)
@@ -118,8 +120,19 @@ class StepShape(PhasedShape):
     """
 
     shape_name = "stepped"
-    shape_options = (BASELINE_HOLD, START_USERS, FACTOR, ADD, HOLD, RAMP, MAX_USERS, STOP_ON_SLO, MAX_ERROR_RATE,
-                     MIN_REQUESTS, SETTLE)
+    shape_options = (
+        BASELINE_HOLD,
+        START_USERS,
+        FACTOR,
+        ADD,
+        HOLD,
+        RAMP,
+        MAX_USERS,
+        STOP_ON_SLO,
+        MAX_ERROR_RATE,
+        MIN_REQUESTS,
+        SETTLE,
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -133,10 +146,12 @@ class StepShape(PhasedShape):
     def stop_rule_state(self) -> dict:
         """The stop rule as it stands, for the web UI: on or off, its error limit, and each judged step's verdict."""
         settings = self.settings
-        return {"enabled": bool(settings and settings.stop_on_slo),
-                "max_error_rate": settings.max_error_rate if settings else None,
-                "min_requests": settings.min_requests if settings else None,
-                "verdicts": [{"phase": label, "verdict": verdict} for label, verdict in self.verdicts]}
+        return {
+            "enabled": bool(settings and settings.stop_on_slo),
+            "max_error_rate": settings.max_error_rate if settings else None,
+            "min_requests": settings.min_requests if settings else None,
+            "verdicts": [{"phase": label, "verdict": verdict} for label, verdict in self.verdicts],
+        }
 
     def plan(self, options: Any) -> list[Phase]:
         self.settings = StepSettings.from_options(options)
@@ -162,15 +177,28 @@ class StepShape(PhasedShape):
             self.verdicts.append((phase.label, "not judged: no live stats"))
             return None
         if 0 < summary.requests < self.settings.min_requests:
-            logger.warning("stop rule: %s had only %d requests (< --step-min-requests %d), not judged",
-                           phase.label, summary.requests, self.settings.min_requests)
+            logger.warning(
+                "stop rule: %s had only %d requests (< --step-min-requests %d), not judged",
+                phase.label,
+                summary.requests,
+                self.settings.min_requests,
+            )
         # loadline.runtime.live reports a time-scaled run in model time: so is the window
         model_window_s = model_span(window_end - start_wall, self.time_scale)
-        reason = judge_window(summary, self.slo, self.settings.max_error_rate, model_window_s,
-                              self.settings.min_requests, self.streaming)
+        reason = judge_window(
+            summary, self.slo, self.settings.max_error_rate, model_window_s, self.settings.min_requests, self.streaming
+        )
         few = 0 < summary.requests < self.settings.min_requests
-        self.verdicts.append((phase.label, f"broke the SLO: {reason}" if reason
-                              else f"not judged: {summary.requests} requests" if few else "held the SLO"))
+        self.verdicts.append(
+            (
+                phase.label,
+                f"broke the SLO: {reason}"
+                if reason
+                else f"not judged: {summary.requests} requests"
+                if few
+                else "held the SLO",
+            )
+        )
         return reason
 
     def _window(self, start_wall: float, end_wall: float, itl: bool = False) -> Any:

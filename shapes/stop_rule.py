@@ -28,8 +28,9 @@ def judge_summary(summary: Any, slo: SLO, max_error_rate: float, streaming: bool
     return judge(slo, values_of(summary), streaming, max_error_rate=max_error_rate)
 
 
-def judge_window(summary: Any, slo: SLO, max_error_rate: float, window_s: float, min_requests: int = 1,
-                 streaming: bool | None = None) -> str | None:
+def judge_window(
+    summary: Any, slo: SLO, max_error_rate: float, window_s: float, min_requests: int = 1, streaming: bool | None = None
+) -> str | None:
     """The reason the window breaks the SLO, or None when it does not (or cannot be judged).
 
     `window_s` and the summary's latencies are on the same clock: model time in a time-scaled run.
@@ -51,5 +52,7 @@ def judge_window(summary: Any, slo: SLO, max_error_rate: float, window_s: float,
     judgement = judge_summary(summary, slo, max_error_rate, streaming)
     if not judgement.failed:
         return None
-    return "; ".join(check.describe() + (f" ({summary.errors} of {summary.requests})" if check.key == ERROR_RATE else "")
-                     for check in judgement.failed)
+    return "; ".join(
+        check.describe() + (f" ({summary.errors} of {summary.requests})" if check.key == ERROR_RATE else "")
+        for check in judgement.failed
+    )

@@ -42,8 +42,10 @@ def check_admin_bind(host: str, token: str | None) -> None:
     except ValueError:
         loopback = host == "localhost"
     if not loopback:
-        raise UsageError(f"--admin-host {host} is not a loopback address: set --admin-token (or "
-                         "LOADLINE_SIM_ADMIN_TOKEN) so only drills that know it can inject faults")
+        raise UsageError(
+            f"--admin-host {host} is not a loopback address: set --admin-token (or "
+            "LOADLINE_SIM_ADMIN_TOKEN) so only drills that know it can inject faults"
+        )
 
 
 class AdminApp:
@@ -66,7 +68,9 @@ class AdminApp:
         conn.finish_response()
 
     def handle(self, conn: Connection, req: Request) -> None:
-        if self._auth is not None and not hmac.compare_digest(req.headers.get("authorization", "").encode(), self._auth):
+        if self._auth is not None and not hmac.compare_digest(
+            req.headers.get("authorization", "").encode(), self._auth
+        ):
             return self._send(conn, 401, error_body("admin API: missing or wrong bearer token", 401))
         try:
             result = self._route(req)
@@ -80,9 +84,19 @@ class AdminApp:
         return {
             "faults": app.faults.as_dict(),
             "active": app.faults.active(),
-            "replicas": [{"index": e.index, "up": e.up, "in_flight": e.in_flight, "running": len(e.running),
-                          "waiting": e.num_waiting, "kv_cache_usage": e.pool.usage(), "leaked_blocks": e.pool.leaked,
-                          "restarts": dict(e.restarts)} for e in app.engines],
+            "replicas": [
+                {
+                    "index": e.index,
+                    "up": e.up,
+                    "in_flight": e.in_flight,
+                    "running": len(e.running),
+                    "waiting": e.num_waiting,
+                    "kv_cache_usage": e.pool.usage(),
+                    "leaked_blocks": e.pool.leaked,
+                    "restarts": dict(e.restarts),
+                }
+                for e in app.engines
+            ],
         }
 
     def _route(self, req: Request) -> dict:
@@ -96,8 +110,15 @@ class AdminApp:
             self.app.faults.update(body)
             return self.state()
         if parts == ["admin", "faults", "clear"]:
-            self.app.faults.update({"error_rate": 0, "latency_spike": 1, "leak_blocks_per_s": 0,
-                                    "max_connections": 0, "accept_delay_ms": 0})
+            self.app.faults.update(
+                {
+                    "error_rate": 0,
+                    "latency_spike": 1,
+                    "leak_blocks_per_s": 0,
+                    "max_connections": 0,
+                    "accept_delay_ms": 0,
+                }
+            )
             return self.state()
         if len(parts) == 4 and parts[1] == "replicas" and parts[3] in ("kill", "restart", "start"):
             return self._replica(parts[2], parts[3], body)
@@ -116,4 +137,3 @@ class AdminApp:
         elif not engine.kill(action, delay) and action == "restart" and delay is not None:
             engine.schedule_start(delay)  # already down: just come back after the delay
         return self.state()
-

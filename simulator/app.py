@@ -9,7 +9,7 @@ import hmac
 import itertools
 import json
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from loadline.simulator.config import SimConfig
 from loadline.simulator.engine import Engine
@@ -30,8 +30,15 @@ GENERATE = {"/v1/chat/completions": True, "/v1/completions": False}
 
 
 class SimApp:
-    def __init__(self, config: SimConfig, faults: FaultState, engines: list[Engine], truth: TruthLog,
-                 api_key: str | None, metrics_text: Callable[[], bytes]) -> None:
+    def __init__(
+        self,
+        config: SimConfig,
+        faults: FaultState,
+        engines: list[Engine],
+        truth: TruthLog,
+        api_key: str | None,
+        metrics_text: Callable[[], bytes],
+    ) -> None:
         self.config = config
         self.faults = faults
         self.engines = engines
@@ -45,7 +52,9 @@ class SimApp:
         self._ids = itertools.count(1)
         self.quirks = Quirks.parse(config.quirks)
         # streamed responses announce keep-alive and are closed after all, like llama-server's
-        self.stream_head = STREAM_HEAD[:-2] + KEEP_ALIVE_HEADER + b"\r\n" if self.quirks.close_after_stream else STREAM_HEAD
+        self.stream_head = (
+            STREAM_HEAD[:-2] + KEEP_ALIVE_HEADER + b"\r\n" if self.quirks.close_after_stream else STREAM_HEAD
+        )
         self.streams: dict[ResponseSink, tuple[Sequence, Engine]] = {}  # in flight (interrupt quirk)
         self.tokenizer = Tokenizer(config.tokenizer_piece_chars)
         self.shaper = ReplyShaper(config.reply_options(), config.seed)  # reasoning, tool calls (reasoning.py)
@@ -72,8 +81,16 @@ class SimApp:
             conn.close()
 
     # ---- routing -------------------------------------------------------------------------
-    def _reply(self, conn: Connection, handler: str, method: str, status: int, body: bytes,
-               content_type: str = "application/json", extra: dict[str, str] | None = None) -> None:
+    def _reply(
+        self,
+        conn: Connection,
+        handler: str,
+        method: str,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        extra: dict[str, str] | None = None,
+    ) -> None:
         self.http_requests[(handler, method, str(status))] += 1
         conn.write(response(status, body, content_type, extra, conn.keep_alive))
         conn.finish_response()
@@ -88,16 +105,21 @@ class SimApp:
             return self._generate(conn, req, GENERATE[path])
         if conn.rejected and path.startswith("/v1/"):
             conn.keep_alive = False
-            return self._reply(conn, path, method, 503, error_body("gateway: too many connections", 503),
-                               extra={"Retry-After": str(self.config.retry_after_s)})
+            return self._reply(
+                conn,
+                path,
+                method,
+                503,
+                error_body("gateway: too many connections", 503),
+                extra={"Retry-After": str(self.config.retry_after_s)},
+            )
         if path in TOKENIZE_ROUTES and method == "POST" and self.config.serve_tokenize:
             return self._tokenize(conn, req)
         if method != "GET":
             status = 405 if path in ROUTES else 404
             return self._reply(conn, "other", method, status, error_body(f"{method} {path} is not served", status))
         if path == "/metrics":
-            return self._reply(conn, path, method, 200, self.metrics_text(),
-                               "text/plain; version=0.0.4; charset=utf-8")
+            return self._reply(conn, path, method, 200, self.metrics_text(), "text/plain; version=0.0.4; charset=utf-8")
         if path == "/health":
             up = any(e.up for e in self.engines)
             return self._reply(conn, path, method, 200 if up else 503, b"" if up else error_body("no replica up", 503))
@@ -107,8 +129,11 @@ class SimApp:
             return self._reply(conn, path, method, 200, json.dumps(self._models()).encode())
         if path == "/props" and self.quirks.llamacpp_api:
             cfg = self.config
-            props = {"default_generation_settings": {"n_ctx": cfg.max_model_len}, "total_slots": cfg.max_num_seqs,
-                     "model_path": cfg.model_name}
+            props = {
+                "default_generation_settings": {"n_ctx": cfg.max_model_len},
+                "total_slots": cfg.max_num_seqs,
+                "model_path": cfg.model_name,
+            }
             return self._reply(conn, path, method, 200, json.dumps(props).encode())
         return self._reply(conn, "other", method, 404, error_body(f"{path} not found", 404))
 
@@ -117,8 +142,9 @@ class SimApp:
         if not self._authorized(req):
             return self._reply(conn, req.path, "POST", 401, error_body("Unauthorized", 401))
         try:
-            answer = TOKENIZE_ROUTES[req.path](req.body, self.tokenizer, self.config.max_model_len,
-                                               self.quirks.llamacpp_api)
+            answer = TOKENIZE_ROUTES[req.path](
+                req.body, self.tokenizer, self.config.max_model_len, self.quirks.llamacpp_api
+            )
         except ApiError as exc:
             return self._reply(conn, req.path, "POST", exc.status, error_body(str(exc), exc.status, exc.param))
         self._reply(conn, req.path, "POST", 200, json.dumps(answer).encode())
@@ -154,8 +180,13 @@ class SimApp:
                 sink.interrupt(seq, engine.abort)
         record = new_record(request_id, req.received_at, req.path, self.faults.active())  # kernel_rx.py
 
-        def reject(status: int, message: str, extra: dict[str, str] | None = None, param: str | None = None,
-                   body: bytes | None = None) -> None:
+        def reject(
+            status: int,
+            message: str,
+            extra: dict[str, str] | None = None,
+            param: str | None = None,
+            body: bytes | None = None,
+        ) -> None:
             record.update(status=status, outcome="rejected")
             self.truth.add(record)
             if status == 503 and conn.rejected:
@@ -174,22 +205,46 @@ class SimApp:
         record["replica"] = engine.index
         cfg = self.config
         try:
-            gen = parse_generation(chat, req.body, cfg.model_name, cfg.max_model_len, cfg.block_size,
-                                   cfg.enable_prefix_caching, engine.draw_output_len, self.tokenizer,
-                                   self.quirks.llamacpp_api)
+            gen = parse_generation(
+                chat,
+                req.body,
+                cfg.model_name,
+                cfg.max_model_len,
+                cfg.block_size,
+                cfg.enable_prefix_caching,
+                engine.draw_output_len,
+                self.tokenizer,
+                self.quirks.llamacpp_api,
+            )
         except ApiError as exc:
             if (n_prompt := exc.fields.get("n_prompt_tokens")) is not None:
                 record["prompt_tokens"] = n_prompt
-            return reject(exc.status, str(exc), body=error_body(str(exc), exc.status, exc.param, exc.error_type,
-                                                                 exc.fields))
+            return reject(
+                exc.status, str(exc), body=error_body(str(exc), exc.status, exc.param, exc.error_type, exc.fields)
+            )
         record.update(prompt_tokens=gen.prompt_len, stream=gen.stream)
         if cfg.max_num_queued_reqs and engine.num_waiting >= cfg.max_num_queued_reqs:
             return reject(cfg.queue_full_status, "the server's waiting queue is full; retry later", retry)
         response_id = f"{'chatcmpl' if chat else 'cmpl'}-{request_id}"
-        sink = ResponseSink(conn, gen, response_id, int(record["arrival"]), record, self._finished, self.stream_head,
-                            self.shaper.shape(chat, gen.stream, gen.output_target, request_id))
-        seq = Sequence(request_id, gen.prompt_len, gen.output_target, gen.finish_reason, sink, gen.hashes,
-                       engine.draw_fault(gen.output_target))
+        sink = ResponseSink(
+            conn,
+            gen,
+            response_id,
+            int(record["arrival"]),
+            record,
+            self._finished,
+            self.stream_head,
+            self.shaper.shape(chat, gen.stream, gen.output_target, request_id),
+        )
+        seq = Sequence(
+            request_id,
+            gen.prompt_len,
+            gen.output_target,
+            gen.finish_reason,
+            sink,
+            gen.hashes,
+            engine.draw_fault(gen.output_target),
+        )
         if gen.stream and self.quirks.interrupt:
             self.streams[sink] = (seq, engine)
         engine.in_flight += 1

@@ -86,8 +86,9 @@ class SimConfig:
     enable_prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens (vLLM's flag)
 
     def reply_options(self) -> ReplyOptions:
-        return ReplyOptions(self.reasoning_share, self.reasoning_field, self.tool_call_share,
-                            self.enable_prompt_tokens_details)
+        return ReplyOptions(
+            self.reasoning_share, self.reasoning_field, self.tool_call_share, self.enable_prompt_tokens_details
+        )
 
     def num_kv_blocks(self) -> int:
         """vLLM's sizing: memory left after weights and activations, at gpu_memory_utilization."""
@@ -99,10 +100,24 @@ class SimConfig:
         return max(blocks, 1)
 
     def validate(self) -> None:
-        positive = ("params_b", "num_layers", "kv_bytes_per_token", "hbm_bandwidth_gbs", "peak_tflops",
-                    "max_num_seqs", "max_num_batched_tokens", "block_size", "max_model_len", "replicas",
-                    "time_scale", "tensor_parallel_size", "memory_efficiency", "compute_efficiency",
-                    "output_len_mean", "output_len_max")
+        positive = (
+            "params_b",
+            "num_layers",
+            "kv_bytes_per_token",
+            "hbm_bandwidth_gbs",
+            "peak_tflops",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "block_size",
+            "max_model_len",
+            "replicas",
+            "time_scale",
+            "tensor_parallel_size",
+            "memory_efficiency",
+            "compute_efficiency",
+            "output_len_mean",
+            "output_len_max",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise UsageError(f"sim option {name} must be > 0 (got {getattr(self, name)})")

@@ -47,8 +47,11 @@ def sequence_seconds(config: SimConfig, sequences: int) -> float:
 
 def step_seconds(config: SimConfig, step_tokens: int, kv_tokens_read: int, sequences: int = 1) -> float:
     """Unscaled model time of one step (seconds on the simulated GPU) running `sequences` sequences."""
-    return (max(memory_seconds(config, kv_tokens_read), compute_seconds(config, step_tokens)) + fixed_seconds(config)
-            + sequence_seconds(config, sequences))
+    return (
+        max(memory_seconds(config, kv_tokens_read), compute_seconds(config, step_tokens))
+        + fixed_seconds(config)
+        + sequence_seconds(config, sequences)
+    )
 
 
 def single_stream_estimate(config: SimConfig, prompt_tokens: int, context: int) -> tuple[float, float]:

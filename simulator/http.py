@@ -11,16 +11,19 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Callable, Protocol
+from typing import Protocol
 
 from loadline.simulator.kernel_rx import KernelReader
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024
-STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-               b"Transfer-Encoding: chunked\r\nServer: loadline-sim\r\n\r\n")
+STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\nServer: loadline-sim\r\n\r\n"
+)
 LAST_CHUNK = b"0\r\n\r\n"
 
 
@@ -42,18 +45,23 @@ class BadRequest(Exception):
 
 
 class Handler(Protocol):
-    def on_connect(self, conn: "Connection") -> None: ...
-    def handle(self, conn: "Connection", request: Request) -> None: ...
-    def on_bad_request(self, conn: "Connection", error: BadRequest) -> None: ...
-    def on_close(self, conn: "Connection") -> None: ...
+    def on_connect(self, conn: Connection) -> None: ...
+    def handle(self, conn: Connection, request: Request) -> None: ...
+    def on_bad_request(self, conn: Connection, error: BadRequest) -> None: ...
+    def on_close(self, conn: Connection) -> None: ...
 
 
 def chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-def response(status: int, body: bytes, content_type: str = "application/json",
-             extra: dict[str, str] | None = None, keep_alive: bool = True) -> bytes:
+def response(
+    status: int,
+    body: bytes,
+    content_type: str = "application/json",
+    extra: dict[str, str] | None = None,
+    keep_alive: bool = True,
+) -> bytes:
     reason = HTTPStatus(status).phrase
     lines = [f"HTTP/1.1 {status} {reason}", f"Content-Length: {len(body)}", "Server: loadline-sim"]
     if content_type:  # "" = none, like a bare Starlette Response(status_code=400)
@@ -166,8 +174,14 @@ class Connection(asyncio.Protocol):
             except Exception as exc:  # a simulator bug must cost one request, not the connection loop
                 print(f"loadline-sim: internal error on {request.method} {request.path}: {exc!r}", file=sys.stderr)
                 self.keep_alive = False
-                self.write(response(500, b'{"error":{"message":"internal simulator error","type":'
-                                         b'"InternalServerError","param":null,"code":500}}', keep_alive=False))
+                self.write(
+                    response(
+                        500,
+                        b'{"error":{"message":"internal simulator error","type":'
+                        b'"InternalServerError","param":null,"code":500}}',
+                        keep_alive=False,
+                    )
+                )
                 self.finish_response()
 
     def _consume(self, n: int) -> float:

@@ -40,12 +40,17 @@ def enable(sock: socket.socket) -> bool:
 class KernelReader:
     __slots__ = ("loop", "sock", "transport", "receiver")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, transport: asyncio.Transport,
-                 receiver: StampedReceiver) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        transport: asyncio.Transport,
+        receiver: StampedReceiver,
+    ) -> None:
         self.loop, self.sock, self.transport, self.receiver = loop, sock, transport, receiver
 
     @classmethod
-    def attach(cls, transport: asyncio.Transport, receiver: StampedReceiver) -> "KernelReader | None":
+    def attach(cls, transport: asyncio.Transport, receiver: StampedReceiver) -> KernelReader | None:
         """Take over the reading of `transport`'s socket; None when it cannot (the transport keeps reading)."""
         raw = transport.get_extra_info("socket") if LINUX else None
         if raw is None:

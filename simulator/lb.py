@@ -6,7 +6,7 @@ different replicas. Replicas that are down are skipped; with none up the gateway
 
 from __future__ import annotations
 
-from typing import Sequence as Seq
+from collections.abc import Sequence as Seq
 
 from loadline.simulator.engine import Engine
 

@@ -9,7 +9,7 @@ the simulator shows what the pool holds, which is what a leak drill needs to see
 from __future__ import annotations
 
 import socket
-from typing import Iterator
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -36,7 +36,7 @@ def _counter(name: str, doc: str, labels: list[str], rows: list[tuple[list[str],
 
 
 class SimCollector:
-    def __init__(self, app: "SimApp") -> None:
+    def __init__(self, app: SimApp) -> None:
         self.app = app
         self.hostname = socket.gethostname()
 
@@ -54,27 +54,53 @@ class SimCollector:
         cfg = self.app.config
         labels = ["model_name", "engine"]
         each = self._per_engine
-        yield _gauge("vllm:num_requests_running", "Requests in the running batch", labels,
-                     each(lambda e: len(e.running)))
-        yield _gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled", labels,
-                     each(lambda e: len(e.waiting)))
+        yield _gauge(
+            "vllm:num_requests_running", "Requests in the running batch", labels, each(lambda e: len(e.running))
+        )
+        yield _gauge(
+            "vllm:num_requests_waiting", "Requests waiting to be scheduled", labels, each(lambda e: len(e.waiting))
+        )
         usage = each(lambda e: e.pool.usage())
         yield _gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 0-1", labels, usage)
         yield _gauge("vllm:gpu_cache_usage_perc", "KV-cache usage, 0-1 (pre-2025 name)", labels, usage)
         yield _counter("vllm:num_preemptions", "Preemptions (recompute)", labels, each(lambda e: e.stats.preemptions))
         yield _counter("vllm:prompt_tokens", "Prefilled prompt tokens", labels, each(lambda e: e.stats.prompt_tokens))
         yield _counter("vllm:generation_tokens", "Generated tokens", labels, each(lambda e: e.stats.generation_tokens))
-        yield _counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache", labels,
-                       each(lambda e: e.prefix_queries))
-        yield _counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels,
-                       each(lambda e: e.prefix_hits))
-        yield _counter("vllm:request_success", "Finished requests", labels + ["finished_reason"],
-                       [(self._ids(e) + [reason], e.stats.success[reason]) for e in self.app.engines
-                        for reason in ("stop", "length", "abort", "error")])
-        yield _gauge("vllm:cache_config_info", "KV cache configuration", ["block_size", "num_gpu_blocks",
-                     "gpu_memory_utilization", "enable_prefix_caching"],
-                     [([str(cfg.block_size), str(cfg.num_kv_blocks()), str(cfg.gpu_memory_utilization),
-                        str(cfg.enable_prefix_caching)], 1)])
+        yield _counter(
+            "vllm:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache",
+            labels,
+            each(lambda e: e.prefix_queries),
+        )
+        yield _counter(
+            "vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels, each(lambda e: e.prefix_hits)
+        )
+        yield _counter(
+            "vllm:request_success",
+            "Finished requests",
+            labels + ["finished_reason"],
+            [
+                (self._ids(e) + [reason], e.stats.success[reason])
+                for e in self.app.engines
+                for reason in ("stop", "length", "abort", "error")
+            ],
+        )
+        yield _gauge(
+            "vllm:cache_config_info",
+            "KV cache configuration",
+            ["block_size", "num_gpu_blocks", "gpu_memory_utilization", "enable_prefix_caching"],
+            [
+                (
+                    [
+                        str(cfg.block_size),
+                        str(cfg.num_kv_blocks()),
+                        str(cfg.gpu_memory_utilization),
+                        str(cfg.enable_prefix_caching),
+                    ],
+                    1,
+                )
+            ],
+        )
         yield from self._histograms()
         yield from self._gpus()
         yield from self._sim_state()
@@ -98,20 +124,42 @@ class SimCollector:
         yield _counter("llamacpp:tokens_predicted", "Number of generation tokens processed.", [], one(predicted))
         yield _counter("llamacpp:tokens_predicted_seconds", "Predict process time", [], one(predicted_s))
         yield _counter("llamacpp:n_decode", "Total number of llama_decode() calls", [], one(steps))
-        yield _gauge("llamacpp:n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", [],
-                     one(total(lambda e: e.stats.busy_slots) / steps if steps else 0.0))
-        yield _gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", [],
-                     one(prompt_tokens / prompt_s if prompt_s else 0.0))
-        yield _gauge("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s.", [],
-                     one(predicted / predicted_s if predicted_s else 0.0))
-        yield _gauge("llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", [],
-                     one(total(lambda e: e.pool.usage()) / len(engines)))
-        yield _gauge("llamacpp:kv_cache_tokens", "KV-cache tokens.", [],
-                     one(total(lambda e: e.pool.in_use) * self.app.config.block_size))
-        yield _gauge("llamacpp:requests_processing", "Number of requests processing.", [],
-                     one(total(lambda e: len(e.running))))
-        yield _gauge("llamacpp:requests_deferred", "Number of requests deferred.", [],
-                     one(total(lambda e: len(e.waiting))))
+        yield _gauge(
+            "llamacpp:n_busy_slots_per_decode",
+            "Average number of busy slots per llama_decode() call",
+            [],
+            one(total(lambda e: e.stats.busy_slots) / steps if steps else 0.0),
+        )
+        yield _gauge(
+            "llamacpp:prompt_tokens_seconds",
+            "Average prompt throughput in tokens/s.",
+            [],
+            one(prompt_tokens / prompt_s if prompt_s else 0.0),
+        )
+        yield _gauge(
+            "llamacpp:predicted_tokens_seconds",
+            "Average generation throughput in tokens/s.",
+            [],
+            one(predicted / predicted_s if predicted_s else 0.0),
+        )
+        yield _gauge(
+            "llamacpp:kv_cache_usage_ratio",
+            "KV-cache usage. 1 means 100 percent usage.",
+            [],
+            one(total(lambda e: e.pool.usage()) / len(engines)),
+        )
+        yield _gauge(
+            "llamacpp:kv_cache_tokens",
+            "KV-cache tokens.",
+            [],
+            one(total(lambda e: e.pool.in_use) * self.app.config.block_size),
+        )
+        yield _gauge(
+            "llamacpp:requests_processing", "Number of requests processing.", [], one(total(lambda e: len(e.running)))
+        )
+        yield _gauge(
+            "llamacpp:requests_deferred", "Number of requests deferred.", [], one(total(lambda e: len(e.waiting)))
+        )
 
     def _histograms(self) -> Iterator[Metric]:
         for name, doc, _ in HISTOGRAMS:
@@ -147,28 +195,59 @@ class SimCollector:
         app = self.app
         active = set(app.faults.active())
         settings = app.faults.as_dict()
-        yield _gauge("loadline_sim_fault_active", "1 while the fault is switched on", ["fault"],
-                     [([name], int(name in active)) for name in settings])
-        yield _gauge("loadline_sim_fault_setting", "The fault's current value (its 'off' value when inactive)",
-                     ["fault"], [([name], value) for name, value in settings.items()])
-        yield _gauge("loadline_sim_replica_up", "1 when the replica serves, 0 while down or reloading",
-                     ["model_name", "engine"], self._per_engine(lambda e: int(e.up)))
-        yield _counter("loadline_sim_replica_restarts", "Replica restarts by reason (kill, restart, oom)",
-                       ["model_name", "engine", "reason"],
-                       [(self._ids(e) + [reason], e.restarts[reason]) for e in app.engines
-                        for reason in ("kill", "restart", "oom")])
-        yield _gauge("loadline_sim_kv_blocks_leaked", "KV blocks lost to the memory-leak fault",
-                     ["model_name", "engine"], self._per_engine(lambda e: e.pool.leaked))
+        yield _gauge(
+            "loadline_sim_fault_active",
+            "1 while the fault is switched on",
+            ["fault"],
+            [([name], int(name in active)) for name in settings],
+        )
+        yield _gauge(
+            "loadline_sim_fault_setting",
+            "The fault's current value (its 'off' value when inactive)",
+            ["fault"],
+            [([name], value) for name, value in settings.items()],
+        )
+        yield _gauge(
+            "loadline_sim_replica_up",
+            "1 when the replica serves, 0 while down or reloading",
+            ["model_name", "engine"],
+            self._per_engine(lambda e: int(e.up)),
+        )
+        yield _counter(
+            "loadline_sim_replica_restarts",
+            "Replica restarts by reason (kill, restart, oom)",
+            ["model_name", "engine", "reason"],
+            [
+                (self._ids(e) + [reason], e.restarts[reason])
+                for e in app.engines
+                for reason in ("kill", "restart", "oom")
+            ],
+        )
+        yield _gauge(
+            "loadline_sim_kv_blocks_leaked",
+            "KV blocks lost to the memory-leak fault",
+            ["model_name", "engine"],
+            self._per_engine(lambda e: e.pool.leaked),
+        )
         yield _gauge("loadline_sim_gateway_connections", "Open client connections", [], [([], len(app.connections))])
-        yield _counter("loadline_sim_gateway_rejected", "Requests refused by the gateway connection cap", [],
-                       [([], app.gateway_rejected)])
-        yield _gauge("loadline_sim_time_scale", "Engine time constants are divided by this", [],
-                     [([], app.config.time_scale)])
-        yield _counter("http_requests", "HTTP requests by handler, method and status", ["handler", "method", "status"],
-                       [(list(key), n) for key, n in sorted(app.http_requests.items())])
+        yield _counter(
+            "loadline_sim_gateway_rejected",
+            "Requests refused by the gateway connection cap",
+            [],
+            [([], app.gateway_rejected)],
+        )
+        yield _gauge(
+            "loadline_sim_time_scale", "Engine time constants are divided by this", [], [([], app.config.time_scale)]
+        )
+        yield _counter(
+            "http_requests",
+            "HTTP requests by handler, method and status",
+            ["handler", "method", "status"],
+            [(list(key), n) for key, n in sorted(app.http_requests.items())],
+        )
 
 
-def make_registry(app: "SimApp") -> CollectorRegistry:
+def make_registry(app: SimApp) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SimCollector(app))
     ProcessCollector(registry=registry)  # process_cpu_seconds_total: the host-CPU signal

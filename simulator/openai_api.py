@@ -15,8 +15,9 @@ Too long for the context (REFERENCE-workloads.md section 2), in the dialect of t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from loadline.simulator.kvcache import prefix_hashes
 from loadline.simulator.tokenizer import DEFAULT, Tokenizer
@@ -26,8 +27,14 @@ class ApiError(Exception):
     """A refusal; `fields` are extra members of the error object (llama.cpp's n_prompt_tokens, n_ctx)
     and `error_type` replaces the type the status implies."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, error_type: str | None = None,
-                 fields: dict | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        error_type: str | None = None,
+        fields: dict | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.param = param
@@ -78,23 +85,42 @@ def context_check(prompt_len: int, max_tokens: int | None, max_model_len: int, l
     room = max_model_len - prompt_len
     if llamacpp:
         if room <= 0:  # llama-server: prompt tokens >= the slot's n_ctx; n_predict is not counted
-            raise ApiError(400, f"request ({prompt_len} tokens) exceeds the available context size "
-                                f"({max_model_len} tokens), try increasing it", error_type="exceed_context_size_error",
-                           fields={"n_prompt_tokens": prompt_len, "n_ctx": max_model_len})
+            raise ApiError(
+                400,
+                f"request ({prompt_len} tokens) exceeds the available context size "
+                f"({max_model_len} tokens), try increasing it",
+                error_type="exceed_context_size_error",
+                fields={"n_prompt_tokens": prompt_len, "n_ctx": max_model_len},
+            )
         return room
     if room <= 0:
-        raise ApiError(400, f"This model's maximum context length is {max_model_len} tokens. However, your request "
-                            f"has {prompt_len} input tokens. Please reduce the length of the input messages.")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, your request "
+            f"has {prompt_len} input tokens. Please reduce the length of the input messages.",
+        )
     if max_tokens is not None and max_tokens > room:
-        raise ApiError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
-                            f"maximum context length is {max_model_len} tokens and your request has {prompt_len} "
-                            f"input tokens ({max_tokens} > {max_model_len} - {prompt_len}).", "max_tokens")
+        raise ApiError(
+            400,
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
+            f"maximum context length is {max_model_len} tokens and your request has {prompt_len} "
+            f"input tokens ({max_tokens} > {max_model_len} - {prompt_len}).",
+            "max_tokens",
+        )
     return room
 
 
-def parse_generation(chat: bool, raw: bytes, served_model: str, max_model_len: int, block_size: int,
-                     prefix_caching: bool, draw_length: Callable[[], int], tokenizer: Tokenizer = DEFAULT,
-                     llamacpp: bool = False) -> Generation:
+def parse_generation(
+    chat: bool,
+    raw: bytes,
+    served_model: str,
+    max_model_len: int,
+    block_size: int,
+    prefix_caching: bool,
+    draw_length: Callable[[], int],
+    tokenizer: Tokenizer = DEFAULT,
+    llamacpp: bool = False,
+) -> Generation:
     body = parse_body(raw)
     model = body.get("model", served_model)
     if not isinstance(model, str):

@@ -40,7 +40,7 @@ class Quirks:
     llamacpp_api: bool = False
 
     @classmethod
-    def parse(cls, text: str) -> "Quirks":
+    def parse(cls, text: str) -> Quirks:
         names = [n for n in re.split(r"[,+\s]+", text.strip().lower()) if n]
         unknown = [n for n in names if n not in KNOWN]
         if unknown:

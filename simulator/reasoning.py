@@ -61,7 +61,7 @@ class ReplyShaper:
         self.options = options
         self.rng = random.Random(seed * 7919 + 17)
 
-    def shape(self, chat: bool, stream: bool, output_target: int, request_id: str) -> "ReplyShape | None":
+    def shape(self, chat: bool, stream: bool, output_target: int, request_id: str) -> ReplyShape | None:
         o = self.options
         if not (o.active and chat and stream):
             return None
@@ -81,8 +81,10 @@ class ReplyShape:
 
     def _built(self, t: ChunkTemplates) -> tuple[bytes, bytes, bytes]:
         if self._prefixes is None:
-            call = json.dumps({"index": 0, "id": self.call_id, "type": "function",
-                               "function": {"name": TOOL_NAME, "arguments": ""}}, separators=(",", ":"))
+            call = json.dumps(
+                {"index": 0, "id": self.call_id, "type": "function", "function": {"name": TOOL_NAME, "arguments": ""}},
+                separators=(",", ":"),
+            )
             self._prefixes = (
                 t.head + f'{{"index":0,"delta":{{"{self.field}":"'.encode(),
                 t.head + b'{"index":0,"delta":{"tool_calls":[' + call.encode() + b']},"logprobs":null,'

@@ -9,7 +9,7 @@ from typing import Protocol
 class Sink(Protocol):
     """Receives a sequence's progress; the HTTP layer implements it (one socket write per call)."""
 
-    def deliver(self, seq: "Sequence") -> None: ...
+    def deliver(self, seq: Sequence) -> None: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -42,7 +42,9 @@ class Sequence:
     error: str | None = None  # set when failed by a fault
     error_outcome: str = "fault"  # the truth log's outcome when failed: fault, or error (shutdown)
     done: bool = False
-    cached_tokens: int | None = None  # prompt tokens the prefix cache served when first scheduled (vLLM's num_cached_tokens)
+    cached_tokens: int | None = (
+        None  # prompt tokens the prefix cache served when first scheduled (vLLM's num_cached_tokens)
+    )
 
     def __post_init__(self) -> None:
         self.num_tokens = self.prompt_len

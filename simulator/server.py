@@ -39,9 +39,13 @@ class ServeOptions:
 
 
 def initial_faults(config: SimConfig) -> FaultState:
-    return FaultState(error_rate=config.error_rate, latency_spike=config.latency_spike,
-                      leak_blocks_per_s=config.leak_blocks_per_s, max_connections=config.max_connections,
-                      accept_delay_ms=config.accept_delay_ms)
+    return FaultState(
+        error_rate=config.error_rate,
+        latency_spike=config.latency_spike,
+        leak_blocks_per_s=config.leak_blocks_per_s,
+        max_connections=config.max_connections,
+        accept_delay_ms=config.accept_delay_ms,
+    )
 
 
 class Housekeeping:
@@ -128,7 +132,7 @@ async def _tick_until(stop: asyncio.Event, housekeeping: Housekeeping) -> None:
     while not stop.is_set():
         try:
             await asyncio.wait_for(stop.wait(), TICK_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         now = loop.time()
         housekeeping.tick(max(now - last, 1e-3))

@@ -10,7 +10,7 @@ fails before its first token still gets a plain HTTP error status.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from loadline.simulator.http import LAST_CHUNK, STREAM_HEAD, Connection, chunk, response
 from loadline.simulator.openai_api import Generation
@@ -20,12 +20,32 @@ from loadline.simulator.wire import DONE, ChunkTemplates, error_body, full_respo
 
 
 class ResponseSink:
-    __slots__ = ("conn", "gen", "templates", "response_id", "created", "sent", "headers_sent", "truth",
-                 "on_done", "finished", "head", "shape")
+    __slots__ = (
+        "conn",
+        "gen",
+        "templates",
+        "response_id",
+        "created",
+        "sent",
+        "headers_sent",
+        "truth",
+        "on_done",
+        "finished",
+        "head",
+        "shape",
+    )
 
-    def __init__(self, conn: Connection, gen: Generation, response_id: str, created: int, truth: dict,
-                 on_done: Callable[["ResponseSink", dict], None], head: bytes = STREAM_HEAD,
-                 shape: ReplyShape | None = None) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        gen: Generation,
+        response_id: str,
+        created: int,
+        truth: dict,
+        on_done: Callable[[ResponseSink, dict], None],
+        head: bytes = STREAM_HEAD,
+        shape: ReplyShape | None = None,
+    ) -> None:
         self.conn = conn
         self.shape = shape  # reasoning / tool-call reply (reasoning.py); None: plain content
         self.head = head  # the streamed response's status line and headers
@@ -47,8 +67,15 @@ class ResponseSink:
         elif self.gen.stream:
             self._stream(seq)
         elif seq.done:
-            body = full_response(self.gen.chat, self.response_id, self.created, self.gen.model,
-                                 seq.prompt_len, seq.generated, seq.finish_reason or "stop")
+            body = full_response(
+                self.gen.chat,
+                self.response_id,
+                self.created,
+                self.gen.model,
+                seq.prompt_len,
+                seq.generated,
+                seq.finish_reason or "stop",
+            )
             now = time.time()
             self.conn.write(response(200, body, keep_alive=self.conn.keep_alive))
             self.truth["first_token"] = self.truth["last_token"] = now
@@ -132,10 +159,16 @@ class ResponseSink:
         reason = seq.finish_reason
         if outcome == "ok" and reason and self.shape is not None:
             reason = self.shape.finish_reason(reason)
-        self.truth.update(status=status, outcome=outcome, output_tokens=seq.generated, cached_tokens=seq.cached_tokens,
-                          finish_reason=reason if outcome == "ok" else (seq.finish_reason or "abort"),
-                          queue_start=seq.queue_start_wall, queue_end=seq.queue_end_wall,
-                          preemptions=seq.preempted)
+        self.truth.update(
+            status=status,
+            outcome=outcome,
+            output_tokens=seq.generated,
+            cached_tokens=seq.cached_tokens,
+            finish_reason=reason if outcome == "ok" else (seq.finish_reason or "abort"),
+            queue_start=seq.queue_start_wall,
+            queue_end=seq.queue_end_wall,
+            preemptions=seq.preempted,
+        )
         self.on_done(self, self.truth)
         if outcome != "client_disconnected":
             self.conn.finish_response()

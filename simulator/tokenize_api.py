@@ -8,7 +8,8 @@ answers `{"content"}` as llama-server or `{"prompt"}` as vLLM, by the simulated 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from loadline.simulator.openai_api import ApiError, parse_body
 from loadline.simulator.tokenizer import Tokenizer
@@ -32,8 +33,12 @@ def tokenize(raw: bytes, tokenizer: Tokenizer, max_model_len: int, llamacpp: boo
     else:
         raise ApiError(400, "give 'content' (llama.cpp), 'prompt' or 'messages' (vLLM)", "prompt")
     ids = tokenizer.ids_of(pieces)
-    return {"count": len(ids), "max_model_len": max_model_len, "tokens": ids,
-            "token_strs": pieces if body.get("return_token_strs") else None}
+    return {
+        "count": len(ids),
+        "max_model_len": max_model_len,
+        "tokens": ids,
+        "token_strs": pieces if body.get("return_token_strs") else None,
+    }
 
 
 def detokenize(raw: bytes, tokenizer: Tokenizer, max_model_len: int, llamacpp: bool) -> dict[str, Any]:
@@ -49,4 +54,6 @@ def detokenize(raw: bytes, tokenizer: Tokenizer, max_model_len: int, llamacpp: b
 
 
 TOKENIZE_ROUTES: dict[str, Callable[[bytes, Tokenizer, int, bool], dict[str, Any]]] = {
-    "/tokenize": tokenize, "/detokenize": detokenize}
+    "/tokenize": tokenize,
+    "/detokenize": detokenize,
+}

@@ -11,16 +11,38 @@ import json
 from pathlib import Path
 from typing import IO
 
-FIELDS = ("request_id", "replica", "endpoint", "stream", "arrival", "queue_start", "queue_end", "first_token",
-          "last_token", "first_write_s", "last_write_s", "prompt_tokens", "output_tokens", "status", "outcome",
-          "finish_reason", "preemptions", "faults", "first_reasoning_token", "first_answer_token",
-          "reasoning_tokens", "tool_calls", "cached_tokens")
+FIELDS = (
+    "request_id",
+    "replica",
+    "endpoint",
+    "stream",
+    "arrival",
+    "queue_start",
+    "queue_end",
+    "first_token",
+    "last_token",
+    "first_write_s",
+    "last_write_s",
+    "prompt_tokens",
+    "output_tokens",
+    "status",
+    "outcome",
+    "finish_reason",
+    "preemptions",
+    "faults",
+    "first_reasoning_token",
+    "first_answer_token",
+    "reasoning_tokens",
+    "tool_calls",
+    "cached_tokens",
+)
 
 
 def new_record(request_id: str, arrival: float, endpoint: str, faults: list[str]) -> dict:
     record = dict.fromkeys(FIELDS)
-    record.update(request_id=request_id, arrival=arrival, endpoint=endpoint, faults=faults, output_tokens=0,
-                  preemptions=0)
+    record.update(
+        request_id=request_id, arrival=arrival, endpoint=endpoint, faults=faults, output_tokens=0, preemptions=0
+    )
     return record
 
 

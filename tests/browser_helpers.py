@@ -20,13 +20,23 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--no-first-run", "--window-size=1400,1000"]
+CHROME_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1400,1000",
+]
 PAGE_TIMEOUT_S = 20.0
 
-needs_browser = pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
-                                   reason="chromium/chromedriver missing: run `make browser`")
+needs_browser = pytest.mark.skipif(
+    not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
+    reason="chromium/chromedriver missing: run `make browser`",
+)
 
 
 @contextlib.contextmanager
@@ -59,11 +69,13 @@ def screenshot_on_failure(driver, path: Path):
 
 def wait_for(driver, find, timeout_s: float, what: str):
     """`find(driver)` until it returns something truthy; element lookups that fail count as 'not yet'."""
+
     def attempt():
         try:
             return find(driver)
         except WebDriverException:
             return None
+
     return ph.wait_until(attempt, timeout_s, what)
 
 

@@ -9,12 +9,12 @@ from gevent import monkey
 
 monkey.patch_all()
 
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass  # noqa: E402 - after the patch above, on purpose
+from pathlib import Path  # noqa: E402
 
-import pytest
+import pytest  # noqa: E402
 
-from loadline.runtime.simprocess import SimProcess, start_simulator
+from loadline.runtime.simprocess import SimProcess, start_simulator  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_S = 20.0
@@ -38,8 +38,11 @@ def sim_server(tmp_path):
     def start(profile: str = "tiny", *extra_args: str) -> SimHandle:
         n = len(handles)
         truth = tmp_path / f"truth-{n}.jsonl"
-        sim = start_simulator(["--profile", profile, "--truth", str(truth), *extra_args],
-                              log_path=tmp_path / f"sim-{n}.stderr", startup_timeout=STARTUP_TIMEOUT_S)
+        sim = start_simulator(
+            ["--profile", profile, "--truth", str(truth), *extra_args],
+            log_path=tmp_path / f"sim-{n}.stderr",
+            startup_timeout=STARTUP_TIMEOUT_S,
+        )
         handle = SimHandle(sim.proc, sim.url, sim.admin_url, truth)
         handles.append(handle)
         return handle

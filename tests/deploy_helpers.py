@@ -37,9 +37,11 @@ def load_k8s(directory: Path) -> list[dict]:
 
 def interpolate(value: str, env: dict[str, str]) -> str:
     """Compose's `${NAME}` and `${NAME:-default}` (the only forms our compose file may use)."""
+
     def replace(match: re.Match) -> str:
         given = env.get(match["name"], "")
         return given if given else (match["default"] or "")
+
     result = _VARIABLE.sub(replace, value)
     assert "$" not in result, f"unsupported interpolation in {value!r}"
     return result
@@ -71,7 +73,7 @@ def localize(args: list[str], hosts: set[str], ports: dict[str, int], paths: dic
                 arg = re.sub(rf"//{host}:(\d+)", lambda m: f"//127.0.0.1:{ports[m[1]]}", arg)
             for container_path, local in paths.items():
                 if arg == container_path or arg.startswith(container_path + "/"):
-                    arg = str(local) + arg[len(container_path):]
+                    arg = str(local) + arg[len(container_path) :]
         out.append(arg)
         previous = arg if arg.startswith("--") else ""
     return out

@@ -77,18 +77,43 @@ def requests_table(sc: Scenario) -> pd.DataFrame:
             aborted = ph.fail_stream > 0 and (i % max(1, int(round(1 / ph.fail_stream)))) == 1
             ttft = ph.ttft_ms * jitter[i]
             rec = {c: "" for c in COLUMNS}
-            rec.update(request_id=f"{pos}-{i}", worker_id="w0", user_id=f"u{i % ph.users}", user_class="Chat",
-                       session_id=f"s{i}", turn=0, endpoint="/v1/chat/completions", model="m",
-                       start_wall=start + (i + 0.5) * PHASE_S / n, attempt=0, tokens_source="usage",
-                       content_chunks=0, prompt_tokens=100)
+            rec.update(
+                request_id=f"{pos}-{i}",
+                worker_id="w0",
+                user_id=f"u{i % ph.users}",
+                user_class="Chat",
+                session_id=f"s{i}",
+                turn=0,
+                endpoint="/v1/chat/completions",
+                model="m",
+                start_wall=start + (i + 0.5) * PHASE_S / n,
+                attempt=0,
+                tokens_source="usage",
+                content_chunks=0,
+                prompt_tokens=100,
+            )
             if failed:
                 rec.update(status="error", error_class="http", http_status=503, e2e_ms=3.0, output_tokens=0)
             elif aborted:
-                rec.update(status="error", error_class="stream_error", http_status=200, ttft_ms=ttft,
-                           e2e_ms=ttft + ph.tpot_ms * 20, output_tokens=20)
+                rec.update(
+                    status="error",
+                    error_class="stream_error",
+                    http_status=200,
+                    ttft_ms=ttft,
+                    e2e_ms=ttft + ph.tpot_ms * 20,
+                    output_tokens=20,
+                )
             else:
-                rec.update(status="ok", http_status=200, ttft_ms=ttft, ttfb_ms=ttft / 2, tpot_ms=ph.tpot_ms * jitter[i],
-                           e2e_ms=ttft + ph.tpot_ms * 99, output_tokens=100, finish_reason="stop")
+                rec.update(
+                    status="ok",
+                    http_status=200,
+                    ttft_ms=ttft,
+                    ttfb_ms=ttft / 2,
+                    tpot_ms=ph.tpot_ms * jitter[i],
+                    e2e_ms=ttft + ph.tpot_ms * 99,
+                    output_tokens=100,
+                    finish_reason="stop",
+                )
             rows.append(rec)
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -97,9 +122,20 @@ def phases_table(sc: Scenario) -> pd.DataFrame:
     rows = []
     for pos, ph in enumerate(sc.phases):
         start, end = _bounds(pos)
-        rows.append({"index": pos, "label": f"{sc.kind}-{pos + 1} ({ph.users} users)", "kind": sc.kind,
-                     "start_wall": start, "end_wall": end, "target_users": ph.users, "spawn_rate": 100,
-                     "users_start": ph.users, "users_end": ph.users, "note": ""})
+        rows.append(
+            {
+                "index": pos,
+                "label": f"{sc.kind}-{pos + 1} ({ph.users} users)",
+                "kind": sc.kind,
+                "start_wall": start,
+                "end_wall": end,
+                "target_users": ph.users,
+                "spawn_rate": 100,
+                "users_start": ph.users,
+                "users_end": ph.users,
+                "note": "",
+            }
+        )
     return pd.DataFrame(rows, columns=list(runfolder.PHASE_COLUMNS))
 
 
@@ -114,10 +150,14 @@ def server_rows(sc: Scenario) -> pd.DataFrame:
         start, _ = _bounds(pos)
         server_ttft = (ph.server_ttft_ms if ph.server_ttft_ms is not None else max(ph.ttft_ms - 2, 1)) / 1000
         prefill = (ph.prefill_ms / 1000) if ph.prefill_ms is not None else max(server_ttft - ph.queue_ms / 1000, 0.001)
-        values = {"vllm:time_to_first_token_seconds": server_ttft, "vllm:request_queue_time_seconds": ph.queue_ms / 1000,
-                  "vllm:request_prefill_time_seconds": prefill, "vllm:inter_token_latency_seconds": ph.tpot_ms / 1000,
-                  "vllm:request_decode_time_seconds": ph.tpot_ms * 99 / 1000,
-                  "vllm:e2e_request_latency_seconds": server_ttft + ph.tpot_ms * 99 / 1000}
+        values = {
+            "vllm:time_to_first_token_seconds": server_ttft,
+            "vllm:request_queue_time_seconds": ph.queue_ms / 1000,
+            "vllm:request_prefill_time_seconds": prefill,
+            "vllm:inter_token_latency_seconds": ph.tpot_ms / 1000,
+            "vllm:request_decode_time_seconds": ph.tpot_ms * 99 / 1000,
+            "vllm:e2e_request_latency_seconds": server_ttft + ph.tpot_ms * 99 / 1000,
+        }
         for sec in range(PHASE_S):
             ts = start + sec + 1.0
             frac = (sec + 1) / PHASE_S
@@ -128,18 +168,22 @@ def server_rows(sc: Scenario) -> pd.DataFrame:
                 waiting, running = 0.0, round(running * 0.75)
             if ph.idle:
                 running, waiting = 0, 0
-            rows += [(ts, "target", "vllm:num_requests_running", eng, running),
-                     (ts, "target", "vllm:num_requests_waiting", eng, waiting),
-                     (ts, "target", "vllm:kv_cache_usage_perc", eng, round(kv, 4)),
-                     (ts, "dcgm", "DCGM_FI_DEV_GPU_UTIL", json.dumps({"gpu": "0"}), round(ph.gpu * 100)),
-                     (ts, "dcgm", "DCGM_FI_DEV_FB_USED", json.dumps({"gpu": "0"}), 60000 + 10000 * kv),
-                     (ts, "dcgm", "DCGM_FI_DEV_FB_FREE", json.dumps({"gpu": "0"}), 20000 - 10000 * kv)]
+            rows += [
+                (ts, "target", "vllm:num_requests_running", eng, running),
+                (ts, "target", "vllm:num_requests_waiting", eng, waiting),
+                (ts, "target", "vllm:kv_cache_usage_perc", eng, round(kv, 4)),
+                (ts, "dcgm", "DCGM_FI_DEV_GPU_UTIL", json.dumps({"gpu": "0"}), round(ph.gpu * 100)),
+                (ts, "dcgm", "DCGM_FI_DEV_FB_USED", json.dumps({"gpu": "0"}), 60000 + 10000 * kv),
+                (ts, "dcgm", "DCGM_FI_DEV_FB_FREE", json.dumps({"gpu": "0"}), 20000 - 10000 * kv),
+            ]
             counters["prompt"] += 0 if ph.idle else ph.rps * 100
             counters["gen"] += 0 if ph.idle else ph.rps * 100
             counters["pre"] += ph.preempt_per_s
-            rows += [(ts, "target", "vllm:prompt_tokens_total", eng, counters["prompt"]),
-                     (ts, "target", "vllm:generation_tokens_total", eng, counters["gen"]),
-                     (ts, "target", "vllm:num_preemptions_total", eng, counters["pre"])]
+            rows += [
+                (ts, "target", "vllm:prompt_tokens_total", eng, counters["prompt"]),
+                (ts, "target", "vllm:generation_tokens_total", eng, counters["gen"]),
+                (ts, "target", "vllm:num_preemptions_total", eng, counters["pre"]),
+            ]
             for name, value in values.items():
                 state = hist_state.setdefault(name, [0.0, 0.0])
                 state[0] += ph.rps
@@ -149,35 +193,58 @@ def server_rows(sc: Scenario) -> pd.DataFrame:
                     if value <= le:
                         per_le[le] += ph.rps
                 for le in BUCKETS:
-                    rows.append((ts, "target", f"{name}_bucket", json.dumps({**ENGINE, "le": str(le)}, sort_keys=True), per_le[le]))
-                rows.append((ts, "target", f"{name}_bucket", json.dumps({**ENGINE, "le": "+Inf"}, sort_keys=True), state[0]))
+                    rows.append(
+                        (
+                            ts,
+                            "target",
+                            f"{name}_bucket",
+                            json.dumps({**ENGINE, "le": str(le)}, sort_keys=True),
+                            per_le[le],
+                        )
+                    )
+                rows.append(
+                    (ts, "target", f"{name}_bucket", json.dumps({**ENGINE, "le": "+Inf"}, sort_keys=True), state[0])
+                )
                 rows.append((ts, "target", f"{name}_count", eng, state[0]))
                 rows.append((ts, "target", f"{name}_sum", eng, state[1]))
             if ph.host_busy is not None:
                 counters["user"] += 8 * ph.host_busy
                 counters["idle"] += 8 * (1 - ph.host_busy)
-                rows += [(ts, "node", "node_cpu_seconds_total", json.dumps({"cpu": "0", "mode": "user"}), counters["user"]),
-                         (ts, "node", "node_cpu_seconds_total", json.dumps({"cpu": "0", "mode": "idle"}), counters["idle"])]
+                rows += [
+                    (ts, "node", "node_cpu_seconds_total", json.dumps({"cpu": "0", "mode": "user"}), counters["user"]),
+                    (ts, "node", "node_cpu_seconds_total", json.dumps({"cpu": "0", "mode": "idle"}), counters["idle"]),
+                ]
         if ph.restart_at_end:
             for key in ("prompt", "gen", "pre"):
                 counters[key] = 0.0
     return pd.DataFrame(rows, columns=list(runfolder.SERVER_METRIC_COLUMNS))
 
 
-SGLANG = {"vllm:num_requests_running": "sglang:num_running_reqs", "vllm:num_requests_waiting": "sglang:num_queue_reqs",
-          "vllm:kv_cache_usage_perc": "sglang:token_usage", "vllm:num_preemptions_total": "sglang:num_retracted_reqs",
-          "vllm:prompt_tokens_total": "sglang:prompt_tokens_total", "vllm:generation_tokens_total": "sglang:generation_tokens_total",
-          "vllm:time_to_first_token_seconds": "sglang:time_to_first_token_seconds",
-          "vllm:inter_token_latency_seconds": "sglang:inter_token_latency_seconds",
-          "vllm:e2e_request_latency_seconds": "sglang:e2e_request_latency_seconds",
-          "vllm:request_queue_time_seconds": "sglang:queue_time_seconds"}
-TGI = {"vllm:num_requests_running": "tgi_batch_current_size", "vllm:num_requests_waiting": "tgi_queue_size",
-       "vllm:request_queue_time_seconds": "tgi_request_queue_duration", "vllm:e2e_request_latency_seconds": "tgi_request_duration",
-       "vllm:inter_token_latency_seconds": "tgi_request_mean_time_per_token_duration",
-       "vllm:request_prefill_time_seconds": ("tgi_batch_forward_duration", {"method": "prefill"}),
-       "vllm:request_decode_time_seconds": ("tgi_batch_forward_duration", {"method": "decode"})}
-OLD_VLLM = {"vllm:kv_cache_usage_perc": "vllm:gpu_cache_usage_perc",
-            "vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds"}
+SGLANG = {
+    "vllm:num_requests_running": "sglang:num_running_reqs",
+    "vllm:num_requests_waiting": "sglang:num_queue_reqs",
+    "vllm:kv_cache_usage_perc": "sglang:token_usage",
+    "vllm:num_preemptions_total": "sglang:num_retracted_reqs",
+    "vllm:prompt_tokens_total": "sglang:prompt_tokens_total",
+    "vllm:generation_tokens_total": "sglang:generation_tokens_total",
+    "vllm:time_to_first_token_seconds": "sglang:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds": "sglang:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds": "sglang:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds": "sglang:queue_time_seconds",
+}
+TGI = {
+    "vllm:num_requests_running": "tgi_batch_current_size",
+    "vllm:num_requests_waiting": "tgi_queue_size",
+    "vllm:request_queue_time_seconds": "tgi_request_queue_duration",
+    "vllm:e2e_request_latency_seconds": "tgi_request_duration",
+    "vllm:inter_token_latency_seconds": "tgi_request_mean_time_per_token_duration",
+    "vllm:request_prefill_time_seconds": ("tgi_batch_forward_duration", {"method": "prefill"}),
+    "vllm:request_decode_time_seconds": ("tgi_batch_forward_duration", {"method": "decode"}),
+}
+OLD_VLLM = {
+    "vllm:kv_cache_usage_perc": "vllm:gpu_cache_usage_perc",
+    "vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds",
+}
 
 
 def rename(table: pd.DataFrame, mapping: dict, drop_unmapped_engine: bool = True) -> pd.DataFrame:
@@ -215,9 +282,23 @@ def one_phase_table(sc: Scenario) -> pd.DataFrame:
     """A fixed-user run (no shape): one phase over the whole run; the scenario's phases are only
     its time profile (the ramp, then the hold)."""
     users = max(p.users for p in sc.phases)
-    return pd.DataFrame([{"index": 0, "label": f"fixed ({users} users)", "kind": "fixed", "start_wall": T0,
-                          "end_wall": _bounds(len(sc.phases) - 1)[1], "target_users": users, "spawn_rate": 100,
-                          "users_start": users, "users_end": users, "note": ""}], columns=list(runfolder.PHASE_COLUMNS))
+    return pd.DataFrame(
+        [
+            {
+                "index": 0,
+                "label": f"fixed ({users} users)",
+                "kind": "fixed",
+                "start_wall": T0,
+                "end_wall": _bounds(len(sc.phases) - 1)[1],
+                "target_users": users,
+                "spawn_rate": 100,
+                "users_start": users,
+                "users_end": users,
+                "note": "",
+            }
+        ],
+        columns=list(runfolder.PHASE_COLUMNS),
+    )
 
 
 def write_scenario(sc: Scenario, run_dir: Path, server: pd.DataFrame | None = None, one_phase: bool = False) -> Path:
@@ -233,11 +314,17 @@ def write_scenario(sc: Scenario, run_dir: Path, server: pd.DataFrame | None = No
 
 def vary(sc: Scenario, factor: float) -> Scenario:
     """The same shape of problem at other magnitudes (rules must not be tuned to one set of numbers)."""
-    phases = [dataclasses.replace(p, rps=p.rps * factor, ttft_ms=p.ttft_ms * factor,
-                                  server_ttft_ms=None if p.server_ttft_ms is None else p.server_ttft_ms * factor,
-                                  queue_ms=p.queue_ms * factor,
-                                  prefill_ms=None if p.prefill_ms is None else p.prefill_ms * factor)
-              for p in sc.phases]
+    phases = [
+        dataclasses.replace(
+            p,
+            rps=p.rps * factor,
+            ttft_ms=p.ttft_ms * factor,
+            server_ttft_ms=None if p.server_ttft_ms is None else p.server_ttft_ms * factor,
+            queue_ms=p.queue_ms * factor,
+            prefill_ms=None if p.prefill_ms is None else p.prefill_ms * factor,
+        )
+        for p in sc.phases
+    ]
     return dataclasses.replace(sc, phases=phases)
 
 
@@ -252,42 +339,112 @@ def healthy() -> Scenario:
 def gpu_compute() -> Scenario:
     # decode slows with the batch (TPOT x4), TTFT follows, throughput flattens; no queue, KV has room
     tp = {1: 10, 2: 12, 4: 18, 8: 30, 16: 55}
-    return Scenario("gpu-compute", [Phase(u, rps=min(2.0 * u, 9.0), ttft_ms=50 * tp[u] / 10, tpot_ms=tp[u],
-                                          gpu=0.6 if u == 1 else 0.99, kv=0.03 * u) for u in USERS])
+    return Scenario(
+        "gpu-compute",
+        [
+            Phase(
+                u,
+                rps=min(2.0 * u, 9.0),
+                ttft_ms=50 * tp[u] / 10,
+                tpot_ms=tp[u],
+                gpu=0.6 if u == 1 else 0.99,
+                kv=0.03 * u,
+            )
+            for u in USERS
+        ],
+    )
 
 
 def kv_cache() -> Scenario:
     kv = {1: 0.1, 2: 0.2, 4: 0.45, 8: 0.95, 16: 0.99}
-    return Scenario("kv-cache", [Phase(u, rps=min(2.0 * u, 9.0), ttft_ms=50 if u < 8 else 400 * u / 8,
-                                       tpot_ms=10 if u < 8 else 14, running=min(u, 6), waiting=max(0, u - 6),
-                                       queue_ms=2 if u < 8 else 300 * u / 8, kv=kv[u], gpu=0.99,
-                                       preempt_per_s=0 if u < 8 else 1.5) for u in USERS])
+    return Scenario(
+        "kv-cache",
+        [
+            Phase(
+                u,
+                rps=min(2.0 * u, 9.0),
+                ttft_ms=50 if u < 8 else 400 * u / 8,
+                tpot_ms=10 if u < 8 else 14,
+                running=min(u, 6),
+                waiting=max(0, u - 6),
+                queue_ms=2 if u < 8 else 300 * u / 8,
+                kv=kv[u],
+                gpu=0.99,
+                preempt_per_s=0 if u < 8 else 1.5,
+            )
+            for u in USERS
+        ],
+    )
 
 
 def scheduler() -> Scenario:
     cap = 4
-    return Scenario("scheduler", [Phase(u, rps=2.0 * min(u, cap), ttft_ms=50 if u <= cap else 50 + 500 * (u / cap - 1),
-                                        running=min(u, cap), waiting=max(0, u - cap),
-                                        queue_ms=2 if u <= cap else 500 * (u / cap - 1), prefill_ms=45,
-                                        kv=0.05 * min(u, cap), gpu=0.99) for u in USERS])
+    return Scenario(
+        "scheduler",
+        [
+            Phase(
+                u,
+                rps=2.0 * min(u, cap),
+                ttft_ms=50 if u <= cap else 50 + 500 * (u / cap - 1),
+                running=min(u, cap),
+                waiting=max(0, u - cap),
+                queue_ms=2 if u <= cap else 500 * (u / cap - 1),
+                prefill_ms=45,
+                kv=0.05 * min(u, cap),
+                gpu=0.99,
+            )
+            for u in USERS
+        ],
+    )
 
 
 def gateway() -> Scenario:
     # 503s from a connection cap in front of the engine: errors while the engine stays calm
-    return Scenario("gateway", [Phase(u, rps=2.0 * min(u, 4), fail_503=0.0 if u <= 4 else 1 - 4 / u,
-                                      running=min(u, 4), kv=0.02 * min(u, 4), gpu=0.6) for u in USERS])
+    return Scenario(
+        "gateway",
+        [
+            Phase(
+                u,
+                rps=2.0 * min(u, 4),
+                fail_503=0.0 if u <= 4 else 1 - 4 / u,
+                running=min(u, 4),
+                kv=0.02 * min(u, 4),
+                gpu=0.6,
+            )
+            for u in USERS
+        ],
+    )
 
 
 def outside_engine() -> Scenario:
     # the client waits far longer than the server says it took: time lost in front of the engine
-    return Scenario("outside-engine", [Phase(u, rps=min(2.0 * u, 10.0), ttft_ms=50 if u < 8 else 600 * u / 8,
-                                             server_ttft_ms=45, gpu=0.7, kv=0.02 * u) for u in USERS])
+    return Scenario(
+        "outside-engine",
+        [
+            Phase(
+                u, rps=min(2.0 * u, 10.0), ttft_ms=50 if u < 8 else 600 * u / 8, server_ttft_ms=45, gpu=0.7, kv=0.02 * u
+            )
+            for u in USERS
+        ],
+    )
 
 
 def host_cpu() -> Scenario:
-    return Scenario("host-cpu", [Phase(u, rps=min(2.0 * u, 9.0), ttft_ms=50 if u < 8 else 300 * u / 8,
-                                       tpot_ms=10 if u < 8 else 25, gpu=0.45, kv=0.02 * u,
-                                       host_busy=0.3 if u < 8 else 0.97) for u in USERS])
+    return Scenario(
+        "host-cpu",
+        [
+            Phase(
+                u,
+                rps=min(2.0 * u, 9.0),
+                ttft_ms=50 if u < 8 else 300 * u / 8,
+                tpot_ms=10 if u < 8 else 25,
+                gpu=0.45,
+                kv=0.02 * u,
+                host_busy=0.3 if u < 8 else 0.97,
+            )
+            for u in USERS
+        ],
+    )
 
 
 def load_generator() -> Scenario:
@@ -311,7 +468,17 @@ def memory_leak() -> Scenario:
     phases = []
     for w in range(6):
         lo = 0.2 + 0.14 * (w % 4)
-        phases.append(Phase(8, rps=12.0, ttft_ms=50 if w % 4 < 3 else 300, kv=lo, kv_end=lo + 0.14,
-                            running=8, gpu=0.9, restart_at_end=(w % 4 == 3)))
+        phases.append(
+            Phase(
+                8,
+                rps=12.0,
+                ttft_ms=50 if w % 4 < 3 else 300,
+                kv=lo,
+                kv_end=lo + 0.14,
+                running=8,
+                gpu=0.9,
+                restart_at_end=(w % 4 == 3),
+            )
+        )
     phases[3].kv_end = 0.97
     return Scenario("memory-leak", phases, kind="soak-window")

@@ -30,23 +30,56 @@ def locust_command(master_heartbeat_timeout_s: float | None = None) -> list[str]
     worker's own code path is unchanged, only the silence it waits for is shorter."""
     if master_heartbeat_timeout_s is None:
         return [sys.executable, "-m", "locust"]
-    return [sys.executable, "-c", "import sys, locust.runners; "
-            f"locust.runners.MASTER_HEARTBEAT_TIMEOUT = {master_heartbeat_timeout_s!r}; "
-            "sys.argv[0] = 'locust'; from locust.main import main; main()"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys, locust.runners; "
+        f"locust.runners.MASTER_HEARTBEAT_TIMEOUT = {master_heartbeat_timeout_s!r}; "
+        "sys.argv[0] = 'locust'; from locust.main import main; main()",
+    ]
 
 
-def start_locust_cluster(locustfile: Path, master_args: list[str], cwd: Path, log_dir: Path, workers: int = 2,
-                         master_heartbeat_timeout_s: float | None = None) -> tuple[subprocess.Popen, list[subprocess.Popen]]:
+def start_locust_cluster(
+    locustfile: Path,
+    master_args: list[str],
+    cwd: Path,
+    log_dir: Path,
+    workers: int = 2,
+    master_heartbeat_timeout_s: float | None = None,
+) -> tuple[subprocess.Popen, list[subprocess.Popen]]:
     """A headless Locust master on a free loopback port and `workers` workers, each logging to
     log_dir/master.log, log_dir/worker{i}.log. The master expects all of them before it starts.
     `master_heartbeat_timeout_s`: how long the workers wait on a silent master (Locust's default: 60 s)."""
     port = free_port()
-    master = start([sys.executable, "-m", "locust", "-f", str(locustfile), "--master", "--master-bind-host",
-                    "127.0.0.1", "--master-bind-port", str(port), "--headless", "--expect-workers", str(workers),
-                    *master_args], cwd, log_dir / "master.log")
+    master = start(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(locustfile),
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--headless",
+            "--expect-workers",
+            str(workers),
+            *master_args,
+        ],
+        cwd,
+        log_dir / "master.log",
+    )
     worker = [*locust_command(master_heartbeat_timeout_s), "-f", str(locustfile)]
-    started = [start([*worker, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], cwd,
-                     log_dir / f"worker{i}.log") for i in range(workers)]
+    started = [
+        start(
+            [*worker, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+            cwd,
+            log_dir / f"worker{i}.log",
+        )
+        for i in range(workers)
+    ]
     return master, started
 
 

@@ -59,8 +59,20 @@ def deal(files: list[str], durations: dict[str, float], shards: int) -> list[lis
 
 
 def _pytest(files: list[str], marker: str, log: Path, junit: Path, extra: list[str]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker, f"--junitxml={junit}",
-           f"--basetemp={log.with_suffix('.tmp')}", *extra, *files]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        marker,
+        f"--junitxml={junit}",
+        f"--basetemp={log.with_suffix('.tmp')}",
+        *extra,
+        *files,
+    ]
     handle = open(log, "w")  # noqa: SIM115 - the child writes it; closed when the child is done
     return subprocess.Popen(cmd, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=os.environ.copy())
 
@@ -83,7 +95,9 @@ def _report(results: list[tuple[str, int, Path]]) -> None:
     for name, code, log in results:
         lines = log.read_text(errors="replace").splitlines()
         # pytest -q: everything from the first failure section on, else the last line (the summary)
-        start = next((i for i, line in enumerate(lines) if line.startswith(("=" * 5 + " FAILURES", "=" * 5 + " ERRORS"))), None)
+        start = next(
+            (i for i, line in enumerate(lines) if line.startswith(("=" * 5 + " FAILURES", "=" * 5 + " ERRORS"))), None
+        )
         shown = lines[start:] if code not in (0, 5) and start is not None else lines[-3:]
         print(f"--- {name} (exit {code}, log {log.relative_to(REPO)})")
         print("\n".join(shown))
@@ -91,8 +105,13 @@ def _report(results: list[tuple[str, int, Path]]) -> None:
 
 def _failed_tests(results: list[tuple[str, int, Path]]) -> list[str]:
     """pytest's one-line summaries of what failed (-q prints them at the end of each log)."""
-    return [line for _, code, log in results if code not in (0, 5)
-            for line in log.read_text(errors="replace").splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    return [
+        line
+        for _, code, log in results
+        if code not in (0, 5)
+        for line in log.read_text(errors="replace").splitlines()
+        if line.startswith(("FAILED ", "ERROR "))
+    ]
 
 
 def _file_of(classname: str) -> str | None:
@@ -131,9 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     durations = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     started = time.monotonic()
     shards = deal(suite_files(), durations, max(1, args.shards))
-    procs = [(f"shard-{k}", _pytest(files, "not exclusive", out / f"shard-{k}.log", out / f"shard-{k}.xml", extra),
-              out / f"shard-{k}.log") for k, files in enumerate(shards)]
-    print(f"run_shards: {sum(map(len, shards))} files in {len(shards)} pytest processes, then the exclusive tests alone")
+    procs = [
+        (
+            f"shard-{k}",
+            _pytest(files, "not exclusive", out / f"shard-{k}.log", out / f"shard-{k}.xml", extra),
+            out / f"shard-{k}.log",
+        )
+        for k, files in enumerate(shards)
+    ]
+    print(
+        f"run_shards: {sum(map(len, shards))} files in {len(shards)} pytest processes, then the exclusive tests alone"
+    )
     results = _wait(procs, started + TIMEOUT_S)
     solo_log = out / "exclusive.log"
     solo = _pytest(exclusive_files(), "exclusive", solo_log, out / "exclusive.xml", extra)
@@ -143,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in _failed_tests(results):  # last: a CI page that shows only the output's tail still names them
         print(f"run_shards: {line}")
     if args.record:
-        _record([out / f"shard-{k}.xml" for k in range(len(shards))], [f for files in shards for f in files])  # what the dealing spreads: the exclusive tests run apart
+        _record(
+            [out / f"shard-{k}.xml" for k in range(len(shards))], [f for files in shards for f in files]
+        )  # what the dealing spreads: the exclusive tests run apart
     failed = [code for _, code, _ in results if code not in (0, 5)]  # 5: no test selected (e.g. no exclusive test)
     return failed[0] if failed else 0
 

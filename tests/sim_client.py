@@ -31,14 +31,17 @@ class StreamResult:
         return [b - a for a, b in zip(self.chunk_times[:-1], self.chunk_times[1:], strict=True)]
 
 
-async def stream_chat(url: str, body: dict, request_id: str = "", timeout: float = 30.0,
-                      stop_after_tokens: int | None = None) -> StreamResult:
+async def stream_chat(
+    url: str, body: dict, request_id: str = "", timeout: float = 30.0, stop_after_tokens: int | None = None
+) -> StreamResult:
     """POST a streaming request and read it to [DONE]; optionally hang up after some tokens."""
     parsed = urlparse(url)
     result = StreamResult()
     payload = json.dumps({"stream": True, **body}).encode()
-    head = (f"POST {parsed.path} HTTP/1.1\r\nHost: {parsed.netloc}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(payload)}\r\nX-Request-Id: {request_id}\r\n\r\n").encode()
+    head = (
+        f"POST {parsed.path} HTTP/1.1\r\nHost: {parsed.netloc}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\nX-Request-Id: {request_id}\r\n\r\n"
+    ).encode()
     reader, writer = await asyncio.wait_for(asyncio.open_connection(parsed.hostname, parsed.port), timeout)
     try:
         result.start = time.perf_counter()
@@ -106,12 +109,15 @@ def read_truth(path) -> list[dict]:
     return [json.loads(line) for line in open(path)] if path.exists() else []
 
 
-async def run_streams(url: str, bodies: list[dict], prefix: str, poll_metrics: bool = True,
-                      timeout: float = 60.0) -> tuple[list[StreamResult], list[dict]]:
+async def run_streams(
+    url: str, bodies: list[dict], prefix: str, poll_metrics: bool = True, timeout: float = 60.0
+) -> tuple[list[StreamResult], list[dict]]:
     """Run every body as one concurrent stream; meanwhile scrape /metrics every 50 ms."""
     scrapes: list[dict] = []
-    tasks = [asyncio.ensure_future(stream_chat(url + "/v1/chat/completions", body, f"{prefix}-{i}", timeout))
-             for i, body in enumerate(bodies)]
+    tasks = [
+        asyncio.ensure_future(stream_chat(url + "/v1/chat/completions", body, f"{prefix}-{i}", timeout))
+        for i, body in enumerate(bodies)
+    ]
     deadline = time.monotonic() + timeout
     while poll_metrics and not all(t.done() for t in tasks) and time.monotonic() < deadline:
         scrapes.append(await asyncio.to_thread(scrape, url))

@@ -27,8 +27,14 @@ class Finished:
 
 
 def loadline(*args: str, env: dict | None = None, timeout: float = RUN_TIMEOUT_S) -> Finished:
-    proc = subprocess.run([sys.executable, "-m", "loadline", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-m", "loadline", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
     return Finished(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -16,8 +16,16 @@ import jsonschema
 
 from loadline.core.answer import Answer, schema_text
 
-CARD_ROWS = ("Status", "Trust", "SLO", "Max SLO-compliant load", "Safe operating point", "Per replica", "Replicas",
-             "Rate sweep's answer")
+CARD_ROWS = (
+    "Status",
+    "Trust",
+    "SLO",
+    "Max SLO-compliant load",
+    "Safe operating point",
+    "Per replica",
+    "Replicas",
+    "Rate sweep's answer",
+)
 
 
 def from_verdict(run_dir: Path) -> Answer:

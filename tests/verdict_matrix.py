@@ -28,7 +28,10 @@ PROFILES = {
     "h100-llama3-8b": Profile("h100-llama3-8b", 65.0, 10.0, 16),
     "a100-llama70b-tp4": Profile("a100-llama70b-tp4", 120.0, 28.0, 32),
 }
-USER_CLASSES = {"single": (1.0, 1.0), "chat": (0.6, 0.75)}  # (share of users in the engine, share of scrapes with a queue)
+USER_CLASSES = {
+    "single": (1.0, 1.0),
+    "chat": (0.6, 0.75),
+}  # (share of users in the engine, share of scrapes with a queue)
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,18 @@ def scheduler(v: Variant) -> list[ms.Phase]:
         inflight = u * busy
         running, waiting = min(inflight, cap), max(0.0, round(inflight - cap))
         itl = p.itl_ms * (1 + 0.1 * running / cap)  # per-token time barely moves: the batch is capped
-        phases.append(_phase(p, u, running, waiting, itl, kv=0.04 + 0.3 * running / cap,
-                             gpu=0.5 + 0.49 * running / cap, waiting_duty=duty if waiting else 1.0))
+        phases.append(
+            _phase(
+                p,
+                u,
+                running,
+                waiting,
+                itl,
+                kv=0.04 + 0.3 * running / cap,
+                gpu=0.5 + 0.49 * running / cap,
+                waiting_duty=duty if waiting else 1.0,
+            )
+        )
     return phases
 
 
@@ -87,9 +100,19 @@ def capped_compute(v: Variant) -> list[ms.Phase]:
         inflight = u * busy
         running, waiting = min(inflight, cap), max(0.0, round(inflight - cap))
         itl = p.itl_ms * (1 + (v.param - 1) * running / cap)
-        phases.append(_phase(p, u, running, waiting, itl, ttft_ms=p.ttft_ms * itl / p.itl_ms,
-                             kv=0.04 + 0.3 * running / cap, gpu=min(0.99, 0.5 + 0.49 * running / cap),
-                             waiting_duty=duty if waiting else 1.0))
+        phases.append(
+            _phase(
+                p,
+                u,
+                running,
+                waiting,
+                itl,
+                ttft_ms=p.ttft_ms * itl / p.itl_ms,
+                kv=0.04 + 0.3 * running / cap,
+                gpu=min(0.99, 0.5 + 0.49 * running / cap),
+                waiting_duty=duty if waiting else 1.0,
+            )
+        )
     return phases
 
 
@@ -103,8 +126,18 @@ def gpu_compute(v: Variant) -> list[ms.Phase]:
     for u in seq:
         running = u * busy
         itl = p.itl_ms * (1 + (v.param - 1) * (running - 1) / max(top - 1, 1))
-        phases.append(_phase(p, u, running, 0.0, itl, ttft_ms=p.ttft_ms * itl / p.itl_ms,
-                             kv=0.05 + 0.3 * running / top, gpu=min(0.99, 0.6 + 0.4 * running / top)))
+        phases.append(
+            _phase(
+                p,
+                u,
+                running,
+                0.0,
+                itl,
+                ttft_ms=p.ttft_ms * itl / p.itl_ms,
+                kv=0.05 + 0.3 * running / top,
+                gpu=min(0.99, 0.6 + 0.4 * running / top),
+            )
+        )
     return phases
 
 
@@ -119,9 +152,19 @@ def kv_cache(v: Variant) -> list[ms.Phase]:
         running, waiting = min(inflight, slots), max(0.0, round(inflight - slots))
         full = inflight >= slots
         # queued long prompts fill the pool: the KV floor rises with load, running is held by the pool
-        phases.append(_phase(p, u, running, waiting, p.itl_ms * 1.1,
-                             kv=min(0.99, 0.25 + 0.74 * inflight / slots), gpu=0.9,
-                             preempt_per_s=preempt if full else 0.0, waiting_duty=duty if waiting else 1.0))
+        phases.append(
+            _phase(
+                p,
+                u,
+                running,
+                waiting,
+                p.itl_ms * 1.1,
+                kv=min(0.99, 0.25 + 0.74 * inflight / slots),
+                gpu=0.9,
+                preempt_per_s=preempt if full else 0.0,
+                waiting_duty=duty if waiting else 1.0,
+            )
+        )
     return phases
 
 
@@ -152,17 +195,33 @@ def healthy(v: Variant) -> list[ms.Phase]:
     phases = []
     for u in users_profile(max(2, int(p.cap * v.param)), v.shape):
         running = u * busy
-        phases.append(_phase(p, u, running, 0.0, p.itl_ms * (1 + 0.02 * running), kv=0.02 + 0.01 * running,
-                             gpu=min(0.9, 0.3 + 0.05 * running)))
+        phases.append(
+            _phase(
+                p,
+                u,
+                running,
+                0.0,
+                p.itl_ms * (1 + 0.02 * running),
+                kv=0.02 + 0.01 * running,
+                gpu=min(0.9, 0.3 + 0.05 * running),
+            )
+        )
     return phases
 
 
-BUILDERS = {"scheduler": scheduler, "gpu-compute": gpu_compute, "kv-cache": kv_cache, "memory-leak": memory_leak,
-            "headroom": healthy}
+BUILDERS = {
+    "scheduler": scheduler,
+    "gpu-compute": gpu_compute,
+    "kv-cache": kv_cache,
+    "memory-leak": memory_leak,
+    "headroom": healthy,
+}
 
 # llama.cpp's names for the same gauges (analysis/data/metric_names.py): a slot cap reads as scheduler
-LLAMACPP = {"vllm:num_requests_running": "llamacpp:requests_processing",
-            "vllm:num_requests_waiting": "llamacpp:requests_deferred"}
+LLAMACPP = {
+    "vllm:num_requests_running": "llamacpp:requests_processing",
+    "vllm:num_requests_waiting": "llamacpp:requests_deferred",
+}
 
 VARIANTS = [
     Variant("scheduler", "tiny", "single", "stepped", 1.0),
@@ -176,7 +235,9 @@ VARIANTS = [
     Variant("gpu-compute", "a100-llama70b-tp4", "chat", "stepped", 2.2),
     Variant("kv-cache", "tiny", "single", "stepped", 3.15),
     Variant("kv-cache", "h100-llama3-8b", "chat", "fixed", 6.05),
-    Variant("kv-cache", "a100-llama70b-tp4", "single", "fixed", 1.0),  # the case: running held at 1, no preemption
+    Variant(
+        "kv-cache", "a100-llama70b-tp4", "single", "fixed", 1.0
+    ),  # the case: running held at 1, no preemption
     Variant("kv-cache", "tiny", "chat", "stepped", 1.0),
     Variant("memory-leak", "tiny", "single", "fixed", 1),
     Variant("memory-leak", "h100-llama3-8b", "chat", "fixed", 2),
@@ -201,7 +262,7 @@ DEFINING = {
     "scheduler": ("running requests p50", "requests waiting in", "queue time share of time to first token"),
     "gpu-compute": ("per-token time rising",),
     "kv-cache": ("KV-cache usage p90",),
-    "memory-leak": ("memory", ),
+    "memory-leak": ("memory",),
     "headroom": ("no SLO criterion failed",),
 }
 

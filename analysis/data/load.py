@@ -95,7 +95,9 @@ def read_csv_tolerant(path: Path, **kwargs) -> pd.DataFrame:
         raw = _UpToLastNewline(path)
         if raw.limit == 0 and path.stat().st_size > 0:
             raw.close()
-            raise UsageError(f"{path} has no complete line ({path.stat().st_size} bytes): not a CSV, or still being written")
+            raise UsageError(
+                f"{path} has no complete line ({path.stat().st_size} bytes): not a CSV, or still being written"
+            )
         with io.BufferedReader(raw, buffer_size=1 << 20) as handle:
             return pd.read_csv(handle, **kwargs)
     except pd.errors.EmptyDataError:
@@ -112,12 +114,16 @@ def _read_requests(path: Path, missing: list[str]) -> pd.DataFrame:
     dtypes.update({c: "category" for c in _CATEGORY_COLUMNS})
     dtypes.update({c: "object" for c in _UNIQUE_TEXT})
     try:  # the fast path: a clean table parses straight into its types
-        frame = read_csv_tolerant(path, dtype=dtypes, keep_default_na=False, na_values={c: [""] for c in _FLOAT_COLUMNS})
+        frame = read_csv_tolerant(
+            path, dtype=dtypes, keep_default_na=False, na_values={c: [""] for c in _FLOAT_COLUMNS}
+        )
     except UsageError:  # one garbage row must not cost the whole run (issue 12, item 6): skip it, count it
         frame, garbage = _read_requests_skipping_garbage(path)
         if garbage:
-            missing.append(f"{path.name}: {garbage} garbage row(s) skipped (wrong number of fields, a non-number "
-                           f"where a number belongs, or bytes that are not UTF-8)")
+            missing.append(
+                f"{path.name}: {garbage} garbage row(s) skipped (wrong number of fields, a non-number "
+                f"where a number belongs, or bytes that are not UTF-8)"
+            )
     if frame.empty and not len(frame.columns):
         return _empty_requests()
     absent = [c for c in ("start_wall", "status", "e2e_ms") if c not in frame.columns]
@@ -145,9 +151,12 @@ def _read_requests_skipping_garbage(path: Path) -> tuple[pd.DataFrame, int]:
     Returns (table with numeric number columns, rows skipped)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", pd.errors.ParserWarning)
-        frame = read_csv_tolerant(path, dtype=str, keep_default_na=False, on_bad_lines="warn",
-                                  encoding_errors="replace")
-    skipped = sum(str(w.message).count("Skipping line") for w in caught if issubclass(w.category, pd.errors.ParserWarning))
+        frame = read_csv_tolerant(
+            path, dtype=str, keep_default_na=False, on_bad_lines="warn", encoding_errors="replace"
+        )
+    skipped = sum(
+        str(w.message).count("Skipping line") for w in caught if issubclass(w.category, pd.errors.ParserWarning)
+    )
     if frame.empty:
         return frame, skipped
     bad = pd.Series(False, index=frame.index)
@@ -175,7 +184,9 @@ def _empty_requests() -> pd.DataFrame:
 
 def empty_table(table: schema.Schema) -> pd.DataFrame:
     """A table with the schema's columns and no rows."""
-    return pd.DataFrame({c: pd.Series(dtype="object" if kind == schema.STR else "float64") for c, kind in table.items()})
+    return pd.DataFrame(
+        {c: pd.Series(dtype="object" if kind == schema.STR else "float64") for c, kind in table.items()}
+    )
 
 
 def _read_table(path: Path, table: schema.Schema, missing: list[str], absent_is_missing: bool = True) -> pd.DataFrame:
@@ -186,8 +197,12 @@ def _read_table(path: Path, table: schema.Schema, missing: list[str], absent_is_
             missing.append(f"{path.name} (absent)")
         return empty_table(table)
     try:
-        frame = read_csv_tolerant(path, dtype={c: "object" for c, kind in table.items() if kind == schema.STR},
-                                  keep_default_na=False, na_values={c: [""] for c, k in table.items() if k != schema.STR})
+        frame = read_csv_tolerant(
+            path,
+            dtype={c: "object" for c, kind in table.items() if kind == schema.STR},
+            keep_default_na=False,
+            na_values={c: [""] for c, k in table.items() if k != schema.STR},
+        )
     except UsageError as exc:
         missing.append(f"{path.name} (unreadable: {exc})")
         return empty_table(table)
@@ -211,8 +226,9 @@ def _whole_run_phase(requests: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([row], columns=list(runfolder.PHASE_COLUMNS))
 
 
-def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str], finished: bool = True,
-                 shaped: bool = True) -> pd.DataFrame:
+def _read_phases(
+    path: Path, requests: pd.DataFrame, missing: list[str], finished: bool = True, shaped: bool = True
+) -> pd.DataFrame:
     """`shaped`: a shape ran, so phases.csv should exist; without one the whole run is the one phase."""
     phases = _read_table(path / runfolder.PHASES, schema.PHASES, missing, absent_is_missing=shaped)
     phases = phases.dropna(subset=["start_wall"]) if len(phases) else phases
@@ -229,9 +245,14 @@ def _read_phases(path: Path, requests: pd.DataFrame, missing: list[str], finishe
     last_end = float(phases["end_wall"].iloc[-1]) if pd.notna(phases["end_wall"].iloc[-1]) else None
     if not finished and len(requests) and last_end is not None and float(requests["start_wall"].max()) >= last_end:
         tail = {name: None for name in runfolder.PHASE_COLUMNS}
-        tail.update(index=len(phases), label="unfinished (the run ended without closing this phase)",
-                    kind="unfinished", start_wall=last_end, end_wall=float(requests["end_wall"].max()),
-                    note="phase row reconstructed from the records")
+        tail.update(
+            index=len(phases),
+            label="unfinished (the run ended without closing this phase)",
+            kind="unfinished",
+            start_wall=last_end,
+            end_wall=float(requests["end_wall"].max()),
+            note="phase row reconstructed from the records",
+        )
         phases = pd.concat([phases, pd.DataFrame([tail])], ignore_index=True)
         missing.append(f"{runfolder.PHASES} (the last phase was never closed; its records form an 'unfinished' phase)")
     # Missing ends elsewhere: a phase ends where the next begins.
@@ -299,8 +320,9 @@ def load_run(path: str | Path) -> RunData:
         if requests_file.exists():
             raise UsageError(f"empty run: {requests_file} has no request rows")
         raise UsageError(f"{root} holds neither {runfolder.REQUESTS} nor Locust *_stats.csv: nothing to analyse")
-    phases = _read_phases(root, requests, missing, finished=manifest.get("status") == "finished",
-                          shaped=bool(manifest.get("shape")))
+    phases = _read_phases(
+        root, requests, missing, finished=manifest.get("status") == "finished", shaped=bool(manifest.get("shape"))
+    )
     server = _read_table(root / runfolder.SERVER_METRICS, schema.SERVER_METRICS, missing)
     generator = _read_table(root / runfolder.GENERATOR_METRICS, schema.GENERATOR, missing)
     # only drills write faults.csv: its absence is normal, not a gap in the run folder

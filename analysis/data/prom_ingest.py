@@ -11,8 +11,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 

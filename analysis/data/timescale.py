@@ -70,11 +70,13 @@ def clock_of(run: RunData) -> ModelClock:
 
 def _itl_to_model(itl_us: pd.Series, scale: float) -> pd.Series:
     """Each gap x scale, kept as integer microseconds (exact for an integer scale)."""
+
     def one(text: object) -> object:
         if not isinstance(text, str) or not text:
             return text
         gaps = np.fromstring(text, dtype=np.int64, sep=" ")
         return " ".join(map(str, np.rint(gaps * scale).astype(np.int64)))
+
     return itl_us.map(one).astype(object)
 
 
@@ -105,8 +107,10 @@ def table_to_model(table: pd.DataFrame, clock: ModelClock) -> pd.DataFrame:
 def _seconds_metrics() -> tuple[frozenset[str], frozenset[str]]:
     """(counters, histograms): the vendor names whose values are seconds."""
     timed = [(c.kind, s.name) for c in CONCEPTS.values() if c.unit == "s" for s in c.sources]
-    return (frozenset(name for kind, name in timed if kind == "counter"),
-            frozenset(name for kind, name in timed if kind == "histogram"))
+    return (
+        frozenset(name for kind, name in timed if kind == "counter"),
+        frozenset(name for kind, name in timed if kind == "histogram"),
+    )
 
 
 def _le_to_model(labels: object, scale: float) -> object:
@@ -144,9 +148,15 @@ def model_run(run: RunData) -> RunData:
     clock = clock_of(run)
     if clock.scale == 1.0 or run.wall_second != 1.0:
         return run
-    return dataclasses.replace(run, requests=table_to_model(run.requests, clock), phases=table_to_model(run.phases, clock),
-                               faults=table_to_model(run.faults, clock), generator=stamps_to_model(run.generator, clock),
-                               server_metrics=server_metrics_to_model(run.server_metrics, clock), wall_second=clock.scale)
+    return dataclasses.replace(
+        run,
+        requests=table_to_model(run.requests, clock),
+        phases=table_to_model(run.phases, clock),
+        faults=table_to_model(run.faults, clock),
+        generator=stamps_to_model(run.generator, clock),
+        server_metrics=server_metrics_to_model(run.server_metrics, clock),
+        wall_second=clock.scale,
+    )
 
 
 def to_model_time(table: pd.DataFrame, scale: float) -> pd.DataFrame:
@@ -176,5 +186,7 @@ def point_to_model(point: dict, scale: float) -> dict:
 def note(scale: float) -> str | None:
     if scale == 1.0:
         return None
-    return (f"time-scaled run (x{scale:g}): latencies and rates are shown and judged in model time "
-            f"(measured latency x {scale:g}, measured rate / {scale:g}), as the live stop rule judges them")
+    return (
+        f"time-scaled run (x{scale:g}): latencies and rates are shown and judged in model time "
+        f"(measured latency x {scale:g}, measured rate / {scale:g}), as the live stop rule judges them"
+    )

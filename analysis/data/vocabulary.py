@@ -13,7 +13,6 @@ import pandas as pd
 
 from loadline.analysis.data.metric_names import CONCEPTS, DIALECT_GAPS, DIALECT_PREFIXES, Source
 
-
 _HIST_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
@@ -77,7 +76,9 @@ class MetricTable:
             if not positions:
                 continue
             rows = self.table.iloc[np.sort(np.concatenate(positions))]  # table order, as a mask keeps it
-            keep = _per_distinct(rows["labels"], lambda text: _matches(_labels(text), source), dtype=bool)
+            keep = _per_distinct(
+                rows["labels"], lambda text, source=source: _matches(_labels(text), source), dtype=bool
+            )
             if keep.any():
                 return source, rows[keep]
         return None
@@ -95,13 +96,15 @@ class MetricTable:
         spec = CONCEPTS[concept]
         source, rows = found
         texts = _per_distinct(rows["labels"], lambda text: _series_labels(_labels(text)))
-        out = pd.DataFrame({
-            "ts": pd.to_numeric(rows["ts"], errors="coerce"),
-            "series": rows["source"].astype(str) + "|" + texts,
-            "suffix": rows["metric"].astype(str).str[len(source.name):],
-            "le": _per_distinct(rows["labels"], lambda text: _le(_labels(text).get("le")), dtype=float),
-            "value": pd.to_numeric(rows["value"], errors="coerce"),
-        })
+        out = pd.DataFrame(
+            {
+                "ts": pd.to_numeric(rows["ts"], errors="coerce"),
+                "series": rows["source"].astype(str) + "|" + texts,
+                "suffix": rows["metric"].astype(str).str[len(source.name) :],
+                "le": _per_distinct(rows["labels"], lambda text: _le(_labels(text).get("le")), dtype=float),
+                "value": pd.to_numeric(rows["value"], errors="coerce"),
+            }
+        )
         if spec.kind != "histogram":
             out["value"] = out["value"] * source.scale
         return out.dropna(subset=["ts", "value"]).reset_index(drop=True)

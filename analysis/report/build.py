@@ -18,35 +18,32 @@ from typing import Any
 
 import pandas as pd
 
-from loadline.analysis.verdict import answer as run_answer
-from loadline.analysis.verdict import gate
-
-from loadline.analysis.stats import arrivals, knee, recovery
-from loadline.analysis.verdict.bottleneck import judge
-from loadline.analysis.verdict.capacity import plan_from_run
-from loadline.analysis.verdict.faults import explain_by_faults
 from loadline.analysis.data.load import RunData, load_run
 from loadline.analysis.data.prom_ingest import load_query_range
+from loadline.analysis.data.timescale import model_run, time_scale
+from loadline.analysis.data.timescale import note as timescale_note
+from loadline.analysis.data.truth import read_truth
 from loadline.analysis.report.guard import guarded
 from loadline.analysis.report.html import render_html
 from loadline.analysis.report.junit import junit_xml
 from loadline.analysis.report.markdown import render_markdown, verdict_sentence
 from loadline.analysis.report.workers import worker_lines
-from loadline.analysis.verdict.server_gate import server_criteria
-from loadline.analysis.verdict import validity
-from loadline.analysis.verdict.timesplit import time_split
-from loadline.analysis.data.truth import read_truth
+from loadline.analysis.stats import arrivals, knee, recovery
 from loadline.analysis.stats.lengths import length_table
 from loadline.analysis.stats.phases import error_classes, phase_table
-from loadline.analysis.data.timescale import note as timescale_note
-from loadline.analysis.data.timescale import model_run, time_scale
+from loadline.analysis.verdict import answer as run_answer
+from loadline.analysis.verdict import gate, validity
+from loadline.analysis.verdict.bottleneck import judge
+from loadline.analysis.verdict.capacity import plan_from_run
+from loadline.analysis.verdict.faults import explain_by_faults
+from loadline.analysis.verdict.server_gate import server_criteria
+from loadline.analysis.verdict.timesplit import time_split
+from loadline.core import runfolder
+from loadline.core.answer import SloSource
+from loadline.core.errors import UsageError
 from loadline.core.records import Status
 from loadline.core.runsettings import streaming_of
-from loadline.core import runfolder
-from loadline.core.errors import UsageError
-from loadline.core.answer import SloSource
 from loadline.core.slo import SLO, recorded
-
 
 EXIT_UNUSABLE = 2  # a setup failure (validity): the same code as unusable input
 
@@ -75,16 +72,28 @@ def clean(value: Any) -> Any:
 
 
 def _bottleneck(run: RunData, table: pd.DataFrame, criteria: list[dict], floor_model_ms: float | None = None) -> dict:
-    fallback = {"layer": None, "evidence": [], "actions": [], "secondary": [], "not_judged": ["bottleneck verdict unavailable"]}
+    fallback = {
+        "layer": None,
+        "evidence": [],
+        "actions": [],
+        "secondary": [],
+        "not_judged": ["bottleneck verdict unavailable"],
+    }
     failed = [c for c in criteria if c.get("passed") is False]  # a failed SLO is a limit: never "headroom"
-    return guarded("bottleneck verdict", lambda: judge(run, table, slo_failures=failed,
-                                                       measurement_floor_ms=floor_model_ms), fallback)
+    return guarded(
+        "bottleneck verdict",
+        lambda: judge(run, table, slo_failures=failed, measurement_floor_ms=floor_model_ms),
+        fallback,
+    )
 
 
 def _validity(run: RunData, criteria: list[dict], scale: float) -> dict:
     fallback = {"usable": True, "trustworthy": None, "reason": None, "findings": [], "floor": {}, "confidence_steps": 0}
-    return guarded("validity", lambda: validity.assess(run.requests, run.phases, run.generator, criteria, scale,
-                                                       read_truth(run.path)), fallback)
+    return guarded(
+        "validity",
+        lambda: validity.assess(run.requests, run.phases, run.generator, criteria, scale, read_truth(run.path)),
+        fallback,
+    )
 
 
 def unusable_reason(verdict: dict) -> str | None:
@@ -95,20 +104,31 @@ def unusable_reason(verdict: dict) -> str | None:
 
 def _not_judged(reason: str) -> dict:
     """The bottleneck section of an unusable run: no layer, and why."""
-    return {"layer": None, "confidence": None, "evidence": [], "actions": [], "secondary": [],
-            "not_judged": [f"unusable run: {reason}"]}
+    return {
+        "layer": None,
+        "confidence": None,
+        "evidence": [],
+        "actions": [],
+        "secondary": [],
+        "not_judged": [f"unusable run: {reason}"],
+    }
 
 
 def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> dict:
-    return guarded("capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {})
+    return guarded(
+        "capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {}
+    )
 
 
 def _open_loop(model: RunData, slo: SLO) -> dict:
     """Arrival-rate runs: target vs achieved rate, lateness, latency from due (analysis/stats/arrivals.py)."""
     if not model.has_records:
         return {}
-    return guarded("open loop", lambda: arrivals.summary(model.requests, model.phases, model.manifest.get("options") or {},
-                                                         slo), {})
+    return guarded(
+        "open loop",
+        lambda: arrivals.summary(model.requests, model.phases, model.manifest.get("options") or {}, slo),
+        {},
+    )
 
 
 def _recovery(model: RunData, slo: SLO) -> tuple[list[dict], list[str]]:
@@ -136,8 +156,10 @@ def _require_outcomes(run: RunData, table: pd.DataFrame) -> None:
     total = len(run.requests)
     inside = int(table["requests"].fillna(0).sum())
     if run.has_records and inside == 0:
-        raise UsageError(f"none of the {total} request records started inside a phase of {runfolder.PHASES} "
-                         "(do the clocks of master and workers agree?)")
+        raise UsageError(
+            f"none of the {total} request records started inside a phase of {runfolder.PHASES} "
+            "(do the clocks of master and workers agree?)"
+        )
     raise UsageError(f"empty run: no request completed ({total} attempt(s), all cancelled)")
 
 
@@ -149,11 +171,15 @@ def _consistency(run: RunData, table: pd.DataFrame) -> list[str]:
         notes.append(f"{outside} request record(s) started outside every phase and are not counted")
     written = run.manifest.get("requests_written")
     if isinstance(written, int) and run.has_records and written > len(run.requests):
-        notes.append(f"the manifest says {written} request rows were written, {runfolder.REQUESTS} holds {len(run.requests)}")
+        notes.append(
+            f"the manifest says {written} request rows were written, {runfolder.REQUESTS} holds {len(run.requests)}"
+        )
     return notes
 
 
-def resolve_slo(manifest: dict | None, given: SLO | None = None, given_name: str | None = None) -> tuple[SLO, SloSource]:
+def resolve_slo(
+    manifest: dict | None, given: SLO | None = None, given_name: str | None = None
+) -> tuple[SLO, SloSource]:
     """The SLO a report judges by: the one the run recorded at its start, unless another is given,
     which the answer then says (never a silent re-judgement with other thresholds)."""
     run_slo = recorded(manifest)
@@ -165,13 +191,17 @@ def resolve_slo(manifest: dict | None, given: SLO | None = None, given_name: str
     name = Path(given_name).name if given_name else "an SLO given to the report"
     if run_slo and run_slo[0] == given:
         return given, SloSource(run_name or name, "run")
-    note = (f"re-judged with {name}; the run was started with {run_name}" if run_slo
-            else f"judged with {name} (the run recorded no SLO)")
+    note = (
+        f"re-judged with {name}; the run was started with {run_name}"
+        if run_slo
+        else f"judged with {name} (the run recorded no SLO)"
+    )
     return given, SloSource(name, "given", note)
 
 
-def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None,
-            model: RunData | None = None) -> tuple[pd.DataFrame, dict]:
+def analyse(
+    run: RunData, slo: SLO, slo_source: SloSource | None = None, model: RunData | None = None
+) -> tuple[pd.DataFrame, dict]:
     """The numbers of a report, without writing anything: (phase table in model time, verdict dict).
     `verdict["answer"]` is the run's answer (loadline/core/answer.py); its exit code is the report's.
     `model`: the run in model time when the caller already has it (timescale.model_run)."""
@@ -182,25 +212,39 @@ def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None,
     recovered, recovery_problems = _recovery(model, slo)
     streaming = streaming_of(run.manifest)
     open_loop = _open_loop(model, slo)
-    criteria = (gate.evaluate(table, slo, streaming) + server_criteria(run.server_metrics, slo)
-                + gate.recovery_criteria(recovered, slo.recovery_s_max)
-                + gate.open_loop_criteria((open_loop or {}).get("phases") or [], (open_loop or {}).get("lateness_limit_ms")))
+    criteria = (
+        gate.evaluate(table, slo, streaming)
+        + server_criteria(run.server_metrics, slo)
+        + gate.recovery_criteria(recovered, slo.recovery_s_max)
+        + gate.open_loop_criteria((open_loop or {}).get("phases") or [], (open_loop or {}).get("lateness_limit_ms"))
+    )
     stopped = validity.completion_criterion(run.manifest)  # an interrupted run never passes
     criteria += [stopped] if stopped else []
     passed = gate.gate_passed(criteria)
     knee_point = knee.find_knee(table) if run.has_records else {"found": False, "reason": "no per-request records"}
     break_point = knee.find_break_point(table, slo, streaming)
     verdict = {
-        "run": str(run.path), "name": run.manifest.get("name", run.path.resolve().name), "manifest": run.manifest,
+        "run": str(run.path),
+        "name": run.manifest.get("name", run.path.resolve().name),
+        "manifest": run.manifest,
         # a pass that could not judge a criterion that applies is INCOMPLETE: exit 1, never a silent PASS
-        "passed": passed, "exit_code": 0 if passed and not gate.unjudged(criteria) else 1, "time_scale": scale,
-        "slo": {"passed": passed, "criteria": [c.as_dict() for c in criteria], "thresholds": dataclasses.asdict(slo),
-                "unjudged": gate.unjudged(criteria),
-                "streaming": streaming, "not_applied": gate.not_applied(slo, streaming)},
-        "knee": knee_point, "break_point": break_point,
+        "passed": passed,
+        "exit_code": 0 if passed and not gate.unjudged(criteria) else 1,
+        "time_scale": scale,
+        "slo": {
+            "passed": passed,
+            "criteria": [c.as_dict() for c in criteria],
+            "thresholds": dataclasses.asdict(slo),
+            "unjudged": gate.unjudged(criteria),
+            "streaming": streaming,
+            "not_applied": gate.not_applied(slo, streaming),
+        },
+        "knee": knee_point,
+        "break_point": break_point,
         "max_slo_throughput": (best := knee.max_compliant_throughput(table, slo, streaming)),
         "safe_operating_point": knee.safe_operating_point(
-            table, break_point, best, knee.broke_with_time(table, break_point, slo, streaming)),
+            table, break_point, best, knee.broke_with_time(table, break_point, slo, streaming)
+        ),
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
         "lengths": length_table(run).to_dict(orient="records"),
@@ -213,30 +257,37 @@ def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None,
     # "Is this run valid?" and "where does the time go?" come before any capacity statement
     verdict["validity"] = _validity(run, verdict["slo"]["criteria"], scale)
     floor = (verdict["validity"].get("floor") or {}).get("floor_model_ms")
-    verdict["time_split"] = guarded("time split", lambda: time_split(
-        model.requests, model.phases, model.server_metrics, floor), {"available": False, "phases": []})
+    verdict["time_split"] = guarded(
+        "time split",
+        lambda: time_split(model.requests, model.phases, model.server_metrics, floor),
+        {"available": False, "phases": []},
+    )
     lag_note, untrustworthy = None, False
     if verdict["validity"].get("usable") is False:
         verdict["exit_code"] = EXIT_UNUSABLE
         verdict["bottleneck"] = _not_judged(verdict["validity"]["reason"])
         verdict["capacity"] = {}
     else:
-        verdict["bottleneck"] = validity.qualify(_bottleneck(model, table, verdict["slo"]["criteria"], floor), verdict["validity"])
+        verdict["bottleneck"] = validity.qualify(
+            _bottleneck(model, table, verdict["slo"]["criteria"], floor), verdict["validity"]
+        )
         failed = int((run.requests["status"].astype(str) == Status.ERROR).sum()) if run.has_records else 0
         verdict["bottleneck"] = explain_by_faults(verdict["bottleneck"], recovered, failed)
         verdict["capacity"] = _capacity(model, table, knee_point, slo)
         if verdict["safe_operating_point"].get("none") and verdict["capacity"]:
             verdict["capacity"]["caution"] = "safe operating point " + verdict["safe_operating_point"]["reason"]
         # a lagging generator: a warning, or exit 2 when a criterion lies within its error (validity.py)
-        lag_note, untrustworthy = validity.generator_gate_note(verdict["validity"], passed, verdict["slo"]["criteria"],
-                                                               verdict["slo"]["unjudged"])
+        lag_note, untrustworthy = validity.generator_gate_note(
+            verdict["validity"], passed, verdict["slo"]["criteria"], verdict["slo"]["unjudged"]
+        )
         verdict["notes"] += [lag_note] if lag_note else []
         verdict["exit_code"] = EXIT_UNUSABLE if untrustworthy else verdict["exit_code"]
     verdict["open_loop"] = open_loop
     verdict["notes"] += (open_loop or {}).get("notes") or []
     untrusted_note = lag_note if verdict["validity"].get("usable") is not False and untrustworthy else None
-    answer = run_answer.compute(verdict, slo, slo_source or SloSource("an SLO given to the report", "given"),
-                                untrusted_note)
+    answer = run_answer.compute(
+        verdict, slo, slo_source or SloSource("an SLO given to the report", "given"), untrusted_note
+    )
     verdict["answer"] = answer.to_dict()
     verdict["exit_code"] = answer.exit_code
     verdict["passed"] = answer.exit_code == 0
@@ -244,8 +295,14 @@ def analyse(run: RunData, slo: SLO, slo_source: SloSource | None = None,
     return table, verdict
 
 
-def build_report(run_dir: str | Path, slo: SLO | None = None, out_dir: str | Path | None = None,
-                 prometheus: Iterable[str | Path] = (), charts: bool = True, slo_name: str | None = None) -> ReportResult:
+def build_report(
+    run_dir: str | Path,
+    slo: SLO | None = None,
+    out_dir: str | Path | None = None,
+    prometheus: Iterable[str | Path] = (),
+    charts: bool = True,
+    slo_name: str | None = None,
+) -> ReportResult:
     """The report of a run folder. `slo`: None judges with the SLO the run recorded at its start (else
     the defaults, said so); another one is named in the answer (`slo_name`: its file). `charts=False`
     (--no-charts) writes the verdict, summary, HTML and JUnit without drawing (matplotlib takes about a

@@ -21,16 +21,20 @@ def _status(answer: Answer, verdict: dict[str, Any]) -> str:
 
 
 def _trust(answer: Answer) -> str:
-    meaning = {Trust.TRUSTED: "nothing found against the numbers",
-               Trust.DOUBTFUL: "the status stands, but",
-               Trust.UNTRUSTED: "the status lies within the measurement's own error:",
-               Trust.NOT_ASSESSED: "the measurement could not be checked"}[answer.trust]
+    meaning = {
+        Trust.TRUSTED: "nothing found against the numbers",
+        Trust.DOUBTFUL: "the status stands, but",
+        Trust.UNTRUSTED: "the status lies within the measurement's own error:",
+        Trust.NOT_ASSESSED: "the measurement could not be checked",
+    }[answer.trust]
     reasons = "; ".join(answer.trust_reasons)
     return f"{answer.trust.value} ({meaning}{' ' + reasons if reasons else ''})"
 
 
 def _slo(answer: Answer) -> str:
-    origin = {"run": "the run's own", "given": "given to this report", "defaults": "built-in defaults"}[answer.slo.origin]
+    origin = {"run": "the run's own", "given": "given to this report", "defaults": "built-in defaults"}[
+        answer.slo.origin
+    ]
     return f"{answer.slo.name} ({origin})" + (f": {answer.slo.note}" if answer.slo.note else "")
 
 
@@ -41,19 +45,27 @@ def rows(verdict: dict[str, Any]) -> list[tuple[str, str]]:
         return out
     if answer.sweep is not None:
         out.append(("Rate sweep's answer", answer.sweep.text()))
-    out += [("Max SLO-compliant load", answer.max_compliant.text()),
-            ("Safe operating point", answer.safe.text() + (f" ({answer.safe.reason})" if answer.safe.found and
-                                                           answer.safe.reason else "")),
-            ("Break point", answer.break_point.text()),
-            ("Knee", answer.knee.text())]
+    out += [
+        ("Max SLO-compliant load", answer.max_compliant.text()),
+        (
+            "Safe operating point",
+            answer.safe.text() + (f" ({answer.safe.reason})" if answer.safe.found and answer.safe.reason else ""),
+        ),
+        ("Break point", answer.break_point.text()),
+        ("Knee", answer.knee.text()),
+    ]
     if answer.per_replica_rps is not None:
         out.append(("Per replica", f"{answer.per_replica_rps:.3g} req/s ({answer.per_replica_basis})"))
     if answer.replicas is not None:
         out.append(("Replicas", answer.replicas.text()))
     out.append(("Limiting layer", sections.bottleneck_line(verdict)))
     if answer.time_split.sentence:
-        out.append(("Where the time goes", answer.time_split.sentence
-                    + (f" ({answer.time_split.caveat})" if answer.time_split.caveat else "")))
+        out.append(
+            (
+                "Where the time goes",
+                answer.time_split.sentence + (f" ({answer.time_split.caveat})" if answer.time_split.caveat else ""),
+            )
+        )
     return out
 
 

@@ -55,8 +55,16 @@ def _shade_phases(ax, run: RunData, x: Callable[[float], float]) -> None:
         start, end = x(phase["start_wall"]), x(phase["end_wall"])
         ax.axvspan(start, end, color=_SHADES[i % 2], zorder=0)
         if len(phases) <= 12:
-            ax.text(start, 1.0, f" {phase['label']}", transform=ax.get_xaxis_transform(),
-                    fontsize=7, va="top", rotation=90, color="#555555")
+            ax.text(
+                start,
+                1.0,
+                f" {phase['label']}",
+                transform=ax.get_xaxis_transform(),
+                fontsize=7,
+                va="top",
+                rotation=90,
+                color="#555555",
+            )
 
 
 def _legend(ax, **kwargs) -> None:
@@ -88,12 +96,20 @@ def latency_over_time(run: RunData, path: Path) -> Path:
     if len(ok):
         bucket = ((ok["end_wall"].to_numpy() - t0) // width) * width + width / 2
         grouped = ok.groupby(bucket)
-        for column, q, style in (("e2e_ms", 0.5, "-"), ("e2e_ms", 0.95, "-"), ("e2e_ms", 0.99, "-"), ("ttft_ms", 0.95, "--")):
+        for column, q, style in (
+            ("e2e_ms", 0.5, "-"),
+            ("e2e_ms", 0.95, "-"),
+            ("e2e_ms", 0.99, "-"),
+            ("ttft_ms", 0.95, "--"),
+        ):
             series = grouped[column].quantile(q)
             ax.plot(series.index, series.to_numpy(), style, label=f"{column[:-3].upper()} P{round(q * 100)}")
     _legend(ax, **BESIDE)
-    ax.set(title=f"Latency percentiles over time ({width:g} s buckets, ok requests)", xlabel=_label(run),
-           ylabel="latency (ms)")
+    ax.set(
+        title=f"Latency percentiles over time ({width:g} s buckets, ok requests)",
+        xlabel=_label(run),
+        ylabel="latency (ms)",
+    )
     return _save(fig, path)
 
 
@@ -104,12 +120,16 @@ PLOTTED_LATENCY = {"E2E P95": "e2e_p95_ms", "E2E P99": "e2e_p99_ms", "TTFT P95":
 def slo_lines(criteria: list[dict]) -> dict[str, float]:
     """The limits of the SLO criteria the gate applied to this run and the chart draws (name -> ms):
     a streaming run is not judged on E2E, so no E2E line is drawn for it; its TTFT limit is."""
-    return {c["name"]: float(c["limit"]) for c in criteria
-            if c.get("name") in PLOTTED_LATENCY and isinstance(c.get("limit"), (int, float))}
+    return {
+        c["name"]: float(c["limit"])
+        for c in criteria
+        if c.get("name") in PLOTTED_LATENCY and isinstance(c.get("limit"), (int, float))
+    }
 
 
-def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict, limits: dict[str, float],
-                              path: Path) -> Path:
+def throughput_vs_concurrency(
+    curve: pd.DataFrame, knee: dict, break_point: dict, limits: dict[str, float], path: Path
+) -> Path:
     """Throughput and latency per load level: users, or the offered arrival rate for rate phases (open loop).
     `limits`: the applied SLO criteria to draw (slo_lines)."""
     by_rate = "target_rate" in curve.columns and curve["target_rate"].notna().any()
@@ -129,7 +149,9 @@ def throughput_vs_concurrency(curve: pd.DataFrame, knee: dict, break_point: dict
         if knee.get("found") and knee.get(level) is not None:
             ax.axvline(knee[level], color="tab:green", ls=":", label=f"knee ({knee[level]:g} {unit})")
         if break_point.get("found") and break_point.get(level) is not None:
-            ax.axvline(break_point[level], color="tab:red", ls=":", label=f"break point ({break_point[level]:g} {unit})")
+            ax.axvline(
+                break_point[level], color="tab:red", ls=":", label=f"break point ({break_point[level]:g} {unit})"
+            )
     for name, limit in limits.items():
         bottom.axhline(limit, color="grey", lw=0.8, ls="--", label=f"SLO {name} {limit:g} ms")
     what = "offered rate" if by_rate else "concurrency"
@@ -175,8 +197,11 @@ def tokens_over_time(run: RunData, path: Path) -> Path:
     tokens = ok.groupby(bucket)["output_tokens"].sum() / width
     ax.step(tokens.index + width / 2, tokens.to_numpy(), where="mid", label="output tokens/s (ok requests)")
     _legend(ax, **BESIDE)
-    ax.set(title=f"Output tokens/s over time ({width:g} s buckets, by completion time)",
-           xlabel=_label(run), ylabel="tokens/s")
+    ax.set(
+        title=f"Output tokens/s over time ({width:g} s buckets, by completion time)",
+        xlabel=_label(run),
+        ylabel="tokens/s",
+    )
     return _save(fig, path)
 
 
@@ -197,8 +222,9 @@ def errors_over_time(run: RunData, path: Path) -> Path:
             ax.bar(counts.index + width / 2, counts[name].to_numpy() / width, width=width, bottom=bottom, label=name)
             bottom += counts[name].to_numpy() / width
         ax.legend(fontsize=8, title="error class", **BESIDE)
-    ax.set(title=f"Errors over time by class ({width:g} s buckets, by start time)", xlabel=_label(run),
-           ylabel="errors/s")
+    ax.set(
+        title=f"Errors over time by class ({width:g} s buckets, by start time)", xlabel=_label(run), ylabel="errors/s"
+    )
     return _save(fig, path)
 
 
@@ -212,8 +238,9 @@ def locust_history_chart(history: pd.DataFrame, path: Path) -> Path:
         if column in rows:
             ax.plot(t, pd.to_numeric(rows[column], errors="coerce").to_numpy(), label=column)
     top.set(title="Locust history: users and requests/s", ylabel="users, requests/s")
-    bottom.set(title="Locust history: response time percentiles (Locust-bucketed)", xlabel="time since start (s)",
-               ylabel="ms")
+    bottom.set(
+        title="Locust history: response time percentiles (Locust-bucketed)", xlabel="time since start (s)", ylabel="ms"
+    )
     _legend(top)
     _legend(bottom)
     return _save(fig, path)

@@ -27,14 +27,23 @@ def draw_charts(run: RunData, table: pd.DataFrame, verdict: dict, out_dir: Path)
         slo_lines = charts.slo_lines(verdict["slo"]["criteria"])
         jobs += [
             ("chart 'latency over time'", lambda: charts.latency_over_time(run, out_dir / "latency_over_time.png")),
-            ("chart 'throughput vs concurrency'", lambda: charts.throughput_vs_concurrency(
-                curve, verdict["knee"], verdict["break_point"], slo_lines, out_dir / "throughput_vs_concurrency.png")),
+            (
+                "chart 'throughput vs concurrency'",
+                lambda: charts.throughput_vs_concurrency(
+                    curve, verdict["knee"], verdict["break_point"], slo_lines, out_dir / "throughput_vs_concurrency.png"
+                ),
+            ),
             ("chart 'latency CDFs'", lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png")),
             ("chart 'tokens over time'", lambda: charts.tokens_over_time(run, out_dir / "tokens_over_time.png")),
             ("chart 'errors over time'", lambda: charts.errors_over_time(run, out_dir / "errors_over_time.png")),
         ]
     elif run.locust_history is not None:
-        jobs.append(("chart 'locust history'", lambda: charts.locust_history_chart(run.locust_history, out_dir / "locust_history.png")))
+        jobs.append(
+            (
+                "chart 'locust history'",
+                lambda: charts.locust_history_chart(run.locust_history, out_dir / "locust_history.png"),
+            )
+        )
     jobs.append(("server charts", lambda: list(server_charts.charts(run, table, out_dir))))
     jobs.append(("chart 'recovery'", lambda: recovery_chart(verdict["recovery"], out_dir / "recovery.png")))
     drawn: list[Path] = []

@@ -15,7 +15,7 @@ DEFINITIONS = {
     "error rate": "errors / (ok + errors), per HTTP attempt (a retry is an attempt of its own)",
     "goodput": "ok requests per second whose E2E, TTFT and TPOT each met the SLO's tightest threshold for that metric",
     "percentiles": "from raw per-request samples of ok requests, linear interpolation (numpy default); "
-                   "a record belongs to the phase in which it started",
+    "a record belongs to the phase in which it started",
     "gate": "each latency/error criterion must hold in every phase; the measured value is the worst phase's",
 }
 
@@ -79,22 +79,36 @@ def point(p: dict, what: str) -> str:
     """One line about a knee / break point / max-throughput dict."""
     if not p or not p.get("found"):
         return f"{what}: not found ({(p or {}).get('reason', 'no data')})"
-    level = f"{num(p['target_rate'])} req/s offered" if p.get("target_rate") is not None else f"{num(p.get('users'))} users"
+    level = (
+        f"{num(p['target_rate'])} req/s offered" if p.get("target_rate") is not None else f"{num(p.get('users'))} users"
+    )
     text = f"{what}: {level}, {num(p.get('rps'))} req/s, E2E P95 {ms(p.get('e2e_p95_ms'))} ({p.get('label')})"
     reasons = p.get("reasons") or []
     return text + (f" - {'; '.join(reasons)}" if reasons else "")
 
 
 PHASE_COLUMNS = [  # (title, key, formatter) of the compact phase table both renderers show
-    ("phase", "label", str), ("users", "users", num), ("requests", "requests", num), ("req/s", "rps", num),
-    ("goodput/s", "goodput_rps", num), ("tok/s", "output_tokens_per_s", num), ("errors", "errors", num),
-    ("err rate", "error_rate", pct), ("E2E P50", "e2e_p50_ms", num), ("E2E P95", "e2e_p95_ms", num),
-    ("E2E P99", "e2e_p99_ms", num), ("TTFT P95", "ttft_p95_ms", num), ("TPOT P95", "tpot_p95_ms", num),
+    ("phase", "label", str),
+    ("users", "users", num),
+    ("requests", "requests", num),
+    ("req/s", "rps", num),
+    ("goodput/s", "goodput_rps", num),
+    ("tok/s", "output_tokens_per_s", num),
+    ("errors", "errors", num),
+    ("err rate", "error_rate", pct),
+    ("E2E P50", "e2e_p50_ms", num),
+    ("E2E P95", "e2e_p95_ms", num),
+    ("E2E P99", "e2e_p99_ms", num),
+    ("TTFT P95", "ttft_p95_ms", num),
+    ("TPOT P95", "tpot_p95_ms", num),
     ("ITL P99", "itl_p99_ms", num),
 ]
 # shown only when the run's phase table has them (analysis/stats/token_kinds.py says when)
-TOKEN_KIND_COLUMNS = [("TTFO P95", "ttfo_p95_ms", num), ("reasoning", "reasoning_share", pct),
-                      ("cache hits", "prompt_cache_hit_share", pct)]
+TOKEN_KIND_COLUMNS = [
+    ("TTFO P95", "ttfo_p95_ms", num),
+    ("reasoning", "reasoning_share", pct),
+    ("cache hits", "prompt_cache_hit_share", pct),
+]
 
 
 def phase_columns(phases: list[dict]) -> list:

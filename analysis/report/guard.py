@@ -22,4 +22,7 @@ def guarded(name: str, call: Callable[[], Any], fallback: dict) -> Any:
         raise
     except Exception as exc:  # noqa: BLE001 - see docstring
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        return {**fallback, "error": f"{name} failed: {type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"}
+        return {
+            **fallback,
+            "error": f"{name} failed: {type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})",
+        }

@@ -32,23 +32,29 @@ def junit_xml(verdict: dict[str, Any]) -> str:
     head = f"{answer.headline}: {answer.reason}"
     if answer.trust_reasons:
         head += f" (trust: {answer.trust.value}: {'; '.join(answer.trust_reasons)})"
-    cases.append(_case(f"run answer: {answer.status.value}, trust {answer.trust.value}",
-                       "failure" if failed else None, head))
+    cases.append(
+        _case(f"run answer: {answer.status.value}, trust {answer.trust.value}", "failure" if failed else None, head)
+    )
     for c in (verdict.get("slo") or {}).get("criteria") or []:
         name = f"{c['name']} {c['threshold']}"
         measured = "not measured" if c.get("measured") is None else f"{c['measured']:,.3f}"
         if c.get("passed") is False:
             message = f"measured {measured} (threshold {c['threshold']}) in {c.get('where') or 'run'}"
-            cases.append(_case(name, "failure", message) if failed else
-                         _case(name, "skipped", f"not gating ({answer.reason}): {message}"))
+            cases.append(
+                _case(name, "failure", message)
+                if failed
+                else _case(name, "skipped", f"not gating ({answer.reason}): {message}")
+            )
         elif c.get("passed") is None:
             cases.append(_case(name, "skipped", "not judged: no data in this run"))
         else:
             cases.append(_case(name))
     failures = sum(any("<failure" in line for line in case) for case in cases)
     skipped = sum(any("<skipped" in line for line in case) for case in cases)
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuite name={quoteattr(SUITE)} tests="{len(cases)}" failures="{failures}" skipped="{skipped}" errors="0">']
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuite name={quoteattr(SUITE)} tests="{len(cases)}" failures="{failures}" skipped="{skipped}" errors="0">',
+    ]
     for case in cases:
         lines += case
     lines.append("</testsuite>")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loadline.analysis.report import formatting as f
 from loadline.analysis.report import card, open_loop, sections
+from loadline.analysis.report import formatting as f
 from loadline.analysis.report.recovery_table import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 from loadline.analysis.verdict import validity
 
@@ -19,7 +19,11 @@ def _clause(c: dict) -> str:
     if name == "error rate":
         if not measured:
             return "no failures"
-        return f"error rate {f.pct(measured)} stayed within {threshold[3:]}" if c["passed"] else f"error rate reached {f.pct(measured)} in {where}"
+        return (
+            f"error rate {f.pct(measured)} stayed within {threshold[3:]}"
+            if c["passed"]
+            else f"error rate reached {f.pct(measured)} in {where}"
+        )
     if name == validity.COMPLETION:
         return c.get("why") or "the run did not end on its own"
     if name == "OOM restarts":
@@ -31,7 +35,11 @@ def _clause(c: dict) -> str:
         return f"{name} {'fell to' if floor else 'reached'} {f.pct(measured)} on {where} (limit {threshold})"
     value = f"{f.num(measured)} {c.get('unit', 'ms')}"
     if c.get("unit") == "req/s":
-        return f"throughput within SLO held {threshold} ({value})" if c["passed"] else f"throughput within SLO reached only {value} ({threshold} needed)"
+        return (
+            f"throughput within SLO held {threshold} ({value})"
+            if c["passed"]
+            else f"throughput within SLO reached only {value} ({threshold} needed)"
+        )
     if c["passed"]:
         return f"{name} stayed at or under {threshold.removeprefix('<= ')} (worst {value})"
     return f"{name} reached {value} in {where} (limit {threshold})"
@@ -49,11 +57,15 @@ def verdict_sentence(verdict: dict) -> str:
     unmeasured = [c["name"] for c in criteria if c.get("passed") is None]
     tail = f" (not measured: {', '.join(unmeasured)})" if unmeasured else ""
     if head == "INCOMPLETE":
-        tail += (f"; {', '.join(verdict['slo']['unjudged'])} applies to this run but had no data, so it cannot "
-                 f"pass (an SLO file setting it to \"none\" gates without it)")
+        tail += (
+            f"; {', '.join(verdict['slo']['unjudged'])} applies to this run but had no data, so it cannot "
+            f'pass (an SLO file setting it to "none" gates without it)'
+        )
     span = _phases_span(phases)  # the phase table is model time, like every other number
-    return (f"{head}: in a {f.duration(span)} test ({len(phases)} phase{'s' * (len(phases) != 1)}, "
-            f"{requests:,} requests), " + ", ".join(clauses) + tail + ".")
+    return (
+        f"{head}: in a {f.duration(span)} test ({len(phases)} phase{'s' * (len(phases) != 1)}, "
+        f"{requests:,} requests), " + ", ".join(clauses) + tail + "."
+    )
 
 
 def _table(rows: list[list[str]], header: list[str]) -> list[str]:
@@ -96,13 +108,24 @@ def _answer(verdict: dict) -> list[str]:
 
 def render_markdown(verdict: dict) -> str:
     slo = verdict["slo"]
-    lines = [f"## Loadline report: {sections.headline(verdict)} - {verdict.get('name', '')}", "",
-             f"> {verdict['sentence']}"]
+    lines = [
+        f"## Loadline report: {sections.headline(verdict)} - {verdict.get('name', '')}",
+        "",
+        f"> {verdict['sentence']}",
+    ]
     lines += _answer(verdict)
     lines += _validity(verdict) + ["", "### SLO gate", ""]
-    rows = [[c["name"], c["threshold"], f.measured(c), c.get("where") or "-",
-             {True: "pass", False: "**FAIL**", None: "not measured"}[c["passed"]], c.get("why") or "-"]
-            for c in slo["criteria"]]
+    rows = [
+        [
+            c["name"],
+            c["threshold"],
+            f.measured(c),
+            c.get("where") or "-",
+            {True: "pass", False: "**FAIL**", None: "not measured"}[c["passed"]],
+            c.get("why") or "-",
+        ]
+        for c in slo["criteria"]
+    ]
     lines += _table(rows, ["criterion", "threshold", "measured", "where", "result", "why it applies"]) + [""]
     lines += [f"- Not applied: {n['name']} ({n['why']})" for n in slo.get("not_applied") or []]
     lines += _time_split(verdict)
@@ -114,13 +137,18 @@ def render_markdown(verdict: dict) -> str:
     rows = [[fmt(p.get(key)) for _, key, fmt in columns] for p in verdict.get("phases", [])]
     lines += _table(rows, [title for title, _, _ in columns])
     source = verdict.get("percentile_source", "raw samples")
-    lines += ["", f"Latencies in ms; percentiles from {source}"
-              + (" of ok requests (linear interpolation)." if source == "raw samples" else ".")]
+    lines += [
+        "",
+        f"Latencies in ms; percentiles from {source}"
+        + (" of ok requests (linear interpolation)." if source == "raw samples" else "."),
+    ]
     errors = verdict.get("error_classes") or []
     classes = sorted({k for r in errors for k in r if k not in ("phase_index", "label")})
     if classes:
         lines += ["", "### Errors by class", ""]
-        lines += _table([[str(r["label"])] + [f.num(r.get(c, 0)) for c in classes] for r in errors], ["phase"] + classes)
+        lines += _table(
+            [[str(r["label"])] + [f.num(r.get(c, 0)) for c in classes] for r in errors], ["phase"] + classes
+        )
     if sections.length_rows(verdict):
         lines += ["", "### Lengths in tokens", ""] + _table(sections.length_rows(verdict), sections.LENGTH_HEADER)
         lines += ["", sections.LENGTH_NOTE]

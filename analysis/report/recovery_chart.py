@@ -29,9 +29,10 @@ def recovery_chart(entries: list[dict], path: Path) -> Path | None:
             if limit is not None and not math.isnan(limit):  # NaN: that metric is not judged
                 ax.axhline(limit, color=color, linestyle="--", linewidth=1, label=f"{name} back-to-normal limit")
         if entry.get("recovery_s") is not None:
-            ax.axvline(entry["recovery_s"], color="tab:green", linewidth=1.5, label=f"recovered ({entry['recovery_s']:g} s)")
-        ax.set(title=f"{entry['event']} - {entry['phase']}", xlabel="model seconds since the clock start",
-               ylabel="ms")
+            ax.axvline(
+                entry["recovery_s"], color="tab:green", linewidth=1.5, label=f"recovered ({entry['recovery_s']:g} s)"
+            )
+        ax.set(title=f"{entry['event']} - {entry['phase']}", xlabel="model seconds since the clock start", ylabel="ms")
         errors = [w["errors"] for w in windows]
         if any(errors):
             twin = ax.twinx()

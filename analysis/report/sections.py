@@ -14,8 +14,22 @@ from loadline.core.answer import Answer, Status
 
 SETUP_HEADER = ["HTTP status", "content type", "attempts", "body sample (redacted)"]
 FLOOR_HEADER = ["phase", "measured from", "samples", "P50 (wall ms)", "P95 (wall ms)", "floor (model ms)"]
-SPLIT_HEADER = ["phase", "requests", "client TTFT", "outside", "queue", "prefill", "engine other",
-                "client E2E", "outside", "queue", "prefill", "decode", "engine other", "outside share"]
+SPLIT_HEADER = [
+    "phase",
+    "requests",
+    "client TTFT",
+    "outside",
+    "queue",
+    "prefill",
+    "engine other",
+    "client E2E",
+    "outside",
+    "queue",
+    "prefill",
+    "decode",
+    "engine other",
+    "outside share",
+]
 
 
 def validity_status(verdict: dict) -> str:
@@ -54,8 +68,17 @@ def setup_rows(verdict: dict) -> list[list[str]]:
 
 def floor_rows(verdict: dict) -> list[list[str]]:
     floor = (verdict.get("validity") or {}).get("floor") or {}
-    return [[str(r["phase"]), str(r.get("measure", "")), f.num(r.get("samples")), f.num(r.get("p50_ms")),
-             f.num(r.get("p95_ms")), f.num(r.get("floor_model_ms"))] for r in floor.get("phases") or []]
+    return [
+        [
+            str(r["phase"]),
+            str(r.get("measure", "")),
+            f.num(r.get("samples")),
+            f.num(r.get("p50_ms")),
+            f.num(r.get("p95_ms")),
+            f.num(r.get("floor_model_ms")),
+        ]
+        for r in floor.get("phases") or []
+    ]
 
 
 def floor_note(verdict: dict) -> str:
@@ -63,8 +86,11 @@ def floor_note(verdict: dict) -> str:
     if not floor.get("method"):
         return str(floor.get("why") or "")
     ttfb = floor.get("ttfb_min_model_ms")
-    return (f"Measurement floor: {floor['why']}. Floor = P95 per phase, x{f.num(floor.get('time_scale', 1))} in model time"
-            + (f"; fastest TTFB {f.num(ttfb)} ms (model time)" if ttfb is not None else "") + ".")
+    return (
+        f"Measurement floor: {floor['why']}. Floor = P95 per phase, x{f.num(floor.get('time_scale', 1))} in model time"
+        + (f"; fastest TTFB {f.num(ttfb)} ms (model time)" if ttfb is not None else "")
+        + "."
+    )
 
 
 def _part(split: dict | None, key: str) -> str:
@@ -80,11 +106,24 @@ def split_rows(verdict: dict) -> list[list[str]]:
     for label, entry in entries:
         ttft, e2e = entry.get("ttft"), entry.get("e2e")
         share = (ttft or e2e or {}).get("outside_share")
-        rows.append([str(label), f.num(entry.get("client_requests")),
-                     _part(ttft, "client_ms"), _part(ttft, "outside_ms"), _part(ttft, "queue_ms"),
-                     _part(ttft, "prefill_ms"), _part(ttft, "engine_other_ms"),
-                     _part(e2e, "client_ms"), _part(e2e, "outside_ms"), _part(e2e, "queue_ms"), _part(e2e, "prefill_ms"),
-                     _part(e2e, "decode_ms"), _part(e2e, "engine_other_ms"), f.pct(share)])
+        rows.append(
+            [
+                str(label),
+                f.num(entry.get("client_requests")),
+                _part(ttft, "client_ms"),
+                _part(ttft, "outside_ms"),
+                _part(ttft, "queue_ms"),
+                _part(ttft, "prefill_ms"),
+                _part(ttft, "engine_other_ms"),
+                _part(e2e, "client_ms"),
+                _part(e2e, "outside_ms"),
+                _part(e2e, "queue_ms"),
+                _part(e2e, "prefill_ms"),
+                _part(e2e, "decode_ms"),
+                _part(e2e, "engine_other_ms"),
+                f.pct(share),
+            ]
+        )
     return rows
 
 
@@ -93,8 +132,10 @@ def split_note(verdict: dict) -> str:
     if not ts.get("available"):
         return "Not available: " + str(ts.get("why") or ts.get("error") or "no engine histograms")
     caveat = f" Note: {ts['caveat']}." if ts.get("caveat") else ""
-    return (f"Means in model ms ({ts.get('method', '')}); outside = client - engine (network, gateway, proxy, "
-            "auth, the client itself); engine other = the engine's time outside queue, prefill and decode." + caveat)
+    return (
+        f"Means in model ms ({ts.get('method', '')}); outside = client - engine (network, gateway, proxy, "
+        "auth, the client itself); engine other = the engine's time outside queue, prefill and decode." + caveat
+    )
 
 
 def _failed(verdict: dict) -> list[dict]:
@@ -109,15 +150,19 @@ def _headroom_reason(verdict: dict, failed: list[dict]) -> str:
             return str(bottleneck[key])
     validity = verdict.get("validity") or {}
     split = verdict.get("time_split") or {}
-    names = ", ".join(f"{c['name']} {f.measured(c)} {c.get('unit', '')} (limit {c['threshold']}) in {c.get('where') or 'the run'}"
-                      for c in failed)
+    names = ", ".join(
+        f"{c['name']} {f.measured(c)} {c.get('unit', '')} (limit {c['threshold']}) in {c.get('where') or 'the run'}"
+        for c in failed
+    )
     if split.get("dominant") == "outside-engine":
         why = split["sentence"]
     elif any(x.get("kind") == "measurement-floor" for x in validity.get("findings") or []):
         why = "the client's own measurement floor is a material part of it (see Validity)"
     elif split.get("sentence"):
-        why = ("no saturation signal: this is the latency each request pays at this load, not a capacity limit; "
-               + split["sentence"])
+        why = (
+            "no saturation signal: this is the latency each request pays at this load, not a capacity limit; "
+            + split["sentence"]
+        )
     else:
         why = "no saturation signal: this is the latency each request pays at this load, not a capacity limit"
     return f"the SLO failed on {names}: {why}"
@@ -155,8 +200,14 @@ def time_line(verdict: dict) -> str:
 
 def interruption(verdict: dict) -> dict | None:
     """The failed "run completed" criterion of a run that did not end on its own (validity.completion), or None."""
-    return next((c for c in (verdict.get("slo") or {}).get("criteria") or []
-                 if c.get("name") == validity.COMPLETION and c.get("passed") is False), None)
+    return next(
+        (
+            c
+            for c in (verdict.get("slo") or {}).get("criteria") or []
+            if c.get("name") == validity.COMPLETION and c.get("passed") is False
+        ),
+        None,
+    )
 
 
 def headline(verdict: dict) -> str:
@@ -169,16 +220,38 @@ def headline(verdict: dict) -> str:
     return answer.headline
 
 
-LENGTH_HEADER = ["phase", "ok requests", "counted by", "prompt asked p50", "prompt got p50", "prompt exact",
-                 "reply asked p50", "reply got p50", "reply exact"]
-LENGTH_NOTE = ("Tokens as the server counted them (usage) beside what Loadline asked for: prompts built to a length "
-               "in the target's tokens (counted by hf: `loadline run -- --tokenizer`, server: its /tokenize, "
-               "calibrated: from usage), replies asked as max_tokens (exact with `loadline run -- --ignore-eos`).")
+LENGTH_HEADER = [
+    "phase",
+    "ok requests",
+    "counted by",
+    "prompt asked p50",
+    "prompt got p50",
+    "prompt exact",
+    "reply asked p50",
+    "reply got p50",
+    "reply exact",
+]
+LENGTH_NOTE = (
+    "Tokens as the server counted them (usage) beside what Loadline asked for: prompts built to a length "
+    "in the target's tokens (counted by hf: `loadline run -- --tokenizer`, server: its /tokenize, "
+    "calibrated: from usage), replies asked as max_tokens (exact with `loadline run -- --ignore-eos`)."
+)
 
 
 def length_rows(verdict: dict) -> list[list[str]]:
     """The requested-vs-achieved lengths per phase (analysis/stats/lengths.py), or none (older folders)."""
-    return [[str(r["label"]), f.num(r.get("requests")), str(r.get("counter") or "-"), f.num(r.get("prompt_asked_p50")),
-             f.num(r.get("prompt_got_p50")), f.pct(r.get("prompt_exact_share")), f.num(r.get("reply_asked_p50")),
-             f.num(r.get("reply_got_p50")), f.pct(r.get("reply_exact_share"))]
-            for r in verdict.get("lengths") or [] if r.get("requests")]
+    return [
+        [
+            str(r["label"]),
+            f.num(r.get("requests")),
+            str(r.get("counter") or "-"),
+            f.num(r.get("prompt_asked_p50")),
+            f.num(r.get("prompt_got_p50")),
+            f.pct(r.get("prompt_exact_share")),
+            f.num(r.get("reply_asked_p50")),
+            f.num(r.get("reply_got_p50")),
+            f.pct(r.get("reply_exact_share")),
+        ]
+        for r in verdict.get("lengths") or []
+        if r.get("requests")
+    ]

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loadline.analysis.data.timescale import time_scale
 from loadline.analysis.report.charts import BESIDE, _legend, _save, _shade_phases, _time_label, plt
 from loadline.analysis.verdict.signals import Signals
-from loadline.analysis.data.timescale import time_scale
 
 
 def _t0(run: Any, signals: Signals) -> float:
@@ -38,7 +38,7 @@ class _Axis:
         return series.index.to_numpy(dtype=float) - self.t0
 
 
-def _plot(ax, series: pd.Series, axis: "_Axis", label: str, **kwargs) -> None:
+def _plot(ax, series: pd.Series, axis: _Axis, label: str, **kwargs) -> None:
     if len(series):
         ax.plot(axis.x(series), series.to_numpy(dtype=float), label=label, **kwargs)
 
@@ -80,7 +80,7 @@ def _scheduler(run: Any, s: Signals, axis: _Axis, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def _percent_panel(ax, series: pd.Series, axis: "_Axis", label: str, limit: float, limit_label: str) -> None:
+def _percent_panel(ax, series: pd.Series, axis: _Axis, label: str, limit: float, limit_label: str) -> None:
     """A 0-100 % gauge with the domain's threshold drawn as a dotted red line."""
     _plot(ax, series, axis, label)
     ax.axhline(limit, color="#cc3333", linestyle=":", linewidth=1, label=limit_label)

@@ -36,27 +36,35 @@ def worker_lines(manifest: dict, requests: pd.DataFrame, truth: Callable[[], pd.
             worker = str(entry.get("worker"))
             how = "heartbeats stopped" if entry.get("how") == "missing" else str(entry.get("how"))
             counted = _unrecorded(worker, requests, log)
-            loss = (f"{counted} request(s) the server saw were never recorded (about "
-                    f"{entry.get('requests_lost_estimate')} estimated)" if counted is not None else
-                    f"about {entry.get('requests_lost_estimate')} request(s) in flight or unshipped were not recorded "
-                    f"({entry.get('in_flight')} in flight at its last message)")
+            loss = (
+                f"{counted} request(s) the server saw were never recorded (about "
+                f"{entry.get('requests_lost_estimate')} estimated)"
+                if counted is not None
+                else f"about {entry.get('requests_lost_estimate')} request(s) in flight or unshipped were not recorded "
+                f"({entry.get('in_flight')} in flight at its last message)"
+            )
             phases = ", ".join(entry.get("phases") or []) or "none"
             back = f"; back at {_clock(entry['rejoined_at'])}" if entry.get("rejoined_at") else ""
-            parts.append(f"{worker} at {_clock(entry.get('lost_at'))} ({how}; last heard {_clock(entry.get('last_seen'))})"
-                         f", {loss}; phases affected: {phases}{back}")
+            parts.append(
+                f"{worker} at {_clock(entry.get('lost_at'))} ({how}; last heard {_clock(entry.get('last_seen'))})"
+                f", {loss}; phases affected: {phases}{back}"
+            )
         lines.append("Workers lost: " + "; ".join(parts))
     elif lost:  # an older manifest: bare ids of workers that did not flush at the stop
         lines.append("Workers lost: " + ", ".join(map(str, lost)) + " (their last records never arrived)")
     back = [e for e in manifest.get("workers_back") or [] if isinstance(e, dict)]
     if back:
-        lines.append("Workers missing for a while (heartbeats late, then back; their users were moved meanwhile): "
-                     + "; ".join(f"{e.get('worker')} {_clock(e.get('lost_at'))} to {_clock(e.get('rejoined_at'))}"
-                                 for e in back))
+        lines.append(
+            "Workers missing for a while (heartbeats late, then back; their users were moved meanwhile): "
+            + "; ".join(f"{e.get('worker')} {_clock(e.get('lost_at'))} to {_clock(e.get('rejoined_at'))}" for e in back)
+        )
     for error in manifest.get("worker_errors") or []:
         lines.append(f"Worker {error.get('worker')} could not run: {error.get('reason')}")
     offsets = {w: e for w, e in (manifest.get("clock_offsets") or {}).items() if e.get("offset_s") is not None}
     if offsets:
-        shown = ", ".join(f"{w} {e['offset_s']:+.3f} s (±{e.get('uncertainty_ms')} ms)" for w, e in sorted(offsets.items()))
+        shown = ", ".join(
+            f"{w} {e['offset_s']:+.3f} s (±{e.get('uncertainty_ms')} ms)" for w, e in sorted(offsets.items())
+        )
         lines.append(f"Worker clocks vs the master's: {shown}; request start times were put on the master's clock")
     lines += [f"Clock warning: {text}" for text in manifest.get("clock_warnings") or []]
     return lines

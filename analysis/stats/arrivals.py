@@ -52,8 +52,9 @@ def _percentiles(values: pd.Series, name: str) -> dict[str, float | None]:
     return {f"{name}_p{p}_ms": (float(np.percentile(values, p)) if len(values) else None) for p in PERCENTILES}
 
 
-def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: float | None,
-                   slo: SLO, cv2: float = 1.0) -> pd.DataFrame:
+def phase_arrivals(
+    requests: pd.DataFrame, phases: pd.DataFrame, default_rate: float | None, slo: SLO, cv2: float = 1.0
+) -> pd.DataFrame:
     """One row per phase with open-loop traffic: target vs achieved rate (model /s), lateness, latency from due."""
     scheduled = requests[requests["due_wall"].notna()]
     arrivals = arrivals_of(requests)
@@ -73,12 +74,17 @@ def phase_arrivals(requests: pd.DataFrame, phases: pd.DataFrame, default_rate: f
             continue
         achieved = len(sent) / (end - start)
         done = inside[inside["status"] == Status.OK]
-        row = {"phase": phase["label"], "target_rate": target, "achieved_rate": achieved, "arrivals": len(sent),
-               **_percentiles(inside["lateness_ms"], "lateness"),
-               **_percentiles(done["ttft_ms"], "ttft"),
-               **_percentiles(done["ttft_ms"] + done["lateness_ms"], "ttft_from_due"),
-               **_percentiles(done["e2e_ms"], "e2e"),
-               **_percentiles(done["e2e_ms"] + done["lateness_ms"], "e2e_from_due")}
+        row = {
+            "phase": phase["label"],
+            "target_rate": target,
+            "achieved_rate": achieved,
+            "arrivals": len(sent),
+            **_percentiles(inside["lateness_ms"], "lateness"),
+            **_percentiles(done["ttft_ms"], "ttft"),
+            **_percentiles(done["ttft_ms"] + done["lateness_ms"], "ttft_from_due"),
+            **_percentiles(done["e2e_ms"], "e2e"),
+            **_percentiles(done["e2e_ms"] + done["lateness_ms"], "e2e_from_due"),
+        }
         reasons = []
         row["short"] = bool(target and fell_short(len(sent), target * (end - start), cv2))
         if row["short"]:
@@ -102,6 +108,12 @@ def summary(requests: pd.DataFrame, phases: pd.DataFrame, options: dict, slo: SL
     table = phase_arrivals(requests, phases, default_rate, slo, cv2)
     behind = table[~table["sustained"]] if len(table) else table
     notes = [f"the target rate was not sustained in {row['phase']}: {row['behind']}" for _, row in behind.iterrows()]
-    return {"process": options.get("arrival"), "burstiness": options.get("burstiness"),
-            "max_inflight": options.get("max_inflight"), "lateness_limit_ms": lateness_limit_ms(slo),
-            "sustained": not notes, "notes": notes, "phases": table.to_dict(orient="records")}
+    return {
+        "process": options.get("arrival"),
+        "burstiness": options.get("burstiness"),
+        "max_inflight": options.get("max_inflight"),
+        "lateness_limit_ms": lateness_limit_ms(slo),
+        "sustained": not notes,
+        "notes": notes,
+        "phases": table.to_dict(orient="records"),
+    }

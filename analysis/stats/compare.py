@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from loadline.analysis.data.load import RunData
-from loadline.analysis.stats.phases import assign_phases, phase_samples, phase_table
 from loadline.analysis.data.timescale import model_run
+from loadline.analysis.stats.phases import assign_phases, phase_samples, phase_table
 
 LATENCY_METRICS = ("e2e", "ttft", "tpot", "itl")
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
@@ -63,8 +63,8 @@ def match_phases(base: pd.DataFrame, new: pd.DataFrame) -> tuple[list[tuple[int,
         return [(i, i) for i in range(len(base_labels))], []
     pairs = [(i, new_labels.index(label)) for i, label in enumerate(base_labels) if label in new_labels]
     matched_new = {j for _, j in pairs}
-    unmatched = [f"base only: {l}" for l in base_labels if l not in new_labels]
-    unmatched += [f"new only: {l}" for j, l in enumerate(new_labels) if j not in matched_new]
+    unmatched = [f"base only: {label}" for label in base_labels if label not in new_labels]
+    unmatched += [f"new only: {label}" for j, label in enumerate(new_labels) if j not in matched_new]
     return pairs, unmatched
 
 
@@ -78,23 +78,47 @@ def _latency_rows(label: str, base: dict, new: dict, threshold: float) -> list[d
             nv, nl, nh = quantile_interval(n, q)
             change = nv / bv - 1.0 if bv > 0 else math.nan
             regression = bool(change > threshold and nl > bh)
-            rows.append({"phase": label, "metric": f"{metric}_{name}_ms", "base": bv, "new": nv, "change": change,
-                         "base_low": bl, "base_high": bh, "new_low": nl, "new_high": nh, "regression": regression})
+            rows.append(
+                {
+                    "phase": label,
+                    "metric": f"{metric}_{name}_ms",
+                    "base": bv,
+                    "new": nv,
+                    "change": change,
+                    "base_low": bl,
+                    "base_high": bh,
+                    "new_low": nl,
+                    "new_high": nh,
+                    "regression": regression,
+                }
+            )
     return rows
 
 
 def _rate_rows(label: str, base: pd.Series, new: pd.Series, threshold: float) -> list[dict]:
     rows = []
     duration = float(base["end_wall"] - base["start_wall"])
-    for metric, count in (("rps", base["ok"]), ("output_tokens_per_s", None)):
+    for metric, _count in (("rps", base["ok"]), ("output_tokens_per_s", None)):
         bv, nv = float(base[metric]), float(new[metric])
         change = nv / bv - 1.0 if bv > 0 else math.nan
         # Poisson noise of the base's request count, as a rate; tokens/s inherits the request noise
         noise = 3 * math.sqrt(max(float(base["ok"]), 1.0)) / duration if duration > 0 else math.inf
         noise = noise if metric == "rps" else noise * (bv / float(base["rps"]) if base["rps"] else math.inf)
         regression = bool(-change > threshold and (bv - nv) > noise)
-        rows.append({"phase": label, "metric": metric, "base": bv, "new": nv, "change": change, "base_low": bv - noise,
-                     "base_high": bv + noise, "new_low": math.nan, "new_high": math.nan, "regression": regression})
+        rows.append(
+            {
+                "phase": label,
+                "metric": metric,
+                "base": bv,
+                "new": nv,
+                "change": change,
+                "base_low": bv - noise,
+                "base_high": bv + noise,
+                "new_low": math.nan,
+                "new_high": math.nan,
+                "regression": regression,
+            }
+        )
     return rows
 
 
@@ -105,8 +129,18 @@ def _error_row(label: str, base: pd.Series, new: pd.Series) -> dict:
     pooled = (base["errors"] + new["errors"]) / (n1 + n2) if n1 + n2 else 0.0
     se = math.sqrt(pooled * (1 - pooled) * (1 / max(n1, 1) + 1 / max(n2, 1)))
     regression = bool(p2 > p1 and (se == 0 or (p2 - p1) / se > 3))
-    return {"phase": label, "metric": "error_rate", "base": p1, "new": p2, "change": p2 - p1, "base_low": math.nan,
-            "base_high": math.nan, "new_low": math.nan, "new_high": math.nan, "regression": regression}
+    return {
+        "phase": label,
+        "metric": "error_rate",
+        "base": p1,
+        "new": p2,
+        "change": p2 - p1,
+        "base_low": math.nan,
+        "base_high": math.nan,
+        "new_low": math.nan,
+        "new_high": math.nan,
+        "regression": regression,
+    }
 
 
 def _sweep_row(base: dict, new: dict, threshold: float) -> dict | None:
@@ -119,9 +153,18 @@ def _sweep_row(base: dict, new: dict, threshold: float) -> dict | None:
     bv, nv = (math.nan if v is None else float(v) for v in (base["sweep_max_rate"], new["sweep_max_rate"]))
     change = nv / bv - 1.0 if bv > 0 else math.nan
     regression = bool(bv > 0 and (math.isnan(nv) or -change > threshold))
-    return {"phase": "sweep", "metric": "sweep_max_rate", "base": bv, "new": nv, "change": change,
-            "base_low": math.nan, "base_high": math.nan, "new_low": math.nan, "new_high": math.nan,
-            "regression": regression}
+    return {
+        "phase": "sweep",
+        "metric": "sweep_max_rate",
+        "base": bv,
+        "new": nv,
+        "change": change,
+        "base_low": math.nan,
+        "base_high": math.nan,
+        "new_low": math.nan,
+        "new_high": math.nan,
+        "regression": regression,
+    }
 
 
 def compare_runs(base: RunData, new: RunData, threshold: float = 0.10) -> Comparison:
@@ -135,7 +178,9 @@ def compare_runs(base: RunData, new: RunData, threshold: float = 0.10) -> Compar
         b, n = base_table.iloc[i], new_table.iloc[j]
         label = str(b["label"]) if b["label"] == n["label"] else f"{b['label']} / {n['label']}"
         if where_base is not None and where_new is not None:
-            rows += _latency_rows(label, phase_samples(base, i, where_base), phase_samples(new, j, where_new), threshold)
+            rows += _latency_rows(
+                label, phase_samples(base, i, where_base), phase_samples(new, j, where_new), threshold
+            )
         rows += _rate_rows(label, b, n, threshold)
         rows.append(_error_row(label, b, n))
     sweep = _sweep_row(base.manifest or {}, new.manifest or {}, threshold)

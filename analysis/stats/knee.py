@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 
 from loadline.analysis.stats.compliance import compliant_phases, judge_phase
-from loadline.core.judge import too_few_samples
 from loadline.core.arrival_rate import fell_short, gap_cv2
+from loadline.core.judge import too_few_samples
 from loadline.core.slo import SLO
 
 MIN_LEVELS = 3
@@ -62,16 +62,29 @@ def level_column(table: pd.DataFrame) -> str:
 
 def _point(row: pd.Series) -> dict:
     rate = _num(row.get("target_rate"))
-    return {**({"target_rate": rate} if rate is not None else {}), "users": _num(row["users"]), "rps": _num(row["rps"]), "output_tokens_per_s": _num(row["output_tokens_per_s"]),
-            "e2e_p50_ms": _num(row["e2e_p50_ms"]), "e2e_p95_ms": _num(row["e2e_p95_ms"]),
-            "e2e_p99_ms": _num(row["e2e_p99_ms"]), "phase_index": int(row["phase_index"]), "label": str(row["label"])}
+    return {
+        **({"target_rate": rate} if rate is not None else {}),
+        "users": _num(row["users"]),
+        "rps": _num(row["rps"]),
+        "output_tokens_per_s": _num(row["output_tokens_per_s"]),
+        "e2e_p50_ms": _num(row["e2e_p50_ms"]),
+        "e2e_p95_ms": _num(row["e2e_p95_ms"]),
+        "e2e_p99_ms": _num(row["e2e_p99_ms"]),
+        "phase_index": int(row["phase_index"]),
+        "label": str(row["label"]),
+    }
 
 
 def load_curve(table: pd.DataFrame) -> pd.DataFrame:
     """One row per load level (the latest phase at that level), ordered by users (or offered rate)."""
     level = level_column(table)
-    usable = table[table[level].notna() & (table[level] > 0) & (table["ok"] > 0) & table["e2e_p50_ms"].notna()
-                   & table["rps"].notna()]
+    usable = table[
+        table[level].notna()
+        & (table[level] > 0)
+        & (table["ok"] > 0)
+        & table["e2e_p50_ms"].notna()
+        & table["rps"].notna()
+    ]
     usable = usable[~usable["kind"].isin(["recover", "burst"])]  # transients, not steady load levels
     return usable.drop_duplicates(level, keep="last").sort_values(level).reset_index(drop=True)
 
@@ -80,11 +93,16 @@ def find_knee(table: pd.DataFrame) -> dict:
     curve = load_curve(table)
     level = level_column(table)
     unit = "req/s offered" if level == "target_rate" else "users"
-    method = ("first step where throughput gained < half of the added users' share and E2E P50 grew faster than "
-              "throughput; knee = the level before it")
+    method = (
+        "first step where throughput gained < half of the added users' share and E2E P50 grew faster than "
+        "throughput; knee = the level before it"
+    )
     if len(curve) < MIN_LEVELS:
-        return {"found": False, "method": method,
-                "reason": f"needs at least {MIN_LEVELS} load levels with different user counts, got {len(curve)}"}
+        return {
+            "found": False,
+            "method": method,
+            "reason": f"needs at least {MIN_LEVELS} load levels with different user counts, got {len(curve)}",
+        }
     for i in range(1, len(curve)):
         before, after = curve.iloc[i - 1], curve.iloc[i]
         if before["rps"] <= 0 or before["e2e_p50_ms"] <= 0:
@@ -93,12 +111,22 @@ def find_knee(table: pd.DataFrame) -> dict:
         growth = after["e2e_p50_ms"] / before["e2e_p50_ms"] - 1.0
         added = after[level] / before[level] - 1.0
         if gain < LINEAR_SHARE * added and growth > max(gain, 0.0):
-            return {"found": True, **_point(before), "method": method,
-                    "reason": (f"from {before[level]:g} to {after[level]:g} {unit} throughput changed {gain:+.0%} "
-                               f"while E2E P50 grew {growth:+.0%}")}
+            return {
+                "found": True,
+                **_point(before),
+                "method": method,
+                "reason": (
+                    f"from {before[level]:g} to {after[level]:g} {unit} throughput changed {gain:+.0%} "
+                    f"while E2E P50 grew {growth:+.0%}"
+                ),
+            }
     last = curve.iloc[-1]
-    return {"found": False, "method": method, "highest_tested": _point(last),
-            "reason": f"throughput kept scaling with the load up to {last[level]:g} {unit}: no knee in the tested range"}
+    return {
+        "found": False,
+        "method": method,
+        "highest_tested": _point(last),
+        "reason": f"throughput kept scaling with the load up to {last[level]:g} {unit}: no knee in the tested range",
+    }
 
 
 def find_break_point(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> dict:
@@ -112,8 +140,10 @@ def find_break_point(table: pd.DataFrame, slo: SLO, streaming: bool | None = Non
         carried = _not_carried(row)
         if failed and not carried and all(too_few_samples(c.key, row["ok"]) for c in failed):
             # its percentile is its slowest request's: one long prompt's prefill is not a break point
-            thin.append(f"{row['label']}: {', '.join(c.describe() for c in failed)} from {int(row['ok'])} requests, "
-                        "not enough samples")
+            thin.append(
+                f"{row['label']}: {', '.join(c.describe() for c in failed)} from {int(row['ok'])} requests, "
+                "not enough samples"
+            )
             continue
         reasons = [c.describe() for c in failed] + carried
         if reasons:
@@ -125,9 +155,17 @@ def find_break_point(table: pd.DataFrame, slo: SLO, streaming: bool | None = Non
         row, reasons = broken[0]
         return {"found": True, **_point(row), "reasons": reasons, "not_enough_samples": thin}
     if thin:
-        return {"found": False, "reasons": [], "not_enough_samples": thin,
-                "reason": "not enough samples: " + "; ".join(thin) + " (a P95 needs 76, a P99 396)"}
-    return {"found": False, "reasons": [], "reason": "every phase met the SLO: the break point lies beyond the tested load"}
+        return {
+            "found": False,
+            "reasons": [],
+            "not_enough_samples": thin,
+            "reason": "not enough samples: " + "; ".join(thin) + " (a P95 needs 76, a P99 396)",
+        }
+    return {
+        "found": False,
+        "reasons": [],
+        "reason": "every phase met the SLO: the break point lies beyond the tested load",
+    }
 
 
 def _not_carried(row: pd.Series) -> list[str]:
@@ -179,37 +217,52 @@ def broke_with_time(table: pd.DataFrame, break_point: dict, slo: SLO, streaming:
     return None
 
 
-def safe_operating_point(table: pd.DataFrame, break_point: dict, best: dict | None = None,
-                         with_time: dict | None = None) -> dict:
+def safe_operating_point(
+    table: pd.DataFrame, break_point: dict, best: dict | None = None, with_time: dict | None = None
+) -> dict:
     """`best`: max_compliant_throughput(), the basis when the break point was not reached, or when it
     carried more than the break point did; `with_time`: broke_with_time(), which leaves no safe load."""
     if with_time:
         unit = "req/s offered" if level_column(table) == "target_rate" else "users"
-        return {"found": False, "none": True,
-                "reason": (f"none from this run: {break_point['label']} broke at {with_time['level']:g} {unit}, a "
-                           f"load {with_time['label']} met the SLO at, with no heavier load between: the service "
-                           "did not hold that load over time (a leak, a drift, or a load at its limit), so 60-70 % "
-                           "of it is not known to be safe either (see the bottleneck verdict)")}
+        return {
+            "found": False,
+            "none": True,
+            "reason": (
+                f"none from this run: {break_point['label']} broke at {with_time['level']:g} {unit}, a "
+                f"load {with_time['label']} met the SLO at, with no heavier load between: the service "
+                "did not hold that load over time (a leak, a drift, or a load at its limit), so 60-70 % "
+                "of it is not known to be safe either (see the bottleneck verdict)"
+            ),
+        }
     reason = "60-70 % of the break point"
     if break_point.get("found"):
         basis, lower_bound = break_point, False
         # carried more, as said (3 significant digits): a tie to that precision keeps the break point
         if best and best.get("found") and float(f"{best['rps'] or 0:.3g}") > float(f"{break_point['rps'] or 0:.3g}"):
             basis = best
-            reason = (f"60-70 % of the highest SLO-compliant throughput, {best['rps']:.3g} req/s: more than the "
-                      f"break point carried, {break_point['rps']:.3g} req/s")
+            reason = (
+                f"60-70 % of the highest SLO-compliant throughput, {best['rps']:.3g} req/s: more than the "
+                f"break point carried, {break_point['rps']:.3g} req/s"
+            )
     elif best and best.get("found"):
         basis, lower_bound = best, True
-        reason = ("60-70 % of the highest SLO-compliant throughput: the break point was not reached, "
-                  "so this is a lower bound")
+        reason = (
+            "60-70 % of the highest SLO-compliant throughput: the break point was not reached, so this is a lower bound"
+        )
     else:
         return {"found": False, "reason": "no phase met the SLO and none broke it"}
 
     if basis["rps"] is None or math.isnan(basis["rps"]):
         return {"found": False, "reason": "the basis phase has no throughput"}
     rps = [round(basis["rps"] * SAFE_LOW, 3), round(basis["rps"] * SAFE_HIGH, 3)]
-    return {"found": True, "rps": rps, "users": _users_at(table, rps), "basis_label": basis["label"],
-            "lower_bound": lower_bound, "reason": reason}
+    return {
+        "found": True,
+        "rps": rps,
+        "users": _users_at(table, rps),
+        "basis_label": basis["label"],
+        "lower_bound": lower_bound,
+        "reason": reason,
+    }
 
 
 def _users_at(table: pd.DataFrame, rps: list[float]) -> list[float] | None:

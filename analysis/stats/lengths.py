@@ -14,8 +14,18 @@ import pandas as pd
 from loadline.analysis.data.load import RunData
 from loadline.analysis.stats.phases import assign_phases
 
-LENGTH_COLUMNS = ("phase_index", "label", "requests", "counter", "prompt_asked_p50", "prompt_got_p50",
-                  "prompt_exact_share", "reply_asked_p50", "reply_got_p50", "reply_exact_share")
+LENGTH_COLUMNS = (
+    "phase_index",
+    "label",
+    "requests",
+    "counter",
+    "prompt_asked_p50",
+    "prompt_got_p50",
+    "prompt_exact_share",
+    "reply_asked_p50",
+    "reply_got_p50",
+    "reply_exact_share",
+)
 
 
 def _share_equal(asked: pd.Series, got: pd.Series) -> float:
@@ -31,8 +41,12 @@ def _median(values: pd.Series) -> float:
 def length_table(run: RunData) -> pd.DataFrame:
     """One row per phase with LENGTH_COLUMNS; empty when no record says what it asked for."""
     requests = run.requests
-    if not run.has_records or "prompt_tokens_requested" not in requests or \
-            requests["prompt_tokens_requested"].isna().all() and requests["output_tokens_requested"].isna().all():
+    if (
+        not run.has_records
+        or "prompt_tokens_requested" not in requests
+        or requests["prompt_tokens_requested"].isna().all()
+        and requests["output_tokens_requested"].isna().all()
+    ):
         return pd.DataFrame(columns=list(LENGTH_COLUMNS))
     where = assign_phases(run)
     rows = []
@@ -41,11 +55,18 @@ def length_table(run: RunData) -> pd.DataFrame:
         counters = sorted(c for c in ok["token_counter"].astype(str).unique() if c)
         prompt_asked, prompt_got = ok["prompt_tokens_requested"], ok["prompt_tokens"]
         reply_asked, reply_got = ok["output_tokens_requested"], ok["output_tokens"].astype(float)
-        rows.append({
-            "phase_index": position, "label": run.phases.iloc[position]["label"], "requests": len(ok),
-            "counter": "+".join(counters), "prompt_asked_p50": _median(prompt_asked),
-            "prompt_got_p50": _median(prompt_got), "prompt_exact_share": _share_equal(prompt_asked, prompt_got),
-            "reply_asked_p50": _median(reply_asked), "reply_got_p50": _median(reply_got[reply_asked.notna()]),
-            "reply_exact_share": _share_equal(reply_asked, reply_got),
-        })
+        rows.append(
+            {
+                "phase_index": position,
+                "label": run.phases.iloc[position]["label"],
+                "requests": len(ok),
+                "counter": "+".join(counters),
+                "prompt_asked_p50": _median(prompt_asked),
+                "prompt_got_p50": _median(prompt_got),
+                "prompt_exact_share": _share_equal(prompt_asked, prompt_got),
+                "reply_asked_p50": _median(reply_asked),
+                "reply_got_p50": _median(reply_got[reply_asked.notna()]),
+                "reply_exact_share": _share_equal(reply_asked, reply_got),
+            }
+        )
     return pd.DataFrame(rows, columns=list(LENGTH_COLUMNS))

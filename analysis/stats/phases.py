@@ -34,8 +34,22 @@ INVALID_REQUEST = ErrorClass.INVALID_REQUEST.value  # the tool's own refused req
 METRICS = ("e2e", "ttft", "tpot", "itl")
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("max", 100.0))
 PHASE_TABLE_COLUMNS = [
-    "phase_index", "label", "kind", "start_wall", "end_wall", "target_users", "users", "target_rate", "requests",
-    "ok", "errors", "cancelled", "error_rate", "rps", "output_tokens_per_s", "goodput_rps",
+    "phase_index",
+    "label",
+    "kind",
+    "start_wall",
+    "end_wall",
+    "target_users",
+    "users",
+    "target_rate",
+    "requests",
+    "ok",
+    "errors",
+    "cancelled",
+    "error_rate",
+    "rps",
+    "output_tokens_per_s",
+    "goodput_rps",
 ] + [f"{m}_{p}_ms" for m in METRICS for p, _ in PERCENTILES]
 _ITL_CHUNK_ROWS = 50_000  # bounds the joined string parsed at once (~15 MB at 300 B/row)
 
@@ -118,7 +132,9 @@ def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) 
     where = assign_phases(run) if where is None else where
     rows = run.requests[where == position]
     cut_tolerance = CUT_TOLERANCE_S * run.wall_second  # the tick is the generator's, on its wall clock
-    rows = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"]), cut_tolerance) & (rows["status"] == Status.OK)]
+    rows = rows[
+        uncensored(rows, float(run.phases.iloc[position]["end_wall"]), cut_tolerance) & (rows["status"] == Status.OK)
+    ]
     samples = {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
     samples["itl"] = pooled_itl_us(rows["itl_us"])  # int32 us: a quarter of the memory of float64 ms
     return samples
@@ -146,12 +162,20 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict
         meets &= ~(values > limit)  # a missing value (no TPOT for 1 token) is no miss
     row = {
         "phase_index": int(phase["index"]) if pd.notna(phase["index"]) else position,
-        "label": phase["label"], "kind": phase["kind"],
-        "start_wall": float(phase["start_wall"]), "end_wall": float(phase["end_wall"]),
+        "label": phase["label"],
+        "kind": phase["kind"],
+        "start_wall": float(phase["start_wall"]),
+        "end_wall": float(phase["end_wall"]),
         "target_users": float(phase["target_users"]) if pd.notna(phase["target_users"]) else float("nan"),
-        "users": _users(phase), "target_rate": _target_rate(phase), "requests": len(rows), "ok": ok, "errors": errors, "cancelled": cancelled,
+        "users": _users(phase),
+        "target_rate": _target_rate(phase),
+        "requests": len(rows),
+        "ok": ok,
+        "errors": errors,
+        "cancelled": cancelled,
         "error_rate": errors / (ok + errors) if ok + errors else float("nan"),
-        "rps": per_s(ok), "output_tokens_per_s": per_s(float(ok_rows["output_tokens"].sum())),
+        "rps": per_s(ok),
+        "output_tokens_per_s": per_s(float(ok_rows["output_tokens"].sum())),
         "goodput_rps": per_s(int(meets.sum())),
     }
     samples = phase_samples(run, position, where)
@@ -216,16 +240,24 @@ def locust_phase_table(run: RunData) -> pd.DataFrame:
         return pd.DataFrame([row], columns=PHASE_TABLE_COLUMNS)
     names = stats["Name"].astype(str)
     extra_metric = names.str.contains("TTFT|TPOT|ITL", case=False) | stats.get("Type", names).astype(str).str.contains(
-        "TTFT|TPOT|ITL", case=False)
+        "TTFT|TPOT|ITL", case=False
+    )
     requests_rows = stats[~extra_metric & (names != "Aggregated")]
     total = stats[names == "Aggregated"]
     counted = requests_rows if len(requests_rows) else total
+
     def number(column: str) -> float:
         return float(pd.to_numeric(counted[column], errors="coerce").sum()) if column in counted else 0.0
 
     requests, failures = number("Request Count"), number("Failure Count")
-    row.update(requests=requests, errors=failures, ok=requests - failures, cancelled=0,
-               error_rate=failures / requests if requests else np.nan, rps=number("Requests/s") - number("Failures/s"))
+    row.update(
+        requests=requests,
+        errors=failures,
+        ok=requests - failures,
+        cancelled=0,
+        error_rate=failures / requests if requests else np.nan,
+        rps=number("Requests/s") - number("Failures/s"),
+    )
     # percentiles cannot be merged across rows: one request row, else Locust's Aggregated row
     source = requests_rows.iloc[0] if len(requests_rows) == 1 else (total.iloc[0] if len(total) else None)
     if source is not None:

@@ -74,8 +74,9 @@ def describe_fault(fault: pd.Series) -> str:
     return f"{fault['method']} {fault['path']}{body} {fault['outcome']}{detail}"
 
 
-def find_events(phases: pd.DataFrame, faults: pd.DataFrame | None = None,
-                surge_factor: float = RecoveryRule.surge_factor) -> list[Event]:
+def find_events(
+    phases: pd.DataFrame, faults: pd.DataFrame | None = None, surge_factor: float = RecoveryRule.surge_factor
+) -> list[Event]:
     faults = empty_table(schema.FAULTS) if faults is None else faults
     sent_at = pd.to_numeric(faults["ts"], errors="coerce").to_numpy(dtype=float)
     events = []
@@ -91,7 +92,9 @@ def find_events(phases: pd.DataFrame, faults: pd.DataFrame | None = None,
         if factor is None and mine.empty:
             continue
         sent = mine.loc[mine["outcome"] == schema.FAULT_OK, "ts"].astype(float).tolist()
-        events.append(Event(position, factor, tuple(describe_fault(f) for _, f in mine.iterrows()), max([start, *sent])))
+        events.append(
+            Event(position, factor, tuple(describe_fault(f) for _, f in mine.iterrows()), max([start, *sent]))
+        )
     return events
 
 
@@ -101,14 +104,23 @@ def _level(rows: pd.DataFrame) -> dict[str, float]:
     ok = rows[(status == Status.OK).to_numpy()]
     errors = int((status == Status.ERROR).sum())
 
-    return {"requests": len(ok) + errors, "ok": len(ok), "errors": errors,
-            "error_rate": errors / (len(ok) + errors) if len(ok) + errors else math.nan,
-            "ttft_p95_ms": _p95(ok["ttft_ms"].to_numpy(dtype=float)),
-            "e2e_p95_ms": _p95(ok["e2e_ms"].to_numpy(dtype=float))}
+    return {
+        "requests": len(ok) + errors,
+        "ok": len(ok),
+        "errors": errors,
+        "error_rate": errors / (len(ok) + errors) if len(ok) + errors else math.nan,
+        "ttft_p95_ms": _p95(ok["ttft_ms"].to_numpy(dtype=float)),
+        "e2e_p95_ms": _p95(ok["e2e_ms"].to_numpy(dtype=float)),
+    }
 
 
-def windows(requests: pd.DataFrame, start_wall: float, end_wall: float,
-            window_s: float = RecoveryRule.window_s, min_samples: int = RecoveryRule.min_samples) -> pd.DataFrame:
+def windows(
+    requests: pd.DataFrame,
+    start_wall: float,
+    end_wall: float,
+    window_s: float = RecoveryRule.window_s,
+    min_samples: int = RecoveryRule.min_samples,
+) -> pd.DataFrame:
     """Per window of `window_s` model seconds from start_wall: t_s (model s from start), the window's
     own requests/ok/errors/error_rate, and rolling P95 TTFT/E2E in model ms over `samples` ok requests."""
     count = min(MAX_WINDOWS, max(0, math.ceil((end_wall - start_wall) / window_s - 1e-9)))
@@ -131,12 +143,21 @@ def windows(requests: pd.DataFrame, start_wall: float, end_wall: float,
             first -= 1
         span = slice(edges[first], high)
         ok, errors = int(ok_mask[low:high].sum()), int(error_edges[n + 1] - error_edges[n])
-        out.append({"t_s": n * window_s, "requests": ok + errors, "ok": ok, "errors": errors,
-                    "error_rate": errors / (ok + errors) if ok + errors else math.nan,
-                    "samples": int(ok_before[high] - ok_before[edges[first]]),
-                    "ttft_p95_ms": _p95(ttft[span][ok_mask[span]]), "e2e_p95_ms": _p95(e2e[span][ok_mask[span]])})
-    return pd.DataFrame(out, columns=["t_s", "requests", "ok", "errors", "error_rate", "samples",
-                                      "ttft_p95_ms", "e2e_p95_ms"])
+        out.append(
+            {
+                "t_s": n * window_s,
+                "requests": ok + errors,
+                "ok": ok,
+                "errors": errors,
+                "error_rate": errors / (ok + errors) if ok + errors else math.nan,
+                "samples": int(ok_before[high] - ok_before[edges[first]]),
+                "ttft_p95_ms": _p95(ttft[span][ok_mask[span]]),
+                "e2e_p95_ms": _p95(e2e[span][ok_mask[span]]),
+            }
+        )
+    return pd.DataFrame(
+        out, columns=["t_s", "requests", "ok", "errors", "error_rate", "samples", "ttft_p95_ms", "e2e_p95_ms"]
+    )
 
 
 def _p95(values: np.ndarray) -> float:
@@ -144,17 +165,24 @@ def _p95(values: np.ndarray) -> float:
     return float(np.percentile(values, 95)) if values.size else math.nan
 
 
-def limits(baseline: dict, slo_ttft_p95_ms: float | None, slo_e2e_p95_ms: float | None,
-           factor: float = RecoveryRule.latency_factor) -> dict[str, float]:
+def limits(
+    baseline: dict,
+    slo_ttft_p95_ms: float | None,
+    slo_e2e_p95_ms: float | None,
+    factor: float = RecoveryRule.latency_factor,
+) -> dict[str, float]:
     """What counts as "back to normal" (NaN = that metric is not judged)."""
+
     def loosest(base: float, slo: float | None) -> float:
         options = [v for v in (base * factor, slo) if v is not None and not math.isnan(v)]
         return max(options) if options else math.nan
 
     rate = baseline.get("error_rate", math.nan)
-    return {"ttft_p95_ms": loosest(baseline["ttft_p95_ms"], slo_ttft_p95_ms),
-            "e2e_p95_ms": loosest(baseline["e2e_p95_ms"], slo_e2e_p95_ms),
-            "error_rate": 0.0 if math.isnan(rate) else rate}
+    return {
+        "ttft_p95_ms": loosest(baseline["ttft_p95_ms"], slo_ttft_p95_ms),
+        "e2e_p95_ms": loosest(baseline["e2e_p95_ms"], slo_e2e_p95_ms),
+        "error_rate": 0.0 if math.isnan(rate) else rate,
+    }
 
 
 def healthy(table: pd.DataFrame, limit: dict[str, float]) -> np.ndarray:
@@ -197,9 +225,14 @@ def _int_or_none(value) -> int | None:
     return None if value is None or pd.isna(value) else int(value)
 
 
-def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event,
-                   slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
-                   rule: RecoveryRule = RecoveryRule()) -> dict:
+def event_recovery(
+    requests: pd.DataFrame,
+    phases: pd.DataFrame,
+    event: Event,
+    slo_ttft_p95_ms: float | None = None,
+    slo_e2e_p95_ms: float | None = None,
+    rule: RecoveryRule = RecoveryRule(),
+) -> dict:
     """The recovery entry of one event (see the module docstring); times in model seconds."""
     phase = phases.iloc[event.position]
     start, end = float(phase["start_wall"]), float(phase["end_wall"])
@@ -214,8 +247,10 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event,
         before = phases.iloc[event.position - 1]
         low, high = float(before["start_wall"]), float(before["end_wall"])
         # the healthy level: what finished before the disturbance, so its casualties don't raise the bar
-        baseline = {"phase": str(before["label"]),
-                    **_level(requests[(starts >= low) & (starts < high) & (ends < disturbance)])}
+        baseline = {
+            "phase": str(before["label"]),
+            **_level(requests[(starts >= low) & (starts < high) & (ends < disturbance)]),
+        }
     limit = limits(baseline, slo_ttft_p95_ms, slo_e2e_p95_ms, rule.latency_factor)
     after = windows(requests, event.disturbance_wall, end, rule.window_s, rule.min_samples)
     good = healthy(after, limit)
@@ -223,23 +258,31 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event,
     impact, found = recovery_window(good, hold)
     _, back_to_baseline = recovery_window(healthy(after, limits(baseline, None, None, rule.latency_factor)), hold)
     whole = windows(requests, start, end, rule.window_s, rule.min_samples)
-    peak = {c: float(whole[c].max()) if whole[c].notna().any() else math.nan
-            for c in ("ttft_p95_ms", "e2e_p95_ms", "error_rate")}
+    peak = {
+        c: float(whole[c].max()) if whole[c].notna().any() else math.nan
+        for c in ("ttft_p95_ms", "e2e_p95_ms", "error_rate")
+    }
     what = [f"surge x{event.surge_factor:g}"] if event.surge_factor else []
     what += ["fault"] if event.faults else []
     return {
-        "event": " + ".join(what), "phase": str(phase["label"]), "phase_index": event.position,
+        "event": " + ".join(what),
+        "phase": str(phase["label"]),
+        "phase_index": event.position,
         "users_from": _int_or_none(phases.iloc[event.position - 1]["target_users"]) if event.position > 0 else None,
-        "users_to": _int_or_none(phase["target_users"]), "faults": list(event.faults),
+        "users_to": _int_or_none(phase["target_users"]),
+        "faults": list(event.faults),
         "disturbance_at_s": round(event.disturbance_wall - start, 3),
         "phase_s": round(end - start, 3),
-        "baseline": _rounded(baseline), "limits": _rounded(limit), "peak": _rounded(peak),
+        "baseline": _rounded(baseline),
+        "limits": _rounded(limit),
+        "peak": _rounded(peak),
         "recovered": found is not None,
         "impact_s": None if impact is None else impact * rule.window_s,
         "recovery_s": None if found is None else found * rule.window_s,
         "relapse_s": None if found is None else int((~good[found:]).sum()) * rule.window_s,
         "baseline_recovery_s": None if back_to_baseline is None else back_to_baseline * rule.window_s,
-        "window_s": rule.window_s, "hold_s": rule.hold_s,
+        "window_s": rule.window_s,
+        "hold_s": rule.hold_s,
         "requests": int((in_phase["status"].astype(str) != Status.CANCELLED).sum()),
         "failed": int((in_phase["status"].astype(str) == Status.ERROR).sum()),
         "errors_by_class": _errors_by_class(in_phase),
@@ -247,17 +290,24 @@ def event_recovery(requests: pd.DataFrame, phases: pd.DataFrame, event: Event,
     }
 
 
-def recovery(requests: pd.DataFrame, phases: pd.DataFrame,
-             slo_ttft_p95_ms: float | None = None, slo_e2e_p95_ms: float | None = None,
-             rule: RecoveryRule = RecoveryRule(), faults: pd.DataFrame | None = None) -> list[dict]:
+def recovery(
+    requests: pd.DataFrame,
+    phases: pd.DataFrame,
+    slo_ttft_p95_ms: float | None = None,
+    slo_e2e_p95_ms: float | None = None,
+    rule: RecoveryRule = RecoveryRule(),
+    faults: pd.DataFrame | None = None,
+) -> list[dict]:
     """One entry per surge or fault event of the run (see the module docstring); [] when none.
 
     `faults`: the run's faults.csv (loadline.analysis.data.load.RunData.faults); None = no fault actions."""
     if requests.empty or phases.empty or phases["end_wall"].isna().all():
         return []
     phases = phases[phases["end_wall"].notna()].reset_index(drop=True)
-    return [event_recovery(requests, phases, event, slo_ttft_p95_ms, slo_e2e_p95_ms, rule)
-            for event in find_events(phases, faults, rule.surge_factor)]
+    return [
+        event_recovery(requests, phases, event, slo_ttft_p95_ms, slo_e2e_p95_ms, rule)
+        for event in find_events(phases, faults, rule.surge_factor)
+    ]
 
 
 def from_run(run: RunData, slo: SLO) -> list[dict]:

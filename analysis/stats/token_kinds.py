@@ -50,7 +50,9 @@ def phase_values(ok_rows: pd.DataFrame, timed_rows: pd.DataFrame, columns: tuple
         p95, p99 = np.percentile(ttfo, [95.0, 99.0]) if ttfo.size else (np.nan, np.nan)
         values.update({TTFO[0]: float(p95), TTFO[1]: float(p99)})
     if REASONING_SHARE in columns:
-        values[REASONING_SHARE] = _share(_column(ok_rows, "reasoning_tokens").fillna(0), _column(ok_rows, "output_tokens"))
+        values[REASONING_SHARE] = _share(
+            _column(ok_rows, "reasoning_tokens").fillna(0), _column(ok_rows, "output_tokens")
+        )
     if CACHE_HIT_SHARE in columns:
         cached = _column(ok_rows, "cached_tokens")
         reported = cached.notna()

@@ -17,8 +17,20 @@ from typing import Any
 
 from loadline.analysis.verdict import capacity
 from loadline.analysis.verdict.ending import STOPPED, ending
-from loadline.core.answer import (Answer, Evidence, Layer, Load, Point, Replicas, SafePoint, SloSource, Status,
-                                  TimeSplit, Trust, exit_code)
+from loadline.core.answer import (
+    Answer,
+    Evidence,
+    Layer,
+    Load,
+    Point,
+    Replicas,
+    SafePoint,
+    SloSource,
+    Status,
+    TimeSplit,
+    Trust,
+    exit_code,
+)
 from loadline.core.slo import SLO
 
 TOP_EVIDENCE = 3
@@ -33,8 +45,12 @@ def _num(value: Any) -> float | None:
 
 
 def load_of(point: dict[str, Any]) -> Load:
-    return Load(users=_num(point.get("users")), rps=_num(point.get("rps")), offered_rps=_num(point.get("target_rate")),
-                phase=str(point["label"]) if point.get("label") is not None else None)
+    return Load(
+        users=_num(point.get("users")),
+        rps=_num(point.get("rps")),
+        offered_rps=_num(point.get("target_rate")),
+        phase=str(point["label"]) if point.get("label") is not None else None,
+    )
 
 
 def point_of(point: dict[str, Any] | None) -> Point:
@@ -60,8 +76,15 @@ def _first_failure(criteria: list[dict[str, Any]]) -> str:
     for c in criteria:
         if c.get("passed") is False:
             measured = c.get("measured")
-            shown = "-" if measured is None else (f"{measured:.2%}" if c.get("unit") == "fraction"
-                                                  else f"{measured:,.0f} {c.get('unit') or ''}".strip())
+            shown = (
+                "-"
+                if measured is None
+                else (
+                    f"{measured:.2%}"
+                    if c.get("unit") == "fraction"
+                    else f"{measured:,.0f} {c.get('unit') or ''}".strip()
+                )
+            )
             return f"{c['name']} {shown} (limit {c['threshold']}) in {c.get('where') or 'the run'}"
     return ""
 
@@ -93,13 +116,17 @@ def _sweep_status(sweep: Point, slo: SLO) -> tuple[Status, str]:
         return Status.FAIL, f"the rate sweep found no SLO-compliant rate ({sweep.reason})"
     rate = sweep.load.offered_rps
     if slo.target_qps is None:
-        return Status.PASS, (f"the rate sweep found {rate:.3g} req/s SLO-compliant (judged on its answer: the "
-                             "SLO sets no target_qps, so any compliant rate passes)")
+        return Status.PASS, (
+            f"the rate sweep found {rate:.3g} req/s SLO-compliant (judged on its answer: the "
+            "SLO sets no target_qps, so any compliant rate passes)"
+        )
     need = slo.target_qps * slo.safety_factor
     verb = "meets" if rate >= need else "falls short of"
-    return (Status.PASS if rate >= need else Status.FAIL,
-            f"the rate sweep's answer, {rate:.3g} req/s, {verb} the target {slo.target_qps:g} x "
-            f"{slo.safety_factor:g} = {need:.3g} req/s (a sweep is judged on its answer)")
+    return (
+        Status.PASS if rate >= need else Status.FAIL,
+        f"the rate sweep's answer, {rate:.3g} req/s, {verb} the target {slo.target_qps:g} x "
+        f"{slo.safety_factor:g} = {need:.3g} req/s (a sweep is judged on its answer)",
+    )
 
 
 # --- trust --------------------------------------------------------------------------------------
@@ -123,26 +150,43 @@ def safe_of(safe: dict[str, Any], best: Point) -> SafePoint:
     reason = str(safe.get("reason") or "")
     ceiling = best.load.rps if best.found and best.load is not None else None
     if ceiling is None:
-        return SafePoint(False, reason=(f"no tested load met the SLO: {reason} would be {low:.3g}-{high:.3g} req/s, "
-                                        "untested"))
+        return SafePoint(
+            False, reason=(f"no tested load met the SLO: {reason} would be {low:.3g}-{high:.3g} req/s, untested")
+        )
     if high <= ceiling:
-        return SafePoint(True, (low, high), users, str(safe.get("basis_label") or ""), bool(safe.get("lower_bound")),
-                         None, reason)
+        return SafePoint(
+            True, (low, high), users, str(safe.get("basis_label") or ""), bool(safe.get("lower_bound")), None, reason
+        )
     # the 60-70 % band reaches above every load that met the SLO: what lies above was not tested
     clamped_low = min(low, ceiling)
     users_range = None
     if users and best.load is not None and best.load.users is not None:
         users_range = (min(users[0], best.load.users), min(users[1], best.load.users))
     where = best.load.phase if best.load and best.load.phase else "-"
-    between = (f"{reason} would be {low:.3g}-{high:.3g} req/s, above the highest load that met the SLO, "
-               f"{ceiling:.3g} req/s ({where}): not tested; a step between that load and the break point would say")
+    between = (
+        f"{reason} would be {low:.3g}-{high:.3g} req/s, above the highest load that met the SLO, "
+        f"{ceiling:.3g} req/s ({where}): not tested; a step between that load and the break point would say"
+    )
     if low >= ceiling:
-        return SafePoint(True, (ceiling, ceiling), users_range, str(safe.get("basis_label") or ""),
-                         bool(safe.get("lower_bound")), ceiling, between)
-    return SafePoint(True, (clamped_low, ceiling), users_range, str(safe.get("basis_label") or ""),
-                     bool(safe.get("lower_bound")), ceiling,
-                     f"{reason}, capped at {ceiling:.3g} req/s: the highest load that met the SLO ({where}); "
-                     f"{ceiling:.3g}-{high:.3g} req/s was not tested")
+        return SafePoint(
+            True,
+            (ceiling, ceiling),
+            users_range,
+            str(safe.get("basis_label") or ""),
+            bool(safe.get("lower_bound")),
+            ceiling,
+            between,
+        )
+    return SafePoint(
+        True,
+        (clamped_low, ceiling),
+        users_range,
+        str(safe.get("basis_label") or ""),
+        bool(safe.get("lower_bound")),
+        ceiling,
+        f"{reason}, capped at {ceiling:.3g} req/s: the highest load that met the SLO ({where}); "
+        f"{ceiling:.3g}-{high:.3g} req/s was not tested",
+    )
 
 
 # --- layer, time split, replicas -------------------------------------------------------------------
@@ -159,12 +203,19 @@ def layer_of(bottleneck: dict[str, Any]) -> Layer:
     if not name:
         reason = "; ".join(bottleneck.get("not_judged") or []) or str(bottleneck.get("error") or "no verdict")
         return Layer(None, not_judged=reason)
-    evidence = tuple(Evidence(str(e["signal"]), str(e["measured"]), str(e["threshold"]))
-                     for e in (bottleneck.get("measured") or [])[:TOP_EVIDENCE])
+    evidence = tuple(
+        Evidence(str(e["signal"]), str(e["measured"]), str(e["threshold"]))
+        for e in (bottleneck.get("measured") or [])[:TOP_EVIDENCE]
+    )
     if not evidence:  # headroom, unidentified: their evidence is said in words
         evidence = tuple(Evidence(str(line), "", "") for line in (bottleneck.get("evidence") or [])[:TOP_EVIDENCE])
-    return Layer(name, bottleneck.get("confidence"), str(bottleneck.get("sentence") or ""), evidence,
-                 tuple(str(a) for a in bottleneck.get("actions") or []))
+    return Layer(
+        name,
+        bottleneck.get("confidence"),
+        str(bottleneck.get("sentence") or ""),
+        evidence,
+        tuple(str(a) for a in bottleneck.get("actions") or []),
+    )
 
 
 def time_split_of(split: dict[str, Any]) -> TimeSplit:
@@ -173,8 +224,10 @@ def time_split_of(split: dict[str, Any]) -> TimeSplit:
     share = _num(part.get("outside_share"))
     caveat = str(split.get("caveat") or "")
     if share is not None and share < 0:
-        caveat = caveat or (f"outside-engine share measured {share:.1%}: below zero, within the error of comparing "
-                            "client and engine clocks; read it as about zero")
+        caveat = caveat or (
+            f"outside-engine share measured {share:.1%}: below zero, within the error of comparing "
+            "client and engine clocks; read it as about zero"
+        )
         share = 0.0
     return TimeSplit(None if share is None else min(share, 1.0), str(split.get("sentence") or ""), caveat)
 
@@ -185,22 +238,37 @@ def per_replica_of(best: Point, plan: dict[str, Any]) -> tuple[float | None, str
         return None, "no load met the SLO"
     replicas = int(plan.get("replicas_in_run") or 1)
     how = str(plan.get("replicas_how") or "assumed")
-    return best.load.rps / replicas, f"the max SLO-compliant load, {best.load.rps:.3g} req/s, / {replicas} replica(s) ({how})"
+    return (
+        best.load.rps / replicas,
+        f"the max SLO-compliant load, {best.load.rps:.3g} req/s, / {replicas} replica(s) ({how})",
+    )
 
 
 def replicas_of(target: float | None, per_replica: float | None, basis: str) -> Replicas | None:
     if not target or not per_replica:
         return None
     plan = capacity.plan(target, per_replica)
-    return Replicas(float(target), round(per_replica, 4), int(plan["replicas"]), int(plan["serving_replicas"]),
-                    int(plan["spares"]), basis, tuple(plan["steps"]))
+    return Replicas(
+        float(target),
+        round(per_replica, 4),
+        int(plan["replicas"]),
+        int(plan["serving_replicas"]),
+        int(plan["spares"]),
+        basis,
+        tuple(plan["steps"]),
+    )
 
 
 def sweep_best(sweep: Point, phases: list[dict[str, Any]]) -> Point:
     """The probe the sweep's answer names, as the max compliant load: a sweep's judge decided it."""
     rate = sweep.load.offered_rps if sweep.load else None
-    probes = [p for p in phases if _num(p.get("target_rate")) is not None and rate is not None
-              and abs(float(p["target_rate"]) - rate) <= 1e-6 * max(1.0, rate)]
+    probes = [
+        p
+        for p in phases
+        if _num(p.get("target_rate")) is not None
+        and rate is not None
+        and abs(float(p["target_rate"]) - rate) <= 1e-6 * max(1.0, rate)
+    ]
     if not probes:
         return Point(True, Load(offered_rps=rate, rps=rate), "the rate sweep's answer")
     probe = probes[-1]
@@ -211,8 +279,15 @@ def sweep_safe(best: Point) -> SafePoint:
     rps = best.load.rps if best.load else None
     if not rps or best.load is None:
         return SafePoint(False, reason="the sweep's answer has no completed rate")
-    return SafePoint(True, (round(rps * 0.6, 3), round(rps * 0.7, 3)), None, best.load.phase or "",
-                     False, None, "60-70 % of the rate sweep's answer (the highest rate that met the SLO)")
+    return SafePoint(
+        True,
+        (round(rps * 0.6, 3), round(rps * 0.7, 3)),
+        None,
+        best.load.phase or "",
+        False,
+        None,
+        "60-70 % of the rate sweep's answer (the highest rate that met the SLO)",
+    )
 
 
 def next_steps(status: Status, trust: Trust, layer: Layer, verdict: dict[str, Any]) -> tuple[str, ...]:
@@ -244,9 +319,21 @@ def compute(verdict: dict[str, Any], slo: SLO, slo_source: SloSource, untrusted_
     per_replica, basis = per_replica_of(best, plan) if status is not Status.UNUSABLE else (None, "unusable run")
     target = slo.target_qps or capacity.target_of(manifest)
     return Answer(
-        status=status, trust=trust, exit_code=exit_code(status, trust), reason=reason, slo=slo_source,
-        max_compliant=best, knee=point_of(verdict.get("knee")), break_point=point_of(verdict.get("break_point")),
-        safe=safe, layer=layer, time_split=time_split_of(verdict.get("time_split") or {}),
-        per_replica_rps=None if per_replica is None else round(per_replica, 4), per_replica_basis=basis,
-        sweep=sweep, replicas=replicas_of(target, per_replica, basis), trust_reasons=reasons,
-        next_steps=next_steps(status, trust, layer, verdict))
+        status=status,
+        trust=trust,
+        exit_code=exit_code(status, trust),
+        reason=reason,
+        slo=slo_source,
+        max_compliant=best,
+        knee=point_of(verdict.get("knee")),
+        break_point=point_of(verdict.get("break_point")),
+        safe=safe,
+        layer=layer,
+        time_split=time_split_of(verdict.get("time_split") or {}),
+        per_replica_rps=None if per_replica is None else round(per_replica, 4),
+        per_replica_basis=basis,
+        sweep=sweep,
+        replicas=replicas_of(target, per_replica, basis),
+        trust_reasons=reasons,
+        next_steps=next_steps(status, trust, layer, verdict),
+    )

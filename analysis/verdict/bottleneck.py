@@ -30,8 +30,18 @@ from loadline.analysis.verdict.timesplit import phase_split
 from loadline.core.judge import format_value
 from loadline.core.records import ErrorClass, Status
 
-LAYERS = ("gpu-compute", "kv-cache", "memory-leak", "scheduler", "host-cpu", "gateway", "outside-engine",
-          "load-generator", "unidentified", "headroom")
+LAYERS = (
+    "gpu-compute",
+    "kv-cache",
+    "memory-leak",
+    "scheduler",
+    "host-cpu",
+    "gateway",
+    "outside-engine",
+    "load-generator",
+    "unidentified",
+    "headroom",
+)
 CONFIDENCE = ("low", "medium", "high")
 MAX_REASONS = 4  # limit reasons quoted; the windows that showed one are all listed in limit.windows
 
@@ -39,11 +49,18 @@ MAX_REASONS = 4  # limit reasons quoted; the windows that showed one are all lis
 def _slo_reason(c: dict) -> str:
     measured = c.get("measured")
     value = format_value(measured, c.get("unit", "ms")) if isinstance(measured, (int, float)) else str(measured)
-    return f"SLO criterion failed: {c.get('name')} {value} (limit {c.get('threshold')}) in {c.get('where') or 'the run'}"
+    return (
+        f"SLO criterion failed: {c.get('name')} {value} (limit {c.get('threshold')}) in {c.get('where') or 'the run'}"
+    )
 
 
-def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | None = None,
-          slo_failures: list[dict] | None = None, measurement_floor_ms: float | None = None) -> dict:
+def judge(
+    run: Any,
+    phase_table: pd.DataFrame | None,
+    thresholds: Thresholds | None = None,
+    slo_failures: list[dict] | None = None,
+    measurement_floor_ms: float | None = None,
+) -> dict:
     """Verdict dict: layer, confidence, margin, sentence, evidence, actions, secondary, not_judged, limit, window."""
     ctx = build_context(run, phase_table, thresholds, slo_failures, measurement_floor_ms)
     readings = {id(w): read(ctx, w) for w in ctx.windows}
@@ -53,8 +70,11 @@ def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | N
     window_findings = [rule(ctx, readings[id(w)], base) for w in judged for rule in WINDOW_RULES] if base else []
     run_findings = [load_generator(ctx), memory_leak(ctx), gateway(ctx)]
     findings = run_findings + window_findings
-    probe = findings if judged or not ctx.windows or base is None else findings + [
-        rule(ctx, readings[id(w)], base) for w in ctx.windows[-1:] for rule in WINDOW_RULES]  # what could not be judged
+    probe = (
+        findings
+        if judged or not ctx.windows or base is None
+        else findings + [rule(ctx, readings[id(w)], base) for w in ctx.windows[-1:] for rule in WINDOW_RULES]
+    )  # what could not be judged
     not_judged = list(dict.fromkeys(f.unjudged for f in probe if f.unjudged))
     reasons = [_slo_reason(c) for c in ctx.slo_failures]
     seen = [line for w in limited for line in w.limits + readings[id(w)].saturation]
@@ -92,11 +112,19 @@ def judge(run: Any, phase_table: pd.DataFrame | None, thresholds: Thresholds | N
         "actions": list(primary.actions),
         "secondary": secondary,
         "not_judged": not_judged,
-        "limit": {"reached": bool(reasons), "phase": first.label if first else None, "reasons": list(dict.fromkeys(reasons)),
-                  "windows": [w.label for w in limited]},
-        "window": {"label": window.label if window else "the run", "kind": window.kind if window else "run",
-                   "start_wall": window.start if window else ctx.span[0], "end_wall": window.end if window else ctx.span[1],
-                   "phases": window.label if window else _describe(ctx.windows)},
+        "limit": {
+            "reached": bool(reasons),
+            "phase": first.label if first else None,
+            "reasons": list(dict.fromkeys(reasons)),
+            "windows": [w.label for w in limited],
+        },
+        "window": {
+            "label": window.label if window else "the run",
+            "kind": window.kind if window else "run",
+            "start_wall": window.start if window else ctx.span[0],
+            "end_wall": window.end if window else ctx.span[1],
+            "phases": window.label if window else _describe(ctx.windows),
+        },
     }
 
 
@@ -116,8 +144,9 @@ def _load(f: Finding, readings: dict[int, Reading]) -> tuple[float, float]:
     return (f.window.users, r.in_engine() if r else 0.0)
 
 
-def _primary(fired: list[Finding], readings: dict[int, Reading], th: Thresholds,
-             shared_host: bool = False) -> Finding | None:
+def _primary(
+    fired: list[Finding], readings: dict[int, Reading], th: Thresholds, shared_host: bool = False
+) -> Finding | None:
     by_layer = {f.layer: f for f in fired}
     if "load-generator" in by_layer:
         # a starved generator makes the client's timings suspect, so it outranks every layer proven
@@ -133,7 +162,8 @@ def _primary(fired: list[Finding], readings: dict[int, Reading], th: Thresholds,
                 layers = ", ".join(dict.fromkeys(f.layer for f in stretched))
                 generator.evidence.append(
                     f"not counted against it: {layers} (the engine ran on this host, whose cores the "
-                    "generator saturated: its step times and the host's CPU are stretched by the generator too)")
+                    "generator saturated: its step times and the host's CPU are stretched by the generator too)"
+                )
             return generator
     # a proven leak (idle residue, OOM restart, floor rising at constant load) explains a full pool
     if "memory-leak" in by_layer and by_layer["memory-leak"] in fired:
@@ -181,8 +211,10 @@ def _confidence(ctx: Context, f: Finding, fired: list[Finding]) -> tuple[str, li
     if f.weak:
         notes.append(f"confidence at most {CONFIDENCE[level]}: " + "; ".join(f.weak))
     if f.layer != "load-generator" and any(x.layer == "load-generator" for x in fired):
-        notes.append("the load generator was saturated too: client timings are suspect, but this layer is proven "
-                     "by the engine's own metrics")
+        notes.append(
+            "the load generator was saturated too: client timings are suspect, but this layer is proven "
+            "by the engine's own metrics"
+        )
     return CONFIDENCE[level], notes
 
 
@@ -203,7 +235,8 @@ def _headroom(ctx: Context) -> Finding:
         f.evidence.append(
             f"no SLO criterion failed and no limit showed up to {heaviest.label}: no engine queue or KV saturation, "
             f"latency within {ctx.th.latency_rise:g}x of {ctx.baseline.label if ctx.baseline else 'the baseline'}, "
-            f"errors below {ctx.th.error_rate:.0%}" + (f", {rps:.2f} req/s" if rps else ""))
+            f"errors below {ctx.th.error_rate:.0%}" + (f", {rps:.2f} req/s" if rps else "")
+        )
     else:
         f.evidence.append("no phase with traffic: nothing was loaded, so no limit was seen")
     f.actions = ["raise the load (more users or a higher step) until a limit shows, to find the real capacity"]
@@ -213,19 +246,27 @@ def _headroom(ctx: Context) -> Finding:
 # What a failure class (loadline/core/records.py ErrorClass says what each means) points at, when no
 # layer's metrics explain the limit.
 FAILURE_HINTS = {
-    ErrorClass.TRUNCATED: ("streams ended in order but without a finish_reason: the server or a proxy stopped them "
-                  "(llama-cpp-python's server does this to the stream in flight when a new request arrives, "
-                  "interrupt_requests=true)",
-                  "check the server's concurrency and request-interruption settings and the proxy's stream timeouts"),
-    ErrorClass.NOT_EVENT_STREAM: ("2xx replies that were not event streams (a login page, a proxy's page)",
-                         "check the URL, auth and what answers in front of the engine"),
+    ErrorClass.TRUNCATED: (
+        "streams ended in order but without a finish_reason: the server or a proxy stopped them "
+        "(llama-cpp-python's server does this to the stream in flight when a new request arrives, "
+        "interrupt_requests=true)",
+        "check the server's concurrency and request-interruption settings and the proxy's stream timeouts",
+    ),
+    ErrorClass.NOT_EVENT_STREAM: (
+        "2xx replies that were not event streams (a login page, a proxy's page)",
+        "check the URL, auth and what answers in front of the engine",
+    ),
     ErrorClass.MALFORMED: ("event streams whose events were not OpenAI chunks", "check what answers on the route"),
-    ErrorClass.STREAM_ERROR: ("error objects inside the stream (the engine aborted generation)",
-                     "read the server's log for the aborted requests"),
+    ErrorClass.STREAM_ERROR: (
+        "error objects inside the stream (the engine aborted generation)",
+        "read the server's log for the aborted requests",
+    ),
     ErrorClass.TIMEOUT: ("client timeouts", "compare the client's timeouts with the longest replies"),
-    ErrorClass.INVALID_REQUEST: ("requests the server refused as invalid (over its context, a bad parameter): the "
-                                 "load tool's own, not the service's failures",
-                                 "see 'Is this run valid?': size prompts in the server's tokens within its context"),
+    ErrorClass.INVALID_REQUEST: (
+        "requests the server refused as invalid (over its context, a bad parameter): the "
+        "load tool's own, not the service's failures",
+        "see 'Is this run valid?': size prompts in the server's tokens within its context",
+    ),
 }
 
 
@@ -286,12 +327,15 @@ def _unexplained(ctx: Context, window_findings: list[Finding], reasons: list[str
     if best is not None:
         held = sum(c.held for c in best.checks if c.measured)
         total = sum(c.measured for c in best.checks)
-        best.evidence.insert(0, f"no layer's defining signals all held; closest match ({held} of {total} signals), "
-                                f"low confidence")
+        best.evidence.insert(
+            0, f"no layer's defining signals all held; closest match ({held} of {total} signals), low confidence"
+        )
         return best
     f = Finding("unidentified")
-    f.evidence = ["a limit was reached (" + reasons[0] + ") but no measured layer explains it: the engine's, GPU's and "
-                  "host's metrics show no saturation, or were not scraped"]
+    f.evidence = [
+        "a limit was reached (" + reasons[0] + ") but no measured layer explains it: the engine's, GPU's and "
+        "host's metrics show no saturation, or were not scraped"
+    ]
     mix, actions = _failure_mix(ctx)
     if mix:
         f.evidence.append(mix)
@@ -305,7 +349,11 @@ def _unexplained(ctx: Context, window_findings: list[Finding], reasons: list[str
 
 
 # What to scrape when a layer could not be judged: one concept stands for each exporter
-SCRAPES = (("running", "the engine's /metrics"), ("gpu_util", "the DCGM exporter"), ("host_cpu_seconds", "node_exporter"))
+SCRAPES = (
+    ("running", "the engine's /metrics"),
+    ("gpu_util", "the DCGM exporter"),
+    ("host_cpu_seconds", "node_exporter"),
+)
 
 
 def _lightest_load(ctx: Context) -> tuple[str, list[str]]:
@@ -319,17 +367,29 @@ def _lightest_load(ctx: Context) -> tuple[str, list[str]]:
     base = next((w for w in ctx.windows if w.label in named and w.users == min(levels)), None)
     if base is None:
         return "", []
-    line = (f"the SLO failed already at the lightest load ({base.label}, {base.users:g} user"
-            f"{'' if base.users == 1 else 's'}): with nothing to "
-            f"contend with, that is each request's own latency, not a capacity limit")
+    line = (
+        f"the SLO failed already at the lightest load ({base.label}, {base.users:g} user"
+        f"{'' if base.users == 1 else 's'}): with nothing to "
+        f"contend with, that is each request's own latency, not a capacity limit"
+    )
     split = phase_split(ctx.requests_in(*ctx.span), ctx.signals, base.start, base.end)["ttft"]
     if split:
-        parts = [f"{name} {split[key]:,.0f} ms" for name, key in (("outside the engine", "outside_ms"), ("queue", "queue_ms"),
-                 ("prefill", "prefill_ms"), ("engine other", "engine_other_ms")) if split.get(key) is not None]
+        parts = [
+            f"{name} {split[key]:,.0f} ms"
+            for name, key in (
+                ("outside the engine", "outside_ms"),
+                ("queue", "queue_ms"),
+                ("prefill", "prefill_ms"),
+                ("engine other", "engine_other_ms"),
+            )
+            if split.get(key) is not None
+        ]
         line += f"; client TTFT mean {split['client_ms']:,.0f} ms there (model time) = " + " + ".join(parts)
-    return line, ["compare one request's latency with the SLO: a long prefill (shorter prompts, prefix caching, "
-                  "a faster GPU, more tensor parallelism, a smaller or quantised model) or a slow hop in front "
-                  "of the engine; or set an SLO this model can meet, then step the load again"]
+    return line, [
+        "compare one request's latency with the SLO: a long prefill (shorter prompts, prefix caching, "
+        "a faster GPU, more tensor parallelism, a smaller or quantised model) or a slow hop in front "
+        "of the engine; or set an SLO this model can meet, then step the load again"
+    ]
 
 
 def _describe(windows: list[Window]) -> str:

@@ -50,8 +50,14 @@ def scaled_capacity(per_replica_qps: float, replicas: int, efficiency: float = A
     return per_replica_qps * (1 + (replicas - 1) * efficiency)
 
 
-def plan(target_qps: float, per_replica_qps: float, margin: float = MARGIN, spares: int = SPARES,
-         efficiency: float = ADDED_REPLICA_EFFICIENCY, forecast_qps: float | None = None) -> dict:
+def plan(
+    target_qps: float,
+    per_replica_qps: float,
+    margin: float = MARGIN,
+    spares: int = SPARES,
+    efficiency: float = ADDED_REPLICA_EFFICIENCY,
+    forecast_qps: float | None = None,
+) -> dict:
     """Replicas for `target_qps`, with the steps shown, the efficiency check and water levels."""
     if target_qps <= 0 or per_replica_qps <= 0:
         raise ValueError("target and per-replica throughput must be > 0")
@@ -61,17 +67,24 @@ def plan(target_qps: float, per_replica_qps: float, margin: float = MARGIN, spar
     with_margin = raw * margin
     linear = math.ceil(round(with_margin, 9))
     # the one count: enough replicas to carry the margin at the stated efficiency (never fewer than linear)
-    serving = next(n for n in range(linear, 100_000)
-                   if scaled_capacity(per_replica_qps, n, efficiency) >= round(with_margin * per_replica_qps, 9))
+    serving = next(
+        n
+        for n in range(linear, 100_000)
+        if scaled_capacity(per_replica_qps, n, efficiency) >= round(with_margin * per_replica_qps, 9)
+    )
     replicas = serving + spares
     realistic = scaled_capacity(per_replica_qps, replicas, efficiency)
     one_down = scaled_capacity(per_replica_qps, replicas - 1, efficiency) if replicas > 1 else 0.0
-    steps = [f"{target_qps:g} / {per_replica_qps:g} = {raw:.2f} replicas of load",
-             f"x {margin:g} margin = {with_margin:.2f} -> {linear} if replicas added capacity linearly"]
+    steps = [
+        f"{target_qps:g} / {per_replica_qps:g} = {raw:.2f} replicas of load",
+        f"x {margin:g} margin = {with_margin:.2f} -> {linear} if replicas added capacity linearly",
+    ]
     if serving > linear:
-        steps.append(f"at {efficiency:.0%} added-replica efficiency {linear} carry "
-                     f"{scaled_capacity(1.0, linear, efficiency):.2f}x one, below {with_margin:.2f}: "
-                     f"{serving} serving replicas ({scaled_capacity(1.0, serving, efficiency):.2f}x)")
+        steps.append(
+            f"at {efficiency:.0%} added-replica efficiency {linear} carry "
+            f"{scaled_capacity(1.0, linear, efficiency):.2f}x one, below {with_margin:.2f}: "
+            f"{serving} serving replicas ({scaled_capacity(1.0, serving, efficiency):.2f}x)"
+        )
     steps.append(f"+ {spares} spare (N+{spares}) = {replicas}")
     result = {
         "target_qps": target_qps,
@@ -83,18 +96,25 @@ def plan(target_qps: float, per_replica_qps: float, margin: float = MARGIN, spar
         "margin": margin,
         "horizontal_efficiency": {
             "assumption": f"each replica after the first adds {efficiency:.0%} of one "
-                          f"(2 replicas = {1 + efficiency:.1f}x; the field range is 1.6-1.8x)",
+            f"(2 replicas = {1 + efficiency:.1f}x; the field range is 1.6-1.8x)",
             "linear_capacity_qps": round(per_replica_qps * replicas, 2),
             "capacity_qps": round(realistic, 2),
             "capacity_one_down_qps": round(one_down, 2),
         },
         "water_level": water_level(target_qps, realistic),
         "water_level_one_replica_down": water_level(target_qps, one_down),
-        "bands": {"green": f"< {GREEN_BELOW:.0%}", "yellow": f"{GREEN_BELOW:.0%}-{RED_ABOVE:.0%}", "red": f"> {RED_ABOVE:.0%}"},
+        "bands": {
+            "green": f"< {GREEN_BELOW:.0%}",
+            "yellow": f"{GREEN_BELOW:.0%}-{RED_ABOVE:.0%}",
+            "red": f"> {RED_ABOVE:.0%}",
+        },
     }
     if forecast_qps:
-        result["mid_term"] = {"forecast_qps": forecast_qps, "plan_qps": forecast_qps * 1.5,
-                              "replicas": plan(forecast_qps * 1.5, per_replica_qps, margin, spares, efficiency)["replicas"]}
+        result["mid_term"] = {
+            "forecast_qps": forecast_qps,
+            "plan_qps": forecast_qps * 1.5,
+            "replicas": plan(forecast_qps * 1.5, per_replica_qps, margin, spares, efficiency)["replicas"],
+        }
     return result
 
 
@@ -108,12 +128,21 @@ class ModelShape:
     kv_dtype: str | None = None  # default: same as the weights
 
 
-def gpu_memory(shape: ModelShape, context_tokens: int, concurrency: int, runtime_overhead: float = 0.2,
-               gpu_memory_gb: float | None = None) -> dict:
+def gpu_memory(
+    shape: ModelShape,
+    context_tokens: int,
+    concurrency: int,
+    runtime_overhead: float = 0.2,
+    gpu_memory_gb: float | None = None,
+) -> dict:
     """Weights + KV cache for `concurrency` sequences of `context_tokens`, + runtime overhead (GB = 1e9 B)."""
     if shape.dtype not in DTYPE_BYTES or (shape.kv_dtype or shape.dtype) not in DTYPE_BYTES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPE_BYTES)}")
-    if min(shape.params_b, shape.layers, shape.kv_heads, shape.head_dim) <= 0 or context_tokens <= 0 or concurrency <= 0:
+    if (
+        min(shape.params_b, shape.layers, shape.kv_heads, shape.head_dim) <= 0
+        or context_tokens <= 0
+        or concurrency <= 0
+    ):
         raise ValueError("model shape, context and concurrency must be > 0")
     weight_bytes = DTYPE_BYTES[shape.dtype]
     kv_bytes = DTYPE_BYTES[shape.kv_dtype or shape.dtype]
@@ -122,11 +151,17 @@ def gpu_memory(shape: ModelShape, context_tokens: int, concurrency: int, runtime
     kv = kv_per_token * context_tokens * concurrency
     runtime = (weights + kv) * runtime_overhead
     total = weights + kv + runtime
-    out = {"shape": asdict(shape), "context_tokens": context_tokens, "concurrency": concurrency,
-           "weights_gb": round(weights / 1e9, 2), "kv_bytes_per_token": int(kv_per_token),
-           "kv_cache_gb": round(kv / 1e9, 2), "runtime_gb": round(runtime / 1e9, 2), "total_gb": round(total / 1e9, 2),
-           "formula": "weights + 2 x layers x kv_heads x head_dim x bytes x tokens, + "
-                      f"{runtime_overhead:.0%} runtime"}
+    out = {
+        "shape": asdict(shape),
+        "context_tokens": context_tokens,
+        "concurrency": concurrency,
+        "weights_gb": round(weights / 1e9, 2),
+        "kv_bytes_per_token": int(kv_per_token),
+        "kv_cache_gb": round(kv / 1e9, 2),
+        "runtime_gb": round(runtime / 1e9, 2),
+        "total_gb": round(total / 1e9, 2),
+        "formula": f"weights + 2 x layers x kv_heads x head_dim x bytes x tokens, + {runtime_overhead:.0%} runtime",
+    }
     if gpu_memory_gb:
         out["gpu_memory_gb"] = gpu_memory_gb
         out["water_level"] = water_level(total / 1e9, gpu_memory_gb)
@@ -166,8 +201,9 @@ def _slo_of(run: Any):
         return SLO()
 
 
-def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None,
-                         slo: Any = None) -> tuple[float | None, str]:
+def per_replica_from_run(
+    run: Any, phase_table: pd.DataFrame | None, knee: dict | None, slo: Any = None
+) -> tuple[float | None, str]:
     """Per-replica requests/s the run supports (max SLO-compliant, else the knee, else the best tested).
 
     `phase_table` and `knee` in model time (the run read through loadline.analysis.data.timescale.model_run):
@@ -178,21 +214,27 @@ def per_replica_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict 
     per = f" / {replicas} replica(s) ({how})" + (f", model time of a run at time-scale {scale:g}" if scale != 1 else "")
     best = None
     if phase_table is not None and len(phase_table) and phase_table["rps"].notna().any():
-        best = max_compliant_throughput(phase_table, slo if slo is not None else _slo_of(run),
-                                        streaming_of(getattr(run, "manifest", None)))
+        best = max_compliant_throughput(
+            phase_table, slo if slo is not None else _slo_of(run), streaming_of(getattr(run, "manifest", None))
+        )
     if best and best.get("found") and best.get("rps"):
-        return float(best["rps"]) / replicas, f"the highest SLO-compliant throughput{model} ({best['rps']:.2f} req/s){per}"
+        return float(
+            best["rps"]
+        ) / replicas, f"the highest SLO-compliant throughput{model} ({best['rps']:.2f} req/s){per}"
     if knee and knee.get("found") and knee.get("rps"):
         return float(knee["rps"]) / replicas, f"the knee ({float(knee['rps']):.2f} req/s; no phase met the SLO){per}"
     if phase_table is not None and len(phase_table) and phase_table["rps"].notna().any():
         top = phase_table.loc[phase_table["rps"].idxmax()]
-        return (float(top["rps"]) / replicas,
-                f"the highest tested throughput ({top['label']}: no phase met the SLO, no knee; an upper bound){per}")
+        return (
+            float(top["rps"]) / replicas,
+            f"the highest tested throughput ({top['label']}: no phase met the SLO, no knee; an upper bound){per}",
+        )
     return None, "no throughput measured"
 
 
-def plan_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None, target_qps: float | None = None,
-                  slo: Any = None) -> dict:
+def plan_from_run(
+    run: Any, phase_table: pd.DataFrame | None, knee: dict | None, target_qps: float | None = None, slo: Any = None
+) -> dict:
     """The plan a report shows: per-replica figure from the run; replicas if a target is known.
 
     `slo` is the one the report judges by (default: the SLO file named in the run's manifest).
@@ -202,8 +244,12 @@ def plan_from_run(run: Any, phase_table: pd.DataFrame | None, knee: dict | None,
         return {"per_replica_qps": None, "basis": basis, "note": "no plan: the run carried no successful requests"}
     target = target_qps or target_of(getattr(run, "manifest", None) or {})
     replicas, how = _replicas_in_run(run)
-    out: dict = {"per_replica_qps": round(per_replica, 3), "basis": basis, "replicas_in_run": replicas,
-                 "replicas_how": how}
+    out: dict = {
+        "per_replica_qps": round(per_replica, 3),
+        "basis": basis,
+        "replicas_in_run": replicas,
+        "replicas_how": how,
+    }
     if target:
         out["plan"] = plan(target, per_replica)
     else:

@@ -82,8 +82,17 @@ class Window:
         return num(self.stats.get(name))
 
 
-CLIENT_STATS = ("requests", "rps", "error_rate", "ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "e2e_p95_ms",
-                "tpot_p50_ms", "ttft_mean_ms")
+CLIENT_STATS = (
+    "requests",
+    "rps",
+    "error_rate",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "e2e_p50_ms",
+    "e2e_p95_ms",
+    "tpot_p50_ms",
+    "ttft_mean_ms",
+)
 
 
 @dataclass
@@ -156,7 +165,9 @@ def capacity_error_rate(requests: pd.DataFrame | None, start: float, end: float)
 
 
 # --- windows -------------------------------------------------------------------------------------
-def phase_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator: pd.DataFrame | None = None) -> list[Window]:
+def phase_windows(
+    phases: pd.DataFrame, requests: pd.DataFrame | None, generator: pd.DataFrame | None = None
+) -> list[Window]:
     out = []
     for _, row in phases.iterrows():
         users = _users(row)
@@ -171,8 +182,13 @@ def phase_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator
     return out
 
 
-def slice_windows(phases: pd.DataFrame, requests: pd.DataFrame | None, generator: pd.DataFrame | None,
-                  signals: Signals, th: Thresholds) -> list[Window]:
+def slice_windows(
+    phases: pd.DataFrame,
+    requests: pd.DataFrame | None,
+    generator: pd.DataFrame | None,
+    signals: Signals,
+    th: Thresholds,
+) -> list[Window]:
     """Equal time slices of the loaded span, each long enough for `min_slice_scrapes` engine scrapes.
 
     Labelled in seconds from the first phase's start, as the report's charts draw it."""
@@ -203,8 +219,11 @@ def client_stats(requests: pd.DataFrame | None, start: float, end: float) -> dic
     rows = requests_between(requests, start, end)
     rows = rows[rows["status"].astype(str) != Status.CANCELLED] if len(rows) else rows
     ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
-    stats: dict[str, float | None] = {"requests": float(len(rows)), "rps": len(ok) / (end - start) if end > start else None,
-                                      "error_rate": capacity_error_rate(requests, start, end)}
+    stats: dict[str, float | None] = {
+        "requests": float(len(rows)),
+        "rps": len(ok) / (end - start) if end > start else None,
+        "error_rate": capacity_error_rate(requests, start, end),
+    }
     for metric in ("ttft", "e2e", "tpot"):
         values = pd.to_numeric(ok.get(f"{metric}_ms", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
         stats[f"{metric}_p50_ms"] = float(np.percentile(values, 50)) if len(values) else None
@@ -258,8 +277,9 @@ def _ok_values(requests: pd.DataFrame | None, w: Window, metric: str) -> np.ndar
     return pd.to_numeric(ok.get(f"{metric}_ms", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
 
 
-def latency_rise(w: Window, baseline: Window, metric: str, stat: str, th: Thresholds, floor_ms: float,
-                 requests: pd.DataFrame | None) -> bool:
+def latency_rise(
+    w: Window, baseline: Window, metric: str, stat: str, th: Thresholds, floor_ms: float, requests: pd.DataFrame | None
+) -> bool:
     """Whether `w`'s percentile rose past the baseline's by `latency_rise` times and `floor_ms`,
     beyond sampling noise: the window's lower bound against the baseline's upper bound (seen: the
     ~10-request slices of a healthy 1-2 user run, median 265 vs 74 ms on a busy machine, read as
@@ -278,8 +298,9 @@ def latency_rise(w: Window, baseline: Window, metric: str, stat: str, th: Thresh
     return bool(base and now and now / base >= th.latency_rise and now - base >= floor_ms)
 
 
-def mark_client_limits(windows: list[Window], baseline: Window | None, th: Thresholds, floor_ms: float,
-                       requests: pd.DataFrame | None) -> None:
+def mark_client_limits(
+    windows: list[Window], baseline: Window | None, th: Thresholds, floor_ms: float, requests: pd.DataFrame | None
+) -> None:
     """Attach to each window the client-side reasons it shows a limit (errors, latency, flat throughput)."""
     prev: Window | None = None
     for w in windows:
@@ -295,8 +316,10 @@ def mark_client_limits(windows: list[Window], baseline: Window | None, th: Thres
             for metric, stat in (("ttft", "p50"), ("e2e", "p50"), ("ttft", "p95"), ("e2e", "p95")):
                 base, now = baseline.stat(f"{metric}_{stat}_ms"), w.stat(f"{metric}_{stat}_ms")
                 if base and now and latency_rise(w, baseline, metric, stat, th, floor_ms, requests):
-                    w.limits.append(f"{metric.upper()} {stat} {now:.0f} ms in {w.label} vs "
-                                    f"{base:.0f} ms in {baseline.label} ({now / base:.1f}x)")
+                    w.limits.append(
+                        f"{metric.upper()} {stat} {now:.0f} ms in {w.label} vs "
+                        f"{base:.0f} ms in {baseline.label} ({now / base:.1f}x)"
+                    )
                     break
         if w.kind == "phase" and prev is not None:
             flat = _flat_throughput(prev, w, th)
@@ -314,13 +337,26 @@ def _flat_throughput(prev: Window, w: Window, th: Thresholds) -> str | None:
     enough = min(prev.stat("requests") or 0, w.stat("requests") or 0) >= th.min_requests
     e0, e1 = prev.stat("e2e_p50_ms"), w.stat("e2e_p50_ms")
     slower = bool(e0 and e1 and e1 / e0 >= th.flat_latency_growth)
-    if enough and slower and u0 > 0 and r0 and r1 is not None and u1 / u0 >= th.users_growth and r1 / r0 < th.throughput_gain:
+    if (
+        enough
+        and slower
+        and u0 > 0
+        and r0
+        and r1 is not None
+        and u1 / u0 >= th.users_growth
+        and r1 / r0 < th.throughput_gain
+    ):
         return f"throughput flat: {r1:.2f} req/s at {u1:.0f} users vs {r0:.2f} at {u0:.0f} users"
     return None
 
 
-def build_context(run: Any, phase_table: pd.DataFrame | None, th: Thresholds | None = None,
-                  slo_failures: list[dict] | None = None, measurement_floor_ms: float | None = None) -> Context:
+def build_context(
+    run: Any,
+    phase_table: pd.DataFrame | None,
+    th: Thresholds | None = None,
+    slo_failures: list[dict] | None = None,
+    measurement_floor_ms: float | None = None,
+) -> Context:
     th = th or Thresholds()
     signals = Signals(getattr(run, "server_metrics", None))
     phases = _phases_with_traffic(phase_table)

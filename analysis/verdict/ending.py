@@ -43,8 +43,12 @@ def ending(manifest: dict | None) -> Ending | None:
         return None
     status = str(status)
     if status == STOPPED:
-        return Ending(status, str(manifest.get("ended_by") or "user"), "STOPPED BY USER",
-                      "the run was stopped from the web UI before it ended: its last phase is partial")
+        return Ending(
+            status,
+            str(manifest.get("ended_by") or "user"),
+            "STOPPED BY USER",
+            "the run was stopped from the web UI before it ended: its last phase is partial",
+        )
     by = str(manifest.get("interrupted_by") or "")
     headline = f"INTERRUPTED by {by}" if by else "INTERRUPTED"
     if status == INTERRUPTED:

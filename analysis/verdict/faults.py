@@ -24,8 +24,11 @@ def explain_by_faults(bottleneck: dict, recovered: list[dict], failed: int) -> d
     for e in events:
         came = f"recovered after {e['recovery_s']:g} s" if e.get("recovered") else "did not recover in the phase"
         parts.append(f"{e['failed']:,} after {'; '.join(e['faults'])} in {e['phase']} ({came})")
-    line = (f"every failed request ({failed:,}) ended after a fault the run injected: " + "; ".join(parts)
-            + ": the drill's fault, not a capacity limit")
+    line = (
+        f"every failed request ({failed:,}) ended after a fault the run injected: "
+        + "; ".join(parts)
+        + ": the drill's fault, not a capacity limit"
+    )
     action = "judge the drill by its recovery (the Recovery section; recovery_s_max in the SLO file gates it)"
     out = dict(bottleneck)
     out["evidence"] = [*bottleneck.get("evidence", [])[:1], line, *bottleneck.get("evidence", [])[1:]]

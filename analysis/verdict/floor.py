@@ -56,11 +56,15 @@ def client_overhead(requests: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame
     ok = requests[requests["status"].astype(str) == Status.OK][["request_id", "start_wall", "ttft_ms", "e2e_ms"]]
     served = truth[truth["first_token"].notna() & truth["arrival"].notna()]
     merged = ok.astype({"request_id": str}).merge(served, on="request_id", how="inner")
-    return pd.DataFrame({
-        "start_wall": merged["start_wall"].astype(float),
-        "ttft_overhead_ms": pd.to_numeric(merged["ttft_ms"], errors="coerce") - (merged["first_token"] - merged["arrival"]) * 1000,
-        "e2e_overhead_ms": pd.to_numeric(merged["e2e_ms"], errors="coerce") - (merged["last_token"] - merged["arrival"]) * 1000,
-    })
+    return pd.DataFrame(
+        {
+            "start_wall": merged["start_wall"].astype(float),
+            "ttft_overhead_ms": pd.to_numeric(merged["ttft_ms"], errors="coerce")
+            - (merged["first_token"] - merged["arrival"]) * 1000,
+            "e2e_overhead_ms": pd.to_numeric(merged["e2e_ms"], errors="coerce")
+            - (merged["last_token"] - merged["arrival"]) * 1000,
+        }
+    )
 
 
 def _floor_rows_truth(requests: pd.DataFrame, truth: pd.DataFrame, phases: pd.DataFrame, scale: float) -> list[dict]:
@@ -74,9 +78,18 @@ def _floor_rows_truth(requests: pd.DataFrame, truth: pd.DataFrame, phases: pd.Da
         # streaming runs: the TTFT overhead; non-streaming ones have only E2E
         column = "ttft_overhead_ms" if mine["ttft_overhead_ms"].notna().any() else "e2e_overhead_ms"
         p50, p95 = q(mine[column], 50), q(mine[column], FLOOR_QUANTILE)
-        rows.append({"phase": str(phase.label), "samples": int(mine[column].notna().sum()), "measure": column[:-12],
-                     "p50_ms": p50, "p95_ms": p95, "e2e_p95_ms": q(mine["e2e_overhead_ms"], FLOOR_QUANTILE),
-                     "floor_ms": p95, "floor_model_ms": None if p95 is None else model_value("floor_ms", p95, scale)})
+        rows.append(
+            {
+                "phase": str(phase.label),
+                "samples": int(mine[column].notna().sum()),
+                "measure": column[:-12],
+                "p50_ms": p50,
+                "p95_ms": p95,
+                "e2e_p95_ms": q(mine["e2e_overhead_ms"], FLOOR_QUANTILE),
+                "floor_ms": p95,
+                "floor_model_ms": None if p95 is None else model_value("floor_ms", p95, scale),
+            }
+        )
     return rows
 
 
@@ -92,38 +105,69 @@ def _floor_rows_loop_lag(generator: pd.DataFrame | None, phases: pd.DataFrame, s
         p95 = q(mine, FLOOR_QUANTILE)
         if p95 is None:
             continue
-        rows.append({"phase": str(phase.label), "samples": int(np.sum(~np.isnan(mine))), "measure": "loop lag",
-                     "p50_ms": q(mine, 50), "p95_ms": p95, "floor_ms": p95, "floor_model_ms": model_value("floor_ms", p95, scale)})
+        rows.append(
+            {
+                "phase": str(phase.label),
+                "samples": int(np.sum(~np.isnan(mine))),
+                "measure": "loop lag",
+                "p50_ms": q(mine, 50),
+                "p95_ms": p95,
+                "floor_ms": p95,
+                "floor_model_ms": model_value("floor_ms", p95, scale),
+            }
+        )
     return rows
 
 
-def measurement_floor(requests: pd.DataFrame, phases: pd.DataFrame, scale: float, truth: pd.DataFrame | None,
-                      generator: pd.DataFrame | None) -> dict:
+def measurement_floor(
+    requests: pd.DataFrame,
+    phases: pd.DataFrame,
+    scale: float,
+    truth: pd.DataFrame | None,
+    generator: pd.DataFrame | None,
+) -> dict:
     """The floor per phase (wall and model ms) and how it was measured."""
     rows, method = [], None
     if truth is not None and len(truth) and len(requests):
         rows, method = _floor_rows_truth(requests, truth, phases, scale), "truth"
-        why = ("records minus the embedded simulator's truth log (its own arrival and first/last-token "
-               "times on the same clock): what sockets, event loop and stamping add, per request")
+        why = (
+            "records minus the embedded simulator's truth log (its own arrival and first/last-token "
+            "times on the same clock): what sockets, event loop and stamping add, per request"
+        )
     if not rows:
         rows, method = _floor_rows_loop_lag(generator, phases, scale), "loop-lag"
-        why = ("no truth log (a real target): the event-loop lag the generator sampled during each phase, "
-               "i.e. how late a token arrival can be stamped; the fastest TTFB, beside it, is the path's "
-               "fixed cost (network, front end), part of what users get rather than a measurement error")
+        why = (
+            "no truth log (a real target): the event-loop lag the generator sampled during each phase, "
+            "i.e. how late a token arrival can be stamped; the fastest TTFB, beside it, is the path's "
+            "fixed cost (network, front end), part of what users get rather than a measurement error"
+        )
     if method == "loop-lag" and rows and _mostly_kernel_clock(requests):
-        why += ("; most arrivals here were stamped by the kernel (clock=kernel), which a late loop does not delay, "
-                "so this is an upper bound")
+        why += (
+            "; most arrivals here were stamped by the kernel (clock=kernel), which a late loop does not delay, "
+            "so this is an upper bound"
+        )
     if not rows:
-        return {"method": None, "why": "neither a truth log nor generator samples: the floor is unknown",
-                "phases": [], "floor_ms": None, "floor_model_ms": None, "time_scale": scale}
+        return {
+            "method": None,
+            "why": "neither a truth log nor generator samples: the floor is unknown",
+            "phases": [],
+            "floor_ms": None,
+            "floor_model_ms": None,
+            "time_scale": scale,
+        }
     worst = max(rows, key=lambda r: r["floor_ms"])
     ttfb = pd.to_numeric(requests.get("ttfb_ms", pd.Series(dtype=float)), errors="coerce")
     ttfb = ttfb[requests["status"].astype(str) == Status.OK] if len(requests) else ttfb
     fastest = float(ttfb.min()) if ttfb.notna().any() else None
     floors = [r["floor_ms"] for r in rows]
     return {
-        "method": method, "why": why, "phases": rows, "time_scale": scale,
-        "floor_ms": worst["floor_ms"], "floor_model_ms": model_value("floor_ms", worst["floor_ms"], scale), "worst_phase": worst["phase"],
+        "method": method,
+        "why": why,
+        "phases": rows,
+        "time_scale": scale,
+        "floor_ms": worst["floor_ms"],
+        "floor_model_ms": model_value("floor_ms", worst["floor_ms"], scale),
+        "worst_phase": worst["phase"],
         # the rules compare phases with a baseline: a floor that moves between phases moves their ratios
         "floor_spread_model_ms": model_value("floor_spread_ms", max(floors) - min(floors), scale),
         "ttfb_min_model_ms": None if fastest is None else model_value("ttfb_min_ms", fastest, scale),
@@ -140,7 +184,9 @@ def floor_materiality(floor: dict, criteria: list[dict], noise_floor_ms: float =
 
     Latency criteria in ms on TTFT or E2E only: the floor is measured on those. A failed criterion
     whose excess is within the floor `may_flip`: the failure may be the client's own."""
-    by_phase = {r["phase"]: r["floor_model_ms"] for r in floor.get("phases") or [] if r.get("floor_model_ms") is not None}
+    by_phase = {
+        r["phase"]: r["floor_model_ms"] for r in floor.get("phases") or [] if r.get("floor_model_ms") is not None
+    }
     overall = floor.get("floor_model_ms")
     checks, reasons = [], []
     for c in criteria:
@@ -153,18 +199,38 @@ def floor_materiality(floor: dict, criteria: list[dict], noise_floor_ms: float =
         margin = abs(float(c["measured"]) - float(c["limit"]))
         share = at / margin if margin > 0 else float("inf")
         flip = c.get("passed") is False and float(c["measured"]) - at < float(c["limit"])
-        checks.append({"criterion": name, "limit_ms": c["limit"], "measured_ms": c["measured"], "margin_ms": margin,
-                       "floor_model_ms": at, "share_of_margin": share, "may_flip": flip})
+        checks.append(
+            {
+                "criterion": name,
+                "limit_ms": c["limit"],
+                "measured_ms": c["measured"],
+                "margin_ms": margin,
+                "floor_model_ms": at,
+                "share_of_margin": share,
+                "may_flip": flip,
+            }
+        )
         if flip:
-            reasons.append(f"{name} failed by {margin:,.0f} ms, within the client's own floor of {at:,.0f} ms "
-                           f"(model time) in {c.get('where') or 'the run'}: the failure may be the client's")
+            reasons.append(
+                f"{name} failed by {margin:,.0f} ms, within the client's own floor of {at:,.0f} ms "
+                f"(model time) in {c.get('where') or 'the run'}: the failure may be the client's"
+            )
         elif share >= 1 / ACCURACY_RATIO:
-            reasons.append(f"the client's floor of {at:,.0f} ms (model time) is {share:.0%} of {name}'s margin "
-                           f"({c['measured']:,.0f} vs {c['limit']:,.0f} ms)")
+            reasons.append(
+                f"the client's floor of {at:,.0f} ms (model time) is {share:.0%} of {name}'s margin "
+                f"({c['measured']:,.0f} vs {c['limit']:,.0f} ms)"
+            )
     spread = floor.get("floor_spread_model_ms")
     rules_share = (spread / noise_floor_ms) if spread is not None and noise_floor_ms > 0 else None
     if rules_share is not None and rules_share >= 1 / ACCURACY_RATIO:
-        reasons.append(f"the client's floor moved by {spread:,.0f} ms (model time) between phases, "
-                       f"{rules_share:.0%} of the {noise_floor_ms:g} ms the verdict rules take as noise")
-    return {"material": bool(reasons), "reasons": reasons, "criteria": checks, "rules_noise_floor_ms": noise_floor_ms,
-            "share_of_rules_noise_floor": rules_share}
+        reasons.append(
+            f"the client's floor moved by {spread:,.0f} ms (model time) between phases, "
+            f"{rules_share:.0%} of the {noise_floor_ms:g} ms the verdict rules take as noise"
+        )
+    return {
+        "material": bool(reasons),
+        "reasons": reasons,
+        "criteria": checks,
+        "rules_noise_floor_ms": noise_floor_ms,
+        "share_of_rules_noise_floor": rules_share,
+    }

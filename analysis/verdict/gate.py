@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from loadline.core.arrival_rate import MIN_ACHIEVED
 from loadline.analysis.stats import compliance
+from loadline.core.arrival_rate import MIN_ACHIEVED
 from loadline.core.judge import ERROR_RATE, LATENCY, applicability, judge
 from loadline.core.slo import SLO
 
@@ -41,8 +41,16 @@ class Criterion:
 
     def as_dict(self) -> dict:
         measured = None if self.measured is None or math.isnan(self.measured) else round(self.measured, 6)
-        return {"name": self.name, "threshold": self.threshold, "limit": self.limit, "measured": measured,
-                "passed": self.passed, "where": self.where, "unit": self.unit, "why": self.why}
+        return {
+            "name": self.name,
+            "threshold": self.threshold,
+            "limit": self.limit,
+            "measured": measured,
+            "passed": self.passed,
+            "where": self.where,
+            "unit": self.unit,
+            "why": self.why,
+        }
 
 
 def _worst(table: pd.DataFrame, column: str) -> tuple[float | None, str]:
@@ -58,16 +66,35 @@ def evaluate(table: pd.DataFrame, slo: SLO, streaming: bool | None = None) -> li
     judged = compliance.judged(table)
     worst = {key: _worst(judged, key) for key in (*LATENCY, ERROR_RATE)}
     judgement = judge(slo, {key: value for key, (value, _) in worst.items()}, streaming)
-    criteria = [Criterion(c.name, c.threshold, c.limit, c.measured, c.passed,
-                          worst[c.key][1] if c.measured is not None else "no data in any phase", c.unit, c.why)
-                for c in judgement.checks]
+    criteria = [
+        Criterion(
+            c.name,
+            c.threshold,
+            c.limit,
+            c.measured,
+            c.passed,
+            worst[c.key][1] if c.measured is not None else "no data in any phase",
+            c.unit,
+            c.why,
+        )
+        for c in judgement.checks
+    ]
     if slo.target_qps is not None:
         need = slo.target_qps * slo.safety_factor
         good = compliance.compliant_phases(table, slo, streaming)
         best, where = _worst(good, "rps")
-        criteria.append(Criterion("throughput within SLO", f">= {need:g} req/s ({slo.target_qps:g} x {slo.safety_factor:g})",
-                                  need, best if best is not None else 0.0, (best or 0.0) >= need, where, unit="req/s",
-                                  why="target_qps is set: the best phase that met every other criterion"))
+        criteria.append(
+            Criterion(
+                "throughput within SLO",
+                f">= {need:g} req/s ({slo.target_qps:g} x {slo.safety_factor:g})",
+                need,
+                best if best is not None else 0.0,
+                (best or 0.0) >= need,
+                where,
+                unit="req/s",
+                why="target_qps is set: the best phase that met every other criterion",
+            )
+        )
     return criteria
 
 
@@ -82,11 +109,29 @@ def recovery_criteria(entries: list[dict], recovery_s_max: float | None) -> list
     if stuck:
         worst = stuck[0]
         where = f"{worst['phase']}: not recovered before the phase ended (>= {worst['phase_s'] - worst['disturbance_at_s']:g} s)"
-        return [Criterion("recovery time", threshold, recovery_s_max,
-                          worst["phase_s"] - worst["disturbance_at_s"], False, where, "s")]
+        return [
+            Criterion(
+                "recovery time",
+                threshold,
+                recovery_s_max,
+                worst["phase_s"] - worst["disturbance_at_s"],
+                False,
+                where,
+                "s",
+            )
+        ]
     worst = max(entries, key=lambda e: e["recovery_s"])
-    return [Criterion("recovery time", threshold, recovery_s_max, worst["recovery_s"],
-                      worst["recovery_s"] < recovery_s_max, worst["phase"], "s")]
+    return [
+        Criterion(
+            "recovery time",
+            threshold,
+            recovery_s_max,
+            worst["recovery_s"],
+            worst["recovery_s"] < recovery_s_max,
+            worst["phase"],
+            "s",
+        )
+    ]
 
 
 def open_loop_criteria(phases: list[dict], lateness_limit_ms: float | None) -> list[Criterion]:
@@ -100,16 +145,33 @@ def open_loop_criteria(phases: list[dict], lateness_limit_ms: float | None) -> l
     share = {p["phase"]: (_finite(p.get("achieved_rate")) or 0.0) / p["target_rate"] for p in rated}
     short = [p["phase"] for p in rated if p.get("short")]
     where = short[0] if short else min(share, key=share.get)
-    out = [Criterion("arrival rate offered", f">= {MIN_ACHIEVED:.0%} of each phase's target, beyond the arrival noise", MIN_ACHIEVED,
-                     share[where], not short, where, unit="fraction",
-                     why="open loop: latency measured at a rate that was not sent says nothing about that rate")]
+    out = [
+        Criterion(
+            "arrival rate offered",
+            f">= {MIN_ACHIEVED:.0%} of each phase's target, beyond the arrival noise",
+            MIN_ACHIEVED,
+            share[where],
+            not short,
+            where,
+            unit="fraction",
+            why="open loop: latency measured at a rate that was not sent says nothing about that rate",
+        )
+    ]
     late = {p["phase"]: v for p in rated if (v := _finite(p.get("lateness_p95_ms"))) is not None}
     if lateness_limit_ms is not None and late:
         worst = max(late, key=late.get)
-        out.append(Criterion("arrival lateness P95", f"<= {lateness_limit_ms:g} ms", lateness_limit_ms,
-                             late[worst], late[worst] <= lateness_limit_ms, worst,
-                             why="open loop: a request sent late was felt late by its user; latency is timed "
-                                 "from sent (10 % of the SLO's latency budget, analysis/stats/arrivals.py)"))
+        out.append(
+            Criterion(
+                "arrival lateness P95",
+                f"<= {lateness_limit_ms:g} ms",
+                lateness_limit_ms,
+                late[worst],
+                late[worst] <= lateness_limit_ms,
+                worst,
+                why="open loop: a request sent late was felt late by its user; latency is timed "
+                "from sent (10 % of the SLO's latency budget, analysis/stats/arrivals.py)",
+            )
+        )
     return out
 
 

@@ -12,14 +12,25 @@ from loadline.client.watch_budget import BUDGET as WATCH_BUDGET
 from loadline.core.records import Status
 from loadline.core.runfolder import GENERATOR_SAMPLE_INTERVAL_S
 from loadline.core.runsettings import model_value
+
 # the thresholds and why: loadline/core/saturation.py (the live web UI reads them too)
-from loadline.core.saturation import (CPU_SATURATED_PCT, LOOP_LAG_SATURATED_MS, READ_DELAY_FALLBACK_MS,
-                                      READ_DELAY_MIN_RECORDS, READ_DELAY_QUANTILE, SUSTAIN_SAMPLES,
-                                      demand_percent)
+from loadline.core.saturation import (
+    CPU_SATURATED_PCT,
+    LOOP_LAG_SATURATED_MS,
+    READ_DELAY_FALLBACK_MS,
+    READ_DELAY_MIN_RECORDS,
+    READ_DELAY_QUANTILE,
+    SUSTAIN_SAMPLES,
+    demand_percent,
+)
 
 
-def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_PCT,
-                 lag_ms: float = LOOP_LAG_SATURATED_MS, sustain: int = SUSTAIN_SAMPLES) -> tuple[bool, list[str]]:
+def is_saturated(
+    generator: pd.DataFrame | None,
+    cpu_pct: float = CPU_SATURATED_PCT,
+    lag_ms: float = LOOP_LAG_SATURATED_MS,
+    sustain: int = SUSTAIN_SAMPLES,
+) -> tuple[bool, list[str]]:
     """Was any worker saturated for a sustained stretch? Returns (saturated, evidence lines).
 
     A worker is saturated when the rolling median (over `sustain` consecutive samples) of its demand
@@ -48,12 +59,16 @@ def is_saturated(generator: pd.DataFrame | None, cpu_pct: float = CPU_SATURATED_
             at = demand.idxmax()
             cpu = float(rows["cpu_percent"].rolling(sustain).median()[at])
             wait = float(waits.rolling(sustain).median()[at])
-            waiting = (f", waiting for a core a neighbour held {wait:.0f} % (demand median {demand.max():.0f} %)"
-                       if wait >= 1 else "")
+            waiting = (
+                f", waiting for a core a neighbour held {wait:.0f} % (demand median {demand.max():.0f} %)"
+                if wait >= 1
+                else ""
+            )
             evidence.append(
                 f"worker {worker}: CPU median {cpu:.0f} %{waiting} (threshold {cpu_pct:g} % of a core), "
                 f"event-loop lag median {lag.max():.0f} ms (threshold {lag_ms:g} ms) over {sustain} samples; "
-                f"saturated for ~{seconds:.0f} s from t={first - float(df['ts'].min()):.0f} s")
+                f"saturated for ~{seconds:.0f} s from t={first - float(df['ts'].min()):.0f} s"
+            )
     return bool(evidence), evidence
 
 
@@ -66,8 +81,10 @@ def watch_rests(generator: pd.DataFrame | None) -> list[str]:
     """
     if generator is None or not len(generator) or "watch_resting" not in generator:
         return []
-    df = generator.assign(ts=pd.to_numeric(generator["ts"], errors="coerce"),
-                          rest=pd.to_numeric(generator["watch_resting"], errors="coerce"))
+    df = generator.assign(
+        ts=pd.to_numeric(generator["ts"], errors="coerce"),
+        rest=pd.to_numeric(generator["watch_resting"], errors="coerce"),
+    )
     t0, lines = float(df["ts"].min()), []
     for worker, rows in df.sort_values("ts").groupby("worker_id"):
         resting = rows["rest"] == 1
@@ -76,9 +93,11 @@ def watch_rests(generator: pd.DataFrame | None) -> list[str]:
         step = _median_step(rows["ts"])
         seconds, watched = float(resting.sum()) * step, float(rows["rest"].notna().sum()) * step
         first = float(rows.loc[resting, "ts"].iloc[0]) - t0
-        lines.append(f"worker {worker}: the first-bytes watch rested ~{seconds:.0f} s of {watched:.0f} s from t={first:.0f} s "
-                     f"(its thread waited for a core over its {WATCH_BUDGET * 100:.0f} % budget): first tokens read late in that time carry a "
-                     "later token's stamp, so TTFT there may include the generator's read delay")
+        lines.append(
+            f"worker {worker}: the first-bytes watch rested ~{seconds:.0f} s of {watched:.0f} s from t={first:.0f} s "
+            f"(its thread waited for a core over its {WATCH_BUDGET * 100:.0f} % budget): first tokens read late in that time carry a "
+            "later token's stamp, so TTFT there may include the generator's read delay"
+        )
     return lines
 
 
@@ -114,24 +133,37 @@ def behind_phases(requests: pd.DataFrame, phases: pd.DataFrame) -> list[dict]:
         gap = itl[inside].median()
         threshold = float(gap) if pd.notna(gap) and gap > 0 else READ_DELAY_FALLBACK_MS
         if p99 > threshold:
-            out.append({"phase": str(phase.label), "records": int(inside.sum()), "read_delay_p99_ms": p99,
-                        "itl_p50_ms": None if pd.isna(gap) else float(gap), "threshold_ms": threshold})
+            out.append(
+                {
+                    "phase": str(phase.label),
+                    "records": int(inside.sum()),
+                    "read_delay_p99_ms": p99,
+                    "itl_p50_ms": None if pd.isna(gap) else float(gap),
+                    "threshold_ms": threshold,
+                }
+            )
     return out
 
 
-BEHIND_MEANING = ("reads carried several tokens while the generator was busy or waiting for its core, so the "
-                  "earlier ones may be stamped up to that late (a server that wrote them together, catching up or "
-                  "behind a buffering proxy, shares their stamp too, but counts here only while the generator was busy)")
+BEHIND_MEANING = (
+    "reads carried several tokens while the generator was busy or waiting for its core, so the "
+    "earlier ones may be stamped up to that late (a server that wrote them together, catching up or "
+    "behind a buffering proxy, shares their stamp too, but counts here only while the generator was busy)"
+)
 
 
 def _behind_numbers(b: dict, scale: float) -> str:
     """One phase's numbers from behind_phases (wall clock), quoted in model time like the rest of the report."""
+
     def model(name: str) -> float:
         return model_value(name, b[name], scale)
-    return (f"{b['phase']}: read delay p99 {model('read_delay_p99_ms'):,.1f} ms > "
-            + (f"ITL p50 {model('itl_p50_ms'):,.1f} ms" if b["itl_p50_ms"] else f"{model('threshold_ms'):g} ms")
-            + (" (ITL p50 0 ms: most gaps merged away)" if b["itl_p50_ms"] == 0 else "")
-            + f" ({b['records']} replies, model time)")
+
+    return (
+        f"{b['phase']}: read delay p99 {model('read_delay_p99_ms'):,.1f} ms > "
+        + (f"ITL p50 {model('itl_p50_ms'):,.1f} ms" if b["itl_p50_ms"] else f"{model('threshold_ms'):g} ms")
+        + (" (ITL p50 0 ms: most gaps merged away)" if b["itl_p50_ms"] == 0 else "")
+        + f" ({b['records']} replies, model time)"
+    )
 
 
 def behind_evidence(behind: list[dict], scale: float = 1.0) -> list[str]:

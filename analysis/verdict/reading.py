@@ -63,8 +63,10 @@ class Check:
         """The signal, its measured value and its threshold (the margin is capped: it is not shown)."""
         if self.value is None:
             return f"{self.text}: not measured"
-        return f"{self.text}: measured {self.measured_text} (threshold {self.threshold_text}; " \
-               f"{'held' if self.held else 'not held'})"
+        return (
+            f"{self.text}: measured {self.measured_text} (threshold {self.threshold_text}; "
+            f"{'held' if self.held else 'not held'})"
+        )
 
     @property
     def measured_text(self) -> str:
@@ -124,11 +126,15 @@ def read(ctx: Context, w: Window) -> Reading:
         if h is not None and h.count > 0 and h.mean is not None:
             setattr(r, attr, h.mean * 1000)
     if r.waiting_share is not None and r.waiting_share >= th.waiting_share and r.waiting is not None:
-        r.saturation.append(f"requests waiting at the engine in {r.waiting_share:.0%} of scrapes "
-                            f"(mean {r.waiting.mean:.1f}, max {r.waiting.max:.0f}) in {w.label}")
+        r.saturation.append(
+            f"requests waiting at the engine in {r.waiting_share:.0%} of scrapes "
+            f"(mean {r.waiting.mean:.1f}, max {r.waiting.max:.0f}) in {w.label}"
+        )
     if kv_pinned(r, th.kv_pinned) and r.preemptions:
-        r.saturation.append(f"KV-cache pool pinned (p90 {r.kv.p90:.0%}, max {r.kv.max:.0%}) with "
-                            f"{r.preemptions:.0f} preemptions in {w.label}")
+        r.saturation.append(
+            f"KV-cache pool pinned (p90 {r.kv.p90:.0%}, max {r.kv.max:.0%}) with "
+            f"{r.preemptions:.0f} preemptions in {w.label}"
+        )
     return r
 
 
@@ -159,12 +165,26 @@ def queue_share(r: Reading) -> tuple[float | None, float | None, str]:
     if r.queue_ms is not None:
         q = r.queue_ms
         if r.server_ttft_ms:
-            return min(1.0, r.queue_ms / r.server_ttft_ms), r.queue_ms, f"queue {q:.0f} ms of the engine's TTFT {r.server_ttft_ms:.0f} ms"
+            return (
+                min(1.0, r.queue_ms / r.server_ttft_ms),
+                r.queue_ms,
+                f"queue {q:.0f} ms of the engine's TTFT {r.server_ttft_ms:.0f} ms",
+            )
         if r.prefill_ms is not None and r.queue_ms + r.prefill_ms > 0:
-            return r.queue_ms / (r.queue_ms + r.prefill_ms), r.queue_ms, f"queue {q:.0f} ms vs prefill {r.prefill_ms:.0f} ms"
+            return (
+                r.queue_ms / (r.queue_ms + r.prefill_ms),
+                r.queue_ms,
+                f"queue {q:.0f} ms vs prefill {r.prefill_ms:.0f} ms",
+            )
     rps, ttft = r.window.stat("rps"), r.window.stat("ttft_mean_ms")
     if r.waiting is not None and rps and ttft:
         est = r.waiting.mean / rps * 1000
-        return min(1.0, est / ttft), est, (f"queue ~{est:.0f} ms (Little's law: {r.waiting.mean:.1f} waiting / "
-                                      f"{rps:.1f} req/s) of TTFT {ttft:.0f} ms")
+        return (
+            min(1.0, est / ttft),
+            est,
+            (
+                f"queue ~{est:.0f} ms (Little's law: {r.waiting.mean:.1f} waiting / "
+                f"{rps:.1f} req/s) of TTFT {ttft:.0f} ms"
+            ),
+        )
     return None, None, "queue time not measured"

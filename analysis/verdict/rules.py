@@ -86,8 +86,13 @@ class Finding:
         return [{"signal": c.text, "measured": c.measured_text, "threshold": c.threshold_text} for c in seen]
 
     def as_dict(self) -> dict:
-        return {"layer": self.layer, "window": self.window.label if self.window else "the run",
-                "margin": round(self.margin, 3), "evidence": self.lines(), "actions": self.actions}
+        return {
+            "layer": self.layer,
+            "window": self.window.label if self.window else "the run",
+            "margin": round(self.margin, 3),
+            "evidence": self.lines(),
+            "actions": self.actions,
+        }
 
 
 def _pct(x: float) -> str:
@@ -110,8 +115,9 @@ def batch_cap(ctx: Context) -> tuple[float | None, bool]:
 
 def _kv_room(r: Reading, ctx: Context, required: bool = False) -> Check:
     level = kv_level(r)
-    text = "KV-cache pool not limiting: " + ("n/a" if level is None else
-                                              f"p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)}, {r.preemptions or 0:.0f} preemptions")
+    text = "KV-cache pool not limiting: " + (
+        "n/a" if level is None else f"p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)}, {r.preemptions or 0:.0f} preemptions"
+    )
     return Check(text, level, ctx.th.kv_pinned, above=False, bounded=True, required=required)
 
 
@@ -127,8 +133,10 @@ def _per_token_ratio(ctx: Context, r: Reading, base: Reading) -> tuple[float | N
         source = "client TPOT p50"
     else:
         now, then, source = r.per_token_ms, base.per_token_ms, r.per_token_source
-    text = (f"per-token time ({source}) {now:.1f} ms in {r.window.label} vs {then:.1f} ms in "
-            f"{base.window.label} ({now / then:.2f}x)")
+    text = (
+        f"per-token time ({source}) {now:.1f} ms in {r.window.label} vs {then:.1f} ms in "
+        f"{base.window.label} ({now / then:.2f}x)"
+    )
     if now - then < ctx.th.token_noise_floor_ms:
         return min(now / then, 1.0), text + f", a rise under the {ctx.th.token_noise_floor_ms:g} ms noise floor"
     return now / then, text
@@ -144,15 +152,26 @@ def scheduler(ctx: Context, r: Reading, base: Reading) -> Finding:
     share, queue_ms, how = queue_share(r)
     ratio, token_text = _per_token_ratio(ctx, r, base) if r.window is not base.window else (None, "per-token time: n/a")
     f.checks = [
-        Check(f"running requests p50 {r.running.p50:.0f}{_named(ctx, 'running')} vs "
-              + (f"the engine's cap {cap:.0f}" if exported else f"the largest batch {cap or 0:.0f} seen in the run"),
-              pinned, th.running_plateau, bounded=True),
-        Check(f"requests waiting in {r.waiting_share or 0:.0%} of scrapes{_named(ctx, 'waiting')} (mean {r.waiting.mean:.1f})",
-              r.waiting_share, th.waiting_share, bounded=True),
+        Check(
+            f"running requests p50 {r.running.p50:.0f}{_named(ctx, 'running')} vs "
+            + (f"the engine's cap {cap:.0f}" if exported else f"the largest batch {cap or 0:.0f} seen in the run"),
+            pinned,
+            th.running_plateau,
+            bounded=True,
+        ),
+        Check(
+            f"requests waiting in {r.waiting_share or 0:.0%} of scrapes{_named(ctx, 'waiting')} (mean {r.waiting.mean:.1f})",
+            r.waiting_share,
+            th.waiting_share,
+            bounded=True,
+        ),
         Check(f"queue time share of time to first token: {how}", share, th.queue_share, bounded=True),
         # a queue shorter than the latency noise floor is not what limits anyone
-        Check(f"queue time {queue_ms if queue_ms is not None else 0:.0f} ms (model time) against "
-              f"the noise floor", queue_ms, th.noise_floor_ms),
+        Check(
+            f"queue time {queue_ms if queue_ms is not None else 0:.0f} ms (model time) against the noise floor",
+            queue_ms,
+            th.noise_floor_ms,
+        ),
         _kv_room(r, ctx),
     ]
     if ratio is not None and ratio >= th.tpot_rise:
@@ -161,20 +180,29 @@ def scheduler(ctx: Context, r: Reading, base: Reading) -> Finding:
         # token also got slower as the batch filled (rule 1's "TTFT and TPOT both high"): a larger
         # cap would move the queue into the batch and slow every stream, not add throughput.
         # The cap stays the finding (what the engine's own gauges prove), compute the next limit.
-        f.evidence.append(f"per-token time also rises with the batch: {token_text} (threshold >= {th.tpot_rise:g}): "
-                          f"the compute behind the batch is the next limit")
+        f.evidence.append(
+            f"per-token time also rises with the batch: {token_text} (threshold >= {th.tpot_rise:g}): "
+            f"the compute behind the batch is the next limit"
+        )
         f.also = f"per-token time also rose {ratio:.1f}x with the batch, so raising the cap alone will not help"
-        f.actions = ["do not raise the cap alone (max_num_seqs; llama.cpp: --parallel slots): per-token time already "
-                     "rises with the batch, so a larger batch slows every stream; add compute first (replicas, "
-                     "quantised weights, faster kernels; llama.cpp: more threads -t or a GPU)",
-                     "cap concurrency at the batch cap (admission control) so queue time stays inside the TTFT SLO",
-                     "then raise the cap while per-token time stays within the SLO"]
+        f.actions = [
+            "do not raise the cap alone (max_num_seqs; llama.cpp: --parallel slots): per-token time already "
+            "rises with the batch, so a larger batch slows every stream; add compute first (replicas, "
+            "quantised weights, faster kernels; llama.cpp: more threads -t or a GPU)",
+            "cap concurrency at the batch cap (admission control) so queue time stays inside the TTFT SLO",
+            "then raise the cap while per-token time stays within the SLO",
+        ]
         return f
-    f.checks.append(Check("per-token time not limiting: " + token_text, ratio, th.tpot_rise, above=False,
-                          required=False, origin=1.0))
-    f.actions = ["raise max_num_seqs (llama.cpp: --parallel slots) and max_num_batched_tokens while KV usage and GPU have room",
-                 "check that continuous batching is on and the batching window is not too wide",
-                 "add replicas only after the batch cap is raised and the GPU is the limit"]
+    f.checks.append(
+        Check(
+            "per-token time not limiting: " + token_text, ratio, th.tpot_rise, above=False, required=False, origin=1.0
+        )
+    )
+    f.actions = [
+        "raise max_num_seqs (llama.cpp: --parallel slots) and max_num_batched_tokens while KV usage and GPU have room",
+        "check that continuous batching is on and the batching window is not too wide",
+        "add replicas only after the batch cap is raised and the GPU is the limit",
+    ]
     return f
 
 
@@ -201,24 +229,41 @@ def gpu_compute(ctx: Context, r: Reading, base: Reading) -> Finding:
         grew = r.running.mean / base.running.mean if base.running.mean > 0 else float("inf")
     f.checks = [
         Check("per-token time rising: " + token_text, ratio, th.tpot_rise, origin=1.0),
-        Check(f"running batch mean {r.running.mean if r.running else 0:.1f} vs {base.running.mean if base.running else 0:.1f} "
-              f"in {base.window.label}", grew, th.batch_growth, required=False, origin=1.0),
+        Check(
+            f"running batch mean {r.running.mean if r.running else 0:.1f} vs {base.running.mean if base.running else 0:.1f} "
+            f"in {base.window.label}",
+            grew,
+            th.batch_growth,
+            required=False,
+            origin=1.0,
+        ),
         # DOMAIN.md rule 2 rules the GPU out when it idles (40-50 %); rule 1's >= 95 % confirms it.
         # In between the GPU is busy but not pinned (bursty arrivals, waves of equal replies leave
         # it idle between them; a busy host stretched the simulator's steps so): per-token time
         # rising with the batch still decides, at medium confidence at most.
-        Check(f"GPU utilisation p50 {_pct(r.gpu.p50) if r.gpu else 'n/a'}: not idle", r.gpu.p50 if r.gpu else None,
-              th.gpu_not_busy, bounded=True, required=False),
+        Check(
+            f"GPU utilisation p50 {_pct(r.gpu.p50) if r.gpu else 'n/a'}: not idle",
+            r.gpu.p50 if r.gpu else None,
+            th.gpu_not_busy,
+            bounded=True,
+            required=False,
+        ),
         _kv_room(r, ctx),
     ]
     if r.gpu is None:
-        f.evidence.append("GPU utilisation not scraped (DCGM exporter): compute saturation inferred from per-token time only")
+        f.evidence.append(
+            "GPU utilisation not scraped (DCGM exporter): compute saturation inferred from per-token time only"
+        )
     elif th.gpu_not_busy <= r.gpu.p50 < th.gpu_busy:
-        f.short.append(f"GPU utilisation p50 {_pct(r.gpu.p50)}: busy, but short of the {_pct(th.gpu_busy)} that "
-                       f"confirms compute saturation (DOMAIN.md rule 1)")
-    f.actions = ["optimise inference: FP8/INT8 weights, speculative decoding, CUDA graphs, a faster attention kernel",
-                 "add replicas (see the capacity plan) or use a larger tensor-parallel group",
-                 "operate below the knee: cap concurrency at the last step whose latency met the SLO"]
+        f.short.append(
+            f"GPU utilisation p50 {_pct(r.gpu.p50)}: busy, but short of the {_pct(th.gpu_busy)} that "
+            f"confirms compute saturation (DOMAIN.md rule 1)"
+        )
+    f.actions = [
+        "optimise inference: FP8/INT8 weights, speculative decoding, CUDA graphs, a faster attention kernel",
+        "add replicas (see the capacity plan) or use a larger tensor-parallel group",
+        "operate below the knee: cap concurrency at the last step whose latency met the SLO",
+    ]
     return f
 
 
@@ -230,26 +275,51 @@ def kv_cache(ctx: Context, r: Reading, base: Reading) -> Finding:
         return f
     th = ctx.th
     level = kv_level(r)
-    f.checks = [Check(f"KV-cache usage p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)} in {r.window.label}",
-                      level, th.kv_pinned, bounded=True)]
+    f.checks = [
+        Check(
+            f"KV-cache usage p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)} in {r.window.label}",
+            level,
+            th.kv_pinned,
+            bounded=True,
+        )
+    ]
     if r.preemptions:
-        f.checks.append(Check(f"{r.preemptions:.0f} preemptions in {r.window.label}", r.preemptions, 1.0, decisive=True))
+        f.checks.append(
+            Check(f"{r.preemptions:.0f} preemptions in {r.window.label}", r.preemptions, 1.0, decisive=True)
+        )
     else:
         # vLLM admits a request only when its blocks fit: a full pool also shows as a queue, without evictions
-        f.checks.append(Check(f"no preemptions; requests waiting in {r.waiting_share or 0:.0%} of scrapes",
-                              r.waiting_share, th.waiting_share, bounded=True))
+        f.checks.append(
+            Check(
+                f"no preemptions; requests waiting in {r.waiting_share or 0:.0%} of scrapes",
+                r.waiting_share,
+                th.waiting_share,
+                bounded=True,
+            )
+        )
     cap, exported = batch_cap(ctx)
     if r.running is not None and exported and cap:
-        f.checks.append(Check(f"running requests p50 {r.running.p50:.0f} below the engine's cap {cap:.0f}",
-                              r.running.p50 / cap, th.running_plateau, above=False, bounded=True))
+        f.checks.append(
+            Check(
+                f"running requests p50 {r.running.p50:.0f} below the engine's cap {cap:.0f}",
+                r.running.p50 / cap,
+                th.running_plateau,
+                above=False,
+                bounded=True,
+            )
+        )
     elif r.running is not None:
-        f.evidence.append(f"running requests p50 {r.running.p50:.0f}, max {r.running.max:.0f}: with the pool full, "
-                          f"the pool rather than a count cap holds the batch")
-    f.actions = ["lower max-model-len or cap prompt + output length per request",
-                 "quantise the KV cache (fp8) or the weights to free memory for KV",
-                 "enable prefix caching for shared system prompts",
-                 "more KV memory per replica: tensor parallelism, a larger GPU, higher gpu_memory_utilization",
-                 "cap concurrency below the point where KV usage reaches ~90 %"]
+        f.evidence.append(
+            f"running requests p50 {r.running.p50:.0f}, max {r.running.max:.0f}: with the pool full, "
+            f"the pool rather than a count cap holds the batch"
+        )
+    f.actions = [
+        "lower max-model-len or cap prompt + output length per request",
+        "quantise the KV cache (fp8) or the weights to free memory for KV",
+        "enable prefix caching for shared system prompts",
+        "more KV memory per replica: tensor parallelism, a larger GPU, higher gpu_memory_utilization",
+        "cap concurrency below the point where KV usage reaches ~90 %",
+    ]
     return f
 
 
@@ -260,12 +330,22 @@ def host_cpu(ctx: Context, r: Reading, base: Reading) -> Finding:
     if busy is None:
         f.unjudged = "host-cpu (no host CPU metric: scrape node_exporter's node_cpu_seconds_total)"
         return f
-    f.checks = [Check(f"host CPU busy {_pct(busy)} in {r.window.label}", busy, ctx.th.host_cpu_busy, bounded=True),
-                Check(f"GPU utilisation mean {_pct(r.gpu.mean) if r.gpu else 'n/a'}: not the limit",
-                      r.gpu.mean if r.gpu else None, ctx.th.gpu_busy, above=False, bounded=True, required=False)]
-    f.actions = ["move tokenisation / detokenisation off the request path or to more API-server processes",
-                 "check the sampling settings (penalties, logprobs) and structured-output guides that run on CPU",
-                 "give the serving process more cores or pin it away from noisy neighbours"]
+    f.checks = [
+        Check(f"host CPU busy {_pct(busy)} in {r.window.label}", busy, ctx.th.host_cpu_busy, bounded=True),
+        Check(
+            f"GPU utilisation mean {_pct(r.gpu.mean) if r.gpu else 'n/a'}: not the limit",
+            r.gpu.mean if r.gpu else None,
+            ctx.th.gpu_busy,
+            above=False,
+            bounded=True,
+            required=False,
+        ),
+    ]
+    f.actions = [
+        "move tokenisation / detokenisation off the request path or to more API-server processes",
+        "check the sampling settings (penalties, logprobs) and structured-output guides that run on CPU",
+        "give the serving process more cores or pin it away from noisy neighbours",
+    ]
     return f
 
 
@@ -287,16 +367,27 @@ def outside_engine(ctx: Context, r: Reading, base: Reading) -> Finding:
         return f
     client_s, server_s = float(client.mean()) / 1000.0, server.mean
     gap_ms = (client_s - server_s) * 1000.0
-    f.checks = [Check(f"client {concept.upper()} mean {client_s * 1000:.0f} ms vs the server's own "
-                      f"{server_s * 1000:.0f} ms: ratio", client_s / server_s if server_s > 0 else None,
-                      ctx.th.outside_ratio, origin=1.0),
-                # the client's own measurement floor (validity check) would show up here as "outside" time
-                Check(f"{gap_ms:.0f} ms spent outside the engine (network, gateway, auth, client), against the "
-                      f"noise floor or the client's measurement floor (model ms)", gap_ms,
-                      max(ctx.th.noise_floor_ms, ctx.measurement_floor_ms or 0.0))]
-    f.actions = ["trace one slow request through the chain (gateway, auth, service mesh) and time each hop",
-                 "check connection set-up: TLS handshakes and keep-alive reuse between client, gateway and engine",
-                 "test the engine directly (bypass the gateway) to confirm the split"]
+    f.checks = [
+        Check(
+            f"client {concept.upper()} mean {client_s * 1000:.0f} ms vs the server's own "
+            f"{server_s * 1000:.0f} ms: ratio",
+            client_s / server_s if server_s > 0 else None,
+            ctx.th.outside_ratio,
+            origin=1.0,
+        ),
+        # the client's own measurement floor (validity check) would show up here as "outside" time
+        Check(
+            f"{gap_ms:.0f} ms spent outside the engine (network, gateway, auth, client), against the "
+            f"noise floor or the client's measurement floor (model ms)",
+            gap_ms,
+            max(ctx.th.noise_floor_ms, ctx.measurement_floor_ms or 0.0),
+        ),
+    ]
+    f.actions = [
+        "trace one slow request through the chain (gateway, auth, service mesh) and time each hop",
+        "check connection set-up: TLS handshakes and keep-alive reuse between client, gateway and engine",
+        "test the engine directly (bypass the gateway) to confirm the split",
+    ]
     return f
 
 

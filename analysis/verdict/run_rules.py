@@ -29,15 +29,24 @@ def load_generator(ctx: Context) -> Finding:
         return f
     saturated, evidence = is_saturated(gen)
     # selfcheck.py's thresholds are applied inside is_saturated; held here means "past them"
-    f.checks = [Check("load generator saturated (worker CPU or event-loop lag past loadline.runtime.selfcheck's limits)",
-                      1.0 if saturated else 0.0, 1.0, decisive=True)]
+    f.checks = [
+        Check(
+            "load generator saturated (worker CPU or event-loop lag past loadline.runtime.selfcheck's limits)",
+            1.0 if saturated else 0.0,
+            1.0,
+            decisive=True,
+        )
+    ]
     f.evidence = evidence
     if saturated:
-        f.evidence.append("client-side TTFT/ITL/E2E include the generator's own delay: do not trust them as the server's")
-        f.actions = ["add load-generator processes (loadline run --workers N) or machines so each worker stays "
-                     "below ~70 % CPU",
-                     "re-run: the measured latency and throughput understate the server",
-                     "lower users per worker, or use a cheaper user class (no per-token client work)"]
+        f.evidence.append(
+            "client-side TTFT/ITL/E2E include the generator's own delay: do not trust them as the server's"
+        )
+        f.actions = [
+            "add load-generator processes (loadline run --workers N) or machines so each worker stays below ~70 % CPU",
+            "re-run: the measured latency and throughput understate the server",
+            "lower users per worker, or use a cheaper user class (no per-token client work)",
+        ]
     return f
 
 
@@ -66,17 +75,23 @@ def memory_leak(ctx: Context) -> Finding:
     rise, why = _floor_rise(ctx)
     f.checks = [
         Check("KV-cache usage while no request was running or waiting (should be ~0)", residue, th.idle_residue),
-        Check("engine restarts (counters reset) right after memory at the pinned level",
-              float(len(restarts)), 1.0, decisive=True),
+        Check(
+            "engine restarts (counters reset) right after memory at the pinned level",
+            float(len(restarts)),
+            1.0,
+            decisive=True,
+        ),
         Check("out-of-memory restarts of the serving process", oom, 1.0, decisive=True),
         Check(f"memory floor rise at constant load ({why})", rise, th.leak_rise),
     ]
     for ts, level in restarts:
         f.evidence.append(f"engine restarted at t={ts - ctx.span[0]:+.0f} s with memory at {_pct(level)} just before")
-    f.actions = ["find the leak before scaling: memory held after requests finish (aborted streams, prefix cache, "
-                 "adapters) - compare memory at idle before and after the run",
-                 "run a soak (2 h, or time-scaled) to confirm the slope and the time to OOM",
-                 "until fixed: restart replicas on a schedule shorter than the time to OOM"]
+    f.actions = [
+        "find the leak before scaling: memory held after requests finish (aborted streams, prefix cache, "
+        "adapters) - compare memory at idle before and after the run",
+        "run a soak (2 h, or time-scaled) to confirm the slope and the time to OOM",
+        "until fixed: restart replicas on a schedule shorter than the time to OOM",
+    ]
     return f
 
 
@@ -129,7 +144,7 @@ def _floor_rise(ctx: Context, slices: int = 5) -> tuple[float | None, str]:
     kv = kv[(kv.index >= steady.index.min()) & (kv.index <= steady.index.max())]
     if len(kv) < 2 * slices:
         return None, "not enough samples under load"
-    parts = [kv.iloc[i * len(kv) // slices:(i + 1) * len(kv) // slices] for i in range(slices)]
+    parts = [kv.iloc[i * len(kv) // slices : (i + 1) * len(kv) // slices] for i in range(slices)]
     in_engine = [load.reindex(p.index).median() for p in parts]
     if min(in_engine) <= 0 or max(in_engine) / min(in_engine) > ctx.th.steady_load:
         return None, "the load in the engine changed"
@@ -150,9 +165,12 @@ def _error_counts(rows: pd.DataFrame) -> dict[str, int]:
     failed = rows[rows["status"].astype(str) == Status.ERROR]
     status = pd.to_numeric(failed["http_status"], errors="coerce").fillna(0)
     cls = failed["error_class"].astype(str)
-    return {ErrorClass.CONNECT: int((cls == ErrorClass.CONNECT).sum()), ErrorClass.RESET: int((cls == ErrorClass.RESET).sum()),
-            "timeout before any response": int(((cls == ErrorClass.TIMEOUT) & (status == 0)).sum()),
-            "HTTP 502/503/504": int(status.isin([502, 503, 504]).sum())}
+    return {
+        ErrorClass.CONNECT: int((cls == ErrorClass.CONNECT).sum()),
+        ErrorClass.RESET: int((cls == ErrorClass.RESET).sum()),
+        "timeout before any response": int(((cls == ErrorClass.TIMEOUT) & (status == 0)).sum()),
+        "HTTP 502/503/504": int(status.isin([502, 503, 504]).sum()),
+    }
 
 
 def gateway(ctx: Context) -> Finding:
@@ -164,31 +182,48 @@ def gateway(ctx: Context) -> Finding:
     total = len(rows)
     gateway_errors = sum(counts.values())
     share = gateway_errors / total if total else 0.0
-    metric_hits = {c: s.increase(c, start, end) for c in
-                   ("gateway_5xx", "gateway_connect_fail", "gateway_pending_overflow", "gateway_timeouts")}
+    metric_hits = {
+        c: s.increase(c, start, end)
+        for c in ("gateway_5xx", "gateway_connect_fail", "gateway_pending_overflow", "gateway_timeouts")
+    }
     metric_hits = {c: v for c, v in metric_hits.items() if v}
     waiting = s.gauge("waiting", start, end)
     kv = s.gauge("kv_usage", start, end)
     engine_calm = (waiting is None or waiting.p90 < 1) and (kv is None or kv.p90 < ctx.th.kv_pinned)
     restarted = bool(s.increase("engine_restarts", start, end)) or any(
-        start <= t <= end for c in ("gen_tokens", "prompt_tokens") for t in s.resets(c))
+        start <= t <= end for c in ("gen_tokens", "prompt_tokens") for t in s.resets(c)
+    )
     # while the engine restarts, refused requests are the engine's outage, not the gateway's doing
     client_side = share if engine_calm and not restarted else 0.0
     detail = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none"
-    f.checks = [Check(f"{gateway_errors} of {total} requests failed before or outside the engine ({detail}), "
-                      f"with the engine's queue empty and no restart", client_side, ctx.th.error_rate),
-                Check("gateway error counters rose: " + (", ".join(f"{c} +{v:.0f}" for c, v in metric_hits.items()) or "none"),
-                      float(sum(metric_hits.values())), 1.0, decisive=True)]
+    f.checks = [
+        Check(
+            f"{gateway_errors} of {total} requests failed before or outside the engine ({detail}), "
+            f"with the engine's queue empty and no restart",
+            client_side,
+            ctx.th.error_rate,
+        ),
+        Check(
+            "gateway error counters rose: " + (", ".join(f"{c} +{v:.0f}" for c, v in metric_hits.items()) or "none"),
+            float(sum(metric_hits.values())),
+            1.0,
+            decisive=True,
+        ),
+    ]
     if restarted and gateway_errors:
         f.evidence.append("the engine restarted during the run: these failures may be its outage, not the gateway")
     if waiting is not None:
-        f.evidence.append(f"meanwhile the engine's queue: waiting p90 {waiting.p90:.0f}"
-                          + (f", KV usage p90 {_pct(kv.p90)}" if kv is not None else "")
-                          + (": the engine was not overloaded" if engine_calm else ""))
+        f.evidence.append(
+            f"meanwhile the engine's queue: waiting p90 {waiting.p90:.0f}"
+            + (f", KV usage p90 {_pct(kv.p90)}" if kv is not None else "")
+            + (": the engine was not overloaded" if engine_calm else "")
+        )
     elif share >= ctx.th.error_rate:
         f.evidence.append("no engine metrics: cannot rule out the engine's own admission control (503 on a full queue)")
-    f.actions = ["raise the gateway / load balancer's connection limit and upstream pool (max connections, pending requests)",
-                 "enable keep-alive to the upstream and check idle timeouts against long streams",
-                 "check gateway timeouts: streaming responses last as long as the longest generation",
-                 "check auth and downstream services on the request path"]
+    f.actions = [
+        "raise the gateway / load balancer's connection limit and upstream pool (max connections, pending requests)",
+        "enable keep-alive to the upstream and check idle timeouts against long streams",
+        "check gateway timeouts: streaming responses last as long as the longest generation",
+        "check auth and downstream services on the request path",
+    ]
     return f

@@ -48,11 +48,29 @@ def server_criteria(server_metrics: pd.DataFrame | None, slo: SLO) -> list[Crite
     if slo.gpu_memory_max_fraction is not None:
         limit = float(slo.gpu_memory_max_fraction)
         peak, where = gpu_memory_peak(signals)
-        criteria.append(Criterion("GPU memory", f"<= {limit:.0%}", limit, peak,
-                                  None if peak is None else peak <= limit, where, unit="fraction"))
+        criteria.append(
+            Criterion(
+                "GPU memory",
+                f"<= {limit:.0%}",
+                limit,
+                peak,
+                None if peak is None else peak <= limit,
+                where,
+                unit="fraction",
+            )
+        )
     if slo.max_oom_restarts is not None:
         limit = float(slo.max_oom_restarts)
         restarts = oom_restarts(signals)
-        criteria.append(Criterion("OOM restarts", f"<= {limit:g}", limit, restarts,
-                                  None if restarts is None else restarts <= limit, "", unit="restarts"))
+        criteria.append(
+            Criterion(
+                "OOM restarts",
+                f"<= {limit:g}",
+                limit,
+                restarts,
+                None if restarts is None else restarts <= limit,
+                "",
+                unit="restarts",
+            )
+        )
     return criteria

@@ -104,8 +104,9 @@ class Signals:
         """One value per timestamp, series combined with the concept's `agg` (cached)."""
         if concept not in self._gauge_cache:
             s = self.samples(concept)
-            self._gauge_cache[concept] = (pd.Series(dtype=float) if s.empty
-                                          else s.groupby("ts")["value"].agg(CONCEPTS[concept].agg).sort_index())
+            self._gauge_cache[concept] = (
+                pd.Series(dtype=float) if s.empty else s.groupby("ts")["value"].agg(CONCEPTS[concept].agg).sort_index()
+            )
         return self._gauge_cache[concept]
 
     def gauge(self, concept: str, start: float, end: float) -> GaugeStats | None:
@@ -121,8 +122,14 @@ class Signals:
         window = series[(series.index >= start) & (series.index <= end)]
         if window.empty:
             return None
-        return GaugeStats(float(window.mean()), float(window.quantile(0.5)), float(window.quantile(0.9)),
-                          float(window.min()), float(window.max()), int(len(window)))
+        return GaugeStats(
+            float(window.mean()),
+            float(window.quantile(0.5)),
+            float(window.quantile(0.9)),
+            float(window.min()),
+            float(window.max()),
+            int(len(window)),
+        )
 
     # --- counters ------------------------------------------------------------------------------
     def _increments(self, concept: str, suffix: str) -> pd.DataFrame:
@@ -143,8 +150,14 @@ class Signals:
                 prev = s.groupby(["series", "le"], sort=False)["value"].shift(1)
                 value = s["value"].to_numpy(dtype=float)
                 inc = np.where(prev.isna(), np.nan, np.where(value >= prev, value - prev, value))
-                self._inc_cache[key] = pd.DataFrame({"series": s["series"].to_numpy(), "le": s["le"].to_numpy(),
-                                                     "ts": s["ts"].to_numpy(dtype=float), "inc": inc})
+                self._inc_cache[key] = pd.DataFrame(
+                    {
+                        "series": s["series"].to_numpy(),
+                        "le": s["le"].to_numpy(),
+                        "ts": s["ts"].to_numpy(dtype=float),
+                        "inc": inc,
+                    }
+                )
         return self._inc_cache[key]
 
     def _grown(self, concept: str, start: float, end: float, suffix: str = "") -> pd.DataFrame | None:
@@ -226,8 +239,13 @@ class Signals:
     def scrape_interval(self) -> float | None:
         """The median time between the engine's scrapes (running gauge, else any sample)."""
         series = self.gauge_series("running") if self.has("running") else pd.Series(dtype=float)
-        ts = series.index.to_numpy(dtype=float) if len(series) else np.unique(
-            pd.to_numeric(self.table.get("ts", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy())
+        ts = (
+            series.index.to_numpy(dtype=float)
+            if len(series)
+            else np.unique(
+                pd.to_numeric(self.table.get("ts", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
+            )
+        )
         steps = np.diff(np.sort(ts))
         steps = steps[steps > 0]
         return float(np.median(steps)) if len(steps) else None
@@ -247,8 +265,9 @@ class Signals:
 
     def _running_waiting(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
         """running and waiting at the scrapes that have both, optionally inside [start, end]."""
-        both = pd.concat({"running": self.gauge_series("running"), "waiting": self.gauge_series("waiting")},
-                         axis=1).dropna()
+        both = pd.concat(
+            {"running": self.gauge_series("running"), "waiting": self.gauge_series("waiting")}, axis=1
+        ).dropna()
         if start is not None and end is not None:
             both = both[(both.index >= start) & (both.index <= end)]
         return both
@@ -275,8 +294,10 @@ class Signals:
         queued = both[both["waiting"] > 0]
         if queued.empty or queued["running"].max() <= 0:
             return None
-        return RunningCap(float(queued["running"].max()),
-                          f"most requests running while others waited ({len(queued)} scrapes with a queue)")
+        return RunningCap(
+            float(queued["running"].max()),
+            f"most requests running while others waited ({len(queued)} scrapes with a queue)",
+        )
 
     def slot_saturation(self, start: float, end: float) -> SlotSaturation | None:
         """How often, in [start, end], running sat at the cap and requests waited (None: not measurable)."""
@@ -288,8 +309,14 @@ class Signals:
             return None
         pinned = both["running"] >= cap.value
         waiting = both["waiting"] > 0
-        return SlotSaturation(cap, float(pinned.mean()), float(waiting.mean()), float((pinned & waiting).mean()),
-                              self.gauge("running", start, end), self.gauge("waiting", start, end))
+        return SlotSaturation(
+            cap,
+            float(pinned.mean()),
+            float(waiting.mean()),
+            float((pinned & waiting).mean()),
+            self.gauge("running", start, end),
+            self.gauge("waiting", start, end),
+        )
 
     def _value_at(self, concept: str, ts: float) -> float | None:
         """A cumulative series (summed over series) at its last scrape at or before `ts`."""

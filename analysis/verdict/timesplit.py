@@ -52,7 +52,9 @@ def _engine_means(signals: Signals, start: float, end: float) -> tuple[dict[str,
     return out, finished
 
 
-def _split(client_ms: float | None, engine_s: dict[str, float | None], total: str, parts: tuple[str, ...]) -> dict | None:
+def _split(
+    client_ms: float | None, engine_s: dict[str, float | None], total: str, parts: tuple[str, ...]
+) -> dict | None:
     """client mean -> outside + parts + other (model ms), with shares of the client's mean."""
     engine = engine_s.get(total)
     if client_ms is None or engine is None:
@@ -104,12 +106,22 @@ def phase_split(requests: pd.DataFrame, signals: Signals, start: float, end: flo
     engine, finished = _engine_means(signals, start, end)
     ttft = _split(_mean(ttft_rows["ttft_ms"]), engine, "ttft", ("queue", "prefill"))
     e2e = _split(_mean(e2e_rows["e2e_ms"]), engine, "e2e", PARTS)
-    return {"client_requests": int(len(e2e_rows)), "engine_requests": float(finished), "ttft": ttft, "e2e": e2e,
-            "window": [t_a, t_b]}
+    return {
+        "client_requests": int(len(e2e_rows)),
+        "engine_requests": float(finished),
+        "ttft": ttft,
+        "e2e": e2e,
+        "window": [t_a, t_b],
+    }
 
 
-def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.DataFrame | None,
-               floor_model_ms: float | None = None, noise_floor_ms: float = Thresholds.noise_floor_ms) -> dict:
+def time_split(
+    requests: pd.DataFrame,
+    phases: pd.DataFrame,
+    server_metrics: pd.DataFrame | None,
+    floor_model_ms: float | None = None,
+    noise_floor_ms: float = Thresholds.noise_floor_ms,
+) -> dict:
     """verdict.json["time_split"]: per phase and over the whole run, plus the outside-engine call.
 
     `floor_model_ms`: the client's own measurement floor (validity), part of the outside share that
@@ -118,8 +130,14 @@ def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.
     signals = Signals(server_metrics)
     present = [k for k, c in _CONCEPTS.items() if signals.has(c)]
     if not present:
-        return {"available": False, "why": "the engine's latency histograms were not scraped (`loadline run -- --scrape-url URL`)",
-                "phases": [], "run": None, "dominant": None, "sentence": ""}
+        return {
+            "available": False,
+            "why": "the engine's latency histograms were not scraped (`loadline run -- --scrape-url URL`)",
+            "phases": [],
+            "run": None,
+            "dominant": None,
+            "sentence": "",
+        }
     rows = []
     for phase in phases.itertuples(index=False):
         start, end = float(phase.start_wall), float(phase.end_wall)
@@ -135,24 +153,36 @@ def time_split(requests: pd.DataFrame, phases: pd.DataFrame, server_metrics: pd.
     # count the cancelled requests it went on to finish while the client's side had no row for them
     whole = phase_split(requests, signals, float(starts.min()), float(ends.max())) if len(phases) else None
     dominant, sentence = _dominant(whole, floor_model_ms or 0.0, noise_floor_ms)
-    return {"available": True, "concepts": present, "phases": rows, "run": whole, "dominant": dominant,
-            "sentence": sentence, "caveat": negative_caveat(rows, whole),
-            "method": "means of the engine's own histograms (_sum/_count) against the client records' means, "
-                      "same window, model time"}
+    return {
+        "available": True,
+        "concepts": present,
+        "phases": rows,
+        "run": whole,
+        "dominant": dominant,
+        "sentence": sentence,
+        "caveat": negative_caveat(rows, whole),
+        "method": "means of the engine's own histograms (_sum/_count) against the client records' means, "
+        "same window, model time",
+    }
 
 
 def negative_caveat(rows: list[dict], whole: dict | None) -> str:
     """An outside share below zero is the comparison's limit, not time: said with its size and where."""
-    seen = [(str(label), split[metric]["outside_ms"]) for label, split in
-            [*((r["phase"], r) for r in rows), *([("whole run", whole)] if whole else [])]
-            for metric in ("ttft", "e2e") if split.get(metric) and split[metric]["outside_ms"] < 0]
+    seen = [
+        (str(label), split[metric]["outside_ms"])
+        for label, split in [*((r["phase"], r) for r in rows), *([("whole run", whole)] if whole else [])]
+        for metric in ("ttft", "e2e")
+        if split.get(metric) and split[metric]["outside_ms"] < 0
+    ]
     if not seen:
         return ""
     worst = min(value for _, value in seen)
     where = ", ".join(dict.fromkeys(label for label, _ in seen))
-    return (f"outside the engine reads below zero in {where} (down to {worst:,.0f} ms, model time): the engine's "
-            "histogram means and the client's records cover slightly different requests (the histograms are read "
-            "at scrapes, the records at their own times), so a gap that small is about zero, not time")
+    return (
+        f"outside the engine reads below zero in {where} (down to {worst:,.0f} ms, model time): the engine's "
+        "histogram means and the client's records cover slightly different requests (the histograms are read "
+        "at scrapes, the records at their own times), so a gap that small is about zero, not time"
+    )
 
 
 def _dominant(whole: dict | None, floor_ms: float, noise_floor_ms: float) -> tuple[str | None, str]:
@@ -165,18 +195,28 @@ def _dominant(whole: dict | None, floor_ms: float, noise_floor_ms: float) -> tup
     outside, client = split["outside_ms"], split["client_ms"]
     beyond_floor = outside - floor_ms
     name = metric.upper()
-    gap = (f"{outside:,.0f} ms ({split['outside_share']:.0%}) outside the engine" if outside >= 0 else
-           f"about 0 ms outside the engine (measured {outside:,.0f} ms: within the comparison's error)")
+    gap = (
+        f"{outside:,.0f} ms ({split['outside_share']:.0%}) outside the engine"
+        if outside >= 0
+        else f"about 0 ms outside the engine (measured {outside:,.0f} ms: within the comparison's error)"
+    )
     numbers = f"client {name} mean {client:,.0f} ms vs the engine's own {split['engine_ms']:,.0f} ms: {gap}"
     if (split["outside_share"] or 0) >= OUTSIDE_DOMINATES and beyond_floor >= noise_floor_ms:
         floor_note = f", of which the client's own measurement floor is {floor_ms:,.0f} ms" if floor_ms else ""
-        return "outside-engine", (f"outside-engine: {numbers}{floor_note} (network, gateway, proxy, auth); "
-                                  "time each hop between the client and the engine")
+        return "outside-engine", (
+            f"outside-engine: {numbers}{floor_note} (network, gateway, proxy, auth); "
+            "time each hop between the client and the engine"
+        )
     if (split["outside_share"] or 0) >= OUTSIDE_DOMINATES:
-        return "client-floor", (f"{numbers}, but the client's own measurement floor is {floor_ms:,.0f} ms of it: "
-                                "the gap is the load generator's, not the path's (lower --time-scale or add workers)")
-    biggest = max(((p, split.get(f"{p}_ms") or 0.0) for p in ("queue", "prefill", "decode") if f"{p}_ms" in split),
-                  key=lambda item: item[1], default=(None, 0.0))
+        return "client-floor", (
+            f"{numbers}, but the client's own measurement floor is {floor_ms:,.0f} ms of it: "
+            "the gap is the load generator's, not the path's (lower --time-scale or add workers)"
+        )
+    biggest = max(
+        ((p, split.get(f"{p}_ms") or 0.0) for p in ("queue", "prefill", "decode") if f"{p}_ms" in split),
+        key=lambda item: item[1],
+        default=(None, 0.0),
+    )
     if biggest[0] is None:
         return None, numbers
     return biggest[0], f"{numbers}; the largest engine part is {biggest[0]} ({biggest[1]:,.0f} ms)"

@@ -45,7 +45,7 @@ API_MEDIA_TYPES = ("text/event-stream", "application/json")  # what an OpenAI-co
 _HINTS = {
     400: "the server refused the request body: check the model (`loadline run -- --model NAME`) and the request options (max tokens, stream)",
     401: "authentication failed: check the API key (LOADLINE_API_KEY or OPENAI_API_KEY in the environment, "
-         "`loadline run -- --api-key KEY`, or the web UI's API key field) or the gateway's credentials",
+    "`loadline run -- --api-key KEY`, or the web UI's API key field) or the gateway's credentials",
     403: "the credentials lack access to this model or endpoint",
     404: "wrong path or model: --host must be the base URL (without /v1), and the model must exist",
     405: "the target does not accept POST on this path: is --host the inference API?",
@@ -76,8 +76,14 @@ def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict
     media = rows.get("content_type", pd.Series("", index=rows.index)).map(_media_type)
     # the tool's own invalid requests have a finding of their own (invalid_requests), with the server's words
     rejected = error & status.isin(SETUP_STATUSES) & (rows["error_class"].astype(str) != INVALID_REQUEST)
-    foreign = error & status.between(200, 299) & (
-        (rows["error_class"].astype(str) == ErrorClass.NOT_EVENT_STREAM) | ((media != "") & ~media.isin(API_MEDIA_TYPES)))
+    foreign = (
+        error
+        & status.between(200, 299)
+        & (
+            (rows["error_class"].astype(str) == ErrorClass.NOT_EVENT_STREAM)
+            | ((media != "") & ~media.isin(API_MEDIA_TYPES))
+        )
+    )
     bad = rejected | foreign
     share = float(bad.sum()) / len(rows)
     if share <= SETUP_SHARE:
@@ -98,11 +104,17 @@ def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict
         hint = "something other than the inference API answered (a login page, a proxy or a web server): check --host"
     reason = f"{len(culprits)} of {len(rows)} requests ({share:.0%}) were {what}" + (f"; {hint}" if hint else "")
     return {
-        "kind": kind, "share": share, "attempts": int(len(rows)), "failed": int(len(culprits)),
+        "kind": kind,
+        "share": share,
+        "attempts": int(len(rows)),
+        "failed": int(len(culprits)),
         "statuses": {str(k): v for k, v in statuses.most_common()},
         "content_types": dict(types.most_common()),
-        "http_status": top_status, "content_type": content_type, "body_sample": body,
-        "reason": reason, "hint": hint,
+        "http_status": top_status,
+        "content_type": content_type,
+        "body_sample": body,
+        "reason": reason,
+        "hint": hint,
     }
 
 
@@ -138,21 +150,36 @@ def invalid_requests(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> d
     words = Counter(sample(str(m), secrets)[:160] for m in refused.get("error_message", pd.Series(dtype=str)))
     said = [w for w, _ in words.most_common(3)]
     if any(w in " ".join(said).lower() for w in _CONTEXT_WORDS):
-        hint = ("the prompts (with history and max_tokens) did not fit the server's context in its own tokens: "
-                "let Loadline discover the context (`loadline run -- --max-context-tokens -1`) and count tokens "
-                "exactly (`loadline run -- --tokenizer PATH`, or the server's /tokenize), or lower the lengths "
-                "(`loadline run -- --prompt-tokens N`, `-- --prompt-mix`, `-- --max-tokens N`)")
+        hint = (
+            "the prompts (with history and max_tokens) did not fit the server's context in its own tokens: "
+            "let Loadline discover the context (`loadline run -- --max-context-tokens -1`) and count tokens "
+            "exactly (`loadline run -- --tokenizer PATH`, or the server's /tokenize), or lower the lengths "
+            "(`loadline run -- --prompt-tokens N`, `-- --prompt-mix`, `-- --max-tokens N`)"
+        )
     else:
-        hint = ("the server refused a request option: check what `loadline run -- --model NAME --max-tokens N "
-                "--output-tokens N --ignore-eos` sent")
+        hint = (
+            "the server refused a request option: check what `loadline run -- --model NAME --max-tokens N "
+            "--output-tokens N --ignore-eos` sent"
+        )
     unusable = share > INVALID_SHARE
-    message = (f"{len(refused)} of {len(rows)} requests ({share:.1%}) were refused by the server as invalid, "
-               f"the load tool's own requests, not the service's failures: {'; '.join(repr(w) for w in said)}; {hint}")
+    message = (
+        f"{len(refused)} of {len(rows)} requests ({share:.1%}) were refused by the server as invalid, "
+        f"the load tool's own requests, not the service's failures: {'; '.join(repr(w) for w in said)}; {hint}"
+    )
     if unusable:
-        message += (f"; above {INVALID_SHARE:.0%} the run is unusable: the refused requests are the heaviest ones, "
-                    "so the P99 tail and the load carried are not the planned workload's")
-    return {"count": int(len(refused)), "attempts": int(len(rows)), "share": share, "messages": said,
-            "hint": hint, "unusable": unusable, "message": message}
+        message += (
+            f"; above {INVALID_SHARE:.0%} the run is unusable: the refused requests are the heaviest ones, "
+            "so the P99 tail and the load carried are not the planned workload's"
+        )
+    return {
+        "count": int(len(refused)),
+        "attempts": int(len(rows)),
+        "share": share,
+        "messages": said,
+        "hint": hint,
+        "unusable": unusable,
+        "message": message,
+    }
 
 
 # --- 4. did the run end on its own? -------------------------------------------------------------------
@@ -173,13 +200,21 @@ def completion_criterion(manifest: dict | None) -> Criterion | None:
     ended = completion(manifest)
     if ended is None:
         return None
-    return Criterion(COMPLETION, f"status = {FINISHED}", 1.0, None, False, where=ended["status"], unit="run",
-                     why=ended["reason"])
+    return Criterion(
+        COMPLETION, f"status = {FINISHED}", 1.0, None, False, where=ended["status"], unit="run", why=ended["reason"]
+    )
 
 
 # --- all together ------------------------------------------------------------------------------------
-def assess(requests: pd.DataFrame, phases: pd.DataFrame, generator: pd.DataFrame | None, criteria: list[dict],
-           scale: float, truth: pd.DataFrame | None = None, secrets: tuple[str, ...] = ()) -> dict:
+def assess(
+    requests: pd.DataFrame,
+    phases: pd.DataFrame,
+    generator: pd.DataFrame | None,
+    criteria: list[dict],
+    scale: float,
+    truth: pd.DataFrame | None = None,
+    secrets: tuple[str, ...] = (),
+) -> dict:
     """verdict.json["validity"]: usable / trustworthy, the findings, and the parts the verdict reads.
 
     usable=False (a setup failure) -> `reason` is the one line the commands print with exit 2.
@@ -192,27 +227,42 @@ def assess(requests: pd.DataFrame, phases: pd.DataFrame, generator: pd.DataFrame
         findings.append({"kind": "setup-failure", "severity": "unusable", "message": setup["reason"]})
     invalid = invalid_requests(requests, secrets) if len(requests) else None
     if invalid:
-        findings.append({"kind": "invalid-requests", "severity": "unusable" if invalid["unusable"] else "note",
-                         "message": invalid["message"]})
+        findings.append(
+            {
+                "kind": "invalid-requests",
+                "severity": "unusable" if invalid["unusable"] else "note",
+                "message": invalid["message"],
+            }
+        )
     unusable_reason = setup["reason"] if setup else (invalid["message"] if invalid and invalid["unusable"] else None)
     saturated, gen_evidence = is_saturated(generator)
     if saturated:
-        findings.append({"kind": "generator-saturated", "severity": "untrustworthy",
-                         "message": "the load generator was saturated: " + "; ".join(gen_evidence)})
+        findings.append(
+            {
+                "kind": "generator-saturated",
+                "severity": "untrustworthy",
+                "message": "the load generator was saturated: " + "; ".join(gen_evidence),
+            }
+        )
     floor = measurement_floor(requests, phases, scale, truth, generator)
     floor.update(floor_materiality(floor, criteria))
     seen_behind = behind_phases(requests, phases)
-    behind, doubts, lag_error = _weigh_behind(seen_behind, generator if saturated else None, criteria, scale,
-                                              truth_measured=floor["method"] == "truth")
+    behind, doubts, lag_error = _weigh_behind(
+        seen_behind, generator if saturated else None, criteria, scale, truth_measured=floor["method"] == "truth"
+    )
     if seen_behind:
-        message = ("the load generator was behind (read its sockets later than one token gap): "
-                   + behind_summary(seen_behind, scale))
+        message = "the load generator was behind (read its sockets later than one token gap): " + behind_summary(
+            seen_behind, scale
+        )
         if not behind:
-            message += (f"; the simulator's truth log measured what that cost TTFT and E2E (the floor, "
-                        f"{_fmt(floor.get('floor_model_ms'))} ms model time), and no ITL or TPOT criterion is "
-                        "within the read delay of its limit")
-        findings.append({"kind": "generator-behind", "severity": "untrustworthy" if behind else "note",
-                         "message": message})
+            message += (
+                f"; the simulator's truth log measured what that cost TTFT and E2E (the floor, "
+                f"{_fmt(floor.get('floor_model_ms'))} ms model time), and no ITL or TPOT criterion is "
+                "within the read delay of its limit"
+            )
+        findings.append(
+            {"kind": "generator-behind", "severity": "untrustworthy" if behind else "note", "message": message}
+        )
     rests = watch_rests(generator)
     if rests:
         findings.append({"kind": "watch-rested", "severity": "note", "message": "; ".join(rests)})
@@ -226,8 +276,15 @@ def assess(requests: pd.DataFrame, phases: pd.DataFrame, generator: pd.DataFrame
         "findings": findings,
         "setup_failure": setup,
         "invalid_requests": invalid,
-        "generator": {"saturated": saturated, "evidence": gen_evidence, "behind": behind, "behind_seen": seen_behind,
-                      "lag_error_model_ms": lag_error, "gate_doubts": doubts, "watch_rested": rests},
+        "generator": {
+            "saturated": saturated,
+            "evidence": gen_evidence,
+            "behind": behind,
+            "behind_seen": seen_behind,
+            "lag_error_model_ms": lag_error,
+            "gate_doubts": doubts,
+            "watch_rested": rests,
+        },
         "floor": floor,
         "confidence_steps": steps,  # how many steps (high -> medium -> low) the verdict's confidence drops
     }
@@ -241,8 +298,9 @@ def _fmt(value: float | None) -> str:
     return "?" if value is None else f"{value:,.1f}"
 
 
-def _weigh_behind(behind: list[dict], saturated_samples: pd.DataFrame | None, criteria: list[dict], scale: float,
-                  truth_measured: bool) -> tuple[list[dict], list[dict], float | None]:
+def _weigh_behind(
+    behind: list[dict], saturated_samples: pd.DataFrame | None, criteria: list[dict], scale: float, truth_measured: bool
+) -> tuple[list[dict], list[dict], float | None]:
     """(phases where being behind counts, gate doubts, lag error in model ms).
 
     The read-delay test (read later than one token gap) is a proxy for what late reads cost. With
@@ -284,14 +342,21 @@ def gate_doubts(criteria: list[dict], lag_error_model_ms: float | None) -> list[
         margin = abs(float(c["measured"]) - float(c["limit"]))
         if margin <= lag_error_model_ms:
             verdict = "passed" if c.get("passed") else "failed"
-            out.append({"criterion": name, "passed": c.get("passed"), "margin_ms": margin,
-                        "message": f"{name} {verdict} by {margin:,.0f} ms, within the {lag_error_model_ms:,.0f} ms "
-                                   "the lagging generator may add (model time)"})
+            out.append(
+                {
+                    "criterion": name,
+                    "passed": c.get("passed"),
+                    "margin_ms": margin,
+                    "message": f"{name} {verdict} by {margin:,.0f} ms, within the {lag_error_model_ms:,.0f} ms "
+                    "the lagging generator may add (model time)",
+                }
+            )
     return out
 
 
-def generator_gate_note(validity: dict, passed: bool, criteria: list[dict] = (),
-                        unjudged: list[str] = ()) -> tuple[str | None, bool]:
+def generator_gate_note(
+    validity: dict, passed: bool, criteria: list[dict] = (), unjudged: list[str] = ()
+) -> tuple[str | None, bool]:
     """(note for the gate, untrustworthy) when the generator was saturated or behind, else (None, False).
 
     Untrustworthy (the report exits 2, like an unusable run: the test rig, not the server, decided)
@@ -305,16 +370,22 @@ def generator_gate_note(validity: dict, passed: bool, criteria: list[dict] = (),
     outcome = "PASS" if passed else "FAIL"
     doubts = generator.get("gate_doubts") or []
     doubtful = {d["criterion"] for d in doubts}
-    fails_anyway = bool(unjudged) or any(c.get("passed") is False and str(c.get("name")) not in doubtful
-                                         for c in criteria)
+    fails_anyway = bool(unjudged) or any(
+        c.get("passed") is False and str(c.get("name")) not in doubtful for c in criteria
+    )
     if doubts and not fails_anyway:
         within = "; ".join(d["message"] for d in doubts)
-        return (f"{outcome}, but the load generator was behind: trust: untrusted ({within}); "
-                "rerun with more generator CPU (--workers N)"), True
+        return (
+            f"{outcome}, but the load generator was behind: trust: untrusted ({within}); "
+            "rerun with more generator CPU (--workers N)"
+        ), True
     error = generator.get("lag_error_model_ms")
     size = f" (up to {error:,.0f} ms, model time)" if error else ""
-    why = ("a criterion failed beyond the lag's reach (or had no data), so the run fails anyway" if doubts else
-           "every criterion is further than that from its limit, so the verdict stands")
+    why = (
+        "a criterion failed beyond the lag's reach (or had no data), so the run fails anyway"
+        if doubts
+        else "every criterion is further than that from its limit, so the verdict stands"
+    )
     return f"{outcome}, but the load generator was behind: latencies include its own delay{size}; {why}", False
 
 
@@ -346,8 +417,16 @@ def qualify(bottleneck: dict, validity: dict) -> dict:
     before = out.get("confidence")
     out["confidence"] = lower_confidence(before, steps)
     doubts = [f["message"] for f in validity.get("findings") or [] if f.get("severity") == "untrustworthy"]
-    out["evidence"] = list(out.get("evidence") or []) + [
-        (f"confidence lowered from {before} to {out['confidence']}: {doubt}" if out["confidence"] != before
-         else f"confidence stays {before}: {doubt}") for doubt in doubts[:1]] + [
-        f"also: {doubt}" for doubt in doubts[1:]]
+    out["evidence"] = (
+        list(out.get("evidence") or [])
+        + [
+            (
+                f"confidence lowered from {before} to {out['confidence']}: {doubt}"
+                if out["confidence"] != before
+                else f"confidence stays {before}: {doubt}"
+            )
+            for doubt in doubts[:1]
+        ]
+        + [f"also: {doubt}" for doubt in doubts[1:]]
+    )
     return out

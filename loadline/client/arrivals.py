@@ -38,10 +38,13 @@ class ArrivalSettings:
 
     @classmethod
     def from_options(cls, o: Any) -> ArrivalSettings:
-        settings = cls(rate=float(getattr(o, "arrival_rate", 0.0)), process=str(getattr(o, "arrival", "poisson")),
-                       burstiness=float(getattr(o, "burstiness", 1.0)),
-                       max_inflight=int(getattr(o, "max_inflight", 1000)),
-                       sessions=bool(getattr(o, "arrival_sessions", False)))
+        settings = cls(
+            rate=float(getattr(o, "arrival_rate", 0.0)),
+            process=str(getattr(o, "arrival", "poisson")),
+            burstiness=float(getattr(o, "burstiness", 1.0)),
+            max_inflight=int(getattr(o, "max_inflight", 1000)),
+            sessions=bool(getattr(o, "arrival_sessions", False)),
+        )
         settings.validate()
         return settings
 

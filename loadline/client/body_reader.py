@@ -313,4 +313,3 @@ def reader() -> BodyReader:
             _reader[0].first_bytes.stop()  # its thread ends at its next look (another hub's, or a parent's)
         _reader[:] = [BodyReader()]
     return _reader[0]
-

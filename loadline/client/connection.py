@@ -39,12 +39,22 @@ CLOCKS_APART_S = 0.001
 class Connection:
     """One keep-alive connection to one target (a user is one browser tab); opened on first use."""
 
-    def __init__(self, base_url: str, connect_timeout: float, read_timeout: float | None,
-                 headers: dict[str, str] | None = None, kernel_clock_on: bool = True) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        connect_timeout: float,
+        read_timeout: float | None,
+        headers: dict[str, str] | None = None,
+        kernel_clock_on: bool = True,
+    ) -> None:
         self.target = Target.parse(base_url)
         self.connect_timeout = connect_timeout
-        self.headers = {"User-Agent": f"loadline/{__version__}", "Accept": "*/*", "Accept-Encoding": "identity",
-                        **(headers or {})}
+        self.headers = {
+            "User-Agent": f"loadline/{__version__}",
+            "Accept": "*/*",
+            "Accept-Encoding": "identity",
+            **(headers or {}),
+        }
         self.want_kernel = kernel_clock_on and kernel_clock.AVAILABLE and not self.target.tls
         self.sock: socket.socket | None = None
         self.kernel = False
@@ -67,7 +77,7 @@ class Connection:
         start = perf_counter()
         try:
             sock = gevent.socket.create_connection((t.host, t.port), timeout=self.connect_timeout)
-        except socket.timeout:
+        except TimeoutError:
             raise ConnectTimeout(f"no connection within {self.connect_timeout} s") from None
         except OSError as exc:  # refused, unreachable, DNS (gaierror)
             raise ConnectError(f"cannot connect to {t.host}:{t.port}: {exc.strerror or exc}") from exc
@@ -76,7 +86,7 @@ class Connection:
             if t.tls:
                 sock = tls_context().wrap_socket(sock, server_hostname=t.host)
             self.kernel = self.want_kernel and kernel_clock.enable(sock)
-        except socket.timeout:
+        except TimeoutError:
             sock.close()
             raise ConnectTimeout(f"no TLS handshake within {self.connect_timeout} s") from None
         except (ssl.SSLError, ssl.CertificateError, OSError) as exc:
@@ -113,8 +123,9 @@ class Connection:
                 try:
                     response = self._exchange(self._usable_socket(), request)
                 except Exception as second:
-                    raise second from StaleKeepAlive(f"sent again after {type(first).__name__} on a kept-alive "
-                                                     "connection")
+                    raise second from StaleKeepAlive(
+                        f"sent again after {type(first).__name__} on a kept-alive connection"
+                    )
                 response.stale_retries = 1
         except BaseException:  # a timeout or a stop mid-exchange: this socket's state is unknown
             self.close()
@@ -151,7 +162,8 @@ class Connection:
                 raise ConnectionResetError("the connection closed before any reply") from None
             raise
         if response.clock == kernel_clock.KERNEL and not (
-                before - CLOCKS_APART_S <= response.headers_at <= perf_counter() + CLOCKS_APART_S):
+            before - CLOCKS_APART_S <= response.headers_at <= perf_counter() + CLOCKS_APART_S
+        ):
             # A reply stamped before its request was written, or in the future: the kernel's clock
             # and this process's time.time() disagree (a stepped wall clock; libfaketime in the
             # cross-host test). Its stamps cannot be placed: this reply is timed at read time.

@@ -33,7 +33,9 @@ _INPUT_KEYS = (("max_input_tokens",), ("max_input_length",))  # TGI's prompt lim
 # How a refused prompt states the context length (HTTP 400); llama-server's error object also
 # carries it as a field, `n_ctx` (type exceed_context_size_error).
 _LIMIT_IN_REFUSALS = (
-    re.compile(r"exceeds? context window of (\d+)"),  # llama-cpp-python: "Requested tokens (N) exceed context window of 2048"
+    re.compile(
+        r"exceeds? context window of (\d+)"
+    ),  # llama-cpp-python: "Requested tokens (N) exceed context window of 2048"
     re.compile(r"maximum context length is (\d+)"),  # vLLM, OpenAI
     re.compile(r"available context size \((\d+) tokens\)"),  # llama-server
 )

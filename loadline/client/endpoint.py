@@ -24,7 +24,7 @@ class Target:
     prefix: str  # the base URL's path, put before every request path
 
     @classmethod
-    def parse(cls, base_url: str) -> "Target":
+    def parse(cls, base_url: str) -> Target:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")

@@ -60,12 +60,13 @@ def classify(exc: BaseException) -> ErrorClass:
 # for a prompt over the context (REFERENCE-workloads.md section 2) and for a bad parameter:
 INVALID_REQUEST_STATUSES = (400, 413, 422)
 _INVALID_WORDS = re.compile(
-    r"context (?:length|size|window)"                # vLLM, SGLang, llama.cpp, llama-cpp-python, OpenAI
+    r"context (?:length|size|window)"  # vLLM, SGLang, llama.cpp, llama-cpp-python, OpenAI
     r"|exceed_context_size_error|context_length_exceeded|invalid_request_error"  # error types and codes
     r"|must have less than \d+ tokens|must be <= \d+"  # TGI's validation
     r"|too large|too long|longer than|must be|is required|invalid|not supported|unsupported"  # bad parameters
     r"|\"(?:error_type|type)\"\s*:\s*\"(?:validation|BadRequest(?:Error)?)\"",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def invalid_request(status: int, body: str) -> bool:

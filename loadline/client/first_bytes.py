@@ -55,8 +55,7 @@ class FirstBytesWatch:
     """The thread, its epoll set and what its peeks saw, per watched file descriptor:
     [(bytes waiting, their newest stamp), ...], lengths from the oldest unread byte."""
 
-    def __init__(self, budget: WatchBudget | None = None,
-                 waited: Callable[[], float | None] = thread_wait_s) -> None:
+    def __init__(self, budget: WatchBudget | None = None, waited: Callable[[], float | None] = thread_wait_s) -> None:
         self.lock = _allocate_lock()  # held by the thread while it peeks, by the body reader while it reads
         self.budget = budget  # None: on whatever it costs (LOADLINE_FIRST_BYTES_WATCH=1); else the default
         self._waited = waited  # the thread's own wait for a core so far (s), read once a window

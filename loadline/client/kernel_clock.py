@@ -35,8 +35,18 @@ import socket
 from loadline.client.transport_errors import ReadTimeout
 from loadline.core.kernel_stamps import ANC_SPACE, LINUX, SCM_TIMESTAMPNS, SO_TIMESTAMPNS, request_stamps, stamp_of
 
-__all__ = ["ANC_SPACE", "AVAILABLE", "KERNEL", "SCM_TIMESTAMPNS", "SO_TIMESTAMPNS", "USER", "enable",
-           "keep_stamping_on", "read_stamped", "stamp_of"]
+__all__ = [
+    "ANC_SPACE",
+    "AVAILABLE",
+    "KERNEL",
+    "SCM_TIMESTAMPNS",
+    "SO_TIMESTAMPNS",
+    "USER",
+    "enable",
+    "keep_stamping_on",
+    "read_stamped",
+    "stamp_of",
+]
 
 KERNEL, USER = "kernel", "user"  # the record's `clock` values
 AVAILABLE = LINUX and os.environ.get("LOADLINE_KERNEL_CLOCK", "1") != "0"

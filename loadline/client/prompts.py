@@ -19,8 +19,16 @@ from loadline.client.lengths import LENGTH_CLASSES, Lengths, parse_lengths, pars
 from loadline.core import resources
 from loadline.core.errors import UsageError
 
-__all__ = ["LENGTH_CLASSES", "VOCABULARY", "Lengths", "PromptSource", "load_dataset", "parse_lengths", "parse_mix",
-           "words"]
+__all__ = [
+    "LENGTH_CLASSES",
+    "VOCABULARY",
+    "Lengths",
+    "PromptSource",
+    "load_dataset",
+    "parse_lengths",
+    "parse_mix",
+    "words",
+]
 
 VOCABULARY: tuple[str, ...] = tuple(
     "load capacity token latency model server request stream batch cache queue replica gateway "
@@ -90,9 +98,15 @@ def _human_turns(item: object) -> list[str]:
     if not isinstance(item, dict):
         return []
     if isinstance(item.get("conversations"), list):
-        return [t["value"] for t in item["conversations"]
-                if isinstance(t, dict) and t.get("from") in ("human", "user") and isinstance(t.get("value"), str)]
+        return [
+            t["value"]
+            for t in item["conversations"]
+            if isinstance(t, dict) and t.get("from") in ("human", "user") and isinstance(t.get("value"), str)
+        ]
     if isinstance(item.get("messages"), list):
-        return [t["content"] for t in item["messages"]
-                if isinstance(t, dict) and t.get("role") == "user" and isinstance(t.get("content"), str)]
+        return [
+            t["content"]
+            for t in item["messages"]
+            if isinstance(t, dict) and t.get("role") == "user" and isinstance(t.get("content"), str)
+        ]
     return []

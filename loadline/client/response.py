@@ -38,13 +38,43 @@ _parse = HTTPResponseParser.feed  # a reply to POST, never to HEAD: no need of t
 class Response:
     """A reply being read: status and headers at once, the body through `read1()` as it arrives."""
 
-    __slots__ = ("status", "sent_perf", "sent_wall", "headers_at", "connect_ms", "stale_retries", "arrival",
-                 "read_delay_max", "read_at", "read_since", "newest_wall", "merges",
-                 "_conn", "_sock", "_parser", "_offset", "_kernel", "stall", "watch", "_fd",
-                 "idle", "idle_first", "idle_last", "held_busy")
+    __slots__ = (
+        "status",
+        "sent_perf",
+        "sent_wall",
+        "headers_at",
+        "connect_ms",
+        "stale_retries",
+        "arrival",
+        "read_delay_max",
+        "read_at",
+        "read_since",
+        "newest_wall",
+        "merges",
+        "_conn",
+        "_sock",
+        "_parser",
+        "_offset",
+        "_kernel",
+        "stall",
+        "watch",
+        "_fd",
+        "idle",
+        "idle_first",
+        "idle_last",
+        "held_busy",
+    )
 
-    def __init__(self, conn: "Connection", sock: socket.socket, parser: HTTPResponse, sent_perf: float,
-                 sent_wall: float, before_perf: float, watch: FirstBytesWatch | None = None) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        sock: socket.socket,
+        parser: HTTPResponse,
+        sent_perf: float,
+        sent_wall: float,
+        before_perf: float,
+        watch: FirstBytesWatch | None = None,
+    ) -> None:
         self._conn, self._sock, self._parser = conn, sock, parser
         self.watch = watch  # stamping its first bytes as they arrive, until `unwatch` (first_bytes.py)
         self._fd = sock.fileno() if watch is not None else -1  # as watched: the socket may be closed first
@@ -205,7 +235,7 @@ class Response:
         """Read once more and hand the bytes to the parser (raises at a premature end)."""
         try:
             data = self._recv()
-        except socket.timeout:
+        except TimeoutError:
             raise ReadTimeout("no bytes within the read timeout") from None
         self._feed(data)
 

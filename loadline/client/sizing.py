@@ -26,8 +26,19 @@ from dataclasses import dataclass, field
 import gevent.lock
 
 from loadline.client.prompts import VOCABULARY, words
-from loadline.client.tokenizer import (CALIBRATED, CHARS_PER_UNIT, Calibrated, Counter, HFCounter, Overhead,
-                                       ServerCounter, TokenizeError, probe_server, template_tokens, text_units)
+from loadline.client.tokenizer import (
+    CALIBRATED,
+    CHARS_PER_UNIT,
+    Calibrated,
+    Counter,
+    HFCounter,
+    Overhead,
+    ServerCounter,
+    TokenizeError,
+    probe_server,
+    template_tokens,
+    text_units,
+)
 
 log = logging.getLogger("loadline")
 
@@ -156,8 +167,12 @@ class TokenSpace:
             except TokenizeError:
                 return None
             if counted != total:
-                log.info("loadline: this tokenizer does not count words apart (%d tokens, %d by words): "
-                         "prompts are measured whole", counted, total)
+                log.info(
+                    "loadline: this tokenizer does not count words apart (%d tokens, %d by words): "
+                    "prompts are measured whole",
+                    counted,
+                    total,
+                )
                 self._costs = None
                 return None
         self._remember_count(text, total)
@@ -236,7 +251,7 @@ class TokenSpace:
         if budget <= 0 or self.prompt_tokens(kind, messages) <= budget:
             return messages
         head = [m for m in messages[:1] if m["role"] == "system"]
-        turns = messages[len(head):]
+        turns = messages[len(head) :]
         while len(turns) > 1 and self.prompt_tokens(kind, head + turns) > budget:
             turns = turns[2:] if len(turns) > 2 else turns[1:]
         over = self.prompt_tokens(kind, head + turns) - budget
@@ -258,7 +273,7 @@ class TokenSpace:
                 lo = mid
             else:
                 hi = mid
-        return " ".join(pieces[:max(lo, 1)])
+        return " ".join(pieces[: max(lo, 1)])
 
 
 def prompt_budget(context: int, max_tokens: int, max_input: int = 0, exact: bool = True) -> int:
@@ -287,8 +302,13 @@ def open_space(session_factory, host: str, tokenizer: str, timeout: float) -> To
     with _lock:
         if key not in _spaces:
             space = TokenSpace(_counter(session_factory, host, tokenizer, timeout))
-            server = space.primary if isinstance(space.primary, ServerCounter) else probe_server(
-                session_factory(), host, timeout) if tokenizer else None
+            server = (
+                space.primary
+                if isinstance(space.primary, ServerCounter)
+                else probe_server(session_factory(), host, timeout)
+                if tokenizer
+                else None
+            )
             if server is not None:
                 learn_template(space, server)
             _spaces[key] = space
@@ -299,8 +319,10 @@ def open_space(session_factory, host: str, tokenizer: str, timeout: float) -> To
 def learn_template(space: TokenSpace, server: ServerCounter) -> None:
     """The chat template's tokens for one and two messages, when the server's /tokenize applies it,
     so that even the first prompts have their length (else usage teaches it after the first reply)."""
-    for messages in ([{"role": "user", "content": "Hello world"}],
-                     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello world"}]):
+    for messages in (
+        [{"role": "user", "content": "Hello world"}],
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello world"}],
+    ):
         added = template_tokens(server, messages)
         if added is None or added < 0:
             return
@@ -310,6 +332,7 @@ def learn_template(space: TokenSpace, server: ServerCounter) -> None:
 def _counter(session_factory, host: str, tokenizer: str, timeout: float) -> Counter | None:
     if tokenizer:
         from loadline.core.errors import UsageError
+
         try:
             return HFCounter(tokenizer)
         except TokenizeError as exc:

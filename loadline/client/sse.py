@@ -12,8 +12,8 @@ generator's CPU at 256 streams (docs/benchmarks.md, "Client stacks").
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from itertools import chain
-from typing import Iterable, Iterator
 
 import sseclient
 
@@ -39,8 +39,12 @@ class Framer:
         this read too."""
         if self.pending:
             buffer = self.pending + data
-        elif data.startswith(_DATA) and data.find(b"\n") == len(data) - 2 and data.endswith(b"\n\n") \
-                and b"\r" not in data:
+        elif (
+            data.startswith(_DATA)
+            and data.find(b"\n") == len(data) - 2
+            and data.endswith(b"\n\n")
+            and b"\r" not in data
+        ):
             return [data[6:-2]]  # what nearly every read is: one whole one-line event (a token)
         else:
             buffer = data

@@ -11,8 +11,8 @@ have. It only ever raises into a greenlet that is blocked in a read of this conn
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from time import perf_counter
-from typing import Callable
 
 from gevent import get_hub, getcurrent
 

@@ -26,9 +26,10 @@ read after `[DONE]` but the end of the body, for at most DONE_GRACE_S (`Body.end
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Callable, Iterator, Protocol
+from typing import Protocol
 
 import orjson
 
@@ -66,7 +67,7 @@ class StreamResult:
     body_complete: bool = False  # the HTTP body ended cleanly: the connection can be reused
     ended_at: float = 0.0  # perf_counter() when the last byte was read
     clock: str = USER  # where the arrival times came from: kernel (receive stamps) or user (read time)
-    body: "Body | None" = None  # what was read: its read_delay_max says how late (kernel clock)
+    body: Body | None = None  # what was read: its read_delay_max says how late (kernel clock)
     answer_at: float = 0.0  # arrival of the first answer chunk: content or a tool call (0.0: none came)
     reasoning_chunks: int = 0  # chunks that carried reasoning text
     reasoning_end: float = 0.0  # arrival of the last of them
@@ -135,7 +136,7 @@ class Body(Protocol):
 
     def settle_merges(self, gap: float) -> None: ...  # count them in the read delay at the reply's pace
 
-    def follow(self, reply: "Reply") -> str: ...  # the body reader reads the body: DONE, END, or PULL (read it here)
+    def follow(self, reply: Reply) -> str: ...  # the body reader reads the body: DONE, END, or PULL (read it here)
 
 
 class Reply:
@@ -143,8 +144,18 @@ class Reply:
     greenlet of its user) or pushed by the body reader (body_reader.py). Holds what the reads said
     (when the last one's bytes arrived, a clean end) and turns each event's data into `result`."""
 
-    __slots__ = ("body", "result", "content_of", "last_arrival", "clean_eof", "last_data", "content_events", "template",
-                 "reasoning_template", "calls_seen")
+    __slots__ = (
+        "body",
+        "result",
+        "content_of",
+        "last_arrival",
+        "clean_eof",
+        "last_data",
+        "content_events",
+        "template",
+        "reasoning_template",
+        "calls_seen",
+    )
 
     def __init__(self, body: Body, content_of: Callable[[dict], str | None], result: StreamResult):
         self.body = body
@@ -200,7 +211,7 @@ class Reply:
             if template is not None:  # inline, not _between: the commonest chunk of all
                 head, tail = template
                 if data.startswith(head) and data.endswith(tail):
-                    middle = data[len(head):len(data) - len(tail)]  # b"" when they overlap: parsed below
+                    middle = data[len(head) : len(data) - len(tail)]  # b"" when they overlap: parsed below
                     if _not_plain(middle) is None:  # a JSON string's bytes as they are: its text
                         try:
                             text = middle.decode()
@@ -294,11 +305,11 @@ def _template_around(data: bytes | str, key: bytes, text: object) -> tuple[bytes
         return None
     raw = text.encode()
     start = data.find(key) + len(key)
-    if data[start:start + 2] != b':"' or _not_plain(raw) is not None:
+    if data[start : start + 2] != b':"' or _not_plain(raw) is not None:
         return None
     start += 2
     end = start + len(raw)
-    if data[start:end] == raw and data[end:end + 1] == b'"':
+    if data[start:end] == raw and data[end : end + 1] == b'"':
         return data[:start], data[end:]
     return None
 
@@ -309,7 +320,7 @@ def _between(data: bytes, template: tuple[bytes, bytes]) -> str:
     head, tail = template
     if not (data.startswith(head) and data.endswith(tail)):
         return ""
-    middle = data[len(head):len(data) - len(tail)]  # b"" when they overlap
+    middle = data[len(head) : len(data) - len(tail)]  # b"" when they overlap
     if _not_plain(middle) is not None:  # escapes, quotes, control characters: not its text as it is
         return ""
     try:

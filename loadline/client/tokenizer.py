@@ -75,7 +75,9 @@ class HFCounter:
         try:
             from tokenizers import Tokenizer  # optional: pip install 'loadline[tokenizer]'
         except ImportError:
-            raise TokenizeError("--tokenizer needs the 'tokenizers' package: pip install 'loadline[tokenizer]'") from None
+            raise TokenizeError(
+                "--tokenizer needs the 'tokenizers' package: pip install 'loadline[tokenizer]'"
+            ) from None
         path = Path(self.name)
         try:
             self._tokenizer = Tokenizer.from_file(str(path)) if path.exists() else Tokenizer.from_pretrained(self.name)

@@ -28,9 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--per-replica-qps", type=float, help="max SLO-compliant requests/s of one replica")
     parser.add_argument("--run", metavar="RUN_DIR", help="read the per-replica figure from this run folder's knee")
     parser.add_argument("--margin", type=float, default=capacity.MARGIN, help="safety multiplier (default 1.2)")
-    parser.add_argument("--spares", type=int, default=capacity.SPARES, help="spare replicas for availability (default 1: N+1)")
-    parser.add_argument("--efficiency", type=float, default=capacity.ADDED_REPLICA_EFFICIENCY,
-                        help="share of one replica each added replica contributes (default 0.7: 2 replicas = 1.7x)")
+    parser.add_argument(
+        "--spares", type=int, default=capacity.SPARES, help="spare replicas for availability (default 1: N+1)"
+    )
+    parser.add_argument(
+        "--efficiency",
+        type=float,
+        default=capacity.ADDED_REPLICA_EFFICIENCY,
+        help="share of one replica each added replica contributes (default 0.7: 2 replicas = 1.7x)",
+    )
     parser.add_argument("--forecast-qps", type=float, help="six-month forecast: adds a mid-term plan at forecast x 1.5")
     mem = parser.add_argument_group("GPU memory estimate (all optional; needs --params-b)")
     mem.add_argument("--params-b", type=float, help="parameters, in billions (e.g. 8)")
@@ -98,14 +104,17 @@ def build(args: argparse.Namespace) -> dict:
         out["doubts"] = run_doubts(args.run)
     if args.target_qps is not None:
         try:
-            out["plan"] = capacity.plan(args.target_qps, per_replica, args.margin, args.spares, args.efficiency,
-                                        args.forecast_qps)
+            out["plan"] = capacity.plan(
+                args.target_qps, per_replica, args.margin, args.spares, args.efficiency, args.forecast_qps
+            )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     if args.params_b is not None:
         shape = capacity.ModelShape(args.params_b, args.layers, args.kv_heads, args.head_dim, args.dtype, args.kv_dtype)
         try:
-            out["gpu_memory"] = capacity.gpu_memory(shape, args.context, args.concurrency, gpu_memory_gb=args.gpu_memory_gb)
+            out["gpu_memory"] = capacity.gpu_memory(
+                shape, args.context, args.concurrency, gpu_memory_gb=args.gpu_memory_gb
+            )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     return out
@@ -117,24 +126,35 @@ def render(out: dict) -> str:
     plan = out.get("plan")
     if plan:
         eff = plan["horizontal_efficiency"]
-        lines += ["", f"replicas for {plan['target_qps']:g} req/s: {plan['replicas']}", *[f"  {s}" for s in plan["steps"]],
-                  f"horizontal efficiency: {eff['assumption']}",
-                  f"  {plan['replicas']} replicas carry ~{eff['capacity_qps']:g} req/s (linear would be {eff['linear_capacity_qps']:g}); "
-                  f"one down: ~{eff['capacity_one_down_qps']:g}",
-                  f"water level: {_level(plan['water_level'])}; with one replica down: {_level(plan['water_level_one_replica_down'])}",
-                  f"  bands: green {plan['bands']['green']}, yellow {plan['bands']['yellow']}, red {plan['bands']['red']}"]
+        lines += [
+            "",
+            f"replicas for {plan['target_qps']:g} req/s: {plan['replicas']}",
+            *[f"  {s}" for s in plan["steps"]],
+            f"horizontal efficiency: {eff['assumption']}",
+            f"  {plan['replicas']} replicas carry ~{eff['capacity_qps']:g} req/s (linear would be {eff['linear_capacity_qps']:g}); "
+            f"one down: ~{eff['capacity_one_down_qps']:g}",
+            f"water level: {_level(plan['water_level'])}; with one replica down: {_level(plan['water_level_one_replica_down'])}",
+            f"  bands: green {plan['bands']['green']}, yellow {plan['bands']['yellow']}, red {plan['bands']['red']}",
+        ]
         if plan.get("mid_term"):
             mid = plan["mid_term"]
-            lines.append(f"mid term: forecast {mid['forecast_qps']:g} x 1.5 = {mid['plan_qps']:g} req/s -> {mid['replicas']} replicas")
+            lines.append(
+                f"mid term: forecast {mid['forecast_qps']:g} x 1.5 = {mid['plan_qps']:g} req/s -> {mid['replicas']} replicas"
+            )
     else:
         lines.append("(give --target-qps for a replica count)")
     mem = out.get("gpu_memory")
     if mem:
-        lines += ["", f"GPU memory per replica: {mem['total_gb']:g} GB = weights {mem['weights_gb']:g} + KV cache {mem['kv_cache_gb']:g} "
-                      f"({mem['kv_bytes_per_token']} B/token x {mem['context_tokens']} tokens x {mem['concurrency']} sequences) "
-                      f"+ runtime {mem['runtime_gb']:g}"]
+        lines += [
+            "",
+            f"GPU memory per replica: {mem['total_gb']:g} GB = weights {mem['weights_gb']:g} + KV cache {mem['kv_cache_gb']:g} "
+            f"({mem['kv_bytes_per_token']} B/token x {mem['context_tokens']} tokens x {mem['concurrency']} sequences) "
+            f"+ runtime {mem['runtime_gb']:g}",
+        ]
         if "water_level" in mem:
-            lines.append(f"  on {mem['gpu_memory_gb']:g} GB: {_level(mem['water_level'])}; GPUs needed to stay <= 85 %: {mem['gpus_needed']}")
+            lines.append(
+                f"  on {mem['gpu_memory_gb']:g} GB: {_level(mem['water_level'])}; GPUs needed to stay <= 85 %: {mem['gpus_needed']}"
+            )
     return "\n".join(lines)
 
 

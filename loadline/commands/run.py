@@ -44,37 +44,70 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     shapes = _shapes()
     p.add_argument("--host", help="target base URL (e.g. http://10.0.0.5:8000); default: start the embedded simulator")
     p.add_argument("--sim-profile", default="", help="simulator profile (configs/sim/NAME.toml) when no --host")
-    p.add_argument("--sim-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a simulator profile value, e.g. max_num_seqs=4 (repeatable)")
+    p.add_argument(
+        "--sim-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a simulator profile value, e.g. max_num_seqs=4 (repeatable)",
+    )
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None, help="user behaviour (default chat)")
-    p.add_argument("--rate", type=float, default=None,
-                   help="open loop: requests/s over all workers (implies --scenario rate; model time with --time-scale)")
-    p.add_argument("--arrival", choices=("constant", "poisson", "gamma"), default=None,
-                   help="open loop: arrival process (default poisson; gamma takes -- --burstiness B)")
-    p.add_argument("--shape", choices=list(shapes), default=None,
-                   help="load shape (listed below; its options go after `--`, see docs/shapes.md); "
-                        "without it: --users for --run-time")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="open loop: requests/s over all workers (implies --scenario rate; model time with --time-scale)",
+    )
+    p.add_argument(
+        "--arrival",
+        choices=("constant", "poisson", "gamma"),
+        default=None,
+        help="open loop: arrival process (default poisson; gamma takes -- --burstiness B)",
+    )
+    p.add_argument(
+        "--shape",
+        choices=list(shapes),
+        default=None,
+        help="load shape (listed below; its options go after `--`, see docs/shapes.md); "
+        "without it: --users for --run-time",
+    )
     p.add_argument("--users", type=int, default=None, help=f"concurrent users when no shape (default {DEFAULT_USERS})")
-    p.add_argument("--spawn-rate", type=float, default=None,
-                   help=f"users started per second (default {DEFAULT_SPAWN_RATE:g})")
-    p.add_argument("--run-time", default=None, help=f"duration when no shape, e.g. 90s, 5m (default {DEFAULT_RUN_TIME})")
+    p.add_argument(
+        "--spawn-rate", type=float, default=None, help=f"users started per second (default {DEFAULT_SPAWN_RATE:g})"
+    )
+    p.add_argument(
+        "--run-time", default=None, help=f"duration when no shape, e.g. 90s, 5m (default {DEFAULT_RUN_TIME})"
+    )
     p.add_argument("--workers", type=int, default=0, help="local worker processes (0 = single process)")
-    p.add_argument("--time-scale", type=float, default=1.0,
-                   help="compress time: simulator constants, think times and shape durations divided by X")
-    p.add_argument("--config", help="a Locust conf file (configs/profiles/*.conf, or a profile's name: standard): "
-                                    "shape and user options; a relative path not found here is looked up in "
-                                    "Loadline's shipped configs/")
-    p.add_argument("--slo", help="SLO thresholds (TOML, configs/slo/*.toml, or a name: strict) for the stop rule "
-                                 "and the report")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="compress time: simulator constants, think times and shape durations divided by X",
+    )
+    p.add_argument(
+        "--config",
+        help="a Locust conf file (configs/profiles/*.conf, or a profile's name: standard): "
+        "shape and user options; a relative path not found here is looked up in "
+        "Loadline's shipped configs/",
+    )
+    p.add_argument(
+        "--slo", help="SLO thresholds (TOML, configs/slo/*.toml, or a name: strict) for the stop rule and the report"
+    )
     p.add_argument("--out", default="runs", help="where run folders are created (default runs/)")
     p.add_argument("--no-report", action="store_true", help="skip `loadline report` at the end")
     p.add_argument("--no-charts", action="store_true", help="the report without its PNG charts (seconds faster)")
-    p.add_argument("locust_args", nargs="*", metavar="-- LOCUST_ARGS",
-                   help="extra Locust options after `--`, e.g. -- --think-mean 2 --max-tokens 64")
+    p.add_argument(
+        "locust_args",
+        nargs="*",
+        metavar="-- LOCUST_ARGS",
+        help="extra Locust options after `--`, e.g. -- --think-mean 2 --max-tokens 64",
+    )
     p.formatter_class = argparse.RawDescriptionHelpFormatter  # keeps the shape list below one per line
     width = max(map(len, shapes), default=0)
     p.epilog = "shapes (--shape NAME):\n" + "\n".join(
-        f"  {name:<{width}}  {entry.summary}" for name, entry in shapes.items())
+        f"  {name:<{width}}  {entry.summary}" for name, entry in shapes.items()
+    )
 
 
 def _shapes() -> dict[str, ShapeEntry]:
@@ -125,14 +158,20 @@ def main(args: argparse.Namespace) -> int:
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing was measured
         raise KeyboardInterrupt(interrupted[0])  # main.py: "loadline run: interrupted", exit 130
     if code != 0 and _disk_full(run_dir):
-        raise UsageError(f"the disk holding {run_dir} is full (No space left on device): the run folder could not be "
-                         f"finished; what was written is kept and readable: loadline report {run_dir} --out DIR")
+        raise UsageError(
+            f"the disk holding {run_dir} is full (No space left on device): the run folder could not be "
+            f"finished; what was written is kept and readable: loadline report {run_dir} --out DIR"
+        )
     if code == 2 or not (run_dir / runfolder.REQUESTS).exists():
-        raise UsageError(f"locust stopped before the test ran (exit {code}); see the messages above. Run folder: {run_dir}")
+        raise UsageError(
+            f"locust stopped before the test ran (exit {code}); see the messages above. Run folder: {run_dir}"
+        )
     status = _manifest_status(run_dir)
     if code not in (0, 1) or status not in ("finished", "interrupted"):
-        raise UsageError(f"locust ended abnormally (exit {code}, run folder status {status!r}); "
-                         f"what was measured is kept in {run_dir}")
+        raise UsageError(
+            f"locust ended abnormally (exit {code}, run folder status {status!r}); "
+            f"what was measured is kept in {run_dir}"
+        )
     exit_code = 0
     if not args.no_report:
         exit_code = _report(run_dir, charts=not args.no_charts)
@@ -192,7 +231,9 @@ def _validate(args: argparse.Namespace) -> None:
         if path and Path(path).is_dir():
             raise UsageError(f"{what} {path} is a directory: give a file")
         if path and not Path(path).is_file():
-            raise UsageError(f"{what} not found: {path} (a path, or one of Loadline's: {resources.shipped_names(shelf)})")
+            raise UsageError(
+                f"{what} not found: {path} (a path, or one of Loadline's: {resources.shipped_names(shelf)})"
+            )
     SLO.from_file(args.slo)  # types and ranges now, not after a 30-minute run (issue 12, item 3)
     _conf_value(args.config, "locustfile")  # a conf file that is not one: said before anything starts
 
@@ -211,14 +252,14 @@ def _imply_open_loop(args: argparse.Namespace, shape: str, conf_locustfile: str)
 
 def _locust_help(cmd: list[str]) -> int:
     """Locust's options with ours and every shape's (commands/precheck.py prints them), on stdout."""
-    child = [*PYTHON, "-m", "loadline.commands.precheck", *cmd[len(LOCUST):]]
+    child = [*PYTHON, "-m", "loadline.commands.precheck", *cmd[len(LOCUST) :]]
     return subprocess.run(child, stdin=subprocess.DEVNULL, cwd=os.getcwd()).returncode
 
 
 def _precheck(cmd: list[str]) -> None:
     """Locust's whole command line checked in a throwaway child before anything starts (commands/precheck.py):
     every option's type, the conf file, the users' settings, the shape's phases and stage file."""
-    child = [*PYTHON, "-m", "loadline.commands.precheck", *cmd[len(LOCUST):]]
+    child = [*PYTHON, "-m", "loadline.commands.precheck", *cmd[len(LOCUST) :]]
     done = subprocess.run(child, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=os.getcwd())
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -293,16 +334,38 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
         cmd += ["--config", args.config]
     if files:
         cmd += ["-f", ",".join(files)]
-    cmd += ["--headless", "--host", host, "--run-dir", str(run_dir), "--time-scale", str(args.time_scale),
-            "--csv", str(run_dir / runfolder.LOCUST_CSV_PREFIX), "--csv-full-history",
-            "--html", str(run_dir / runfolder.LOCUST_HTML), "--only-summary"]
+    cmd += [
+        "--headless",
+        "--host",
+        host,
+        "--run-dir",
+        str(run_dir),
+        "--time-scale",
+        str(args.time_scale),
+        "--csv",
+        str(run_dir / runfolder.LOCUST_CSV_PREFIX),
+        "--csv-full-history",
+        "--html",
+        str(run_dir / runfolder.LOCUST_HTML),
+        "--only-summary",
+    ]
     cmd += _load_options(args)
     if args.workers:
         # Locust's default 5557 on all interfaces would collide with any other run on the machine:
         # master and forked workers meet on a free loopback port instead.
         port = str(_free_port())
-        cmd += ["--processes", str(args.workers), "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-                "--master-host", "127.0.0.1", "--master-port", port]
+        cmd += [
+            "--processes",
+            str(args.workers),
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            port,
+        ]
     if args.shape:
         cmd += ["--shape", args.shape]  # the entry file puts this shape first (it wins over the conf file's)
     if args.rate is not None:
@@ -338,8 +401,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _run_locust(cmd: list[str], args: argparse.Namespace, admin_url: str = "",
-                interrupted: list[str] | None = None) -> int:
+def _run_locust(
+    cmd: list[str], args: argparse.Namespace, admin_url: str = "", interrupted: list[str] | None = None
+) -> int:
     """Run Locust in its own session, so a terminal's Ctrl-C reaches only us and we forward exactly one
     SIGINT: a second one would land inside Locust's graceful shutdown and cut the run folder short.
     The name of the signal that stopped the run, if any, is appended to `interrupted`."""
@@ -347,8 +411,7 @@ def _run_locust(cmd: list[str], args: argparse.Namespace, admin_url: str = "",
     # Drills reach the simulator's admin API through --sim-admin-url, a shape option: given as its
     # environment variable, Locust ignores it when no shape (hence no such option) is loaded.
     env = child_env({**os.environ, "LOCUST_SIM_ADMIN_URL": admin_url} if admin_url else None)
-    proc = subprocess.Popen(cmd, stdout=sys.stderr, stderr=sys.stderr, cwd=os.getcwd(), start_new_session=True,
-                            env=env)
+    proc = subprocess.Popen(cmd, stdout=sys.stderr, stderr=sys.stderr, cwd=os.getcwd(), start_new_session=True, env=env)
     try:
         return proc.wait()
     except KeyboardInterrupt as exc:
@@ -356,8 +419,10 @@ def _run_locust(cmd: list[str], args: argparse.Namespace, admin_url: str = "",
         # Further Ctrl-C or SIGTERM: we are already stopping.
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            print(f"loadline: {interrupted[-1]}: stopping the test (in-flight streams end as cancelled)...",
-                  file=sys.stderr)
+            print(
+                f"loadline: {interrupted[-1]}: stopping the test (in-flight streams end as cancelled)...",
+                file=sys.stderr,
+            )
             proc.send_signal(signal.SIGINT)
             try:
                 return proc.wait(60)
@@ -382,7 +447,6 @@ def _report(run_dir: Path, charts: bool = True) -> int:
     # Imported here, not at the top: pandas and matplotlib cost ~3 s of CPU to import, paid only by
     # a run that builds its report; a --no-report run or a refused command line starts without them.
     from loadline.analysis.report.build import build_report, unusable_reason
-
     from loadline.core.answer import Answer
 
     # the SLO the run recorded at its start (manifest `slo`), the one its stop rule judged with

@@ -13,7 +13,7 @@ from loadline.simulator.config import DEFAULT_PROFILE, build_config, known_profi
 from loadline.simulator.server import ServeOptions, serve
 
 HELP = f"""Serve a simulated OpenAI-compatible LLM inference server (vLLM-like engine model, /metrics,
-faults, ground-truth log). Profiles: {', '.join(known_profiles())}.
+faults, ground-truth log). Profiles: {", ".join(known_profiles())}.
 The first stdout line is 'loadline-sim listening on http://HOST:PORT'. See docs/simulator.md."""
 
 # Shortcut options: --name maps to the profile key name_with_underscores (same as --set key=value).
@@ -35,32 +35,56 @@ SHORTCUTS: dict[str, str] = {
     "max_connections": "fault: gateway cap on open connections; excess requests get 503 and a close",
     "accept_delay_ms": "fault: slow accept, delay before a new connection is read (model ms)",
     "quirks": "real-server behaviours, '+'-separated: close-after-stream, uuid-request-id, interrupt "
-              "(llama.cpp's; simulator/quirks.py)",
+    "(llama.cpp's; simulator/quirks.py)",
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default=DEFAULT_PROFILE,
-                        help=f"profile name in configs/sim/ or a path to a TOML file (default {DEFAULT_PROFILE})")
+    parser.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        help=f"profile name in configs/sim/ or a path to a TOML file (default {DEFAULT_PROFILE})",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind; 0 picks a free one (default 8000)")
     parser.add_argument("--truth", metavar="FILE", help="append one JSON line per request to FILE (ground truth)")
-    parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1 routes "
-                        "(or set LOADLINE_SIM_API_KEY; never logged)")
-    parser.add_argument("--admin", action="store_true",
-                        help="serve the fault/replica admin API on 127.0.0.1 (printed on the second stdout line)")
+    parser.add_argument(
+        "--api-key",
+        help="require 'Authorization: Bearer KEY' on /v1 routes (or set LOADLINE_SIM_API_KEY; never logged)",
+    )
+    parser.add_argument(
+        "--admin",
+        action="store_true",
+        help="serve the fault/replica admin API on 127.0.0.1 (printed on the second stdout line)",
+    )
     parser.add_argument("--admin-port", type=int, default=0, help="admin API port (default: a free one)")
-    parser.add_argument("--admin-host", default="127.0.0.1",
-                        help="address of the admin API (default 127.0.0.1); another one needs --admin-token, "
-                             "e.g. for drills run by a master on another host")
-    parser.add_argument("--admin-token", default=None,
-                        help="require 'Authorization: Bearer TOKEN' on the admin API (or set "
-                             "LOADLINE_SIM_ADMIN_TOKEN, which drills send; never logged)")
-    parser.add_argument("--max-queue", type=int, metavar="N",
-                        help="cap on waiting requests per replica; beyond it: 503 + Retry-After "
-                        "(= --set max_num_queued_reqs=N; queue_full_status=429 to answer 429)")
-    parser.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
-                        help="override any profile key, repeatable (e.g. --set max_num_seqs=4)")
+    parser.add_argument(
+        "--admin-host",
+        default="127.0.0.1",
+        help="address of the admin API (default 127.0.0.1); another one needs --admin-token, "
+        "e.g. for drills run by a master on another host",
+    )
+    parser.add_argument(
+        "--admin-token",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on the admin API (or set "
+        "LOADLINE_SIM_ADMIN_TOKEN, which drills send; never logged)",
+    )
+    parser.add_argument(
+        "--max-queue",
+        type=int,
+        metavar="N",
+        help="cap on waiting requests per replica; beyond it: 503 + Retry-After "
+        "(= --set max_num_queued_reqs=N; queue_full_status=429 to answer 429)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="assignments",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any profile key, repeatable (e.g. --set max_num_seqs=4)",
+    )
     for name, text in SHORTCUTS.items():
         parser.add_argument("--" + name.replace("_", "-"), dest="opt_" + name, metavar="VALUE", help=text)
 
@@ -92,10 +116,16 @@ def main(args: argparse.Namespace) -> int:
     admin_token = args.admin_token or os.environ.get("LOADLINE_SIM_ADMIN_TOKEN") or None
     if args.admin:
         check_admin_bind(args.admin_host, admin_token)
-    options = ServeOptions(host=args.host, port=args.port, truth_path=args.truth,
-                           api_key=args.api_key or os.environ.get("LOADLINE_SIM_API_KEY") or None,
-                           admin=args.admin, admin_port=args.admin_port, admin_host=args.admin_host,
-                           admin_token=admin_token)
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        truth_path=args.truth,
+        api_key=args.api_key or os.environ.get("LOADLINE_SIM_API_KEY") or None,
+        admin=args.admin,
+        admin_port=args.admin_port,
+        admin_host=args.admin_host,
+        admin_token=admin_token,
+    )
     runner = asyncio.run
     # The stdlib loop unless asked: uvloop starts reading a new connection before its protocol can hand
     # the reading to simulator/kernel_rx.py, so there a connection's first request would carry the

@@ -20,9 +20,11 @@ from loadline.core.errors import UsageError
 from loadline.core.lifeline import child_env
 from loadline.core.redact import redact
 
-HELP = ("Start Locust's web UI with Loadline's users (chat, single_shot, completion) and every load shape in its "
-        "class picker; open http://WEB_HOST:WEB_PORT, fill in the LLM options and start. Extra Locust options "
-        "go after `--` (e.g. -- --think-mean 2 --out runs).")
+HELP = (
+    "Start Locust's web UI with Loadline's users (chat, single_shot, completion) and every load shape in its "
+    "class picker; open http://WEB_HOST:WEB_PORT, fill in the LLM options and start. Extra Locust options "
+    "go after `--` (e.g. -- --think-mean 2 --out runs)."
+)
 ENTRY_FILES = ("chat.py", "single_shot.py", "completion.py", "shape.py")
 STOP_TIMEOUT_S = 60.0  # Locust's own shutdown closes the run folder; beyond this it is killed
 
@@ -30,11 +32,18 @@ STOP_TIMEOUT_S = 60.0  # Locust's own shutdown closes the run folder; beyond thi
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="", help="target base URL (e.g. http://127.0.0.1:8000); else typed in the form")
     # Loopback by default: Locust's web UI has no login, and anyone who reaches it can start load
-    p.add_argument("--web-host", default="127.0.0.1",
-                   help="interface the web UI listens on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    p.add_argument(
+        "--web-host",
+        default="127.0.0.1",
+        help="interface the web UI listens on (default 127.0.0.1; 0.0.0.0 for every interface)",
+    )
     p.add_argument("--web-port", type=int, default=8089, help="port of the web UI (default 8089)")
-    p.add_argument("locust_args", nargs="*", metavar="-- LOCUST_ARGS",
-                   help="extra Locust options after `--`, e.g. -- --think-mean 2 --max-tokens 64")
+    p.add_argument(
+        "locust_args",
+        nargs="*",
+        metavar="-- LOCUST_ARGS",
+        help="extra Locust options after `--`, e.g. -- --think-mean 2 --max-tokens 64",
+    )
 
 
 def command(args: argparse.Namespace) -> list[str]:

@@ -51,8 +51,14 @@ class Trust(StrEnum):
 
 
 # 0 pass; 1 the SLO (or the run's own end) failed; 2 unusable, or a verdict the rig decided.
-EXIT_CODES = {Status.PASS: 0, Status.FAIL: 1, Status.INCOMPLETE: 1, Status.INTERRUPTED: 1,
-              Status.STOPPED_BY_USER: 1, Status.UNUSABLE: 2}
+EXIT_CODES = {
+    Status.PASS: 0,
+    Status.FAIL: 1,
+    Status.INCOMPLETE: 1,
+    Status.INTERRUPTED: 1,
+    Status.STOPPED_BY_USER: 1,
+    Status.UNUSABLE: 2,
+}
 
 
 def exit_code(status: Status, trust: Trust) -> int:
@@ -138,8 +144,10 @@ class Replicas:
     steps: tuple[str, ...] = ()  # the arithmetic, as `loadline plan` prints it
 
     def text(self) -> str:
-        return (f"{self.replicas} replicas for {self.target_rps:g} req/s ({self.serving} serving + {self.spares} spare, "
-                f"{self.per_replica_rps:.3g} req/s per replica: {self.basis})")
+        return (
+            f"{self.replicas} replicas for {self.target_rps:g} req/s ({self.serving} serving + {self.spares} spare, "
+            f"{self.per_replica_rps:.3g} req/s per replica: {self.basis})"
+        )
 
 
 @dataclass(frozen=True)
@@ -151,8 +159,11 @@ class Evidence:
     threshold: str
 
     def text(self) -> str:
-        return f"{self.signal}: {self.measured} (threshold {self.threshold})" if self.threshold else \
-            f"{self.signal}: {self.measured}"
+        return (
+            f"{self.signal}: {self.measured} (threshold {self.threshold})"
+            if self.threshold
+            else f"{self.signal}: {self.measured}"
+        )
 
 
 @dataclass(frozen=True)
@@ -204,8 +215,12 @@ class Answer:
 
     def log_line(self) -> str:
         """The run's last log line: status, trust, the capacity figures."""
-        parts = [f"{self.headline} (exit {self.exit_code})", f"trust {self.trust.value}",
-                 f"max compliant {self.max_compliant.text()}", f"safe {self.safe.text()}"]
+        parts = [
+            f"{self.headline} (exit {self.exit_code})",
+            f"trust {self.trust.value}",
+            f"max compliant {self.max_compliant.text()}",
+            f"safe {self.safe.text()}",
+        ]
         if self.sweep is not None:
             parts.insert(2, f"sweep answer {self.sweep.text()}")
         if self.replicas is not None:
@@ -220,6 +235,7 @@ class Answer:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Answer:
         """The answer of a verdict.json (`answer`), for surfaces that read a finished report."""
+
         def point(d: dict[str, Any] | None) -> Point | None:
             if d is None:
                 return None
@@ -233,17 +249,29 @@ class Answer:
         layer["evidence"] = tuple(Evidence(**e) for e in layer.get("evidence") or ())
         layer["actions"] = tuple(layer.get("actions") or ())
         return cls(
-            status=Status(data["status"]), trust=Trust(data["trust"]), exit_code=int(data["exit_code"]),
-            reason=str(data["reason"]), slo=SloSource(**data["slo"]),
-            max_compliant=point(data["max_compliant"]) or Point(False), knee=point(data["knee"]) or Point(False),
-            break_point=point(data["break_point"]) or Point(False), safe=SafePoint(**safe), layer=Layer(**layer),
+            status=Status(data["status"]),
+            trust=Trust(data["trust"]),
+            exit_code=int(data["exit_code"]),
+            reason=str(data["reason"]),
+            slo=SloSource(**data["slo"]),
+            max_compliant=point(data["max_compliant"]) or Point(False),
+            knee=point(data["knee"]) or Point(False),
+            break_point=point(data["break_point"]) or Point(False),
+            safe=SafePoint(**safe),
+            layer=Layer(**layer),
             time_split=TimeSplit(**(data.get("time_split") or {})),
-            per_replica_rps=data.get("per_replica_rps"), per_replica_basis=str(data.get("per_replica_basis") or ""),
+            per_replica_rps=data.get("per_replica_rps"),
+            per_replica_basis=str(data.get("per_replica_basis") or ""),
             sweep=point(data.get("sweep")),
-            replicas=(Replicas(**{**data["replicas"], "steps": tuple(data["replicas"].get("steps") or ())})
-                      if data.get("replicas") else None),
-            trust_reasons=tuple(data.get("trust_reasons") or ()), next_steps=tuple(data.get("next_steps") or ()),
-            schema_version=int(data.get("schema_version", SCHEMA_VERSION)))
+            replicas=(
+                Replicas(**{**data["replicas"], "steps": tuple(data["replicas"].get("steps") or ())})
+                if data.get("replicas")
+                else None
+            ),
+            trust_reasons=tuple(data.get("trust_reasons") or ()),
+            next_steps=tuple(data.get("next_steps") or ()),
+            schema_version=int(data.get("schema_version", SCHEMA_VERSION)),
+        )
 
 
 def schema_text() -> str:

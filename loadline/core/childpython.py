@@ -20,6 +20,10 @@ PYTHON: tuple[str, ...] = (sys.executable, "-P")
 # argv[0] set so that Locust's parser says `locust: error:`, not `-c: error:`; a Ctrl-C while Locust
 # still imports (seconds on a busy machine, before its own handler is in place) ends it quietly with
 # 130, not with a KeyboardInterrupt traceback.
-LOCUST: tuple[str, ...] = (*PYTHON, "-c", "import sys\nimport loadline\nsys.argv[0] = 'locust'\ntry:\n"
-                                          "    from locust.main import main\n    main()\n"
-                                          "except KeyboardInterrupt:\n    sys.exit(130)\n")
+LOCUST: tuple[str, ...] = (
+    *PYTHON,
+    "-c",
+    "import sys\nimport loadline\nsys.argv[0] = 'locust'\ntry:\n"
+    "    from locust.main import main\n    main()\n"
+    "except KeyboardInterrupt:\n    sys.exit(130)\n",
+)

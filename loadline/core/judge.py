@@ -37,17 +37,30 @@ PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not judged"
 
 # SLO field (= measured key) -> display name, in report order
 LATENCY = {
-    "e2e_p95_ms": "E2E P95", "e2e_p99_ms": "E2E P99",
-    "ttft_p95_ms": "TTFT P95", "ttft_p99_ms": "TTFT P99",
-    "itl_p95_ms": "ITL P95", "itl_p99_ms": "ITL P99",
-    "tpot_p95_ms": "TPOT P95", "tpot_p99_ms": "TPOT P99",
-    "ttfo_p95_ms": "TTFO P95", "ttfo_p99_ms": "TTFO P99",
+    "e2e_p95_ms": "E2E P95",
+    "e2e_p99_ms": "E2E P99",
+    "ttft_p95_ms": "TTFT P95",
+    "ttft_p99_ms": "TTFT P99",
+    "itl_p95_ms": "ITL P95",
+    "itl_p99_ms": "ITL P99",
+    "tpot_p95_ms": "TPOT P95",
+    "tpot_p99_ms": "TPOT P99",
+    "ttfo_p95_ms": "TTFO P95",
+    "ttfo_p99_ms": "TTFO P99",
 }
 E2E = ("e2e_p95_ms", "e2e_p99_ms")
 ERROR_RATE = "error_rate"
 # per-request percentiles and their quantile; ITL pools every token gap of a window (many per request)
-PER_REQUEST_Q = {"e2e_p95_ms": 0.95, "e2e_p99_ms": 0.99, "ttft_p95_ms": 0.95, "ttft_p99_ms": 0.99,
-                 "tpot_p95_ms": 0.95, "tpot_p99_ms": 0.99, "ttfo_p95_ms": 0.95, "ttfo_p99_ms": 0.99}
+PER_REQUEST_Q = {
+    "e2e_p95_ms": 0.95,
+    "e2e_p99_ms": 0.99,
+    "ttft_p95_ms": 0.95,
+    "ttft_p99_ms": 0.99,
+    "tpot_p95_ms": 0.95,
+    "tpot_p99_ms": 0.99,
+    "ttfo_p95_ms": 0.95,
+    "ttfo_p99_ms": 0.99,
+}
 RANK_WIDTHS = 2.0  # ~95 % of sample quantiles fall within two rank widths of the true one
 
 
@@ -58,7 +71,7 @@ def min_samples(q: float) -> int:
     stands apart from the extremes only when the n (1-q) values beyond it exceed two of those
     widths: n >= 4 q / (1-q). A P95 needs 76 (with fewer it is one or two hiccups), a median 4.
     """
-    return math.ceil(RANK_WIDTHS ** 2 * q / (1 - q) - 1e-9)
+    return math.ceil(RANK_WIDTHS**2 * q / (1 - q) - 1e-9)
 
 
 def too_few_samples(key: str, requests: float) -> bool:
@@ -101,8 +114,10 @@ class Check:
         """One line: "TTFT P95 912 ms > 800 ms", "E2E P95 not judged (no data)"."""
         if self.measured is None:
             return f"{self.name} not judged (no data; limit {self.threshold})"
-        return (f"{self.name} {format_value(self.measured, self.unit)} {'<=' if self.outcome == PASSED else '>'} "
-                f"{format_value(self.limit, self.unit)}")
+        return (
+            f"{self.name} {format_value(self.measured, self.unit)} {'<=' if self.outcome == PASSED else '>'} "
+            f"{format_value(self.limit, self.unit)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -148,8 +163,10 @@ def applicability(slo: SLO, streaming: bool | None) -> tuple[dict[str, str], dic
         elif key in E2E and slo.gate_e2e_on_streams:
             applies[key] = "streaming, and the SLO sets gate_e2e_on_streams = true"
         elif key in E2E:
-            skipped[key] = ("streaming: a long reply takes seconds by design, so streams are judged on TTFT "
-                            "and per-token time; gate_e2e_on_streams = true judges E2E too")
+            skipped[key] = (
+                "streaming: a long reply takes seconds by design, so streams are judged on TTFT "
+                "and per-token time; gate_e2e_on_streams = true judges E2E too"
+            )
         elif streaming:
             applies[key] = _STREAM_WHY[key[:4]]
         else:
@@ -183,19 +200,30 @@ def _value(measured: Mapping[str, float | None], key: str) -> float | None:
     return None if math.isnan(value) else value
 
 
-def judge(slo: SLO, measured: Mapping[str, float | None], streaming: bool | None,
-          max_error_rate: float | None = None) -> Judgement:
+def judge(
+    slo: SLO, measured: Mapping[str, float | None], streaming: bool | None, max_error_rate: float | None = None
+) -> Judgement:
     """Judge one window's `measured` values (see the module docstring for keys, units and rules).
 
     `max_error_rate` replaces the SLO's error limit (the stepped stop rule's `--step-max-error-rate`:
     one stray error must not end a capacity search, while the report's gate allows none).
     """
     applies, skipped = applicability(slo, streaming)
-    checks = [_check(key, LATENCY[key], float(getattr(slo, key)), _value(measured, key), why, "ms")
-              for key, why in applies.items()]
+    checks = [
+        _check(key, LATENCY[key], float(getattr(slo, key)), _value(measured, key), why, "ms")
+        for key, why in applies.items()
+    ]
     error_limit = slo.max_error_rate if max_error_rate is None else max_error_rate
-    checks.append(_check(ERROR_RATE, "error rate", float(error_limit), _value(measured, ERROR_RATE),
-                         "always: failed requests are failed users", "fraction"))
+    checks.append(
+        _check(
+            ERROR_RATE,
+            "error rate",
+            float(error_limit),
+            _value(measured, ERROR_RATE),
+            "always: failed requests are failed users",
+            "fraction",
+        )
+    )
     return Judgement(tuple(checks), tuple((LATENCY[key], why) for key, why in skipped.items()))
 
 

@@ -62,8 +62,11 @@ def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
         "streaming": streaming_of_options(environment.parsed_options),
         # the SLO the run is judged by, thresholds and all: `loadline report RUN` re-judges with it
         "slo": record_slo(getattr(environment.parsed_options, "slo_file", "") or None),
-        "versions": {"loadline": __version__, "locust": version("locust"),  # no Locust import down in core
-                     "python": sys.version.split()[0]},
+        "versions": {
+            "loadline": __version__,
+            "locust": version("locust"),  # no Locust import down in core
+            "python": sys.version.split()[0],
+        },
         "git_revision": git_revision(resources.checkout_root()),
         "host": {"name": socket.gethostname(), "platform": platform.platform(), "cpus": _cpus()},
         "status": "running",

@@ -102,7 +102,6 @@ class ErrorClass(StrEnum):
     CLIENT = "client"  # a bug or unexpected exception in the client itself
 
 
-
 @dataclass(slots=True)
 class RequestRecord:
     request_id: str

@@ -19,8 +19,12 @@ _PATTERNS = (
     # credentials inside URLs: scheme://user:password@host, and scheme://token@host (a bare token as user)
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@"), r"\1" + MARK + "@"),
     # key=value / "key": "value" pairs whose key names a secret (api_key, apikey, token, password, secret...)
-    (re.compile(r"""(?i)(["']?\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|pwd|session(?:id)?|authorization)\b["']?\s*[:=]\s*["']?)[^"'\s&,;<>]{3,}"""),
-     r"\1" + MARK),
+    (
+        re.compile(
+            r"""(?i)(["']?\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|pwd|session(?:id)?|authorization)\b["']?\s*[:=]\s*["']?)[^"'\s&,;<>]{3,}"""
+        ),
+        r"\1" + MARK,
+    ),
     # provider-style keys wherever they appear: sk-..., sk-proj-..., hf_..., ghp_..., xoxb-..., AKIA...
     (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}"), MARK),
     (re.compile(r"\b(?:hf|ghp|gho|ghs|glpat|xox[abpr])[_-][A-Za-z0-9_-]{8,}"), MARK),

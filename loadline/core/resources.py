@@ -24,8 +24,10 @@ def shipped_dir(folder: str) -> Path:
     try:
         root = importlib.resources.files(package)
     except ModuleNotFoundError:
-        raise UsageError(f"Loadline's {folder}/ is not installed (no package {package}): reinstall Loadline "
-                         "(`pip install .`, or `pip install -e .` in a checkout)") from None
+        raise UsageError(
+            f"Loadline's {folder}/ is not installed (no package {package}): reinstall Loadline "
+            "(`pip install .`, or `pip install -e .` in a checkout)"
+        ) from None
     if not isinstance(root, Path):  # Locust and the simulator get these as file paths
         raise UsageError(f"Loadline's {folder}/ is inside an archive ({root}): install Loadline unzipped")
     return root

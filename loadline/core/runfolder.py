@@ -23,9 +23,10 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from loadline.core import schema
 from loadline.core.records import COLUMNS

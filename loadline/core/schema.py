@@ -30,7 +30,9 @@ def schema_of(row_type: type) -> Schema:
     for f in dataclasses.fields(row_type):
         annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
         if annotation not in _ANNOTATION_KINDS:
-            raise TypeError(f"{row_type.__name__}.{f.name}: type {annotation!r} has no CSV kind in loadline.core.schema")
+            raise TypeError(
+                f"{row_type.__name__}.{f.name}: type {annotation!r} has no CSV kind in loadline.core.schema"
+            )
         schema[f.name] = _ANNOTATION_KINDS[annotation]
     return schema
 
@@ -87,8 +89,16 @@ SERVER_METRICS: Schema = {"ts": FLOAT, "source": STR, "metric": STR, "labels": S
 # watch_resting: 1 while the first-bytes watch rested over its budget (loadline/client/watch_budget.py:
 # first tokens read late then take a later token's stamp), 0 while it watched, empty without one
 # (LOADLINE_FIRST_BYTES_WATCH=0, no plain-HTTP reply read yet, off Linux, folders from before it)
-GENERATOR: Schema = {"ts": FLOAT, "worker_id": STR, "cpu_percent": FLOAT, "loop_lag_ms": FLOAT, "users": FLOAT,
-                     "inflight": FLOAT, "cpu_wait_percent": FLOAT, "watch_resting": FLOAT}
+GENERATOR: Schema = {
+    "ts": FLOAT,
+    "worker_id": STR,
+    "cpu_percent": FLOAT,
+    "loop_lag_ms": FLOAT,
+    "users": FLOAT,
+    "inflight": FLOAT,
+    "cpu_wait_percent": FLOAT,
+    "watch_resting": FLOAT,
+}
 
 
 def columns(schema: Schema, kind: str | None = None) -> tuple[str, ...]:

@@ -58,14 +58,16 @@ class SLO:
                 raise UsageError(f"SLO {f.name}: {problem}")
 
     @classmethod
-    def from_file(cls, path: str | Path | None) -> "SLO":
+    def from_file(cls, path: str | Path | None) -> SLO:
         if path is None:
             return cls()
         p = resources.resolve(path, "slo")  # here first, then Loadline's shipped configs/slo/ (any directory, a wheel)
         try:
             data = tomllib.loads(p.read_text())
         except FileNotFoundError:
-            raise UsageError(f"SLO file not found: {p} (a path, or one of Loadline's: {resources.shipped_names('slo')})") from None
+            raise UsageError(
+                f"SLO file not found: {p} (a path, or one of Loadline's: {resources.shipped_names('slo')})"
+            ) from None
         except OSError as exc:
             raise UsageError(f"cannot read SLO file {p}: {exc.strerror or exc}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -88,9 +90,23 @@ class SLO:
 # Value rules per field: (optional, kind, low, high); kind "number" | "int" | "bool".
 _FRACTION = (0.0, 1.0)
 _RULES: dict[str, tuple[bool, str, float | None, float | None]] = {
-    **{name: (True, "number", 0.0, None) for name in (
-        "e2e_p95_ms", "e2e_p99_ms", "ttft_p95_ms", "ttft_p99_ms", "itl_p95_ms", "itl_p99_ms",
-        "tpot_p95_ms", "tpot_p99_ms", "ttfo_p95_ms", "ttfo_p99_ms", "target_qps", "recovery_s_max")},
+    **{
+        name: (True, "number", 0.0, None)
+        for name in (
+            "e2e_p95_ms",
+            "e2e_p99_ms",
+            "ttft_p95_ms",
+            "ttft_p99_ms",
+            "itl_p95_ms",
+            "itl_p99_ms",
+            "tpot_p95_ms",
+            "tpot_p99_ms",
+            "ttfo_p95_ms",
+            "ttfo_p99_ms",
+            "target_qps",
+            "recovery_s_max",
+        )
+    },
     "gate_e2e_on_streams": (False, "bool", None, None),
     "max_error_rate": (False, "number", *_FRACTION),
     "safety_factor": (False, "number", 0.0, None),
@@ -106,7 +122,11 @@ def _problem(name: str, value: Any) -> str | None:
         return None if optional else 'cannot be "none"'
     if kind == "bool":
         return None if isinstance(value, bool) else f"must be true or false (got {value!r})"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind == "int" and not float(value).is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (kind == "int" and not float(value).is_integer())
+    ):
         expected = ("a whole number" if kind == "int" else "a number") + (' or "none"' if optional else "")
         return f"must be {expected} (got {value!r})"
     if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
@@ -120,8 +140,10 @@ def defaults_text() -> str:
     d = SLO()
     errors = "no failed requests" if d.max_error_rate == 0 else f"error rate <= {d.max_error_rate:g}"
     # no percent sign: argparse %-formats help texts
-    return (f"TTFT P95 <= {d.ttft_p95_ms:g} ms on streams, E2E P95 <= {d.e2e_p95_ms:g} ms and P99 <= "
-            f"{d.e2e_p99_ms:g} ms on request-response, {errors}")
+    return (
+        f"TTFT P95 <= {d.ttft_p95_ms:g} ms on streams, E2E P95 <= {d.e2e_p95_ms:g} ms and P99 <= "
+        f"{d.e2e_p99_ms:g} ms on request-response, {errors}"
+    )
 
 
 # --- the run's SLO, recorded at its start ----------------------------------------------------------
@@ -142,6 +164,8 @@ def recorded(manifest: dict[str, Any] | None) -> tuple[SLO, str] | None:
         return None
     known = {f.name for f in dataclasses.fields(SLO)}
     try:
-        return SLO(**{k: v for k, v in entry["thresholds"].items() if k in known}), str(entry.get("source") or "defaults")
+        return SLO(**{k: v for k, v in entry["thresholds"].items() if k in known}), str(
+            entry.get("source") or "defaults"
+        )
     except (TypeError, UsageError):
         return None

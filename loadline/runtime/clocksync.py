@@ -104,8 +104,12 @@ class OffsetEstimate:
 class ClockSync:
     """Master side: probe every connected worker, keep an estimate per Loadline worker id."""
 
-    def __init__(self, runner: Any, wall: Callable[[], float] = time.time,
-                 on_reply: Callable[[str, str, dict], None] | None = None) -> None:
+    def __init__(
+        self,
+        runner: Any,
+        wall: Callable[[], float] = time.time,
+        on_reply: Callable[[str, str, dict], None] | None = None,
+    ) -> None:
         self.runner = runner
         self.wall = wall
         self.on_reply_data = on_reply  # (locust node id, worker id, reply data): liveness and in-flight counts
@@ -114,7 +118,7 @@ class ClockSync:
         self.ready: set[str] = set()  # Locust node ids of the workers that answer probes (READY_MSG)
         self._greenlet: gevent.Greenlet | None = None
 
-    def install(self) -> "ClockSync":
+    def install(self) -> ClockSync:
         self.runner.register_message(REPLY_MSG, self.on_reply)
         self.runner.register_message(READY_MSG, self.on_ready)
         self._greenlet = gevent.spawn(self._loop)
@@ -122,6 +126,7 @@ class ClockSync:
 
     def burst(self, client_id: str | None = None) -> None:
         """BURST probes BURST_SPACING_S apart (to one worker, or all), in the background."""
+
         def probes() -> None:
             for _ in range(BURST):
                 if client_id is None:
@@ -129,6 +134,7 @@ class ClockSync:
                 else:
                     self._probe(client_id)
                 gevent.sleep(BURST_SPACING_S)
+
         gevent.spawn(probes)
 
     def _loop(self) -> None:
@@ -209,8 +215,7 @@ class ClockSync:
         return out
 
 
-def offset_warnings(offsets: dict[str, dict[str, Any]], shortest_phase_s: float | None,
-                    fraction: float) -> list[str]:
+def offset_warnings(offsets: dict[str, dict[str, Any]], shortest_phase_s: float | None, fraction: float) -> list[str]:
     """One sentence per worker whose clock offset exceeds `fraction` of the shortest phase."""
     if not shortest_phase_s or shortest_phase_s <= 0 or fraction <= 0:
         return []
@@ -219,14 +224,17 @@ def offset_warnings(offsets: dict[str, dict[str, Any]], shortest_phase_s: float 
     for worker, entry in sorted(offsets.items()):
         offset = entry.get("offset_s")
         if offset is not None and abs(offset) > limit:
-            warnings.append(f"worker {worker}'s clock is {offset:+.3f} s off the master's, more than "
-                            f"{fraction:.0%} of the shortest phase ({shortest_phase_s:.1f} s); its timestamps "
-                            f"were corrected (to within {entry.get('uncertainty_ms')} ms)")
+            warnings.append(
+                f"worker {worker}'s clock is {offset:+.3f} s off the master's, more than "
+                f"{fraction:.0%} of the shortest phase ({shortest_phase_s:.1f} s); its timestamps "
+                f"were corrected (to within {entry.get('uncertainty_ms')} ms)"
+            )
     return warnings
 
 
-def install_worker(runner: Any, worker_id: str, status: Callable[[], dict[str, Any]],
-                   wall: Callable[[], float] = time.time) -> None:
+def install_worker(
+    runner: Any, worker_id: str, status: Callable[[], dict[str, Any]], wall: Callable[[], float] = time.time
+) -> None:
     """Worker side: answer each probe at once, with this worker's id and status (in flight, unshipped)."""
 
     def on_probe(environment: Any, msg: Any, **_: Any) -> None:
@@ -241,6 +249,10 @@ def install_worker(runner: Any, worker_id: str, status: Callable[[], dict[str, A
 
 
 def add_arguments(parser: Any) -> None:
-    parser.add_argument("--clock-offset-warn", type=float, default=DEFAULT_WARN_FRACTION,
-                        help="warn (log and manifest) when a worker's clock is off the master's by more than this "
-                             "fraction of the shortest phase (timestamps are corrected either way); 0 = never")
+    parser.add_argument(
+        "--clock-offset-warn",
+        type=float,
+        default=DEFAULT_WARN_FRACTION,
+        help="warn (log and manifest) when a worker's clock is off the master's by more than this "
+        "fraction of the shortest phase (timestamps are corrected either way); 0 = never",
+    )

@@ -16,8 +16,8 @@ from loadline.core import runfolder
 from loadline.core.identity import worker_id
 from loadline.core.manifest import start_manifest
 from loadline.core.records import COLUMNS
-from loadline.core.runsettings import time_scale_of_options
 from loadline.core.runfolder import ActiveRun, CsvAppender
+from loadline.core.runsettings import time_scale_of_options
 from loadline.runtime.clocksync import ClockSync, offset_warnings
 from loadline.runtime.fleet import Fleet
 from loadline.runtime.live import LiveStats
@@ -101,9 +101,14 @@ class RunCollector:
         assert self.appender is not None
         self.appender.close()
         stopped = self.ended_by == ENDED_BY_USER
-        fields = {"ended_at": time.time(), "status": STOPPED if stopped else "finished", "ended_by": self.ended_by,
-                  "requests_written": self.appender.rows_written,
-                  "rows_by_worker": self.rows_by_worker, "workers_lost": lost}
+        fields = {
+            "ended_at": time.time(),
+            "status": STOPPED if stopped else "finished",
+            "ended_by": self.ended_by,
+            "requests_written": self.appender.rows_written,
+            "rows_by_worker": self.rows_by_worker,
+            "workers_lost": lost,
+        }
         fields.update(self._worker_facts())  # a master's lost workers replace the bare ids of `lost`
         try:
             runfolder.update_manifest(self.run_dir, **fields)

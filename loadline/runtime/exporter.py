@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, is_dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import gevent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
@@ -51,16 +52,27 @@ class Exporter:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.users = Gauge("loadline_users", "simulated users running", registry=r)
-        self.phase = Gauge("loadline_phase_info", "current phase of the load shape (1 = current)", ["phase"], registry=r)
+        self.phase = Gauge(
+            "loadline_phase_info", "current phase of the load shape (1 = current)", ["phase"], registry=r
+        )
         self.phase_index = Gauge("loadline_phase_index", "0-based index of the current phase", registry=r)
         self.requests = Counter("loadline_requests", "requests finished, by status", ["status"], registry=r)
         self.errors = Counter("loadline_errors", "failed requests by error class", ["error_class"], registry=r)
         self.output_tokens = Counter("loadline_output_tokens", "output tokens received", registry=r)
-        self.rps = Gauge("loadline_requests_per_second", f"requests finished per second (last {RATE_WINDOW_S:g} s)", registry=r)
-        self.tokens_per_s = Gauge("loadline_output_tokens_per_second",
-                                  f"output tokens per second (requests finished in the last {RATE_WINDOW_S:g} s)", registry=r)
-        self.ttft = Histogram("loadline_ttft_seconds", "client-side time to first token", buckets=TTFT_BUCKETS, registry=r)
-        self.itl = Histogram("loadline_itl_seconds", "client-side gaps between content chunks", buckets=ITL_BUCKETS, registry=r)
+        self.rps = Gauge(
+            "loadline_requests_per_second", f"requests finished per second (last {RATE_WINDOW_S:g} s)", registry=r
+        )
+        self.tokens_per_s = Gauge(
+            "loadline_output_tokens_per_second",
+            f"output tokens per second (requests finished in the last {RATE_WINDOW_S:g} s)",
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "loadline_ttft_seconds", "client-side time to first token", buckets=TTFT_BUCKETS, registry=r
+        )
+        self.itl = Histogram(
+            "loadline_itl_seconds", "client-side gaps between content chunks", buckets=ITL_BUCKETS, registry=r
+        )
         self.e2e = Histogram("loadline_e2e_seconds", "client-side end-to-end time", buckets=E2E_BUCKETS, registry=r)
         self.worker_cpu = Gauge("loadline_worker_cpu_percent", "load-generator worker CPU %", ["worker_id"], registry=r)
         self._recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=1_000_000)

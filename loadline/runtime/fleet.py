@@ -81,8 +81,13 @@ def affected_phases(phases: list[Any], start: float | None, end: float) -> list[
 class Fleet:
     """Master side. `active()` says whether a test run is collecting (losses between runs are ignored)."""
 
-    def __init__(self, environment: Any, active: Callable[[], bool], wall: Callable[[], float] = time.time,
-                 annotate: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        environment: Any,
+        active: Callable[[], bool],
+        wall: Callable[[], float] = time.time,
+        annotate: Callable[[str], None] | None = None,
+    ) -> None:
         self.environment = environment
         self.runner = environment.runner
         self.active = active
@@ -93,7 +98,7 @@ class Fleet:
         self.errors: list[dict[str, Any]] = []  # this run
         self._greenlet: gevent.Greenlet | None = None
 
-    def install(self) -> "Fleet":
+    def install(self) -> Fleet:
         self.runner.register_message(ERROR_MSG, self.on_error)
         self._greenlet = gevent.spawn(self._loop)
         return self
@@ -103,8 +108,9 @@ class Fleet:
         self.errors = []
 
     # -- what workers tell us --------------------------------------------------------------------
-    def heard(self, node: str, worker: str, in_flight: Any = None, batch_rows: int | None = None,
-              unshipped: Any = None) -> None:
+    def heard(
+        self, node: str, worker: str, in_flight: Any = None, batch_rows: int | None = None, unshipped: Any = None
+    ) -> None:
         """A batch (batch_rows) or a clock reply (unshipped: the worker's buffer then) from a worker."""
         entry = self.seen.get(node)
         if entry is None:
@@ -157,12 +163,23 @@ class Fleet:
 
     def _declare(self, node: str, how: str) -> LostWorker:
         seen = self.seen.get(node)
-        lost = LostWorker(worker=seen.worker if seen else node, node=node, last_seen=seen.last_seen if seen else None,
-                          lost_at=self.wall(), in_flight=seen.in_flight if seen else None,
-                          unshipped_estimate=max(seen.last_batch_rows, seen.unshipped) if seen else 0, how=how)
+        lost = LostWorker(
+            worker=seen.worker if seen else node,
+            node=node,
+            last_seen=seen.last_seen if seen else None,
+            lost_at=self.wall(),
+            in_flight=seen.in_flight if seen else None,
+            unshipped_estimate=max(seen.last_batch_rows, seen.unshipped) if seen else 0,
+            how=how,
+        )
         self.lost[node] = lost
-        log.warning("loadline: worker %s lost (%s); about %d request(s) in flight or unshipped will not be recorded "
-                    "unless it comes back", lost.worker, how, lost.requests_lost_estimate)
+        log.warning(
+            "loadline: worker %s lost (%s); about %d request(s) in flight or unshipped will not be recorded "
+            "unless it comes back",
+            lost.worker,
+            how,
+            lost.requests_lost_estimate,
+        )
         if self.annotate is not None:
             self.annotate(f"worker {lost.worker} lost")
         return lost
@@ -180,8 +197,11 @@ class Fleet:
         for entry in self.lost.values():
             entry.phases = affected_phases(phases, entry.last_seen, entry.rejoined_at or entry.lost_at)
             (back if entry.rejoined_at else lost).append(entry.as_dict())
-        return {"workers_lost": sorted(lost, key=lambda e: e["lost_at"]),
-                "workers_back": sorted(back, key=lambda e: e["lost_at"]), "worker_errors": list(self.errors)}
+        return {
+            "workers_lost": sorted(lost, key=lambda e: e["lost_at"]),
+            "workers_back": sorted(back, key=lambda e: e["lost_at"]),
+            "worker_errors": list(self.errors),
+        }
 
 
 def report_error(runner: Any, worker_id: str, reason: str) -> None:

@@ -45,8 +45,9 @@ def compact(all_keys: np.ndarray, counts: np.ndarray | None = None) -> tuple[np.
     return distinct.astype(np.uint16), np.rint(summed).astype(np.uint32)
 
 
-def percentiles(hist_keys: np.ndarray, counts: np.ndarray, metric: int,
-                ps: tuple[float, ...] = (50, 95, 99)) -> tuple[float | None, ...]:
+def percentiles(
+    hist_keys: np.ndarray, counts: np.ndarray, metric: int, ps: tuple[float, ...] = (50, 95, 99)
+) -> tuple[float | None, ...]:
     """np.percentile's linear percentiles of `metric`, each within ALPHA; Nones when it has no values."""
     lo_key = metric * PER_METRIC
     chosen = (hist_keys >= lo_key) & (hist_keys < lo_key + PER_METRIC)

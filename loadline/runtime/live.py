@@ -28,8 +28,20 @@ from loadline.core.records import CANCELLED, COLUMNS, OK, ErrorClass
 from loadline.core.runsettings import wall_span
 from loadline.runtime import histogram
 from loadline.runtime.live_fold import CANCELLED_CODE as _CANCELLED
-from loadline.runtime.live_fold import (COARSE_AFTER_S, COARSE_S, E2E_METRIC, FOLD_S, ITL_P50_METRIC, TPOT_METRIC,
-                                        TTFO_METRIC, TTFT_METRIC, Folded, fold, merge, present)
+from loadline.runtime.live_fold import (
+    COARSE_AFTER_S,
+    COARSE_S,
+    E2E_METRIC,
+    FOLD_S,
+    ITL_P50_METRIC,
+    TPOT_METRIC,
+    TTFO_METRIC,
+    TTFT_METRIC,
+    Folded,
+    fold,
+    merge,
+    present,
+)
 from loadline.runtime.live_fold import E2E as _E2E
 from loadline.runtime.live_fold import ERROR_CLASS as _ERROR_CLASS
 from loadline.runtime.live_fold import ERROR_CODE as _ERROR
@@ -41,11 +53,25 @@ from loadline.runtime.live_fold import TOKENS as _TOKENS
 from loadline.runtime.live_fold import TPOT as _TPOT
 from loadline.runtime.live_fold import TTFO as _TTFO
 from loadline.runtime.live_fold import TTFT as _TTFT
+
 # The window's type and its entry point live apart, without numpy: a shape reads them in every process
 from loadline.runtime.live_window import WindowSummary, to_model_time, window  # noqa: F401
 
-_I = {name: COLUMNS.index(name) for name in ("start_wall", "status", "e2e_ms", "ttft_ms", "output_tokens",
-                                             "error_class", "itl_p50_ms", "tpot_ms", "itl_us", "ttfo_ms")}
+_I = {
+    name: COLUMNS.index(name)
+    for name in (
+        "start_wall",
+        "status",
+        "e2e_ms",
+        "ttft_ms",
+        "output_tokens",
+        "error_class",
+        "itl_p50_ms",
+        "tpot_ms",
+        "itl_us",
+        "ttfo_ms",
+    )
+}
 # Model seconds of ITL gaps kept: a stepped run's step is 3-5 minutes (DOMAIN.md). In a time-scaled
 # run that is GAP_RETENTION_S / X wall seconds (900 wall s at X = 20 is a 5-hour rehearsal's every gap),
 # but never less than MIN_GAP_RETENTION_WALL_S: the web UI's points settle after 30 wall s (series.py).
@@ -91,9 +117,18 @@ class LiveStats:
         for r in rows:
             start, status = r[i["start_wall"]], r[i["status"]]
             fresh.setdefault(int(start), []).append(
-                (start, _STATUS_CODES.get(status, _ERROR), _nan(r[i["e2e_ms"]]), _nan(r[i["ttft_ms"]]),
-                 r[i["output_tokens"]] or 0, self._class_code(r[i["error_class"]]), _nan(r[i["itl_p50_ms"]]),
-                 _nan(r[i["tpot_ms"]]), _nan(r[i["ttfo_ms"]])))
+                (
+                    start,
+                    _STATUS_CODES.get(status, _ERROR),
+                    _nan(r[i["e2e_ms"]]),
+                    _nan(r[i["ttft_ms"]]),
+                    r[i["output_tokens"]] or 0,
+                    self._class_code(r[i["error_class"]]),
+                    _nan(r[i["itl_p50_ms"]]),
+                    _nan(r[i["tpot_ms"]]),
+                    _nan(r[i["ttfo_ms"]]),
+                )
+            )
             if status == OK and r[i["itl_us"]]:  # the text: parsed only by windows that want ITL
                 gaps.setdefault(int(start), []).append((start, r[i["itl_us"]]))
         buckets = self._by_second
@@ -192,29 +227,60 @@ class LiveStats:
         ok = rows[status == _OK]
         cancelled = int(np.count_nonzero(status == _CANCELLED))
         codes, counts = np.unique(rows[status == _ERROR, _ERROR_CLASS], return_counts=True)
-        return self._summary(start_wall, end_wall, len(rows), len(ok), cancelled, float(ok[:, _TOKENS].sum()),
-                             {int(code): int(n) for code, n in zip(codes, counts)},
-                             [_pcts(present(ok[:, column])) for column in (_E2E, _TTFT, _ITL_P50, _TPOT, _TTFO)], itl)
+        return self._summary(
+            start_wall,
+            end_wall,
+            len(rows),
+            len(ok),
+            cancelled,
+            float(ok[:, _TOKENS].sum()),
+            {int(code): int(n) for code, n in zip(codes, counts)},
+            [_pcts(present(ok[:, column])) for column in (_E2E, _TTFT, _ITL_P50, _TPOT, _TTFO)],
+            itl,
+        )
 
     def _folded_in(self, start_wall: float, end_wall: float) -> list[Folded]:
         """The folded minutes the window takes: those whose requests' midpoint (first to last start) is in it."""
         folded = self._folded
         first = math.floor(start_wall / COARSE_S) * COARSE_S  # an hour block's midpoint may be inside
-        return [folded[m] for m in _keys(folded, first, math.floor(end_wall), FOLD_S)
-                if start_wall <= folded[m].midpoint < end_wall]
+        return [
+            folded[m]
+            for m in _keys(folded, first, math.floor(end_wall), FOLD_S)
+            if start_wall <= folded[m].midpoint < end_wall
+        ]
 
     def _approximate(self, start_wall: float, end_wall: float, parts: list[Folded], itl: bool) -> WindowSummary:
         """A window over folded minutes (and kept rows, folded on the fly): percentiles from merged histograms."""
         total = merge(parts)
-        return self._summary(start_wall, end_wall, total.requests, total.ok, total.cancelled, total.tokens,
-                             dict(sorted(total.errors_by_class.items())),
-                             [histogram.percentiles(total.keys, total.counts, metric)
-                              for metric in (E2E_METRIC, TTFT_METRIC, ITL_P50_METRIC, TPOT_METRIC, TTFO_METRIC)],
-                             itl, approx_pct=histogram.ALPHA * 100)
+        return self._summary(
+            start_wall,
+            end_wall,
+            total.requests,
+            total.ok,
+            total.cancelled,
+            total.tokens,
+            dict(sorted(total.errors_by_class.items())),
+            [
+                histogram.percentiles(total.keys, total.counts, metric)
+                for metric in (E2E_METRIC, TTFT_METRIC, ITL_P50_METRIC, TPOT_METRIC, TTFO_METRIC)
+            ],
+            itl,
+            approx_pct=histogram.ALPHA * 100,
+        )
 
-    def _summary(self, start_wall: float, end_wall: float, requests: int, ok: int, cancelled: int, tokens: float,
-                 errors_by_code: dict[int, int], pcts: list[tuple], itl: bool,
-                 approx_pct: float | None = None) -> WindowSummary:
+    def _summary(
+        self,
+        start_wall: float,
+        end_wall: float,
+        requests: int,
+        ok: int,
+        cancelled: int,
+        tokens: float,
+        errors_by_code: dict[int, int],
+        pcts: list[tuple],
+        itl: bool,
+        approx_pct: float | None = None,
+    ) -> WindowSummary:
         """One window's summary from its counts and its (p50, p95, p99) of e2e, ttft, itl_p50, tpot and ttfo,
         exact or read from histograms; the pooled ITL gaps are exact in both (kept rows only)."""
         # the tool's own invalid requests are neither the service's successes nor its failures
@@ -223,15 +289,35 @@ class LiveStats:
         span = max(end_wall - start_wall, 1e-9)
         e2e, ttft, itl_median, tpot, ttfo = pcts
         pooled = self._pooled_gaps_us(start_wall, end_wall) if itl else None
-        pooled_itl = tuple(None if v is None else v / 1000.0 for v in _pcts(pooled)) if pooled is not None else (None,) * 3
+        pooled_itl = (
+            tuple(None if v is None else v / 1000.0 for v in _pcts(pooled)) if pooled is not None else (None,) * 3
+        )
         return WindowSummary(
-            start_wall=start_wall, end_wall=end_wall, requests=requests, ok=ok, errors=errors, cancelled=cancelled,
-            error_rate=errors / max(ok + errors, 1), e2e_p50_ms=e2e[0], e2e_p95_ms=e2e[1], e2e_p99_ms=e2e[2],
-            ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], ttft_p99_ms=ttft[2], itl_p50_ms=itl_median[0],
-            output_tokens_per_s=tokens / span, rps=ok / span,
+            start_wall=start_wall,
+            end_wall=end_wall,
+            requests=requests,
+            ok=ok,
+            errors=errors,
+            cancelled=cancelled,
+            error_rate=errors / max(ok + errors, 1),
+            e2e_p50_ms=e2e[0],
+            e2e_p95_ms=e2e[1],
+            e2e_p99_ms=e2e[2],
+            ttft_p50_ms=ttft[0],
+            ttft_p95_ms=ttft[1],
+            ttft_p99_ms=ttft[2],
+            itl_p50_ms=itl_median[0],
+            output_tokens_per_s=tokens / span,
+            rps=ok / span,
             errors_by_class={self._classes[code]: n for code, n in errors_by_code.items()},
-            itl_p95_ms=pooled_itl[1], itl_p99_ms=pooled_itl[2], tpot_p95_ms=tpot[1], tpot_p99_ms=tpot[2],
-            itl_pooled_p50_ms=pooled_itl[0], ttfo_p95_ms=ttfo[1], ttfo_p99_ms=ttfo[2], approx_pct=approx_pct,
+            itl_p95_ms=pooled_itl[1],
+            itl_p99_ms=pooled_itl[2],
+            tpot_p95_ms=tpot[1],
+            tpot_p99_ms=tpot[2],
+            itl_pooled_p50_ms=pooled_itl[0],
+            ttfo_p95_ms=ttfo[1],
+            ttfo_p99_ms=ttfo[2],
+            approx_pct=approx_pct,
         )
 
     def _pooled_gaps_us(self, start_wall: float, end_wall: float) -> np.ndarray | None:
@@ -242,8 +328,12 @@ class LiveStats:
         if int(start_wall) < self._gaps_from:
             return None
         gaps = self._gaps_by_second
-        text = " ".join(itl for sec in self._seconds(gaps, start_wall, end_wall) for start, itl in gaps[sec]
-                        if start_wall <= start < end_wall)
+        text = " ".join(
+            itl
+            for sec in self._seconds(gaps, start_wall, end_wall)
+            for start, itl in gaps[sec]
+            if start_wall <= start < end_wall
+        )
         return np.fromstring(text, dtype=np.int32, sep=" ") if text else np.empty(0, dtype=np.int32)
 
 

@@ -29,8 +29,13 @@ START, STATUS, E2E, TTFT, TOKENS, ERROR_CLASS, ITL_P50, TPOT, TTFO = range(9)
 OK_CODE, ERROR_CODE, CANCELLED_CODE = 0, 1, 2
 # The histograms' metrics: (metric number in the key space, row column); live.py reads them back by number
 E2E_METRIC, TTFT_METRIC, ITL_P50_METRIC, TPOT_METRIC, TTFO_METRIC = range(5)
-_METRIC_COLUMNS = ((E2E_METRIC, E2E), (TTFT_METRIC, TTFT), (ITL_P50_METRIC, ITL_P50), (TPOT_METRIC, TPOT),
-                   (TTFO_METRIC, TTFO))
+_METRIC_COLUMNS = (
+    (E2E_METRIC, E2E),
+    (TTFT_METRIC, TTFT),
+    (ITL_P50_METRIC, ITL_P50),
+    (TPOT_METRIC, TPOT),
+    (TTFO_METRIC, TTFO),
+)
 
 
 @dataclass(slots=True)
@@ -60,22 +65,39 @@ def fold(rows: np.ndarray) -> Folded:
     values = [histogram.keys(metric, present(ok[:, column])) for metric, column in _METRIC_COLUMNS]
     keys, key_counts = histogram.compact(np.concatenate(values))
     starts = rows[:, START]
-    return Folded(float(starts.min()), float(starts.max()), len(rows), len(ok), len(rows) - len(ok) - cancelled,
-                  cancelled, float(ok[:, TOKENS].sum()), {int(c): int(n) for c, n in zip(codes, counts)},
-                  keys, key_counts)
+    return Folded(
+        float(starts.min()),
+        float(starts.max()),
+        len(rows),
+        len(ok),
+        len(rows) - len(ok) - cancelled,
+        cancelled,
+        float(ok[:, TOKENS].sum()),
+        {int(c): int(n) for c, n in zip(codes, counts)},
+        keys,
+        key_counts,
+    )
 
 
 def merge(parts: list[Folded]) -> Folded:
     """One summary of several (at least one): counts add, histograms merge."""
-    keys, counts = histogram.compact(np.concatenate([p.keys for p in parts]),
-                                     np.concatenate([p.counts for p in parts]))
+    keys, counts = histogram.compact(np.concatenate([p.keys for p in parts]), np.concatenate([p.counts for p in parts]))
     by_class: dict[int, int] = {}
     for part in parts:
         for code, n in part.errors_by_class.items():
             by_class[code] = by_class.get(code, 0) + n
-    return Folded(min(p.first_start for p in parts), max(p.last_start for p in parts),
-                  sum(p.requests for p in parts), sum(p.ok for p in parts), sum(p.errors for p in parts),
-                  sum(p.cancelled for p in parts), sum(p.tokens for p in parts), by_class, keys, counts)
+    return Folded(
+        min(p.first_start for p in parts),
+        max(p.last_start for p in parts),
+        sum(p.requests for p in parts),
+        sum(p.ok for p in parts),
+        sum(p.errors for p in parts),
+        sum(p.cancelled for p in parts),
+        sum(p.tokens for p in parts),
+        by_class,
+        keys,
+        counts,
+    )
 
 
 def present(values: np.ndarray) -> np.ndarray:

@@ -62,6 +62,9 @@ def window(environment, start_wall: float, end_wall: float, itl: bool = True) ->
 
 def to_model_time(summary: WindowSummary, scale: float) -> WindowSummary:
     """The summary in model time (loadline.core.runsettings.model_value: latencies x scale, rates / scale)."""
-    scaled = {f.name: model_value(f.name, getattr(summary, f.name), scale) for f in dataclasses.fields(summary)
-              if is_scaled(f.name) and getattr(summary, f.name) is not None}
+    scaled = {
+        f.name: model_value(f.name, getattr(summary, f.name), scale)
+        for f in dataclasses.fields(summary)
+        if is_scaled(f.name) and getattr(summary, f.name) is not None
+    }
     return dataclasses.replace(summary, **scaled)

@@ -41,8 +41,10 @@ def write_final_csv_stats() -> bool:
     the writer's own file handles (a seek flushes what it buffered first), as its loop writes them:
     a turn of its loop after this writes the same rows."""
     for writer in _csv_writers:
-        tables = ((writer.requests_csv_filehandle, writer.requests_csv, writer.requests_csv_writer),
-                  (writer.failures_csv_filehandle, writer.failures_csv, writer.failures_csv_writer))
+        tables = (
+            (writer.requests_csv_filehandle, writer.requests_csv, writer.requests_csv_writer),
+            (writer.failures_csv_filehandle, writer.failures_csv, writer.failures_csv_writer),
+        )
         for handle, write_table, csv_writer in tables:
             if handle.closed:
                 return False

@@ -28,8 +28,9 @@ def install(environment) -> None:
     if isinstance(runner, MasterRunner):
         runner.register_message(RECORDS_MSG, collector.on_records)
         collector.flush = FlushCoordinator(runner)
-        collector.fleet = fleet.Fleet(environment, active=lambda: collector.run_dir is not None,
-                                      annotate=_annotate_open_phase).install()
+        collector.fleet = fleet.Fleet(
+            environment, active=lambda: collector.run_dir is not None, annotate=_annotate_open_phase
+        ).install()
         collector.clock = clocksync.ClockSync(runner, on_reply=_heard(collector.fleet)).install()
         # workers' CPU / loop-lag rows arrive with their reports, stamped by the worker's clock
         selfcheck.install_master(environment, lambda rows: collector.clock.correct_each(rows, 1, 0))
@@ -78,6 +79,8 @@ def _annotate_open_phase(text: str) -> None:
 
 def _heard(watch: fleet.Fleet):
     """Clock replies double as liveness and in-flight reports for the worker watch."""
+
     def on_reply(node: str, worker: str, data: dict) -> None:
         watch.heard(node, worker, data.get("in_flight"), unshipped=data.get("unshipped"))
+
     return on_reply

@@ -18,7 +18,14 @@ from loadline.client.options import INVALID
 from loadline.core.errors import UsageError
 from loadline.core.identity import worker_id
 from loadline.core.lifeline import die_with_parent
-from loadline.runtime import arrivals, clocksync, fleet, locust_fixes, refusal, selfcheck  # locust_fixes also patches at import
+from loadline.runtime import (  # locust_fixes also patches at import
+    arrivals,
+    clocksync,
+    fleet,
+    locust_fixes,
+    refusal,
+    selfcheck,
+)
 from loadline.runtime.gc_pauses import freeze_startup_heap
 from loadline.runtime.transport import FLUSH_MSG, RecordBuffer, WorkerShipper
 

@@ -61,9 +61,14 @@ def timescale_warning(delay: WakeDelay, scale: float, slo: SLO) -> str | None:
     if model_ms * RULE_OF_TEN <= ms:
         return None
     trustworthy = ms / RULE_OF_TEN / delay.p95_ms
-    advice = (f"use --time-scale {max(1.0, trustworthy):.0f} or lower" if trustworthy >= 1
-              else "even real time is marginal on this machine now: free some CPU")
+    advice = (
+        f"use --time-scale {max(1.0, trustworthy):.0f} or lower"
+        if trustworthy >= 1
+        else "even real time is marginal on this machine now: free some CPU"
+    )
     label = name.removesuffix("_ms").replace("_", " ").upper()
-    return (f"at --time-scale {scale:g} this machine's wake-up delay (P95 {delay.p95_ms:.1f} ms before any load) is "
-            f"{model_ms:,.0f} ms of model time, {model_ms / ms:.0%} of the smallest SLO limit ({label} {ms:,.0f} ms): "
-            f"latencies will carry the client's own delay; {advice} (the report measures the real floor)")
+    return (
+        f"at --time-scale {scale:g} this machine's wake-up delay (P95 {delay.p95_ms:.1f} ms before any load) is "
+        f"{model_ms:,.0f} ms of model time, {model_ms / ms:.0%} of the smallest SLO limit ({label} {ms:,.0f} ms): "
+        f"latencies will carry the client's own delay; {advice} (the report measures the real floor)"
+    )

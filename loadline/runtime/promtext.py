@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 from prometheus_client.parser import text_string_to_metric_families
 

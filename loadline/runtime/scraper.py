@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import gevent
 from gevent.event import Event
 
 from loadline.core.errors import UsageError
-from loadline.core.runfolder import SERVER_METRICS, SERVER_METRIC_COLUMNS, CsvAppender
+from loadline.core.runfolder import SERVER_METRIC_COLUMNS, SERVER_METRICS, CsvAppender
 from loadline.runtime.promtext import SCRAPE_DURATION, SCRAPE_ERROR, error_row, iter_rows
 
 log = logging.getLogger("loadline.runtime.scraper")
@@ -128,7 +128,9 @@ class Scraper:
                 reason = f"{type(exc).__name__}: {exc}"
                 if name not in self._failing:
                     self._failing.add(name)
-                    log.warning("scrape of %s (%s) failed: %s (recorded as %s; not repeated)", name, url, reason, SCRAPE_ERROR)
+                    log.warning(
+                        "scrape of %s (%s) failed: %s (recorded as %s; not repeated)", name, url, reason, SCRAPE_ERROR
+                    )
                 got = [error_row(ts, name, reason)]
             rows.extend(got)
         self.scrapes += 1
@@ -149,7 +151,7 @@ class Scraper:
             next_at = max(next_at, time.monotonic())
             self._stopping.wait(timeout=max(0.0, next_at - time.monotonic()))
 
-    def start(self) -> "Scraper":
+    def start(self) -> Scraper:
         if self.interval_s <= 0:
             raise ValueError("scrape interval must be > 0 seconds")
         Path(self.run_dir).mkdir(parents=True, exist_ok=True)
@@ -180,7 +182,11 @@ class Scraper:
             self._appender.close()
 
 
-def start_scraper(run_dir: str | Path, urls: dict[str, str], interval_s: float = DEFAULT_INTERVAL_S,
-                  timeout_s: float = DEFAULT_TIMEOUT_S) -> Scraper:
+def start_scraper(
+    run_dir: str | Path,
+    urls: dict[str, str],
+    interval_s: float = DEFAULT_INTERVAL_S,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> Scraper:
     """Start scraping in a greenlet; returns the handle whose `stop()` ends it."""
     return Scraper(Path(run_dir), dict(urls), interval_s, timeout_s).start()

@@ -15,9 +15,10 @@ import logging
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import gevent
 import psutil
@@ -64,7 +65,7 @@ class SelfCheck:
         self._stopping = None
         self.last_cpu_percent: float | None = None
 
-    def start(self) -> "SelfCheck":
+    def start(self) -> SelfCheck:
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # the first call only sets the reference point
         self._stopping = Event()
@@ -90,9 +91,16 @@ class SelfCheck:
             cpu = float(self._process.cpu_percent(None))
             wait = None if wait_ns is None or waited is None else min(100.0, (wait_ns - waited) / 1e7 / (now - asked))
             self.last_cpu_percent = cpu
-            row = (round(time.time(), 3), self.worker_id, round(cpu, 1), round(lag_ms, 2),
-                   self._call(self.users_fn), self._call(self.inflight_fn), None if wait is None else round(wait, 1),
-                   self._call(self.watch_fn))
+            row = (
+                round(time.time(), 3),
+                self.worker_id,
+                round(cpu, 1),
+                round(lag_ms, 2),
+                self._call(self.users_fn),
+                self._call(self.inflight_fn),
+                None if wait is None else round(wait, 1),
+                self._call(self.watch_fn),
+            )
             self._rows.append(row)
             if len(self._rows) > MAX_BUFFERED_ROWS:
                 del self._rows[: len(self._rows) - MAX_BUFFERED_ROWS]
@@ -147,7 +155,6 @@ class GeneratorWriter:
         rows = [r for r in rows if r[0] >= active.started_wall - LOCAL_DRAIN_S]
         return self._appender.write_rows(rows)
 
-
     def status(self) -> str:
         """The web UI's line: each worker's CPU, wait for a core and loop lag (medians of its last
         samples), and whether that is saturated by the report's own thresholds (loadline/core/saturation.py)."""
@@ -158,7 +165,9 @@ class GeneratorWriter:
             cpu, wait, lag = (statistics.median(v) for v in zip(*recent))
             hot = " SATURATED: numbers not trustworthy" if len(recent) == SUSTAIN_SAMPLES and _saturated(recent) else ""
             waiting = f" (+{wait:.0f} % waiting for a core)" if wait >= 1 else ""
-            rests = ", first-bytes watch resting (its thread waits for a core)" if self.watch_resting.get(worker) else ""
+            rests = (
+                ", first-bytes watch resting (its thread waits for a core)" if self.watch_resting.get(worker) else ""
+            )
             parts.append(f"{worker}: CPU {cpu:.0f} %{waiting}, loop lag {lag:.0f} ms{rests}{hot}")
         return "; ".join(parts)
 
@@ -176,6 +185,7 @@ def install(environment: Any, worker_id: str, on_worker: bool) -> SelfCheck:
     check = SelfCheck(worker_id, users_fn=lambda: runner.user_count, watch_fn=body_reader.watch_resting).start()
     environment.loadline_selfcheck = check
     if on_worker:
+
         def _report(client_id: str, data: dict) -> None:
             data[REPORT_KEY] = check.sample_rows()
 

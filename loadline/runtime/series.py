@@ -32,8 +32,18 @@ COARSE_EVERY = 10  # older points: one in ten kept (one every 20 s)
 COARSE_POINTS = 3 * FINE_POINTS  # ... for another 20 hours at most
 
 # WindowSummary fields a point carries (model time: ms and per second)
-FIELDS = ("requests", "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "itl_pooled_p50_ms", "itl_p99_ms",
-          "e2e_p95_ms", "output_tokens_per_s", "rps", "error_rate")
+FIELDS = (
+    "requests",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "itl_pooled_p50_ms",
+    "itl_p99_ms",
+    "e2e_p95_ms",
+    "output_tokens_per_s",
+    "rps",
+    "error_rate",
+)
 ITL_FIELDS = ("itl_pooled_p50_ms", "itl_p99_ms")  # the costly ones (pooled gaps)
 
 # (start_wall, end_wall, itl) -> WindowSummary | None; itl=False may leave the ITL fields None
@@ -52,9 +62,16 @@ class Point:
     settled: bool = False  # computed once more after SETTLE_S: final
 
     def as_json(self) -> dict:
-        return {"t": round(self.t, 3), "start_wall": self.start_wall, "end_wall": self.end_wall,
-                "users": self.users, "phase": self.phase, **self.values, "errors_per_s": self.errors_per_s,
-                "settled": self.settled}
+        return {
+            "t": round(self.t, 3),
+            "start_wall": self.start_wall,
+            "end_wall": self.end_wall,
+            "users": self.users,
+            "phase": self.phase,
+            **self.values,
+            "errors_per_s": self.errors_per_s,
+            "settled": self.settled,
+        }
 
 
 @dataclass
@@ -68,8 +85,9 @@ class PhaseSpan:
 class Series:
     """The charts' history of one run. Not thread-safe: one greenlet samples, requests only read."""
 
-    def __init__(self, started_wall: float, scale: float, window: WindowFunction,
-                 window_s: float = POINT_WINDOW_S) -> None:
+    def __init__(
+        self, started_wall: float, scale: float, window: WindowFunction, window_s: float = POINT_WINDOW_S
+    ) -> None:
         self.started_wall = started_wall
         self.scale = scale
         self.window_s = window_s
@@ -84,8 +102,9 @@ class Series:
         """A new point ending at `wall`; points still settling are recomputed from the records so far."""
         if phases:
             self.phases = list(phases)
-        point = Point(max(self.started_wall, wall - self.window_s), wall, (wall - self.started_wall) * self.scale,
-                      users, phase)
+        point = Point(
+            max(self.started_wall, wall - self.window_s), wall, (wall - self.started_wall) * self.scale, users, phase
+        )
         self._fill(point, itl=True)
         self._settle(wall)
         self.fine.append(point)
@@ -137,8 +156,13 @@ class Series:
             "window_s": self.window_s,
             "settle_s": SETTLE_S,
             "points": [p.as_json() for p in points],
-            "phases": [{"label": s.label, "kind": s.kind,
-                        "start_t": round((s.start_wall - self.started_wall) * self.scale, 3),
-                        "end_t": None if s.end_wall is None else round((s.end_wall - self.started_wall) * self.scale, 3)}
-                       for s in self.phases],
+            "phases": [
+                {
+                    "label": s.label,
+                    "kind": s.kind,
+                    "start_t": round((s.start_wall - self.started_wall) * self.scale, 3),
+                    "end_t": None if s.end_wall is None else round((s.end_wall - self.started_wall) * self.scale, 3),
+                }
+                for s in self.phases
+            ],
         }

@@ -42,8 +42,15 @@ def start_simulator(args: list[str], log_path: Path | None = None, startup_timeo
     try:
         # Own session: a Ctrl-C in the terminal stops Locust gracefully while the target keeps serving
         # the streams in flight (they end as "cancelled", not as resets); we stop the simulator after.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=os.getcwd(),
-                                start_new_session=True, env=child_env())
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=os.getcwd(),
+            start_new_session=True,
+            env=child_env(),
+        )
     finally:
         if log_path:
             stderr.close()  # the child has its own copy
@@ -65,7 +72,7 @@ def start_simulator(args: list[str], log_path: Path | None = None, startup_timeo
         proc.wait(5)
         detail = _last_line(log_path) or first.strip() or f"exit code {proc.returncode}"
         raise UsageError(f"the simulator did not start: {detail}")
-    sim = SimProcess(proc, first[len(READY_PREFIX):].strip())
+    sim = SimProcess(proc, first[len(READY_PREFIX) :].strip())
     if "--admin" in args:
         try:
             second = lines.get(timeout=startup_timeout)
@@ -74,7 +81,7 @@ def start_simulator(args: list[str], log_path: Path | None = None, startup_timeo
         if not second.startswith(ADMIN_PREFIX):
             sim.stop()
             raise UsageError(f"the simulator did not announce its admin API (got {second.strip()!r})")
-        sim.admin_url = second[len(ADMIN_PREFIX):].strip()
+        sim.admin_url = second[len(ADMIN_PREFIX) :].strip()
     return sim
 
 

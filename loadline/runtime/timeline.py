@@ -30,8 +30,12 @@ def append_to_run_folder(rows: list[PhaseRow]) -> bool:
 class Timeline:
     """The phases of one test run, in order. Not thread-safe: only the shape greenlet writes."""
 
-    def __init__(self, planned_phases: int, write: Callable[[list[PhaseRow]], bool] = append_to_run_folder,
-                 wall: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        planned_phases: int,
+        write: Callable[[list[PhaseRow]], bool] = append_to_run_folder,
+        wall: Callable[[], float] = time.time,
+    ):
         self.planned_phases = planned_phases
         self.wall = wall  # the shape's clock, so a stop from outside is timed like every other change
         self.rows: list[PhaseRow] = []  # finished phases
@@ -41,15 +45,33 @@ class Timeline:
         self._write = write
         self._written = 0
 
-    def begin(self, index: int, label: str, kind: str, target_users: int, spawn_rate: float,
-              users_now: int, wall: float, planned_s: float, target_rate: float | None = None) -> PhaseRow:
+    def begin(
+        self,
+        index: int,
+        label: str,
+        kind: str,
+        target_users: int,
+        spawn_rate: float,
+        users_now: int,
+        wall: float,
+        planned_s: float,
+        target_rate: float | None = None,
+    ) -> PhaseRow:
         if self.open is not None:
             self.finish(users_now, wall)
-        self.open = PhaseRow(index, label, kind, wall, None, target_users, spawn_rate, users_now, None,
-                             target_rate=target_rate)
+        self.open = PhaseRow(
+            index, label, kind, wall, None, target_users, spawn_rate, users_now, None, target_rate=target_rate
+        )
         self._open_planned_s = planned_s
-        logger.info("Phase %d/%d: %s (target %d users, spawn rate %.2f/s, %.0f s)",
-                    index + 1, self.planned_phases, label, target_users, spawn_rate, planned_s)
+        logger.info(
+            "Phase %d/%d: %s (target %d users, spawn rate %.2f/s, %.0f s)",
+            index + 1,
+            self.planned_phases,
+            label,
+            target_users,
+            spawn_rate,
+            planned_s,
+        )
         return self.open
 
     def finish(self, users_now: int, wall: float, note: str = "") -> PhaseRow | None:
@@ -68,7 +90,7 @@ class Timeline:
     def annotate(self, row: PhaseRow, text: str) -> None:
         """Add human-readable `text` to a phase's note; too late once the row is written. Facts that
         analysis reads have tables of their own (drill fault actions: faults.csv)."""
-        if any(row is written for written in self.rows[:self._written]):
+        if any(row is written for written in self.rows[: self._written]):
             logger.warning("phase %s was already written; its note misses: %s", row.label, text)
             return
         row.note = "; ".join(part for part in (row.note, text) if part)
@@ -82,7 +104,7 @@ class Timeline:
         self.flush()
 
     def flush(self) -> None:
-        pending = self.rows[self._written:]
+        pending = self.rows[self._written :]
         if not pending:
             return
         try:

@@ -80,8 +80,9 @@ class WorkerShipper:
         # An empty batch is sent too: it tells the master what is in flight (its estimate if we die).
         try:
             # in_flight: what this worker would take with it if it died now (the master's loss estimate)
-            self.environment.runner.send_message(RECORDS_MSG, {"worker": self.worker_id, "rows": rows,
-                                                               "in_flight": buffer.in_flight})
+            self.environment.runner.send_message(
+                RECORDS_MSG, {"worker": self.worker_id, "rows": rows, "in_flight": buffer.in_flight}
+            )
         except Exception as exc:  # e.g. the master is reconnecting: keep the rows for the next try
             buffer.put_back(rows)
             if rows:

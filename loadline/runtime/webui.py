@@ -121,8 +121,10 @@ def slo_rows(environment, recent, whole) -> list[dict]:
     streaming = streaming_of_options(options)
     judged = [_judge(slo, summary, streaming) for summary in (recent, whole)]
     reference = judged[1] or judged[0] or judge(slo, {}, streaming)
-    rows = [{"metric": f"SLO {c.name} {c.threshold}", "last": _verdict(judged[0], c.key),
-             "run": _verdict(judged[1], c.key)} for c in reference.checks]
+    rows = [
+        {"metric": f"SLO {c.name} {c.threshold}", "last": _verdict(judged[0], c.key), "run": _verdict(judged[1], c.key)}
+        for c in reference.checks
+    ]
     rows += [{"metric": f"SLO {name}: not applied", "last": why, "run": ""} for name, why in reference.not_applied]
     return rows
 
@@ -194,8 +196,11 @@ def _approx(window, attr: str, unit: str) -> str:
 
 def _approx_note(recent, whole) -> list[dict]:
     """The footnote of "≈": past the last minutes, the live view keeps histograms, not every request."""
-    notes = {key: f"≈ percentiles within {window.approx_pct:g} %: older minutes are kept as histograms"
-             for key, window in (("last", recent), ("run", whole)) if getattr(window, "approx_pct", None)}
+    notes = {
+        key: f"≈ percentiles within {window.approx_pct:g} %: older minutes are kept as histograms"
+        for key, window in (("last", recent), ("run", whole))
+        if getattr(window, "approx_pct", None)
+    }
     return [{"metric": "≈", "last": notes.get("last", ""), "run": notes.get("run", "")}] if notes else []
 
 
@@ -216,11 +221,16 @@ def install_tab(environment) -> None:
     hide_secrets(environment)
     remember_form_values(environment)
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
-    web_ui.template_args["extended_tables"] = [{
-        "key": TAB,
-        "structure": [{"key": "metric", "title": "Metric"}, {"key": "last", "title": f"Last {WINDOW_S:.0f} s"},
-                      {"key": "run", "title": "Whole run"}],
-    }]
+    web_ui.template_args["extended_tables"] = [
+        {
+            "key": TAB,
+            "structure": [
+                {"key": "metric", "title": "Metric"},
+                {"key": "last", "title": f"Last {WINDOW_S:.0f} s"},
+                {"key": "run", "title": "Whole run"},
+            ],
+        }
+    ]
     web_ui.template_args["extended_csv_files"] = [
         {"href": "/loadline/live", "title": "Live LLM charts and the SLO as it stands (also in the LLM tab)"},
         {"href": "/loadline/report", "title": "Build and open the Loadline report of the run"},
@@ -241,8 +251,12 @@ def install_tab(environment) -> None:
     def _note_stop_by_user():
         # Locust's STOP button (POST /stop): the run did not end on its own, and its manifest says so
         collector = getattr(environment, "loadline_collector", None)
-        if (request.method == "POST" and request.path.endswith("/stop") and collector is not None
-                and collector.run_dir is not None):
+        if (
+            request.method == "POST"
+            and request.path.endswith("/stop")
+            and collector is not None
+            and collector.run_dir is not None
+        ):
             collector.ended_by = ENDED_BY_USER
 
     @app.route("/loadline/requests.csv")

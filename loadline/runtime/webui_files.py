@@ -82,8 +82,11 @@ class ReportBuilds:
         if self.current is not None and self.current.finished():
             self.done, self.current = self.current, None
         done = self.done
-        fresh = done is not None and done.run_dir == run_dir and (done.records == self.records()
-                                                                   or asked_build == done.number)
+        fresh = (
+            done is not None
+            and done.run_dir == run_dir
+            and (done.records == self.records() or asked_build == done.number)
+        )
         if fresh and self.current is None:
             error = done.error()
             if error:
@@ -105,12 +108,14 @@ class ReportBuilds:
 
     def _progress(self, build: Build) -> Response:
         seconds = time.monotonic() - build.started
-        body = (f"<!doctype html><html><head><meta charset='utf-8'>"
-                f"<meta http-equiv='refresh' content='{PROGRESS_REFRESH_S};url=./report?build={build.number}'>"
-                f"<title>Building the report…</title></head><body style='font-family:Roboto,Arial,sans-serif;"
-                f"padding:2em'><h2>Building the Loadline report…</h2><p id='progress'>Run folder "
-                f"{html.escape(str(build.run_dir))}: {build.records:,} request records, {seconds:.0f} s so far. "
-                f"This page opens the report when it is ready.</p></body></html>")
+        body = (
+            f"<!doctype html><html><head><meta charset='utf-8'>"
+            f"<meta http-equiv='refresh' content='{PROGRESS_REFRESH_S};url=./report?build={build.number}'>"
+            f"<title>Building the report…</title></head><body style='font-family:Roboto,Arial,sans-serif;"
+            f"padding:2em'><h2>Building the Loadline report…</h2><p id='progress'>Run folder "
+            f"{html.escape(str(build.run_dir))}: {build.records:,} request records, {seconds:.0f} s so far. "
+            f"This page opens the report when it is ready.</p></body></html>"
+        )
         return Response(body, status=202, mimetype="text/html")
 
 
@@ -120,8 +125,10 @@ def zip_stream(run_dir: Path) -> Iterator[bytes]:
     sink = _Chunks()
     with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
-            with path.open("rb") as source, archive.open(f"{run_dir.name}/{path.relative_to(run_dir)}", "w",
-                                                         force_zip64=True) as target:
+            with (
+                path.open("rb") as source,
+                archive.open(f"{run_dir.name}/{path.relative_to(run_dir)}", "w", force_zip64=True) as target,
+            ):
                 while chunk := source.read(ZIP_CHUNK):
                     target.write(chunk)
                     yield sink.take()
@@ -165,7 +172,10 @@ def install(environment) -> ReportBuilds:
         run_dir = run_dir_of(environment)
         if run_dir is None or not run_dir.is_dir():
             return Response("no run yet\n", status=404, mimetype="text/plain")
-        return Response(zip_stream(run_dir), mimetype="application/zip",
-                        headers={"Content-Disposition": f'attachment; filename="{run_dir.name}.zip"'})
+        return Response(
+            zip_stream(run_dir),
+            mimetype="application/zip",
+            headers={"Content-Disposition": f'attachment; filename="{run_dir.name}.zip"'},
+        )
 
     return builds

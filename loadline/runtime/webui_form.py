@@ -20,15 +20,46 @@ from werkzeug.datastructures import ImmutableMultiDict
 
 # (heading, option names or "prefix_*"), in form order; an option in no group goes last under "Other"
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Server and connection", ("api_key", "model", "non_streaming", "request_id_header", "connect_timeout",
-                               "first_token_timeout", "request_timeout", "max_retries", "retry_cap")),
-    ("Workload: what each user sends", ("prompt_mix", "prompt_tokens", "max_tokens", "output_tokens", "ignore_eos",
-                                        "tokenizer", "system_prompt_tokens", "dataset",
-                                        "max_context_tokens", "turns_mean", "turns_max", "think_mean", "think_p90",
-                                        "reading_speed", "event_interval", "seed")),
+    (
+        "Server and connection",
+        (
+            "api_key",
+            "model",
+            "non_streaming",
+            "request_id_header",
+            "connect_timeout",
+            "first_token_timeout",
+            "request_timeout",
+            "max_retries",
+            "retry_cap",
+        ),
+    ),
+    (
+        "Workload: what each user sends",
+        (
+            "prompt_mix",
+            "prompt_tokens",
+            "max_tokens",
+            "output_tokens",
+            "ignore_eos",
+            "tokenizer",
+            "system_prompt_tokens",
+            "dataset",
+            "max_context_tokens",
+            "turns_mean",
+            "turns_max",
+            "think_mean",
+            "think_p90",
+            "reading_speed",
+            "event_interval",
+            "seed",
+        ),
+    ),
     ("Arrivals (open loop)", ("arrival", "arrival_*", "burstiness", "max_inflight")),
-    ("SLO, time scale and run folder", ("slo_file", "time_scale", "out", "scrape_url", "scrape_interval",
-                                        "clock_offset_warn", "sim_admin_url")),
+    (
+        "SLO, time scale and run folder",
+        ("slo_file", "time_scale", "out", "scrape_url", "scrape_interval", "clock_offset_warn", "sim_admin_url"),
+    ),
     ("Stepped shape (StepShape)", ("baseline_hold", "step_*")),
     ("Pulse shape (PulseShape)", ("burst_*",)),
     ("Soak shape (SoakShape)", ("soak_*",)),
@@ -68,6 +99,7 @@ def restored(form: dict[str, list[str]], options: list[str]) -> dict[str, list[s
 
 def restore_option_names(environment) -> None:
     """Rename the mangled fields of every POST /swarm before Locust's handler reads the form."""
+
     @environment.web_ui.app.before_request
     def _restore_names():
         if request.method != "POST" or not request.path.endswith("/swarm"):

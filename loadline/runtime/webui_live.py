@@ -71,12 +71,14 @@ class Sampler:
             return
         if series is None or series.started_wall != active.started_wall:
             environment = self.environment
-            series = self.series = Series(active.started_wall, time_scale_of_options(environment.parsed_options),
-                                          lambda start, end, itl: window(environment, start, end, itl))
+            series = self.series = Series(
+                active.started_wall,
+                time_scale_of_options(environment.parsed_options),
+                lambda start, end, itl: window(environment, start, end, itl),
+            )
         phase = current_phase()
         runner = self.environment.runner
-        series.sample(now, int(getattr(runner, "user_count", 0) or 0), phase["label"] if phase else "",
-                      _phase_spans())
+        series.sample(now, int(getattr(runner, "user_count", 0) or 0), phase["label"] if phase else "", _phase_spans())
 
 
 def _phase_spans() -> list[PhaseSpan]:
@@ -122,8 +124,14 @@ def _phase_status(now: float, scale: float) -> dict | None:
     if phase is None:
         return None
     left_wall = max(0.0, phase["planned_s"] - (now - phase["start_wall"]))
-    return {"label": phase["label"], "kind": phase["kind"], "index": phase["index"] + 1, "of": phase["phases"],
-            "target_users": phase["target_users"], "left_s": model_span(left_wall, scale)}
+    return {
+        "label": phase["label"],
+        "kind": phase["kind"],
+        "index": phase["index"] + 1,
+        "of": phase["phases"],
+        "target_users": phase["target_users"],
+        "left_s": model_span(left_wall, scale),
+    }
 
 
 def _slo_status(environment, summary) -> dict:
@@ -131,7 +139,9 @@ def _slo_status(environment, summary) -> dict:
         slo: SLO = active_slo(environment)
     except Exception as exc:  # noqa: BLE001 - a bad SLO file is shown, not raised (UsageError)
         return {"error": str(exc), "checks": [], "not_applied": []}
-    judgement = judge(slo, values_of(summary) if summary is not None else {}, streaming_of_options(environment.parsed_options))
+    judgement = judge(
+        slo, values_of(summary) if summary is not None else {}, streaming_of_options(environment.parsed_options)
+    )
     checks = []
     for check in judgement.checks:
         if check.measured is None:
@@ -140,12 +150,24 @@ def _slo_status(environment, summary) -> dict:
             value = f"{check.measured:.2%}"
         else:
             value = f"{check.measured:,.0f} ms"
-        checks.append({"key": check.key, "name": check.name, "threshold": check.threshold, "limit": check.limit,
-                       "unit": check.unit, "value": value,
-                       "outcome": "not judged" if check.outcome == NOT_JUDGED else
-                       ("pass" if check.outcome == PASSED else "fail")})
-    return {"file": getattr(environment.parsed_options, "slo_file", "") or "(built-in defaults)",
-            "checks": checks, "not_applied": [{"name": n, "why": why} for n, why in judgement.not_applied]}
+        checks.append(
+            {
+                "key": check.key,
+                "name": check.name,
+                "threshold": check.threshold,
+                "limit": check.limit,
+                "unit": check.unit,
+                "value": value,
+                "outcome": "not judged"
+                if check.outcome == NOT_JUDGED
+                else ("pass" if check.outcome == PASSED else "fail"),
+            }
+        )
+    return {
+        "file": getattr(environment.parsed_options, "slo_file", "") or "(built-in defaults)",
+        "checks": checks,
+        "not_applied": [{"name": n, "why": why} for n, why in judgement.not_applied],
+    }
 
 
 def _stop_rule(environment) -> dict | None:
@@ -191,8 +213,15 @@ def install(environment) -> Sampler:
     def _series():
         series = sampler.series
         if series is None:  # no run yet: the axis of this server's time scale, nothing on it
-            return jsonify({"points": [], "phases": [], "started_wall": None, "sample_s": SAMPLE_S,
-                            "scale": time_scale_of_options(environment.parsed_options)})
+            return jsonify(
+                {
+                    "points": [],
+                    "phases": [],
+                    "started_wall": None,
+                    "sample_s": SAMPLE_S,
+                    "scale": time_scale_of_options(environment.parsed_options),
+                }
+            )
         since = request.args.get("since", type=float)
         return jsonify(series.as_json(since))
 

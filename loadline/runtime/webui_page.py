@@ -30,4 +30,4 @@ def asset(name: str) -> str:
 
 
 def mimetype(name: str) -> str:
-    return MIMETYPES[name[name.rindex("."):]]
+    return MIMETYPES[name[name.rindex(".") :]]

@@ -36,10 +36,34 @@ def stepped_run(tmp_path_factory):
     # No charts: only verdict.json and the truth log are read.
     loose = out / "loose.toml"
     loose.write_text("[slo]\ne2e_p95_ms = 600000\ne2e_p99_ms = 600000\nttft_p95_ms = 600000\nmax_error_rate = 0.5\n")
-    command = [sys.executable, "-m", "loadline", "run", "--shape", "stepped", "--time-scale", "20",
-               "--sim-profile", "tiny", "--scenario", "single", "--slo", str(loose), "--out", str(out), "--no-charts",
-               "--", "--prompt-mix", "short=0.7,medium=0.3", "--seed", "1", "--step-start-users", "20",
-               "--step-max-users", "160"]
+    command = [
+        sys.executable,
+        "-m",
+        "loadline",
+        "run",
+        "--shape",
+        "stepped",
+        "--time-scale",
+        "20",
+        "--sim-profile",
+        "tiny",
+        "--scenario",
+        "single",
+        "--slo",
+        str(loose),
+        "--out",
+        str(out),
+        "--no-charts",
+        "--",
+        "--prompt-mix",
+        "short=0.7,medium=0.3",
+        "--seed",
+        "1",
+        "--step-start-users",
+        "20",
+        "--step-max-users",
+        "160",
+    ]
     done = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=300)
     folders = sorted(p for p in out.iterdir() if p.is_dir())
     assert folders, f"no run folder; stderr tail: {done.stderr[-2000:]}"
@@ -51,14 +75,21 @@ def _truth_by_phase(run_dir: Path) -> pd.DataFrame:
     phases = pd.read_csv(run_dir / "phases.csv")
     truth = truth[truth["outcome"] == "ok"]
     truth = truth.assign(
-        wait=truth["queue_end"] - truth["queue_start"], e2e=truth["last_token"] - truth["arrival"],
-        phase=np.searchsorted(phases["start_wall"].to_numpy(), truth["arrival"].to_numpy(), side="right") - 1)
+        wait=truth["queue_end"] - truth["queue_start"],
+        e2e=truth["last_token"] - truth["arrival"],
+        phase=np.searchsorted(phases["start_wall"].to_numpy(), truth["arrival"].to_numpy(), side="right") - 1,
+    )
     rows = []
     for position, phase in phases.iterrows():
         mine = truth[truth["phase"] == position]
         duration = phase["end_wall"] - phase["start_wall"]
-        rows.append({"users": phase["target_users"], "queue_share": mine["wait"].median() / mine["e2e"].median(),
-                     "in_flight": mine["e2e"].sum() / duration})  # Little's law over the simulator's own clock
+        rows.append(
+            {
+                "users": phase["target_users"],
+                "queue_share": mine["wait"].median() / mine["e2e"].median(),
+                "in_flight": mine["e2e"].sum() / duration,
+            }
+        )  # Little's law over the simulator's own clock
     return pd.DataFrame(rows)
 
 

@@ -26,37 +26,148 @@ REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 120
 
 # 1 user, then 4, then 16, each held 4 s of wall time (40 s / time-scale 10)
-STEPPED = ["--shape", "stepped", "--time-scale", "10", "--scenario", "single", "--",
-           "--baseline-hold", "40", "--step-start-users", "4", "--step-factor", "4", "--step-hold", "40",
-           "--step-max-users", "16", "--step-stop-on-slo", "false", "--scrape-interval", "0.5", "--seed", "1",
-           "--event-interval", "2"]
+STEPPED = [
+    "--shape",
+    "stepped",
+    "--time-scale",
+    "10",
+    "--scenario",
+    "single",
+    "--",
+    "--baseline-hold",
+    "40",
+    "--step-start-users",
+    "4",
+    "--step-factor",
+    "4",
+    "--step-hold",
+    "40",
+    "--step-max-users",
+    "16",
+    "--step-stop-on-slo",
+    "false",
+    "--scrape-interval",
+    "0.5",
+    "--seed",
+    "1",
+    "--event-interval",
+    "2",
+]
 SHORT_PROMPTS = ["--prompt-mix", "short=0.7,medium=0.3"]
 
 CASES = {
-    "headroom": ([], ["--shape", "stepped", "--time-scale", "10", "--scenario", "single", "--",
-                      "--baseline-hold", "40", "--step-start-users", "2", "--step-factor", "2", "--step-hold", "40",
-                      "--step-max-users", "4", "--step-stop-on-slo", "false", "--scrape-interval", "0.5",
-                      "--seed", "1", "--event-interval", "5", *SHORT_PROMPTS]),
+    "headroom": (
+        [],
+        [
+            "--shape",
+            "stepped",
+            "--time-scale",
+            "10",
+            "--scenario",
+            "single",
+            "--",
+            "--baseline-hold",
+            "40",
+            "--step-start-users",
+            "2",
+            "--step-factor",
+            "2",
+            "--step-hold",
+            "40",
+            "--step-max-users",
+            "4",
+            "--step-stop-on-slo",
+            "false",
+            "--scrape-interval",
+            "0.5",
+            "--seed",
+            "1",
+            "--event-interval",
+            "5",
+            *SHORT_PROMPTS,
+        ],
+    ),
     "scheduler": (["max_num_seqs=2"], STEPPED + SHORT_PROMPTS),
-    "kv-cache": (["num_gpu_blocks=160", "max_model_len=2048"], STEPPED + ["--prompt-mix", "long=1", "--max-tokens", "64"]),
-    "gpu-compute": (["peak_tflops=1", "max_num_seqs=64", "num_gpu_blocks=4096"],
-                    STEPPED + SHORT_PROMPTS + ["--max-tokens", "96", "--ignore-eos"]),
+    "kv-cache": (
+        ["num_gpu_blocks=160", "max_model_len=2048"],
+        STEPPED + ["--prompt-mix", "long=1", "--max-tokens", "64"],
+    ),
+    "gpu-compute": (
+        ["peak_tflops=1", "max_num_seqs=64", "num_gpu_blocks=4096"],
+        STEPPED + SHORT_PROMPTS + ["--max-tokens", "96", "--ignore-eos"],
+    ),
     "gateway": (["max_connections=4"], STEPPED + SHORT_PROMPTS),
-    "memory-leak": (["leak_blocks_per_s=2"], ["--shape", "soak", "--time-scale", "10", "--scenario", "single", "--",
-                                              "--soak-users", "8", "--soak-ramp", "20", "--soak-hold", "120",
-                                              "--soak-window", "40", "--scrape-interval", "0.5", "--seed", "1",
-                                              "--event-interval", "2", *SHORT_PROMPTS]),
-    "load-generator": (["max_num_seqs=256", "num_gpu_blocks=8192", "max_num_batched_tokens=8192"],
-                       ["--users", "160", "--spawn-rate", "160", "--run-time", "12s", "--time-scale", "50",
-                        "--scenario", "single", "--", "--scrape-interval", "0.5", "--seed", "1",
-                        "--event-interval", "0.2", "--prompt-mix", "short=1", "--max-tokens", "64", "--ignore-eos"]),
+    "memory-leak": (
+        ["leak_blocks_per_s=2"],
+        [
+            "--shape",
+            "soak",
+            "--time-scale",
+            "10",
+            "--scenario",
+            "single",
+            "--",
+            "--soak-users",
+            "8",
+            "--soak-ramp",
+            "20",
+            "--soak-hold",
+            "120",
+            "--soak-window",
+            "40",
+            "--scrape-interval",
+            "0.5",
+            "--seed",
+            "1",
+            "--event-interval",
+            "2",
+            *SHORT_PROMPTS,
+        ],
+    ),
+    "load-generator": (
+        ["max_num_seqs=256", "num_gpu_blocks=8192", "max_num_batched_tokens=8192"],
+        [
+            "--users",
+            "160",
+            "--spawn-rate",
+            "160",
+            "--run-time",
+            "12s",
+            "--time-scale",
+            "50",
+            "--scenario",
+            "single",
+            "--",
+            "--scrape-interval",
+            "0.5",
+            "--seed",
+            "1",
+            "--event-interval",
+            "0.2",
+            "--prompt-mix",
+            "short=1",
+            "--max-tokens",
+            "64",
+            "--ignore-eos",
+        ],
+    ),
 }
 
 
 def run_verdict(sim_options: list[str], run_args: list[str], out: Path, profile: str = "tiny") -> dict:
     sim = [arg for option in sim_options for arg in ("--sim-option", option)]
-    command = [sys.executable, "-m", "loadline", "run", *(["--sim-profile", profile] if profile else []), *sim,
-               "--out", str(out), "--no-charts", *run_args]  # the verdict is what is judged here
+    command = [
+        sys.executable,
+        "-m",
+        "loadline",
+        "run",
+        *(["--sim-profile", profile] if profile else []),
+        *sim,
+        "--out",
+        str(out),
+        "--no-charts",
+        *run_args,
+    ]  # the verdict is what is judged here
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     # 2: the validity check found the numbers untrustworthy (a lagging generator on a busy machine);
     # the report and its bottleneck verdict are still written, and judged here
@@ -94,8 +205,22 @@ def test_simulated_bottleneck_is_named(layer, tmp_path):
 # 50 needed, ~25 per slice), and slices of one user count are never compared for a latency rise, so the
 # windows' engine signals (queue, batch, KV) decide at either length. Measured (3 runs at 12 s): scheduler
 # held with margin 3.0 (231-237 requests), headroom with the SLO passed (84-85 requests, TTFT P95 90-101 ms).
-FIXED = ["--spawn-rate", "64", "--run-time", "12s", "--time-scale", "10", "--scenario", "single", "--",
-         "--scrape-interval", "0.5", "--seed", "1", *SHORT_PROMPTS]
+FIXED = [
+    "--spawn-rate",
+    "64",
+    "--run-time",
+    "12s",
+    "--time-scale",
+    "10",
+    "--scenario",
+    "single",
+    "--",
+    "--scrape-interval",
+    "0.5",
+    "--seed",
+    "1",
+    *SHORT_PROMPTS,
+]
 
 
 def test_fixed_user_run_held_by_the_batch_cap_says_scheduler(tmp_path):

@@ -120,8 +120,12 @@ class Cluster:
         self.tmp, self.runs = tmp, tmp / "runs"
         self.runs.mkdir()
         self.services = dh.load_compose()["services"]
-        self.env = {"CONFIG": str(conf), "WORKERS": str(workers), "TARGET": f"http://{MASTER_IP}:8000",
-                    "SIM_PROFILE": "tiny"}
+        self.env = {
+            "CONFIG": str(conf),
+            "WORKERS": str(workers),
+            "TARGET": f"http://{MASTER_IP}:8000",
+            "SIM_PROFILE": "tiny",
+        }
         self.procs: list[subprocess.Popen] = []
 
     def command(self, service: str, master_host: str = MASTER_IP) -> list[str]:
@@ -131,13 +135,14 @@ class Cluster:
             if previous == "--master-host":
                 arg = master_host
             elif arg == "/runs" or arg.startswith("/runs/"):
-                arg = str(self.runs) + arg[len("/runs"):]
+                arg = str(self.runs) + arg[len("/runs") :]
             out.append(arg)
         return out
 
     def start(self, name: str, ns: str, argv: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
-        proc = start(["ip", "netns", "exec", ns, *argv], cwd, self.tmp / f"{name}.log",
-                     env={**os.environ, **(env or {})})
+        proc = start(
+            ["ip", "netns", "exec", ns, *argv], cwd, self.tmp / f"{name}.log", env={**os.environ, **(env or {})}
+        )
         self.procs.append(proc)
         return proc
 
@@ -149,8 +154,9 @@ class Cluster:
         env = dh.container_environment(self.services["master"], self.env)
         return self.start("master", MASTER_NS, self.command("master"), cwd, env)
 
-    def start_worker(self, name: str, ns: str, gateway: str, cwd: Path = REPO, shift: str = "",
-                     pid1: bool = False) -> subprocess.Popen:
+    def start_worker(
+        self, name: str, ns: str, gateway: str, cwd: Path = REPO, shift: str = "", pid1: bool = False
+    ) -> subprocess.Popen:
         argv = self.command("worker", master_host=gateway)
         if pid1:  # PID 1 in a PID namespace of its own, like a container
             argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", *argv]
@@ -207,8 +213,11 @@ def test_shifted_clocks_and_a_killed_worker_across_hosts(hosts, tmp_path):
         victim = cluster.start_worker("victim", NS_B, "10.213.2.1")
         phases_csv = wait_until(lambda: next(cluster.runs.glob("*/phases.csv"), None), 40, "the first phase to end")
         # once the victim (the one worker not running as PID 1) has shipped records
-        wait_until(lambda: (requests_table(phases_csv.parent).worker_id.str.split("-").str[-2] != "1").any(), 16,
-                   "records from the victim")
+        wait_until(
+            lambda: (requests_table(phases_csv.parent).worker_id.str.split("-").str[-2] != "1").any(),
+            16,
+            "records from the victim",
+        )
         time.sleep(1)
         os.kill(victim.pid, signal.SIGKILL)
         killed_at = time.time()
@@ -275,17 +284,24 @@ def test_shifted_clocks_and_a_killed_worker_across_hosts(hosts, tmp_path):
     # the report names it; with the server's log in the run folder (as `loadline run` leaves it) the
     # loss is counted exactly
     shutil.copy(cluster.runs / "sim-truth.jsonl", run_dir / "truth.jsonl")
-    report = subprocess.run([sys.executable, "-m", "loadline", "report", str(run_dir), "--no-charts"], capture_output=True,
-                            text=True, timeout=120, cwd=REPO)
+    report = subprocess.run(
+        [sys.executable, "-m", "loadline", "report", str(run_dir), "--no-charts"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     # (exit 2 is possible: libfaketime leaves kernel receive stamps unshifted, so the shifted workers'
     # kernel-clock TTFTs are off by their shift and the validity check may call the run unusable)
     assert report.returncode in (0, 1, 2) and "Traceback" not in report.stderr, report.stderr[-2000:]
     summary = (run_dir / "report" / "summary.md").read_text()
     assert f"Workers lost: {victim_id} at " in summary
     assert f"{len(never_recorded)} request(s) the server saw were never recorded" in summary
-    print(f"lost worker: {len(never_recorded)} requests never recorded, estimated {lost['requests_lost_estimate']} "
-          f"({lost['in_flight']} in flight, {lost['unshipped_estimate']} unshipped); offsets "
-          + ", ".join(f"{offsets[w]['offset_s']:+.4f} s ±{offsets[w]['uncertainty_ms']} ms" for w in ids))
+    print(
+        f"lost worker: {len(never_recorded)} requests never recorded, estimated {lost['requests_lost_estimate']} "
+        f"({lost['in_flight']} in flight, {lost['unshipped_estimate']} unshipped); offsets "
+        + ", ".join(f"{offsets[w]['offset_s']:+.4f} s ±{offsets[w]['uncertainty_ms']} ms" for w in ids)
+    )
 
 
 def test_a_config_error_only_a_worker_sees_fails_the_run_with_exit_2(hosts, tmp_path):
@@ -294,7 +310,8 @@ def test_a_config_error_only_a_worker_sees_fails_the_run_with_exit_2(hosts, tmp_
     master_dir.mkdir()
     worker_dir.mkdir()
     (master_dir / "conversations.jsonl").write_text(
-        json.dumps({"conversations": [{"from": "human", "value": "hello there"}]}) + "\n")
+        json.dumps({"conversations": [{"from": "human", "value": "hello there"}]}) + "\n"
+    )
     conf = tmp_path / "cross.conf"
     conf.write_text(CONF.format(repo=REPO) + "dataset = conversations.jsonl\n")
     cluster = Cluster(tmp_path, conf, workers=1)

@@ -16,11 +16,35 @@ def test_killed_worker_loses_at_most_its_last_second(sim_server, tmp_path):
     run_dir = tmp_path / "run"
     master, workers = start_locust_cluster(
         REPO / "locustfiles" / "chat.py",
-        ["-u", "8", "-r", "8", "-t", "14s", "--host", sim.url, "--run-dir", str(run_dir), "--think-mean", "0.3",
-         "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "32"], REPO, tmp_path)
+        [
+            "-u",
+            "8",
+            "-r",
+            "8",
+            "-t",
+            "14s",
+            "--host",
+            sim.url,
+            "--run-dir",
+            str(run_dir),
+            "--think-mean",
+            "0.3",
+            "--think-p90",
+            "0.6",
+            "--prompt-mix",
+            "short=1",
+            "--max-tokens",
+            "32",
+        ],
+        REPO,
+        tmp_path,
+    )
     try:
-        wait_until(lambda: (run_dir / "requests.csv").exists() and len(requests_table(run_dir)) > 20, 30,
-                   "records from both workers")
+        wait_until(
+            lambda: (run_dir / "requests.csv").exists() and len(requests_table(run_dir)) > 20,
+            30,
+            "records from both workers",
+        )
         victim = workers[0]
         os.kill(victim.pid, signal.SIGKILL)
         killed_at = time.time()

@@ -40,9 +40,33 @@ def test_the_kill_runs_requests_fail_and_the_report_gives_a_recovery_time(tmp_pa
     stages.write_text(STAGES)
     slo = tmp_path / "slo.toml"
     slo.write_text("recovery_s_max = 1000\nmax_error_rate = 1.0\n")
-    cmd = [sys.executable, "-m", "loadline", "run", "--shape", "stages", "--sim-profile", "tiny",
-           "--sim-option", "replicas=2", "--time-scale", "20", "--slo", str(slo), "--out", str(tmp_path / "runs"),
-           "--", "--stages-file", str(stages), "--prompt-mix", "short=1", "--turns-max", "3", "--think-mean", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadline",
+        "run",
+        "--shape",
+        "stages",
+        "--sim-profile",
+        "tiny",
+        "--sim-option",
+        "replicas=2",
+        "--time-scale",
+        "20",
+        "--slo",
+        str(slo),
+        "--out",
+        str(tmp_path / "runs"),
+        "--",
+        "--stages-file",
+        str(stages),
+        "--prompt-mix",
+        "short=1",
+        "--turns-max",
+        "3",
+        "--think-mean",
+        "0",
+    ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     run_dir = Path(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
     assert run_dir is not None and run_dir.is_dir(), done.stderr[-3000:]
@@ -54,7 +78,12 @@ def test_the_kill_runs_requests_fail_and_the_report_gives_a_recovery_time(tmp_pa
     with open(run_dir / "faults.csv", newline="") as f:
         [fault] = list(csv.DictReader(f))  # the typed record analysis reads
     assert (fault["phase_index"], fault["phase"], fault["method"], fault["path"], fault["outcome"]) == (
-        "1", "surge + kill", "POST", "/admin/replicas/0/kill", "ok")
+        "1",
+        "surge + kill",
+        "POST",
+        "/admin/replicas/0/kill",
+        "ok",
+    )
     assert json.loads(fault["body"]) == {"restart_after_s": 40}
     assert float(phases[1]["start_wall"]) <= float(fault["ts"]) < float(phases[1]["end_wall"])
 

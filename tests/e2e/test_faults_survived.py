@@ -19,7 +19,6 @@ import sys
 import time
 
 import pytest
-
 from process_helpers import free_port, start_locust_cluster, stop, wait_until
 from spine_helpers import REPO, requests_table, truth_table
 
@@ -38,10 +37,28 @@ def test_target_killed_and_restarted_mid_run_errors_are_classified_and_the_run_g
     port = free_port()
     first = sim_server("tiny", "--port", str(port))
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "loadline", "run", "--host", first.url, "--users", "4", "--spawn-rate", "4",
-           "--run-time", "14s", "--out", str(out), "--no-report", "--", *FAST_USER]
-    run = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadline",
+        "run",
+        "--host",
+        first.url,
+        "--users",
+        "4",
+        "--spawn-rate",
+        "4",
+        "--run-time",
+        "14s",
+        "--out",
+        str(out),
+        "--no-report",
+        "--",
+        *FAST_USER,
+    ]
+    run = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         run_dir = wait_until(lambda: next(iter(out.glob("*/requests.csv")), None), 60, "the run folder").parent
         wait_until(lambda: len(requests_table(run_dir)) >= 8, 30, "records before the kill")
@@ -82,11 +99,17 @@ def test_master_killed_workers_stop_within_the_heartbeat_timeout(sim_server, tmp
     run_dir = tmp_path / "run"
     master, workers = start_locust_cluster(
         REPO / "locustfiles" / "chat.py",
-        ["-u", "4", "-r", "4", "-t", "120s", "--host", sim.url, "--run-dir", str(run_dir), *FAST_USER], REPO, tmp_path,
-        master_heartbeat_timeout_s=MASTER_HEARTBEAT_TIMEOUT_S)
+        ["-u", "4", "-r", "4", "-t", "120s", "--host", sim.url, "--run-dir", str(run_dir), *FAST_USER],
+        REPO,
+        tmp_path,
+        master_heartbeat_timeout_s=MASTER_HEARTBEAT_TIMEOUT_S,
+    )
     try:
-        wait_until(lambda: (run_dir / "requests.csv").exists() and len(requests_table(run_dir)) > 8, 60,
-                   "records from the workers")
+        wait_until(
+            lambda: (run_dir / "requests.csv").exists() and len(requests_table(run_dir)) > 8,
+            60,
+            "records from the workers",
+        )
         os.kill(master.pid, signal.SIGKILL)
         master.wait(10)
         for worker in workers:  # bounded: a worker that waits for a dead master forever fails here
@@ -110,12 +133,31 @@ def test_disk_full_while_writing_the_run_folder_is_one_clear_error_and_what_was_
 
     tiny = tmp_path / "tiny"
     tiny.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(tiny)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(tiny)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("needs root to mount a 300 KiB tmpfs")
     try:
-        cmd = [sys.executable, "-m", "loadline", "run", "--out", str(tiny), "--users", "4", "--spawn-rate", "4",
-               "--run-time", "15s", "--", *FAST_USER]
+        cmd = [
+            sys.executable,
+            "-m",
+            "loadline",
+            "run",
+            "--out",
+            str(tiny),
+            "--users",
+            "4",
+            "--spawn-rate",
+            "4",
+            "--run-time",
+            "15s",
+            "--",
+            *FAST_USER,
+        ]
         done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=180)
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == 2, done.stderr[-3000:]

@@ -15,8 +15,22 @@ SHORT_THINK = ["--think-mean", "0.05", "--think-p90", "0.1", "--prompt-mix", "sh
 
 
 def test_a_server_closing_after_every_stream_costs_no_request(tmp_path):
-    done = loadline("run", "--sim-profile", "tiny", "--sim-option", "quirks=close-after-stream", "--users", "4",
-                    "--run-time", "6s", "--out", str(tmp_path), "--no-report", "--", *SHORT_THINK)
+    done = loadline(
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--sim-option",
+        "quirks=close-after-stream",
+        "--users",
+        "4",
+        "--run-time",
+        "6s",
+        "--out",
+        str(tmp_path),
+        "--no-report",
+        "--",
+        *SHORT_THINK,
+    )
     assert done.code == 0, done.stderr[-3000:]
     records, truth = requests_table(done.run_dir), truth_table(done.run_dir / "truth.jsonl")
     finished = records[records.status != "cancelled"]
@@ -27,8 +41,22 @@ def test_a_server_closing_after_every_stream_costs_no_request(tmp_path):
 
 def test_interrupted_streams_are_truncated_failures_and_the_run_does_not_pass(tmp_path):
     quirks = "quirks=interrupt+uuid-request-id+close-after-stream"
-    done = loadline("run", "--sim-profile", "tiny", "--sim-option", quirks, "--users", "4", "--run-time", "6s",
-                    "--out", str(tmp_path), "--no-charts", "--", *SHORT_THINK)
+    done = loadline(
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--sim-option",
+        quirks,
+        "--users",
+        "4",
+        "--run-time",
+        "6s",
+        "--out",
+        str(tmp_path),
+        "--no-charts",
+        "--",
+        *SHORT_THINK,
+    )
     assert done.code == 1, done.stderr[-3000:]  # the report's gate failed (error rate), not a crash
     records, truth = requests_table(done.run_dir), truth_table(done.run_dir / "truth.jsonl")
     failed = records[records.status == "error"]
@@ -45,9 +73,24 @@ def test_interrupted_streams_are_truncated_failures_and_the_run_does_not_pass(tm
 
 
 def test_without_an_id_header_nothing_is_refused_and_rows_match_the_truth_by_count(tmp_path):
-    done = loadline("run", "--sim-profile", "tiny", "--sim-option", "quirks=uuid-request-id", "--users", "3",
-                    "--run-time", "5s", "--out", str(tmp_path), "--no-report", "--", *SHORT_THINK,
-                    "--request-id-header", "")
+    done = loadline(
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--sim-option",
+        "quirks=uuid-request-id",
+        "--users",
+        "3",
+        "--run-time",
+        "5s",
+        "--out",
+        str(tmp_path),
+        "--no-report",
+        "--",
+        *SHORT_THINK,
+        "--request-id-header",
+        "",
+    )
     assert done.code == 0, done.stderr[-3000:]
     records, truth = requests_table(done.run_dir), truth_table(done.run_dir / "truth.jsonl")
     assert (records.status != "error").all() and records.request_id.is_unique

@@ -43,8 +43,19 @@ def run(tmp_path: Path, *args: str, report: bool = True) -> tuple[Path, dict]:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_below_capacity_the_rate_is_kept_and_arrivals_are_poisson(tmp_path, workers):
     # constant arrivals: the count is exact, so the achieved rate must be within 2 % of the target
-    run_dir, verdict = run(tmp_path, "--rate", f"{RATE:g}", "--arrival", "constant", "--run-time", "12s",
-                           "--workers", str(workers), "--", *SHORT)
+    run_dir, verdict = run(
+        tmp_path,
+        "--rate",
+        f"{RATE:g}",
+        "--arrival",
+        "constant",
+        "--run-time",
+        "12s",
+        "--workers",
+        str(workers),
+        "--",
+        *SHORT,
+    )
     (phase,) = verdict["open_loop"]["phases"]
     assert phase["target_rate"] == RATE
     assert phase["achieved_rate"] == pytest.approx(RATE, rel=0.02)
@@ -53,8 +64,9 @@ def test_below_capacity_the_rate_is_kept_and_arrivals_are_poisson(tmp_path, work
     if workers:
         assert requests_table(run_dir)["worker_id"].nunique() == workers  # the rate was split, not doubled
     # Poisson arrivals: the gaps of the schedule (all workers merged) are exponential at the target rate
-    run_dir, _ = run(tmp_path, "--rate", f"{RATE:g}", "--run-time", "12s", "--workers", str(workers), "--",
-                     *SHORT, report=False)
+    run_dir, _ = run(
+        tmp_path, "--rate", f"{RATE:g}", "--run-time", "12s", "--workers", str(workers), "--", *SHORT, report=False
+    )
     due = np.sort(requests_table(run_dir).query("attempt == 0")["due_wall"].to_numpy())
     assert len(due) > 150
     assert ks_pvalue(np.diff(due), exponential_cdf(RATE * SCALE)) > 0.01
@@ -62,8 +74,9 @@ def test_below_capacity_the_rate_is_kept_and_arrivals_are_poisson(tmp_path, work
 
 def test_above_capacity_latency_from_due_grows_while_latency_from_sent_does_not(tmp_path):
     # 2x the engine's capacity, at most one batch in flight: the server never queues, the generator does
-    run_dir, verdict = run(tmp_path, "--rate", "28", "--arrival", "constant", "--run-time", "12s", "--",
-                           *SHORT, "--max-inflight", "8")
+    run_dir, verdict = run(
+        tmp_path, "--rate", "28", "--arrival", "constant", "--run-time", "12s", "--", *SHORT, "--max-inflight", "8"
+    )
     done = requests_table(run_dir).query("status == 'ok'").sort_values("due_wall")
     third = len(done) // 3
     first, last = done.iloc[:third], done.iloc[-third:]
@@ -103,11 +116,37 @@ def implied_max_rate(prompt_tokens: float, output_tokens: int, max_num_seqs: int
 
 @pytest.mark.exclusive  # the capacity the engine model implies, to 10 %: a starved simulator steps slower
 def test_a_sweep_finds_the_highest_slo_compliant_rate_the_engine_model_implies(tmp_path):
-    run_dir, verdict = run(tmp_path, "--scenario", "rate", "--shape", "rate-sweep", "--arrival", "constant",
-                           "--sim-option", "max_num_seqs=4", "--time-scale", "4", "--",
-                           "--sweep-start-rate", "1", "--sweep-max-rate", "40", "--sweep-hold", "24",
-                           "--sweep-probes", "5", "--step-settle", "1", "--prompt-mix", "short=1",
-                           "--max-tokens", "16", "--ignore-eos", "--max-inflight", "32")
+    run_dir, verdict = run(
+        tmp_path,
+        "--scenario",
+        "rate",
+        "--shape",
+        "rate-sweep",
+        "--arrival",
+        "constant",
+        "--sim-option",
+        "max_num_seqs=4",
+        "--time-scale",
+        "4",
+        "--",
+        "--sweep-start-rate",
+        "1",
+        "--sweep-max-rate",
+        "40",
+        "--sweep-hold",
+        "24",
+        "--sweep-probes",
+        "5",
+        "--step-settle",
+        "1",
+        "--prompt-mix",
+        "short=1",
+        "--max-tokens",
+        "16",
+        "--ignore-eos",
+        "--max-inflight",
+        "32",
+    )
     manifest = json.loads((run_dir / "manifest.json").read_text())
     records = requests_table(run_dir)
     implied = implied_max_rate(float(records["prompt_tokens"].mean()), 16, 4)
@@ -129,8 +168,25 @@ def test_a_sweep_finds_the_highest_slo_compliant_rate_the_engine_model_implies(t
 
 def test_sessions_arrive_on_schedule_and_run_their_turns(tmp_path):
     # 6 s of wall time at one session per 0.1 s: 51-53 sessions measured for the > 30 below (8 s: 72)
-    run_dir, _ = run(tmp_path, "--rate", "2", "--arrival", "constant", "--run-time", "6s", "--", "--arrival-sessions",
-                     "--turns-mean", "3", "--think-mean", "1", "--think-p90", "2", *SHORT, report=False)
+    run_dir, _ = run(
+        tmp_path,
+        "--rate",
+        "2",
+        "--arrival",
+        "constant",
+        "--run-time",
+        "6s",
+        "--",
+        "--arrival-sessions",
+        "--turns-mean",
+        "3",
+        "--think-mean",
+        "1",
+        "--think-p90",
+        "2",
+        *SHORT,
+        report=False,
+    )
     records = requests_table(run_dir).query("attempt == 0")
     starts = records[records["turn"] == 0].sort_values("due_wall")
     assert len(starts) > 30

@@ -5,16 +5,40 @@ calls are ok replies, and the report's phase table shows the columns such a run 
 from __future__ import annotations
 
 import pytest
-
 from spine_helpers import loadline, requests_table, truth_table
 
 
 @pytest.mark.exclusive  # TTFO to 2 ms against the truth, as the spine's TTFT: the machine to itself
 def test_a_reasoning_run_records_and_reports_every_token_kind(tmp_path):
-    done = loadline("run", "--sim-profile", "tiny", "--sim-option", "reasoning_share=0.5",
-                    "--sim-option", "tool_call_share=0.3", "--sim-option", "enable_prompt_tokens_details=true",
-                    "--users", "4", "--spawn-rate", "4", "--run-time", "6s", "--out", str(tmp_path), "--no-charts",
-                    "--", "--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "32")
+    done = loadline(
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--sim-option",
+        "reasoning_share=0.5",
+        "--sim-option",
+        "tool_call_share=0.3",
+        "--sim-option",
+        "enable_prompt_tokens_details=true",
+        "--users",
+        "4",
+        "--spawn-rate",
+        "4",
+        "--run-time",
+        "6s",
+        "--out",
+        str(tmp_path),
+        "--no-charts",
+        "--",
+        "--think-mean",
+        "0.3",
+        "--think-p90",
+        "0.6",
+        "--prompt-mix",
+        "short=1",
+        "--max-tokens",
+        "32",
+    )
     assert done.code in (0, 1), done.stderr[-3000:]
     records, truth = requests_table(done.run_dir), truth_table(done.run_dir / "truth.jsonl")
     rows = records.merge(truth, on="request_id", suffixes=("", "_truth"))

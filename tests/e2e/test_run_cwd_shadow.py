@@ -14,8 +14,24 @@ import pytest
 
 LOADLINE = str(Path(sys.executable).parent / "loadline")  # the console script, as a user starts it
 RUN_TIMEOUT_S = 180
-SHORT_RUN = ["--sim-profile", "tiny", "--users", "1", "--run-time", "3s", "--no-report", "--",
-             "--think-mean", "0.1", "--think-p90", "0.2", "--max-tokens", "8", "--prompt-mix", "short=1"]
+SHORT_RUN = [
+    "--sim-profile",
+    "tiny",
+    "--users",
+    "1",
+    "--run-time",
+    "3s",
+    "--no-report",
+    "--",
+    "--think-mean",
+    "0.1",
+    "--think-p90",
+    "0.2",
+    "--max-tokens",
+    "8",
+    "--prompt-mix",
+    "short=1",
+]
 
 
 def _folder(cwd: Path) -> None:
@@ -31,8 +47,14 @@ def _file(cwd: Path) -> None:
 def test_a_loadline_folder_or_file_in_the_working_directory_does_not_break_a_run(tmp_path, shadow):
     shadow(tmp_path)
     assert Path(LOADLINE).exists()
-    done = subprocess.run([LOADLINE, "run", "--out", "runs", *SHORT_RUN], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT_S, env={**os.environ, "PYTHONPATH": ""})
+    done = subprocess.run(
+        [LOADLINE, "run", "--out", "runs", *SHORT_RUN],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "shadowed" not in done.stderr
     run_dir = Path(tmp_path / done.stdout.strip().splitlines()[-1])

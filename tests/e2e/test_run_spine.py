@@ -10,9 +10,7 @@ import sys
 import time
 
 import pytest
-
-from spine_helpers import (REPO, assert_every_request_once, locust_rows, loadline, requests_table,
-                           truth_table)
+from spine_helpers import REPO, assert_every_request_once, loadline, locust_rows, requests_table, truth_table
 
 FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "48"]
 
@@ -20,8 +18,24 @@ FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short
 @pytest.fixture(scope="module")
 def run64(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
-    done = loadline("run", "--sim-profile", "tiny", "--sim-option", "max_num_seqs=64", "--users", "64",
-                    "--spawn-rate", "32", "--run-time", "12s", "--out", str(out), "--no-charts", "--", *FAST_USER)
+    done = loadline(
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--sim-option",
+        "max_num_seqs=64",
+        "--users",
+        "64",
+        "--spawn-rate",
+        "32",
+        "--run-time",
+        "12s",
+        "--out",
+        str(out),
+        "--no-charts",
+        "--",
+        *FAST_USER,
+    )
     assert done.code in (0, 1), done.stderr[-3000:]
     return done
 
@@ -92,8 +106,24 @@ def test_manifest_describes_the_run(run64):
 
 
 def test_two_workers_deliver_every_record_exactly_once(tmp_path):
-    done = loadline("run", "--sim-profile", "tiny", "--users", "12", "--spawn-rate", "12", "--run-time", "8s",
-                    "--workers", "2", "--out", str(tmp_path), "--no-report", "--", *FAST_USER)
+    done = loadline(
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--users",
+        "12",
+        "--spawn-rate",
+        "12",
+        "--run-time",
+        "8s",
+        "--workers",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--no-report",
+        "--",
+        *FAST_USER,
+    )
     assert done.code == 0, done.stderr[-3000:]
     records, truth = requests_table(done.run_dir), truth_table(done.run_dir / "truth.jsonl")
     assert_every_request_once(records, truth)
@@ -106,12 +136,36 @@ def test_two_workers_deliver_every_record_exactly_once(tmp_path):
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_interrupt_mid_stream_keeps_every_record(tmp_path, how):
-    cmd = [sys.executable, "-m", "loadline", "run", "--sim-profile", "tiny", "--users", "16", "--spawn-rate", "16",
-           "--run-time", "60s", "--out", str(tmp_path), "--no-report", "--", *FAST_USER]
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadline",
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--users",
+        "16",
+        "--spawn-rate",
+        "16",
+        "--run-time",
+        "60s",
+        "--out",
+        str(tmp_path),
+        "--no-report",
+        "--",
+        *FAST_USER,
+    ]
     # SIGINT back to its default: a suite started in the background (`make test &`) inherits it ignored,
     # and Python then never turns it into KeyboardInterrupt
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not list(tmp_path.glob("*/requests.csv")):
         time.sleep(0.2)
@@ -126,24 +180,51 @@ def test_interrupt_mid_stream_keeps_every_record(tmp_path, how):
     assert_every_request_once(records, truth)
     assert (records.status == "cancelled").sum() > 0
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["status"] == "interrupted" and manifest["interrupted_by"] == ("SIGINT" if how == "ctrl-c" else "SIGTERM")
+    assert manifest["status"] == "interrupted" and manifest["interrupted_by"] == (
+        "SIGINT" if how == "ctrl-c" else "SIGTERM"
+    )
     assert manifest["requests_written"] == len(records)
     assert "Traceback" not in stderr and proc.returncode in (0, 1), stderr[-2000:]
     # the report of that folder says how the run ended and does not pass (issue 12, item 2); no charts:
     # the verdict and exit code are the same without them (tests/integration/test_analysis_report.py),
     # and an interrupted run's charts are drawn in tests/unit/test_report_interrupted.py
-    report = subprocess.run([sys.executable, "-m", "loadline", "report", str(run_dir), "--no-charts"], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+    report = subprocess.run(
+        [sys.executable, "-m", "loadline", "report", str(run_dir), "--no-charts"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert report.returncode == 1, report.stdout[-2000:] + report.stderr[-2000:]
-    assert report.stdout.startswith(f"## Loadline report: INTERRUPTED by {manifest['interrupted_by']}"), report.stdout[:500]
+    assert report.stdout.startswith(f"## Loadline report: INTERRUPTED by {manifest['interrupted_by']}"), report.stdout[
+        :500
+    ]
     assert "Traceback" not in report.stderr
 
 
 def test_plain_locust_without_the_wrapper(sim_server, tmp_path):
     sim = sim_server("tiny")
-    cmd = [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), "--headless", "-u", "10",
-           "-r", "10", "-t", "8s", "--host", sim.url, "--out", str(tmp_path / "runs"),
-           "--csv", str(tmp_path / "plain"), *FAST_USER]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(REPO / "locustfiles" / "chat.py"),
+        "--headless",
+        "-u",
+        "10",
+        "-r",
+        "10",
+        "-t",
+        "8s",
+        "--host",
+        sim.url,
+        "--out",
+        str(tmp_path / "runs"),
+        "--csv",
+        str(tmp_path / "plain"),
+        *FAST_USER,
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=90)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     sim.stop()
@@ -157,8 +238,20 @@ def test_plain_locust_without_the_wrapper(sim_server, tmp_path):
 def test_secret_never_reaches_the_run_folder_or_output(sim_server, tmp_path):
     secret = "sk-loadline-test-SECRET-4242"
     sim = sim_server("tiny", "--api-key", secret)
-    done = loadline("run", "--host", sim.url, "--users", "4", "--run-time", "4s", "--out", str(tmp_path),
-                    "--", *FAST_USER, env={"LOADLINE_API_KEY": secret})
+    done = loadline(
+        "run",
+        "--host",
+        sim.url,
+        "--users",
+        "4",
+        "--run-time",
+        "4s",
+        "--out",
+        str(tmp_path),
+        "--",
+        *FAST_USER,
+        env={"LOADLINE_API_KEY": secret},
+    )
     assert done.code in (0, 1), done.stderr[-3000:]
     records = requests_table(done.run_dir)
     assert (records.status == "ok").sum() > 0, "the key was not sent"
@@ -173,8 +266,22 @@ def test_secret_never_reaches_the_run_folder_or_output(sim_server, tmp_path):
 
 
 def test_error_storm_run_goes_on_and_classifies(tmp_path):
-    done = loadline("run", "--sim-profile", "tiny", "--sim-option", "error_rate=0.5", "--users", "8",
-                    "--run-time", "6s", "--out", str(tmp_path), "--no-report", "--", *FAST_USER)
+    done = loadline(
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--sim-option",
+        "error_rate=0.5",
+        "--users",
+        "8",
+        "--run-time",
+        "6s",
+        "--out",
+        str(tmp_path),
+        "--no-report",
+        "--",
+        *FAST_USER,
+    )
     assert done.code == 0, done.stderr[-3000:]
     records = requests_table(done.run_dir)
     classes = set(records.error_class.dropna())
@@ -185,10 +292,13 @@ def test_error_storm_run_goes_on_and_classifies(tmp_path):
 
 # Input refused before anything starts (bad URL, KEY=VALUE, time scale, missing config) is checked in
 # process: tests/unit/test_cli_args.py. These two need the real thing: a connection, a simulator.
-@pytest.mark.parametrize("args, message", [
-    (["--host", "http://127.0.0.1:9"], "unreachable"),
-    (["--sim-profile", "no-such-profile"], "simulator did not start"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--host", "http://127.0.0.1:9"], "unreachable"),
+        (["--sim-profile", "no-such-profile"], "simulator did not start"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     done = loadline("run", "--out", str(tmp_path), "--run-time", "2s", *args, timeout=60)
     assert done.code == 2
@@ -198,18 +308,52 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 
 def test_bad_user_option_stops_with_one_line(tmp_path):
-    done = loadline("run", "--sim-profile", "tiny", "--out", str(tmp_path), "--run-time", "3s", "--no-report",
-                    "--", "--prompt-mix", "huge=1", timeout=60)
+    done = loadline(
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--out",
+        str(tmp_path),
+        "--run-time",
+        "3s",
+        "--no-report",
+        "--",
+        "--prompt-mix",
+        "huge=1",
+        timeout=60,
+    )
     assert done.code == 2
     assert "unknown length class" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_overload_is_retried_after_retry_after_and_every_attempt_is_a_row(tmp_path):
     # queue capped at 1 waiting request on a 2-sequence engine: most arrivals get 429 + Retry-After: 1
-    done = loadline("run", "--sim-profile", "tiny", "--sim-option", "max_num_seqs=2", "--sim-option",
-                    "max_num_queued_reqs=1", "--sim-option", "queue_full_status=429", "--users", "12",
-                    "--spawn-rate", "12", "--run-time", "8s", "--out", str(tmp_path), "--no-report",
-                    "--", *FAST_USER, "--max-retries", "2", "--retry-cap", "5")
+    done = loadline(
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--sim-option",
+        "max_num_seqs=2",
+        "--sim-option",
+        "max_num_queued_reqs=1",
+        "--sim-option",
+        "queue_full_status=429",
+        "--users",
+        "12",
+        "--spawn-rate",
+        "12",
+        "--run-time",
+        "8s",
+        "--out",
+        str(tmp_path),
+        "--no-report",
+        "--",
+        *FAST_USER,
+        "--max-retries",
+        "2",
+        "--retry-cap",
+        "5",
+    )
     assert done.code == 0, done.stderr[-3000:]
     records, truth = requests_table(done.run_dir), truth_table(done.run_dir / "truth.jsonl")
     assert_every_request_once(records, truth)

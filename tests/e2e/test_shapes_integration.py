@@ -31,8 +31,22 @@ REACH_SLACK_S = 2.0  # stats history has 1 s resolution; the shape ticks once a 
 
 
 def loadline_run(tmp_path: Path, *args: str, workers: int = 0, scale: float = SCALE) -> Path:
-    cmd = [sys.executable, "-m", "loadline", "run", "--sim-profile", "tiny", "--time-scale", str(scale),
-           "--out", str(tmp_path / "runs"), "--no-report", "--workers", str(workers), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadline",
+        "run",
+        "--sim-profile",
+        "tiny",
+        "--time-scale",
+        str(scale),
+        "--out",
+        str(tmp_path / "runs"),
+        "--no-report",
+        "--workers",
+        str(workers),
+        *args,
+    ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
@@ -82,10 +96,26 @@ def scaled_slo(tmp_path_factory) -> Path:
     return path
 
 
-STEPPED = ["--shape", "stepped", "--", *USER_ARGS, "--step-start-users", "4", "--step-max-users", "64",
-           "--baseline-hold", "40", "--step-hold", "100"]
-EXPECTED_STEPPED = [("baseline", "baseline", 1), ("step-1 (4 users)", "step", 4), ("step-2 (8 users)", "step", 8),
-                    ("step-3 (16 users)", "step", 16)]
+STEPPED = [
+    "--shape",
+    "stepped",
+    "--",
+    *USER_ARGS,
+    "--step-start-users",
+    "4",
+    "--step-max-users",
+    "64",
+    "--baseline-hold",
+    "40",
+    "--step-hold",
+    "100",
+]
+EXPECTED_STEPPED = [
+    ("baseline", "baseline", 1),
+    ("step-1 (4 users)", "step", 4),
+    ("step-2 (8 users)", "step", 8),
+    ("step-3 (16 users)", "step", 16),
+]
 
 
 @pytest.fixture(scope="module")
@@ -120,12 +150,31 @@ def test_stepped_with_two_workers_leaves_the_same_timeline(tmp_path, scaled_slo,
 
 
 def test_pulse_bursts_to_three_times_base_and_back(tmp_path):
-    run_dir = loadline_run(tmp_path, "--shape", "pulse", "--", *USER_ARGS, "--burst-base-users", "2",
-                           "--baseline-hold", "40", "--burst-hold", "60", "--burst-gap", "60", "--burst-repeats", "2")
+    run_dir = loadline_run(
+        tmp_path,
+        "--shape",
+        "pulse",
+        "--",
+        *USER_ARGS,
+        "--burst-base-users",
+        "2",
+        "--baseline-hold",
+        "40",
+        "--burst-hold",
+        "60",
+        "--burst-gap",
+        "60",
+        "--burst-repeats",
+        "2",
+    )
     rows = phases_of(run_dir)
-    assert shape_of(rows) == [("baseline", "baseline", 2), ("burst-1 (6 users)", "burst", 6),
-                              ("recover-1 (2 users)", "recover", 2), ("burst-2 (6 users)", "burst", 6),
-                              ("recover-2 (2 users)", "recover", 2)]
+    assert shape_of(rows) == [
+        ("baseline", "baseline", 2),
+        ("burst-1 (6 users)", "burst", 6),
+        ("recover-1 (2 users)", "recover", 2),
+        ("burst-2 (6 users)", "burst", 6),
+        ("recover-2 (2 users)", "recover", 2),
+    ]
     assert_contiguous(rows)
     assert all(float(r["end_wall"]) - float(r["start_wall"]) >= 60 / SCALE - 0.1 for r in rows[1:])
     assert_users_reach_targets(run_dir, rows)
@@ -134,11 +183,27 @@ def test_pulse_bursts_to_three_times_base_and_back(tmp_path):
 def test_soak_holds_in_marked_windows(tmp_path):
     # two marked windows of 50 model s (3 s wall each: the shape ticks once a second), the same phases as
     # 200 s held in 100 s windows; the users are at 6 from the ramp's end on, as the checks below want
-    run_dir = loadline_run(tmp_path, "--shape", "soak", "--", *USER_ARGS, "--soak-users", "6",
-                           "--soak-ramp", "40", "--soak-hold", "100", "--soak-window", "50")
+    run_dir = loadline_run(
+        tmp_path,
+        "--shape",
+        "soak",
+        "--",
+        *USER_ARGS,
+        "--soak-users",
+        "6",
+        "--soak-ramp",
+        "40",
+        "--soak-hold",
+        "100",
+        "--soak-window",
+        "50",
+    )
     rows = phases_of(run_dir)
-    assert shape_of(rows) == [("ramp (to 6 users)", "ramp", 6), ("soak-window-1", "soak-window", 6),
-                              ("soak-window-2", "soak-window", 6)]
+    assert shape_of(rows) == [
+        ("ramp (to 6 users)", "ramp", 6),
+        ("soak-window-1", "soak-window", 6),
+        ("soak-window-2", "soak-window", 6),
+    ]
     assert float(rows[0]["spawn_rate"]) == pytest.approx(6 / (40 / SCALE))
     assert_contiguous(rows)
     assert_users_reach_targets(run_dir, rows)
@@ -149,11 +214,15 @@ def test_stages_follow_the_stage_file(tmp_path):
     stages.write_text(
         '[[stage]]\nduration = "1m"\nusers = 2\n'
         '[[stage]]\nlabel = "surge"\nkind = "burst"\nduration = 80\nusers = 8\nspawn_rate = 0.3\n'
-        '[[stage]]\nduration = 40\nusers = 0\n'
+        "[[stage]]\nduration = 40\nusers = 0\n"
     )
     run_dir = loadline_run(tmp_path, "--shape", "stages", "--", *USER_ARGS, "--stages-file", str(stages))
     rows = phases_of(run_dir)
-    assert shape_of(rows) == [("stage-1 (2 users)", "stage", 2), ("surge", "burst", 8), ("stage-3 (0 users)", "stage", 0)]
+    assert shape_of(rows) == [
+        ("stage-1 (2 users)", "stage", 2),
+        ("surge", "burst", 8),
+        ("stage-3 (0 users)", "stage", 0),
+    ]
     assert float(rows[1]["spawn_rate"]) == pytest.approx(0.3 * SCALE)
     assert_contiguous(rows)
     assert_users_reach_targets(run_dir, rows)
@@ -161,9 +230,21 @@ def test_stages_follow_the_stage_file(tmp_path):
 
 def test_a_ready_profile_runs_with_loadline_run_config(tmp_path):
     """configs/profiles/quick-look.conf: its conf-file options reach the shape (x100: 5 min -> 3 s)."""
-    run_dir = loadline_run(tmp_path, "--config", "configs/profiles/quick-look.conf", "--", *USER_ARGS,
-                           "--step-stop-on-slo", "false", scale=100)
+    run_dir = loadline_run(
+        tmp_path,
+        "--config",
+        "configs/profiles/quick-look.conf",
+        "--",
+        *USER_ARGS,
+        "--step-stop-on-slo",
+        "false",
+        scale=100,
+    )
     rows = phases_of(run_dir)
-    assert shape_of(rows) == [("baseline", "baseline", 1), ("step-1 (10 users)", "step", 10),
-                              ("step-2 (20 users)", "step", 20), ("step-3 (40 users)", "step", 40),
-                              ("step-4 (80 users)", "step", 80)]
+    assert shape_of(rows) == [
+        ("baseline", "baseline", 1),
+        ("step-1 (10 users)", "step", 10),
+        ("step-2 (20 users)", "step", 20),
+        ("step-3 (40 users)", "step", 40),
+        ("step-4 (80 users)", "step", 80),
+    ]

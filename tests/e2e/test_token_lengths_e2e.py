@@ -13,14 +13,39 @@ import json
 
 from tests.spine_helpers import loadline, requests_table
 
-SIM = ["--sim-profile", "tiny", "--sim-option", "quirks=llamacpp-api", "--sim-option", "max_model_len=2048",
-       "--time-scale", "10"]
+SIM = [
+    "--sim-profile",
+    "tiny",
+    "--sim-option",
+    "quirks=llamacpp-api",
+    "--sim-option",
+    "max_model_len=2048",
+    "--time-scale",
+    "10",
+]
 FAST = ["--event-interval", "0.3", "--ignore-eos"]
 
 
 def test_prompts_and_replies_have_the_lengths_asked_for_in_the_servers_tokens(tmp_path):
-    done = loadline("run", *SIM, "--scenario", "single", "--users", "4", "--run-time", "12s", "--out", str(tmp_path),
-                    "--no-charts", "--", *FAST, "--prompt-tokens", "uniform:20-2400", "--output-tokens", "uniform:8-64")
+    done = loadline(
+        "run",
+        *SIM,
+        "--scenario",
+        "single",
+        "--users",
+        "4",
+        "--run-time",
+        "12s",
+        "--out",
+        str(tmp_path),
+        "--no-charts",
+        "--",
+        *FAST,
+        "--prompt-tokens",
+        "uniform:20-2400",
+        "--output-tokens",
+        "uniform:8-64",
+    )
     records = requests_table(done.run_dir)
     finished = records[records.status != "cancelled"]
     assert len(finished) >= 40 and (finished.status == "ok").all(), finished.error_message.unique()[:3]
@@ -34,9 +59,27 @@ def test_prompts_and_replies_have_the_lengths_asked_for_in_the_servers_tokens(tm
 
 
 def test_prompts_over_the_context_are_the_tools_invalid_requests_and_the_run_is_unusable(tmp_path):
-    done = loadline("run", *SIM, "--scenario", "single", "--users", "2", "--run-time", "8s", "--out", str(tmp_path),
-                    "--no-charts", "--", *FAST, "--max-tokens", "16", "--prompt-tokens", "uniform:1000-4000",
-                    "--max-context-tokens", "0")
+    done = loadline(
+        "run",
+        *SIM,
+        "--scenario",
+        "single",
+        "--users",
+        "2",
+        "--run-time",
+        "8s",
+        "--out",
+        str(tmp_path),
+        "--no-charts",
+        "--",
+        *FAST,
+        "--max-tokens",
+        "16",
+        "--prompt-tokens",
+        "uniform:1000-4000",
+        "--max-context-tokens",
+        "0",
+    )
     assert done.code == 2, done.stderr[-3000:]
     records = requests_table(done.run_dir)
     refused = records[records.http_status == 400]
@@ -53,14 +96,34 @@ def test_prompts_over_the_context_are_the_tools_invalid_requests_and_the_run_is_
 def test_without_the_servers_tokenize_prompts_are_calibrated_from_usage_and_stay_inside_the_context(tmp_path):
     # ~3 tokens per word (pieces of 2 characters), as real engines count some text: a word count would
     # overflow the 2,048-token slot; calibration learns the ratio from the replies' usage
-    done = loadline("run", *SIM, "--sim-option", "tokenizer_piece_chars=2", "--sim-option", "serve_tokenize=false",
-                    "--scenario", "single", "--users", "4", "--run-time", "12s", "--out", str(tmp_path),
-                    "--no-charts", "--", *FAST, "--prompt-tokens", "uniform:20-2400", "--max-tokens", "32")
+    done = loadline(
+        "run",
+        *SIM,
+        "--sim-option",
+        "tokenizer_piece_chars=2",
+        "--sim-option",
+        "serve_tokenize=false",
+        "--scenario",
+        "single",
+        "--users",
+        "4",
+        "--run-time",
+        "12s",
+        "--out",
+        str(tmp_path),
+        "--no-charts",
+        "--",
+        *FAST,
+        "--prompt-tokens",
+        "uniform:20-2400",
+        "--max-tokens",
+        "32",
+    )
     records = requests_table(done.run_dir)
     finished = records[records.status != "cancelled"]
     assert len(finished) >= 40 and (finished.status == "ok").all(), finished.error_message.unique()[:3]
     assert (finished.token_counter == "calibrated").all()
-    later = finished.sort_values("start_wall").iloc[len(finished) // 2:]  # once a few replies taught the ratio
+    later = finished.sort_values("start_wall").iloc[len(finished) // 2 :]  # once a few replies taught the ratio
     error = (later.prompt_tokens - later.prompt_tokens_requested).abs() / later.prompt_tokens_requested
     long = later.prompt_tokens_requested >= 200  # a few words' luck is a large share of a short prompt
     assert error.median() < 0.05 and error[long].max() < 0.12, error.describe()

@@ -17,8 +17,10 @@ from tests.spine_helpers import loadline, requests_table
 from tests.surfaces import assert_surfaces_agree
 
 FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "16"]
-LOGIN_PAGE = (b"<!DOCTYPE html><html><head><title>Sign in - Example SSO</title></head><body>"
-              b"<form action='/login?next=https://bob:hunter2pass@api.local/v1'><input name=user></form></body></html>")
+LOGIN_PAGE = (
+    b"<!DOCTYPE html><html><head><title>Sign in - Example SSO</title></head><body>"
+    b"<form action='/login?next=https://bob:hunter2pass@api.local/v1'><input name=user></form></body></html>"
+)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -80,8 +82,20 @@ def _assert_unusable(done, status: int, content_type: str) -> dict:
 def test_wrong_api_key_is_unusable_with_the_401_shown(sim_server, tmp_path):
     sim = sim_server("tiny", "--api-key", "right-key")
     wrong = "sk-wrong-key-0123456789abcdef"
-    done = loadline("run", "--host", sim.url, "--users", "2", "--run-time", "6s", "--out", str(tmp_path),
-                    "--", *FAST_USER, env={"LOADLINE_API_KEY": wrong})
+    done = loadline(
+        "run",
+        "--host",
+        sim.url,
+        "--users",
+        "2",
+        "--run-time",
+        "6s",
+        "--out",
+        str(tmp_path),
+        "--",
+        *FAST_USER,
+        env={"LOADLINE_API_KEY": wrong},
+    )
     verdict = _assert_unusable(done, 401, "application/json")
     assert "--api-key" in verdict["validity"]["reason"]
     # each refused attempt is a row of its own: an HTTP error with the 401 (was its own run in
@@ -99,15 +113,39 @@ def test_wrong_api_key_is_unusable_with_the_401_shown(sim_server, tmp_path):
 
 
 def test_wrong_path_is_unusable_with_the_404_and_body_shown(foreign_server, tmp_path):
-    done = loadline("run", "--host", foreign_server("404"), "--users", "2", "--run-time", "6s",
-                    "--out", str(tmp_path), "--no-charts", "--", *FAST_USER)
+    done = loadline(
+        "run",
+        "--host",
+        foreign_server("404"),
+        "--users",
+        "2",
+        "--run-time",
+        "6s",
+        "--out",
+        str(tmp_path),
+        "--no-charts",
+        "--",
+        *FAST_USER,
+    )
     verdict = _assert_unusable(done, 404, "text/plain")
     assert verdict["validity"]["setup_failure"]["body_sample"] == "404 page not found"
 
 
 def test_html_login_page_with_200_is_not_an_event_stream(foreign_server, tmp_path):
-    done = loadline("run", "--host", foreign_server("html"), "--users", "2", "--run-time", "6s",
-                    "--out", str(tmp_path), "--no-charts", "--", *FAST_USER)
+    done = loadline(
+        "run",
+        "--host",
+        foreign_server("html"),
+        "--users",
+        "2",
+        "--run-time",
+        "6s",
+        "--out",
+        str(tmp_path),
+        "--no-charts",
+        "--",
+        *FAST_USER,
+    )
     verdict = _assert_unusable(done, 200, "text/html")
     setup = verdict["validity"]["setup_failure"]
     assert setup["kind"] == "not_event_stream" and "<title>Sign in" in setup["body_sample"]

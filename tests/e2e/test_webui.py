@@ -14,8 +14,16 @@ from pathlib import Path
 import pandas as pd
 import process_helpers as ph
 import pytest
-from browser_helpers import (PAGE_TIMEOUT_S, button, chromium, fetch, needs_browser, screenshot_on_failure,
-                             type_into, wait_for)
+from browser_helpers import (
+    PAGE_TIMEOUT_S,
+    button,
+    chromium,
+    fetch,
+    needs_browser,
+    screenshot_on_failure,
+    type_into,
+    wait_for,
+)
 from selenium.webdriver.common.by import By
 from spine_helpers import REPO, assert_every_request_once, truth_table
 from surfaces import assert_surfaces_agree
@@ -38,13 +46,31 @@ def web_ui(tmp_path_factory):
     The simulator wants a key, given to Locust the recommended way (environment variable)."""
     tmp = tmp_path_factory.mktemp("webui")
     truth = tmp / "truth.jsonl"
-    sim = start_simulator(["--profile", "tiny", "--api-key", SECRET, "--truth", str(truth)],
-                          log_path=tmp / "sim.stderr", startup_timeout=20.0)
+    sim = start_simulator(
+        ["--profile", "tiny", "--api-key", SECRET, "--truth", str(truth)],
+        log_path=tmp / "sim.stderr",
+        startup_timeout=20.0,
+    )
     port = ph.free_port()
     out = tmp / "runs"
     log = tmp / "locust.log"
-    cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py,locustfiles/shape.py", "--class-picker",
-           "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--out", str(out), *FAST_USER]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "locustfiles/chat.py,locustfiles/shape.py",
+        "--class-picker",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--host",
+        sim.url,
+        "--out",
+        str(out),
+        *FAST_USER,
+    ]
     proc = ph.start(cmd, REPO, log, env={**os.environ, "LOADLINE_API_KEY": SECRET})
     url = f"http://127.0.0.1:{port}"
     try:
@@ -90,8 +116,12 @@ def test_start_form_offers_loadline_options_and_masks_the_api_key(web_ui, browse
         for shape in ("StepShape", "PulseShape", "SoakShape", "StagesShape"):
             assert shape in page
         button(browser, "CUSTOM PARAMETERS").click()
-        prompt_mix = wait_for(browser, lambda d: d.find_element(By.NAME, "promptMix").is_displayed()
-                              and d.find_element(By.NAME, "promptMix"), 10, "the custom parameters")
+        prompt_mix = wait_for(
+            browser,
+            lambda d: d.find_element(By.NAME, "promptMix").is_displayed() and d.find_element(By.NAME, "promptMix"),
+            10,
+            "the custom parameters",
+        )
         # Command-line values are the form's defaults; the labels carry our help texts.
         assert prompt_mix.get_attribute("value") == "short=1"
         assert browser.find_element(By.NAME, "maxTokens").get_attribute("value") == "32"
@@ -122,8 +152,12 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
         type_into(browser, "thinkP90", "0.5")
         button(browser, "START").click()
 
-        tab = wait_for(browser, lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, "[role=tab]")
-                                           if t.text.strip().upper() == "LLM"], 15, "the LLM tab")[0]
+        tab = wait_for(
+            browser,
+            lambda d: [t for t in d.find_elements(By.CSS_SELECTOR, "[role=tab]") if t.text.strip().upper() == "LLM"],
+            15,
+            "the LLM tab",
+        )[0]
         tab.click()
         seen: list[dict] = [{}]
 
@@ -169,6 +203,7 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
     def built():
         code, _, body = fetch(url + "/loadline/report", timeout_s=30)
         return code == 200 and b"Loadline report:" in body and body
+
     page = ph.wait_until(built, 120, "the web UI's report of the stopped run", interval_s=1.0)
     assert b"STOPPED BY USER" in page
     answer = assert_surfaces_agree(run_dir, 1)

@@ -25,8 +25,7 @@ from pathlib import Path
 import pandas as pd
 import process_helpers as ph
 import pytest
-from browser_helpers import (PAGE_TIMEOUT_S, button, chromium, fetch, needs_browser, screenshot_on_failure, tab,
-                             wait_for)
+from browser_helpers import PAGE_TIMEOUT_S, button, chromium, fetch, needs_browser, screenshot_on_failure, tab, wait_for
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 from spine_helpers import REPO
@@ -36,11 +35,23 @@ from loadline.analysis.stats.phases import percentiles, pooled_itl_ms
 pytestmark = needs_browser
 
 SCALE = 20  # model time: x20 (simulator and shape); a 100 s step lasts 5 s
-STEPPED = ["--step-start-users", "4", "--step-max-users", "8", "--baseline-hold", "60", "--step-hold", "120",
-           "--step-settle", "1", "--step-min-requests", "3"]
+STEPPED = [
+    "--step-start-users",
+    "4",
+    "--step-max-users",
+    "8",
+    "--baseline-hold",
+    "60",
+    "--step-hold",
+    "120",
+    "--step-settle",
+    "1",
+    "--step-min-requests",
+    "3",
+]
 USERS = ["--prompt-mix", "short=1", "--max-tokens", "24", "--think-mean", "0", "--turns-max", "2"]
 # One sequence at a time (max_num_seqs=1): 4 users queue, and the first token waits for the others' replies.
-TIGHT_SLO = '[slo]\nttft_p95_ms = 400\nttft_p99_ms = 800\nitl_p99_ms = 2000\nmax_error_rate = 0.05\n'
+TIGHT_SLO = "[slo]\nttft_p95_ms = 400\nttft_p99_ms = 800\nitl_p99_ms = 2000\nmax_error_rate = 0.05\n"
 SCREENSHOT = REPO / "docs" / "img" / "webui-llm-tab.png"
 STEP_SUMMARY = "Where is the knee, and where is the break point?"  # shapes/stepped.py StepShape's first line
 REPORT_TIMEOUT_S = 180.0  # `loadline report` in a child process on a busy 2-core machine
@@ -51,9 +62,29 @@ def start_web_ui(sim, tmp_path: Path, *extra: str):
     log = tmp_path / "locust.log"
     slo = tmp_path / "tight-slo.toml"
     slo.write_text(TIGHT_SLO)
-    cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py,locustfiles/shape.py", "--class-picker",
-           "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--out", str(tmp_path / "runs"),
-           "--time-scale", str(SCALE), "--slo-file", str(slo), *USERS, *STEPPED, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "locustfiles/chat.py,locustfiles/shape.py",
+        "--class-picker",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--host",
+        sim.url,
+        "--out",
+        str(tmp_path / "runs"),
+        "--time-scale",
+        str(SCALE),
+        "--slo-file",
+        str(slo),
+        *USERS,
+        *STEPPED,
+        *extra,
+    ]
     proc = ph.start(cmd, REPO, log)
     url = f"http://127.0.0.1:{port}"
     ph.wait_for_http(url + "/", proc, log)
@@ -83,16 +114,25 @@ def test_stepped_run_from_the_form_draws_charts_phases_slo_and_serves_report_and
             wait_for(browser, lambda d: button(d, "START"), PAGE_TIMEOUT_S, "the start form")
             # the class picker: shapes with their one-line summaries
             # the custom parameters in groups (Locust lists them alphabetically), each with its help line
-            headings = wait_for(browser, lambda d: [e.get_attribute("textContent")
-                                                    for e in d.find_elements(By.CLASS_NAME, "loadline-group")], 10,
-                                "the option groups")
-            assert {"Server and connection", "Workload: what each user sends", "Stepped shape (StepShape)"} <= set(headings)
+            headings = wait_for(
+                browser,
+                lambda d: [e.get_attribute("textContent") for e in d.find_elements(By.CLASS_NAME, "loadline-group")],
+                10,
+                "the option groups",
+            )
+            assert {"Server and connection", "Workload: what each user sends", "Stepped shape (StepShape)"} <= set(
+                headings
+            )
             picker = Select(browser.find_element(By.NAME, "shapeClass"))
             step = next(o for o in picker.options if o.get_attribute("value") == "StepShape")
             wait_for(browser, lambda d: STEP_SUMMARY in step.text, 5, "the shape's summary in the picker")
             picker.select_by_value("StepShape")
-            wait_for(browser, lambda d: STEP_SUMMARY in d.find_element(By.CLASS_NAME, "loadline-shape-help").text, 5,
-                     "the selected shape's summary under the picker")
+            wait_for(
+                browser,
+                lambda d: STEP_SUMMARY in d.find_element(By.CLASS_NAME, "loadline-shape-help").text,
+                5,
+                "the selected shape's summary under the picker",
+            )
             button(browser, "START").click()
 
             wait_for(browser, lambda d: tab(d, "LLM"), 15, "the LLM tab").click()
@@ -100,12 +140,23 @@ def test_stepped_run_from_the_form_draws_charts_phases_slo_and_serves_report_and
             browser.switch_to.frame(frame)
             first = wait_for(browser, lambda d: points(d) >= 2 and points(d), 20, "the first chart points")
             wait_for(browser, lambda d: points(d) > first, 15, "the charts to grow")
-            wait_for(browser, lambda d: int(d.find_element(By.ID, "chart-ttft").get_attribute("data-phase-markers")) >= 2,
-                     30, "a phase marker (baseline, then step-1)")
+            wait_for(
+                browser,
+                lambda d: int(d.find_element(By.ID, "chart-ttft").get_attribute("data-phase-markers")) >= 2,
+                30,
+                "a phase marker (baseline, then step-1)",
+            )
             # P99 may turn red first: over a few dozen replies it is the worst one, P95 not yet over its limit
-            wait_for(browser, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "#slo tr[data-outcome=fail]")
-                                         if r.get_attribute("data-key") == "ttft_p95_ms"], 40,
-                     "the TTFT P95 criterion in red")
+            wait_for(
+                browser,
+                lambda d: [
+                    r
+                    for r in d.find_elements(By.CSS_SELECTOR, "#slo tr[data-outcome=fail]")
+                    if r.get_attribute("data-key") == "ttft_p95_ms"
+                ],
+                40,
+                "the TTFT P95 criterion in red",
+            )
             browser.save_screenshot(str(tmp_path / "webui-llm-tab-running.png"))  # while the overloaded step runs
             assert "step" in browser.find_element(By.ID, "phase").text or "Stopped" in browser.page_source
             # the stop rule ends the run at the overloaded step and the tab says why
@@ -117,15 +168,20 @@ def test_stepped_run_from_the_form_draws_charts_phases_slo_and_serves_report_and
             browser.execute_script("window.scrollTo(0, 0)")  # Locust's header and tabs, then the LLM view
             shot = tmp_path / "webui-llm-tab.png"
             browser.save_screenshot(str(shot))
-            if os.environ.get("LOADLINE_UPDATE_SCREENSHOT") == "1":  # the README's picture; never a side effect of make test
+            if (
+                os.environ.get("LOADLINE_UPDATE_SCREENSHOT") == "1"
+            ):  # the README's picture; never a side effect of make test
                 SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(shot, SCREENSHOT)
             print(f"screenshot: {shot}")
 
         status = json.loads(fetch(url + "/loadline/status")[2])
         run_dir = Path(status["run_dir"])
-        ph.wait_until(lambda: json.loads((run_dir / "manifest.json").read_text()).get("status") == "finished", 20,
-                      "the run folder to be closed")
+        ph.wait_until(
+            lambda: json.loads((run_dir / "manifest.json").read_text()).get("status") == "finished",
+            20,
+            "the run folder to be closed",
+        )
         assert_series_equal_the_report(json.loads(fetch(url + "/loadline/series")[2]), run_dir)
 
         report = download_report(url)
@@ -185,20 +241,37 @@ def test_processes_and_reset_stats_keep_the_series_and_the_form_remembers(overlo
     """`--processes 2`: a master and two forked workers; the series lives on the master's records."""
     proc, url, log = start_web_ui(overloaded_sim, tmp_path, "--processes", "2")
     try:
-        ph.wait_until(lambda: json.loads(fetch(url + "/")[2].split(b"window.templateArgs = ")[1].split(b"\n")[0])
-                      ["worker_count"] == 2, 30, "two workers")
-        form = {"user_count": "3", "spawn_rate": "3", "host": overloaded_sim.url, "user_classes": "ChatSessionUser",
-                "shape_class": "Default", "max_tokens": "16"}
+        ph.wait_until(
+            lambda: (
+                json.loads(fetch(url + "/")[2].split(b"window.templateArgs = ")[1].split(b"\n")[0])["worker_count"] == 2
+            ),
+            30,
+            "two workers",
+        )
+        form = {
+            "user_count": "3",
+            "spawn_rate": "3",
+            "host": overloaded_sim.url,
+            "user_classes": "ChatSessionUser",
+            "shape_class": "Default",
+            "max_tokens": "16",
+        }
         assert json.loads(post(url + "/swarm", form))["success"]
 
         def series():
             return json.loads(fetch(url + "/loadline/series")[2])
 
-        before = ph.wait_until(lambda: (s := series()) and any(p["requests"] for p in s["points"]) and s, 30,
-                               "points with requests from the workers")
+        before = ph.wait_until(
+            lambda: (s := series()) and any(p["requests"] for p in s["points"]) and s,
+            30,
+            "points with requests from the workers",
+        )
         post(url + "/stats/reset", {})
-        after = ph.wait_until(lambda: (s := series()) and len(s["points"]) > len(before["points"]) and s, 15,
-                              "more points after the reset")
+        after = ph.wait_until(
+            lambda: (s := series()) and len(s["points"]) > len(before["points"]) and s,
+            15,
+            "more points after the reset",
+        )
         assert after["started_wall"] == before["started_wall"]  # the same run: nothing was reset
         for old, new in zip(before["points"], after["points"]):  # settled history is unchanged by the reset
             assert new["t"] == old["t"] and new["requests"] >= old["requests"]

@@ -24,14 +24,18 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD_INPUTS = ("pyproject.toml", "README.md", "loadline", "shapes", "analysis", "simulator", "configs", "locustfiles")
 SHIPPED_SUFFIXES = {".conf", ".toml", ".jsonl", ".py", ".html", ".css", ".js"}
 # repository folder -> where the wheel puts it (site-packages relative): the data the code reads at run time
-SHIPPED_FOLDERS = (("configs", "loadline_configs"), ("locustfiles", "loadline_locustfiles"),
-                   ("loadline/runtime/webui_assets", "loadline/runtime/webui_assets"))
+SHIPPED_FOLDERS = (
+    ("configs", "loadline_configs"),
+    ("locustfiles", "loadline_locustfiles"),
+    ("loadline/runtime/webui_assets", "loadline/runtime/webui_assets"),
+)
 FOREIGN = ("analysis", "shapes", "simulator")  # generic names Loadline must not own in site-packages
 
 
 def sh(cmd: list, cwd: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          check=False, env=env)
+    return subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env=env
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +49,22 @@ def installed(tmp_path_factory) -> dict:
             shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(ROOT / name, source / name)
-    built = sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                "-w", tmp / "dist", source], tmp, 300)
+    built = sh(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            tmp / "dist",
+            source,
+        ],
+        tmp,
+        300,
+    )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     # quiet: no setuptools warning per configs/ sub-folder (include-package-data = false in pyproject.toml)
     assert "BuildBackendWarning" not in built.stdout + built.stderr, built.stderr[-2000:]
@@ -75,11 +93,19 @@ def installed(tmp_path_factory) -> dict:
 def test_the_installed_wheel_is_its_own_copy_with_every_shipped_file(installed):
     """Every shipped file arrives, under loadline's own names, beside other distributions' `analysis`,
     `shapes` and `simulator` (the fixture installs those; the runs below work beside them too)."""
-    probe = sh([installed["python"], "-c", "import loadline, loadline.shapes as s, loadline.analysis.report.build, "
-                "loadline.simulator.server, loadline_configs, loadline_locustfiles as l, analysis, shapes, simulator; "
-                "print(loadline.__file__, s.__file__, loadline_configs.__file__, l.__file__); "
-                "print(analysis.OWNER, shapes.OWNER, simulator.OWNER)"],
-               installed["work"], 60, installed["env"])
+    probe = sh(
+        [
+            installed["python"],
+            "-c",
+            "import loadline, loadline.shapes as s, loadline.analysis.report.build, "
+            "loadline.simulator.server, loadline_configs, loadline_locustfiles as l, analysis, shapes, simulator; "
+            "print(loadline.__file__, s.__file__, loadline_configs.__file__, l.__file__); "
+            "print(analysis.OWNER, shapes.OWNER, simulator.OWNER)",
+        ],
+        installed["work"],
+        60,
+        installed["env"],
+    )
     assert probe.returncode == 0, probe.stderr[-2000:]
     ours, theirs = probe.stdout.splitlines()
     assert all(path.startswith(str(installed["venv"])) for path in ours.split())
@@ -88,10 +114,16 @@ def test_the_installed_wheel_is_its_own_copy_with_every_shipped_file(installed):
     for data in ("core/answer.schema.json", "analysis/report/templates/report.html"):  # package data
         assert (installed["site"] / "loadline" / data).is_file(), data
     for folder, package in SHIPPED_FOLDERS:
-        in_repo = {p.relative_to(ROOT / folder) for p in (ROOT / folder).rglob("*")
-                   if p.suffix in SHIPPED_SUFFIXES and "__pycache__" not in p.parts}
-        shipped = {p.relative_to(installed["site"] / package) for p in (installed["site"] / package).rglob("*")
-                   if p.suffix in SHIPPED_SUFFIXES and "__pycache__" not in p.parts}
+        in_repo = {
+            p.relative_to(ROOT / folder)
+            for p in (ROOT / folder).rglob("*")
+            if p.suffix in SHIPPED_SUFFIXES and "__pycache__" not in p.parts
+        }
+        shipped = {
+            p.relative_to(installed["site"] / package)
+            for p in (installed["site"] / package).rglob("*")
+            if p.suffix in SHIPPED_SUFFIXES and "__pycache__" not in p.parts
+        }
         assert in_repo == shipped, f"{folder}/ and the wheel's {package} differ"
 
 
@@ -99,9 +131,31 @@ def test_loadline_run_and_report_work_from_another_directory(installed):
     loadline, work, env = installed["venv"] / "bin" / "loadline", installed["work"], installed["env"]
     # shipped SLO by its repository path, shipped simulator profile by name; a few users for 4 s (each
     # sends its first request at once, then thinks ~8 s: 10 s added at most a second request per user)
-    ran = sh([loadline, "run", "--sim-profile", "tiny", "--users", "3", "--spawn-rate", "3", "--run-time", "4s",
-              "--scenario", "single", "--slo", "configs/slo/relaxed.toml", "--no-report", "--", "--max-tokens", "32"],
-             work, 180, env)
+    ran = sh(
+        [
+            loadline,
+            "run",
+            "--sim-profile",
+            "tiny",
+            "--users",
+            "3",
+            "--spawn-rate",
+            "3",
+            "--run-time",
+            "4s",
+            "--scenario",
+            "single",
+            "--slo",
+            "configs/slo/relaxed.toml",
+            "--no-report",
+            "--",
+            "--max-tokens",
+            "32",
+        ],
+        work,
+        180,
+        env,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     run_dir = work / ran.stdout.strip().splitlines()[-1]  # under --out runs/ of the current directory
     assert (run_dir / "requests.csv").is_file()
@@ -117,8 +171,25 @@ def test_loadline_run_and_report_work_from_another_directory(installed):
 def test_a_shipped_profile_runs_its_shape_from_another_directory(installed):
     """configs/profiles/quick-look.conf names locustfiles/chat.py,locustfiles/shape.py and `shape = stepped`."""
     loadline, work, env = installed["venv"] / "bin" / "loadline", installed["work"], installed["env"]
-    ran = sh([loadline, "run", "--config", "configs/profiles/quick-look.conf", "--sim-profile", "tiny",
-              "--time-scale", "60", "--no-report", "--", "--max-tokens", "32"], work, 240, env)
+    ran = sh(
+        [
+            loadline,
+            "run",
+            "--config",
+            "configs/profiles/quick-look.conf",
+            "--sim-profile",
+            "tiny",
+            "--time-scale",
+            "60",
+            "--no-report",
+            "--",
+            "--max-tokens",
+            "32",
+        ],
+        work,
+        240,
+        env,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     run_dir = work / ran.stdout.strip().splitlines()[-1]
     assert json.loads((run_dir / "manifest.json").read_text())["shape"] == "StepShape"

@@ -11,17 +11,17 @@ import xml.etree.ElementTree as ET
 from html import escape
 
 import matplotlib.image
+import metric_scenarios as ms
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic import Server, make_requests, stepped_run, write_run
 
-import metric_scenarios as ms
 from loadline.analysis.data.load import load_run
 from loadline.analysis.report import charts, server_charts
 from loadline.analysis.report.build import build_report, merge_prometheus
 from loadline.analysis.stats import knee
 from loadline.analysis.stats.phases import phase_table
-from synthetic import Server, make_requests, stepped_run, write_run
 from loadline.commands.main import main as cli_main
 from loadline.core.slo import SLO
 
@@ -53,8 +53,13 @@ def test_outputs_exist_and_verdict_has_the_contract_keys(stepped):
 def test_charts_are_non_empty_pngs(stepped):
     path, result = stepped
     names = result.verdict["charts"]
-    assert {"latency_over_time.png", "throughput_vs_concurrency.png", "latency_cdf.png", "tokens_over_time.png",
-            "errors_over_time.png"} <= set(names)
+    assert {
+        "latency_over_time.png",
+        "throughput_vs_concurrency.png",
+        "latency_cdf.png",
+        "tokens_over_time.png",
+        "errors_over_time.png",
+    } <= set(names)
     for name in names:
         data = (path / "report" / name).read_bytes()
         assert data.startswith(PNG_SIGNATURE)
@@ -95,8 +100,14 @@ def test_cli_exit_codes_follow_the_slo(tmp_path, capsys):
 def test_errors_fail_the_default_gate_and_are_charted(tmp_path):
     n = 40
     status = ["ok"] * 38 + ["error"] * 2
-    requests = make_requests(1000.0 + np.arange(n) * 0.25, np.full(n, 300.0), ttft_ms=80.0, output_tokens=5,
-                             status=status, error_class=[""] * 38 + ["http", "reset"])
+    requests = make_requests(
+        1000.0 + np.arange(n) * 0.25,
+        np.full(n, 300.0),
+        ttft_ms=80.0,
+        output_tokens=5,
+        status=status,
+        error_class=[""] * 38 + ["http", "reset"],
+    )
     result = build_report(write_run(tmp_path / "run", requests), SLO(), out_dir=tmp_path / "out")
     assert result.exit_code == 1
     rate = next(c for c in result.verdict["slo"]["criteria"] if c["name"] == "error rate")
@@ -121,15 +132,48 @@ def test_compare_flags_a_real_regression_and_not_noise(tmp_path, capsys):
 def test_plain_locust_export_gives_a_report_that_says_what_is_missing(tmp_path):
     folder = tmp_path / "export"
     folder.mkdir()
-    pd.DataFrame([
-        {"Type": "POST", "Name": "/v1/chat", "Request Count": 100, "Failure Count": 0, "Requests/s": 5.0,
-         "50%": 400, "90%": 700, "95%": 900, "99%": 1600, "Max Response Time": 2000},
-        {"Type": "", "Name": "Aggregated", "Request Count": 100, "Failure Count": 0, "Requests/s": 5.0,
-         "50%": 400, "90%": 700, "95%": 900, "99%": 1600, "Max Response Time": 2000},
-    ]).to_csv(folder / "test_stats.csv", index=False)
-    pd.DataFrame([{"Timestamp": 1000 + 2 * i, "User Count": i, "Type": "", "Name": "Aggregated",
-                   "Requests/s": 0.5 * i, "50%": 400, "95%": 900} for i in range(20)]).to_csv(
-        folder / "test_stats_history.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "Type": "POST",
+                "Name": "/v1/chat",
+                "Request Count": 100,
+                "Failure Count": 0,
+                "Requests/s": 5.0,
+                "50%": 400,
+                "90%": 700,
+                "95%": 900,
+                "99%": 1600,
+                "Max Response Time": 2000,
+            },
+            {
+                "Type": "",
+                "Name": "Aggregated",
+                "Request Count": 100,
+                "Failure Count": 0,
+                "Requests/s": 5.0,
+                "50%": 400,
+                "90%": 700,
+                "95%": 900,
+                "99%": 1600,
+                "Max Response Time": 2000,
+            },
+        ]
+    ).to_csv(folder / "test_stats.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "Timestamp": 1000 + 2 * i,
+                "User Count": i,
+                "Type": "",
+                "Name": "Aggregated",
+                "Requests/s": 0.5 * i,
+                "50%": 400,
+                "95%": 900,
+            }
+            for i in range(20)
+        ]
+    ).to_csv(folder / "test_stats_history.csv", index=False)
     result = build_report(folder, SLO(ttft_p95_ms=None))
     assert result.exit_code == 0
     assert "requests.csv (absent" in result.summary
@@ -142,9 +186,22 @@ def test_plain_locust_export_gives_a_report_that_says_what_is_missing(tmp_path):
 def test_prometheus_exports_are_merged_and_bad_ones_exit_2(tmp_path, capsys):
     path = stepped_run(tmp_path / "run", (2, 4, 8), step_s=10)
     export = tmp_path / "waiting.json"
-    export.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
-        {"metric": {"__name__": "vllm:num_requests_waiting", "instance": "gpu-1:8000"},
-         "values": [[1_700_000_000 + i, str(i % 3)] for i in range(30)]}]}}))
+    export.write_text(
+        json.dumps(
+            {
+                "status": "success",
+                "data": {
+                    "resultType": "matrix",
+                    "result": [
+                        {
+                            "metric": {"__name__": "vllm:num_requests_waiting", "instance": "gpu-1:8000"},
+                            "values": [[1_700_000_000 + i, str(i % 3)] for i in range(30)],
+                        }
+                    ],
+                },
+            }
+        )
+    )
     run = load_run(path)
     merge_prometheus(run, [export])
     waiting = run.server_metrics[run.server_metrics["metric"] == "vllm:num_requests_waiting"]
@@ -167,8 +224,9 @@ def test_time_scaled_runs_are_judged_in_model_time(tmp_path):
     assert phase["goodput_rps"] == 0  # 1,000 ms model time misses the 900 ms limit
     assert result.exit_code == 1 and "x10" in result.summary
     assert "test (1 phase" in result.verdict["sentence"] and "100-second" in result.verdict["sentence"]
-    unscaled = build_report(write_run(tmp_path / "plain", requests), SLO(e2e_p95_ms=900, e2e_p99_ms=None, ttft_p95_ms=None),
-                            charts=False)
+    unscaled = build_report(
+        write_run(tmp_path / "plain", requests), SLO(e2e_p95_ms=900, e2e_p99_ms=None, ttft_p95_ms=None), charts=False
+    )
     assert unscaled.exit_code == 0 and unscaled.verdict["phases"][0]["goodput_rps"] == pytest.approx(phase["rps"] * 10)
 
 
@@ -178,12 +236,16 @@ def test_every_chart_has_a_title_units_and_a_legend(tmp_path, monkeypatch):
     beside = {}
 
     def capture(fig, path):
-        seen[path.name] = [(ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), ax.get_legend() is not None)
-                           for ax in fig.axes]
+        seen[path.name] = [
+            (ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), ax.get_legend() is not None) for ax in fig.axes
+        ]
         fig.tight_layout()  # what _save does before drawing
         renderer = fig.canvas.get_renderer()
-        beside[path.name] = all(ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
-                                for ax in fig.axes if ax.get_legend() is not None)
+        beside[path.name] = all(
+            ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+            for ax in fig.axes
+            if ax.get_legend() is not None
+        )
         charts.plt.close(fig)
         return path
 
@@ -197,7 +259,9 @@ def test_every_chart_has_a_title_units_and_a_legend(tmp_path, monkeypatch):
     table = phase_table(run)
     curve = knee.load_curve(table)
     charts.latency_over_time(run, tmp_path / "a.png")
-    charts.throughput_vs_concurrency(curve, knee.find_knee(table), {"found": False}, {"TTFT P95": 800.0}, tmp_path / "b.png")
+    charts.throughput_vs_concurrency(
+        curve, knee.find_knee(table), {"found": False}, {"TTFT P95": 800.0}, tmp_path / "b.png"
+    )
     charts.latency_cdfs(run, tmp_path / "c.png")
     charts.tokens_over_time(run, tmp_path / "d.png")
     charts.errors_over_time(run, tmp_path / "e.png")
@@ -215,15 +279,18 @@ def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):
     sc = ms.kv_cache()
     run = load_run(ms.write_scenario(sc, tmp_path / "run"))
     drawn = server_charts.charts(run, phase_table(run), tmp_path / "out")
-    assert {p.name for p in drawn} == {"server_running_waiting.png", "server_kv_cache.png", "server_gpu.png",
-                                       "server_request_time.png"}
+    assert {p.name for p in drawn} == {
+        "server_running_waiting.png",
+        "server_kv_cache.png",
+        "server_gpu.png",
+        "server_request_time.png",
+    }
     assert all(p.stat().st_size > 5000 for p in drawn)
     server = ms.server_rows(sc)
     run = load_run(ms.write_scenario(sc, tmp_path / "run2", server[server["source"] != "dcgm"]))
     assert "server_gpu.png" not in {p.name for p in server_charts.charts(run, phase_table(run), tmp_path / "out2")}
     run = load_run(ms.write_scenario(sc, tmp_path / "run3", server.iloc[0:0]))
     assert server_charts.charts(run, phase_table(run), tmp_path / "out3") == []
-
 
 
 @pytest.mark.parametrize("users, capacity", [((2, 4, 8, 16, 32), 20.0), ((1, 2, 4), 100.0)])
@@ -240,12 +307,15 @@ def test_no_charts_writes_the_same_verdict_without_pngs(tmp_path, capsys, users,
     assert (tmp_path / "quick" / "junit.xml").exists() and (tmp_path / "quick" / "summary.md").exists()
 
 
-@pytest.mark.parametrize("streaming, slo, expected", [
-    (True, SLO(), {"SLO TTFT P95 800 ms"}),  # streams: E2E is not judged, so not drawn as a limit
-    (True, SLO(gate_e2e_on_streams=True), {"SLO TTFT P95 800 ms", "SLO E2E P95 1500 ms", "SLO E2E P99 3000 ms"}),
-    (True, SLO(ttft_p95_ms=500, e2e_p95_ms=None), {"SLO TTFT P95 500 ms"}),
-    (False, SLO(), {"SLO E2E P95 1500 ms", "SLO E2E P99 3000 ms"}),  # request-response: no first token to judge
-])
+@pytest.mark.parametrize(
+    "streaming, slo, expected",
+    [
+        (True, SLO(), {"SLO TTFT P95 800 ms"}),  # streams: E2E is not judged, so not drawn as a limit
+        (True, SLO(gate_e2e_on_streams=True), {"SLO TTFT P95 800 ms", "SLO E2E P95 1500 ms", "SLO E2E P99 3000 ms"}),
+        (True, SLO(ttft_p95_ms=500, e2e_p95_ms=None), {"SLO TTFT P95 500 ms"}),
+        (False, SLO(), {"SLO E2E P95 1500 ms", "SLO E2E P99 3000 ms"}),  # request-response: no first token to judge
+    ],
+)
 def test_the_concurrency_chart_draws_the_limits_the_gate_applied(streaming, slo, expected, tmp_path, monkeypatch):
     """The chart once drew E2E P95/P99 limits on streaming runs (not judged there) and no TTFT limit
     (the one that failed): a reader saw lines the verdict never used."""

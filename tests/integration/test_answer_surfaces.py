@@ -8,12 +8,12 @@ import json
 
 import numpy as np
 import pytest
+from surfaces import assert_surfaces_agree
+from synthetic import Server, make_requests, stepped_run, write_run
 
 from loadline.commands.main import main as cli
 from loadline.core.answer import Status, Trust
 from loadline.core.slo import record
-from surfaces import assert_surfaces_agree
-from synthetic import Server, make_requests, stepped_run, write_run
 
 
 def _report(run_dir, capsys, *args) -> tuple[int, dict]:
@@ -36,8 +36,8 @@ def _slo_file(tmp_path, name, **values):
     return path
 
 
-def _stepped(tmp_path, name="run", steps=(2, 4, 8, 16, 32), server=Server()):
-    run = stepped_run(tmp_path / name, steps, server, step_s=20)
+def _stepped(tmp_path, name="run", steps=(2, 4, 8, 16, 32), server=None):
+    run = stepped_run(tmp_path / name, steps, server or Server(), step_s=20)
     return _manifest(run, status="finished", streaming=True, slo=record(None))
 
 
@@ -47,15 +47,39 @@ def _sweep(tmp_path, answer):
     for i, (rate, served, ttft) in enumerate(rates):
         start = 1000.0 + i * 60
         n = int(served * 60)
-        frames.append(make_requests(start + np.linspace(0, 59, n), np.full(n, ttft * 2), ttft_ms=ttft, output_tokens=20))
-        phases.append({"index": i, "label": f"probe-{i} ({rate:g}/s)", "kind": "step", "start_wall": start,
-                       "end_wall": start + 60, "target_users": 0, "spawn_rate": 0, "users_start": 0, "users_end": 0,
-                       "note": "", "target_rate": rate})
+        frames.append(
+            make_requests(start + np.linspace(0, 59, n), np.full(n, ttft * 2), ttft_ms=ttft, output_tokens=20)
+        )
+        phases.append(
+            {
+                "index": i,
+                "label": f"probe-{i} ({rate:g}/s)",
+                "kind": "step",
+                "start_wall": start,
+                "end_wall": start + 60,
+                "target_users": 0,
+                "spawn_rate": 0,
+                "users_start": 0,
+                "users_end": 0,
+                "note": "",
+                "target_rate": rate,
+            }
+        )
     requests = frames[0].__class__(np.concatenate([f.to_numpy() for f in frames]), columns=frames[0].columns)
     requests["request_id"] = [f"r{i}" for i in range(len(requests))]
-    return write_run(tmp_path / "sweep", requests, phases,
-                     {"name": "sweep", "status": "finished", "streaming": True, "slo": record(None),
-                      "sweep_max_rate": answer, "sweep": f"sweep: max SLO-compliant rate {answer}/s (bracket)"})
+    return write_run(
+        tmp_path / "sweep",
+        requests,
+        phases,
+        {
+            "name": "sweep",
+            "status": "finished",
+            "streaming": True,
+            "slo": record(None),
+            "sweep_max_rate": answer,
+            "sweep": f"sweep: max SLO-compliant rate {answer}/s (bracket)",
+        },
+    )
 
 
 def test_a_fail_at_the_break_point(tmp_path, capsys):
@@ -89,10 +113,13 @@ def test_a_report_judges_with_the_runs_slo_unless_told_and_says_so(tmp_path, cap
     assert assert_surfaces_agree(run, code, plan=plan).slo.origin == "run"
 
 
-@pytest.mark.parametrize("fields, status, code", [
-    ({"status": "interrupted", "interrupted_by": "SIGINT"}, Status.INTERRUPTED, 1),
-    ({"status": "stopped", "ended_by": "user"}, Status.STOPPED_BY_USER, 1),
-])
+@pytest.mark.parametrize(
+    "fields, status, code",
+    [
+        ({"status": "interrupted", "interrupted_by": "SIGINT"}, Status.INTERRUPTED, 1),
+        ({"status": "stopped", "ended_by": "user"}, Status.STOPPED_BY_USER, 1),
+    ],
+)
 def test_runs_that_did_not_end_on_their_own(tmp_path, capsys, fields, status, code):
     run = _manifest(_stepped(tmp_path, steps=(1, 2), server=Server(capacity_rps=100)), **fields)
     got, plan = _report(run, capsys)
@@ -102,8 +129,16 @@ def test_runs_that_did_not_end_on_their_own(tmp_path, capsys, fields, status, co
 
 def test_an_unusable_401_run(tmp_path, capsys):
     n = 40
-    requests = make_requests(1000.0 + np.arange(n), np.full(n, 5.0), status="error", error_class="http",
-                             http_status=401, content_type="application/json", ttft_ms=np.nan, output_tokens=0)
+    requests = make_requests(
+        1000.0 + np.arange(n),
+        np.full(n, 5.0),
+        status="error",
+        error_class="http",
+        http_status=401,
+        content_type="application/json",
+        ttft_ms=np.nan,
+        output_tokens=0,
+    )
     run = write_run(tmp_path / "auth", requests, manifest={"name": "auth", "status": "finished", "slo": record(None)})
     code, plan = _report(run, capsys)
     answer = assert_surfaces_agree(run, code, plan=plan)
@@ -111,8 +146,15 @@ def test_an_unusable_401_run(tmp_path, capsys):
 
 
 def test_an_untrusted_pass_exits_2_everywhere(tmp_path, capsys):
-    requests = make_requests(1000.0 + np.arange(100) * 0.1, np.full(100, 900.0), ttft_ms=200.0, output_tokens=64,
-                             itl_p50_ms=20.0, clock="kernel", read_delay_ms=35.0)
+    requests = make_requests(
+        1000.0 + np.arange(100) * 0.1,
+        np.full(100, 900.0),
+        ttft_ms=200.0,
+        output_tokens=64,
+        itl_p50_ms=20.0,
+        clock="kernel",
+        read_delay_ms=35.0,
+    )
     run = write_run(tmp_path / "behind", requests, manifest={"name": "behind", "streaming": True, "status": "finished"})
     slo = _slo_file(tmp_path, "tight", ttft_p95_ms=220.0)
     code, plan = _report(run, capsys, "--slo", str(slo))

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import metric_scenarios as ms
 import pandas as pd
 import pytest
 
-import metric_scenarios as ms
-from loadline.analysis.verdict.bottleneck import LAYERS, judge
 from loadline.analysis.data.load import load_run
 from loadline.analysis.data.timescale import model_run
 from loadline.analysis.stats.phases import phase_table
+from loadline.analysis.verdict.bottleneck import LAYERS, judge
 
 CASES = {
     "healthy": "headroom",
@@ -188,8 +188,10 @@ def test_kv_pinned_without_pressure_is_not_a_kv_verdict(tmp_path):
 def test_scaled_simulator_runs_shrink_the_noise_floor(tmp_path):
     """With --time-scale 50 every latency is 50x smaller; the verdict must not change."""
     sc = ms.scheduler()
-    sc.phases = [dataclasses.replace(p, ttft_ms=p.ttft_ms / 50, queue_ms=p.queue_ms / 50, prefill_ms=p.prefill_ms / 50)
-                 for p in sc.phases]
+    sc.phases = [
+        dataclasses.replace(p, ttft_ms=p.ttft_ms / 50, queue_ms=p.queue_ms / 50, prefill_ms=p.prefill_ms / 50)
+        for p in sc.phases
+    ]
     sc.manifest = {"time_scale": 50}
     assert verdict_of(sc, tmp_path)["layer"] == "scheduler"
     sc.manifest = {}
@@ -207,13 +209,13 @@ def test_a_pool_that_preempts_at_its_peak_is_kv_bound_even_below_the_pinned_p90(
     assert "max 92 %" in " ".join(verdict["evidence"])
 
 
-
 def _compute_bound_with_a_queue(gpu: float) -> ms.Scenario:
     """Per-token time rising 5x with the batch, a queue half the time with queue time dominating TTFT,
     but no cap pinned (running p50 14 of the 16 seen): the GPU gauge at `gpu` in the loaded phases."""
     sc = ms.gpu_compute()
-    sc.phases[-2:] = [dataclasses.replace(p, gpu=gpu, waiting=2, waiting_duty=0.5, queue_ms=0.75 * p.ttft_ms)
-                      for p in sc.phases[-2:]]
+    sc.phases[-2:] = [
+        dataclasses.replace(p, gpu=gpu, waiting=2, waiting_duty=0.5, queue_ms=0.75 * p.ttft_ms) for p in sc.phases[-2:]
+    ]
     return sc
 
 
@@ -225,8 +227,9 @@ def test_a_busy_gpu_short_of_pinned_still_names_compute_at_medium_confidence(gpu
     saturated simulator at 88-94 % (a busy host) and named the scheduler, whose cap was not pinned."""
     verdict = verdict_of(ms.vary(_compute_bound_with_a_queue(gpu), factor), tmp_path)
     assert verdict["layer"] == "gpu-compute" and verdict["confidence"] == "medium", verdict
-    assert any(f"GPU utilisation p50 {gpu * 100:.0f} %: busy, but short of the 95 %" in line
-               for line in verdict["evidence"]), verdict["evidence"]
+    assert any(
+        f"GPU utilisation p50 {gpu * 100:.0f} %: busy, but short of the 95 %" in line for line in verdict["evidence"]
+    ), verdict["evidence"]
 
 
 @pytest.mark.parametrize("gpu", [0.30, 0.50])
@@ -253,7 +256,9 @@ def test_an_slo_failed_at_the_lightest_load_is_each_requests_own_latency(factor,
     line = next(e for e in verdict["evidence"] if e.startswith("the SLO failed already at the lightest load"))
     assert "(step-1 (1 users), 1 user)" in line and "= outside the engine" in line and "prefill" in line, line
     assert verdict["actions"][0].startswith("compare one request's latency with the SLO")
-    assert "scrape node_exporter during the run (`loadline run -- --scrape-url URL`)" in verdict["actions"]  # the one exporter missing
+    assert (
+        "scrape node_exporter during the run (`loadline run -- --scrape-url URL`)" in verdict["actions"]
+    )  # the one exporter missing
 
 
 def test_an_slo_failed_under_load_is_not_called_the_lightest_load(tmp_path):
@@ -267,7 +272,10 @@ def test_without_engine_metrics_the_lightest_load_is_said_and_the_missing_scrape
     verdict = _slo_failed_in(sc, 0, tmp_path, server[server["source"] == "dcgm"])
     line = next(e for e in verdict["evidence"] if "lightest load" in e)
     assert "client TTFT mean" not in line  # no engine histograms: no split
-    assert "scrape the engine's /metrics, node_exporter during the run (`loadline run -- --scrape-url URL`)" in verdict["actions"]
+    assert (
+        "scrape the engine's /metrics, node_exporter during the run (`loadline run -- --scrape-url URL`)"
+        in verdict["actions"]
+    )
 
 
 @pytest.mark.parametrize("duty", [0.2, 0.3])
@@ -298,8 +306,14 @@ def _aborting_engine(share: float, queue_ms: float) -> ms.Scenario:
 def _error_rate_failed(sc: ms.Scenario, tmp_path, extra: tuple[dict, ...] = ()) -> dict:
     run = load_run(ms.write_scenario(sc, tmp_path / sc.name))
     where = f"{sc.kind}-2 ({sc.phases[1].users} users)"
-    failure = {"name": "error rate", "measured": 0.05, "limit": 0.0, "threshold": "<= 0.00%", "unit": "fraction",
-               "where": where}
+    failure = {
+        "name": "error rate",
+        "measured": 0.05,
+        "limit": 0.0,
+        "threshold": "<= 0.00%",
+        "unit": "fraction",
+        "where": where,
+    }
     return judge(run, phase_table(run), slo_failures=[failure, *extra])
 
 
@@ -320,8 +334,13 @@ def test_failures_beside_a_latency_failure_keep_the_closest_latency_layer(factor
     explain, so the closest one is still said (low, as a near miss)."""
     sc = ms.scheduler()
     sc.phases[-2:] = [dataclasses.replace(p, waiting_duty=0.2, fail_stream=0.05) for p in sc.phases[-2:]]
-    ttft = {"name": "TTFT P95", "measured": 1047.0, "threshold": "<= 800 ms", "unit": "ms",
-            "where": f"step-5 ({sc.phases[-1].users} users)"}
+    ttft = {
+        "name": "TTFT P95",
+        "measured": 1047.0,
+        "threshold": "<= 800 ms",
+        "unit": "ms",
+        "where": f"step-5 ({sc.phases[-1].users} users)",
+    }
     verdict = _error_rate_failed(ms.vary(sc, factor), tmp_path, (ttft,))
     assert verdict["layer"] == "scheduler" and verdict["confidence"] == "low", verdict
     assert any("closest match" in line for line in verdict["evidence"]), verdict["evidence"]

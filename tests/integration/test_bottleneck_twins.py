@@ -11,27 +11,32 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import metric_scenarios as ms
 import pytest
 
-import metric_scenarios as ms
-from loadline.analysis.verdict.bottleneck import CONFIDENCE, judge
 from loadline.analysis.data.load import load_run
 from loadline.analysis.data.prom_ingest import load_query_range
 from loadline.analysis.stats.phases import phase_table
+from loadline.analysis.verdict.bottleneck import CONFIDENCE, judge
 from loadline.commands.main import main as cli
 from loadline.core import runfolder
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-EXPECTED = {"scheduler": "scheduler", "gpu_compute": "gpu-compute", "healthy": "headroom",
-            "kv_cache": "kv-cache", "memory_leak": "memory-leak"}
+EXPECTED = {
+    "scheduler": "scheduler",
+    "gpu_compute": "gpu-compute",
+    "healthy": "headroom",
+    "kv_cache": "kv-cache",
+    "memory_leak": "memory-leak",
+}
 TWINS = sorted(DATA.glob("metrics_*.json.gz"))
 
 
 def _scenario_and_vendor(path: Path) -> tuple[str, str]:
-    stem = path.name[len("metrics_"):-len(".json.gz")]
+    stem = path.name[len("metrics_") : -len(".json.gz")]
     for scenario in EXPECTED:
         if stem.startswith(scenario + "_"):
-            return scenario, stem[len(scenario) + 1:]
+            return scenario, stem[len(scenario) + 1 :]
     raise AssertionError(f"unexpected fixture {path.name}")
 
 
@@ -53,9 +58,16 @@ def test_twin_gives_the_vllm_verdict(path, tmp_path):
     run = load_run(ms.write_scenario(getattr(ms, scenario)(), tmp_path / "run", server))
     verdict = judge(run, phase_table(run))
     assert verdict["layer"] == EXPECTED[scenario], (vendor, verdict)
-    vllm = judge(load_run(ms.write_scenario(getattr(ms, scenario)(), tmp_path / "vllm",
-                                            load_query_range([DATA / f"metrics_{scenario}_vllm.json.gz"]))),
-                 phase_table(run))
+    vllm = judge(
+        load_run(
+            ms.write_scenario(
+                getattr(ms, scenario)(),
+                tmp_path / "vllm",
+                load_query_range([DATA / f"metrics_{scenario}_vllm.json.gz"]),
+            )
+        ),
+        phase_table(run),
+    )
     assert verdict["layer"] == vllm["layer"]
     # a dialect without a supporting signal (TGI has no KV gauge) may be less sure, never surer
     assert CONFIDENCE.index(verdict["confidence"]) <= CONFIDENCE.index(vllm["confidence"])

@@ -77,6 +77,11 @@ def test_the_direct_child_ends_with_a_killed_parent_and_only_it_arms(code, armed
 
 def test_without_the_variable_nothing_is_armed():
     env = {k: v for k, v in os.environ.items() if k != "LOADLINE_PARENT_PID"}
-    out = subprocess.run([sys.executable, "-c", "from loadline.core.lifeline import die_with_parent; "
-                          "print(die_with_parent())"], env=env, capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-c", "from loadline.core.lifeline import die_with_parent; print(die_with_parent())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.stdout.strip() == "False", out.stderr

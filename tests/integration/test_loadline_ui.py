@@ -23,8 +23,19 @@ def _listening(port: int) -> bool:
 def test_loadline_ui_serves_the_class_picker_and_stops_with_its_child(tmp_path):
     port = ph.free_port()
     log = tmp_path / "ui.log"
-    cmd = [sys.executable, "-m", "loadline", "ui", "--web-port", str(port), "--host", "http://127.0.0.1:9",
-           "--", "--think-mean", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadline",
+        "ui",
+        "--web-port",
+        str(port),
+        "--host",
+        "http://127.0.0.1:9",
+        "--",
+        "--think-mean",
+        "2",
+    ]
     proc = ph.start(cmd, tmp_path, log)  # not the checkout: the shipped entry files are found anyway
     base = f"http://127.0.0.1:{port}"
     try:

@@ -18,13 +18,13 @@ import uuid
 import orjson
 import pandas as pd
 import pytest
+from spine_helpers import truth_table
 
 from loadline.client import streaming
 from loadline.client.connection import Connection
 from loadline.client.measure import fill_timings
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import RequestRecord
-from spine_helpers import truth_table
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel stamps are Linux's")
 
@@ -37,31 +37,56 @@ def stream_some(url: str, rows: list[dict], body_extra: dict) -> None:
     try:
         for _ in range(REQUESTS_EACH):
             rid = uuid.uuid4().hex
-            body = {"model": "m", "messages": [{"role": "user", "content": "hello " * 10}], "stream": True,
-                    "max_tokens": TOKENS, "stream_options": {"include_usage": True}, **body_extra}
-            response = conn.post("/v1/chat/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json", "X-Request-Id": rid})
+            body = {
+                "model": "m",
+                "messages": [{"role": "user", "content": "hello " * 10}],
+                "stream": True,
+                "max_tokens": TOKENS,
+                "stream_options": {"include_usage": True},
+                **body_extra,
+            }
+            response = conn.post(
+                "/v1/chat/completions",
+                json.dumps(body).encode(),
+                {"Content-Type": "application/json", "X-Request-Id": rid},
+            )
             result = StreamResult()
             read_stream(response, chat_content, result)
             response.close()
             rec = RequestRecord(rid, "w", "u", "c", "", 0, "/v1/chat/completions", "m", response.sent_wall)
             fill_timings(rec, result, response.sent_perf, result.ended_at)
             usage = result.usage or {}
-            rows.append({"request_id": rid, "start_wall": response.sent_wall, "ttft_ms": rec.ttft_ms,
-                         "ttfo_ms": rec.ttfo_ms, "reasoning_ms": rec.reasoning_ms, "e2e_ms": rec.e2e_ms,
-                         "tpot_ms": rec.tpot_ms, "rec_output": rec.output_tokens, "rec_reasoning": rec.reasoning_tokens,
-                         "reasoning_chunks": result.reasoning_chunks, "chunks": rec.content_chunks,
-                         "answer_chunks": len(result.pieces), "rec_tool_calls": rec.tool_calls,
-                         "finish": rec.finish_reason, "cached": rec.cached_tokens, "read_delay_ms": rec.read_delay_ms,
-                         "usage_reasoning": (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")})
+            rows.append(
+                {
+                    "request_id": rid,
+                    "start_wall": response.sent_wall,
+                    "ttft_ms": rec.ttft_ms,
+                    "ttfo_ms": rec.ttfo_ms,
+                    "reasoning_ms": rec.reasoning_ms,
+                    "e2e_ms": rec.e2e_ms,
+                    "tpot_ms": rec.tpot_ms,
+                    "rec_output": rec.output_tokens,
+                    "rec_reasoning": rec.reasoning_tokens,
+                    "reasoning_chunks": result.reasoning_chunks,
+                    "chunks": rec.content_chunks,
+                    "answer_chunks": len(result.pieces),
+                    "rec_tool_calls": rec.tool_calls,
+                    "finish": rec.finish_reason,
+                    "cached": rec.cached_tokens,
+                    "read_delay_ms": rec.read_delay_ms,
+                    "usage_reasoning": (usage.get("completion_tokens_details") or {}).get("reasoning_tokens"),
+                }
+            )
     finally:
         conn.close()
 
 
 def run_streams(sim, body_extra: dict | None = None) -> pd.DataFrame:
     rows: list[dict] = []
-    threads = [threading.Thread(target=stream_some, args=(sim.url, rows, body_extra or {}), daemon=True)
-               for _ in range(THREADS)]
+    threads = [
+        threading.Thread(target=stream_some, args=(sim.url, rows, body_extra or {}), daemon=True)
+        for _ in range(THREADS)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -77,8 +102,15 @@ def test_ttft_and_ttfo_of_reasoning_streams_match_the_simulators_truth(sim_serve
     parses: list[bytes] = []
     real = orjson.loads
     monkeypatch.setattr(streaming, "_loads", lambda data: parses.append(data) or real(data))
-    sim = sim_server("tiny", "--set", "reasoning_share=0.5", "--set", f"reasoning_field={field}",
-                     "--set", "enable_prompt_tokens_details=true")
+    sim = sim_server(
+        "tiny",
+        "--set",
+        "reasoning_share=0.5",
+        "--set",
+        f"reasoning_field={field}",
+        "--set",
+        "enable_prompt_tokens_details=true",
+    )
     records = run_streams(sim, {"ignore_eos": True})
 
     assert (records.reasoning_tokens == TOKENS // 2).all()
@@ -118,7 +150,12 @@ def test_a_tool_call_reply_is_ok_and_counted(sim_server):
     assert (records.finish == records.finish_reason).all()
     assert (records.rec_output == records.output_tokens).all()  # never an empty reply
     with_call = records[records.output_tokens > records.reasoning_tokens]
-    assert len(with_call) and (with_call.rec_tool_calls == 1).all() and (with_call.tool_calls == 1).all() and (with_call.answer_chunks == 0).all()
+    assert (
+        len(with_call)
+        and (with_call.rec_tool_calls == 1).all()
+        and (with_call.tool_calls == 1).all()
+        and (with_call.answer_chunks == 0).all()
+    )
     assert (with_call.chunks == with_call.output_tokens).all()
     ttfo_err = (with_call.start_wall + with_call.ttfo_ms / 1000 - with_call.first_answer_token) * 1000
     assert (ttfo_err > -STAMP_TOLERANCE_MS).all(), ttfo_err.describe()

@@ -10,8 +10,9 @@ PROBE = "import sys, {module}; print('matplotlib' in sys.modules)"
 
 
 def imports_matplotlib(module: str) -> bool:
-    done = subprocess.run([sys.executable, "-c", PROBE.format(module=module)], capture_output=True, text=True,
-                          timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(module=module)], capture_output=True, text=True, timeout=60, check=True
+    )
     return done.stdout.strip() == "True"
 
 

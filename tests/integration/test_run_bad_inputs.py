@@ -92,8 +92,13 @@ def test_bad_input_is_one_line_exit_2_before_anything_starts_in_process(tmp_path
 def test_locusts_own_option_errors_say_locust_not___main__(tmp_path):
     from loadline.commands.run import LOCUST  # the launcher loadline run starts Locust with
 
-    done = subprocess.run([*LOCUST, "-f", str(REPO / "locustfiles" / "chat.py"), "--headless", "--think-mean", "abc"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*LOCUST, "-f", str(REPO / "locustfiles" / "chat.py"), "--headless", "--think-mean", "abc"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "locust: error: argument --think-mean: invalid float value: 'abc'" in done.stderr, done.stderr[-1000:]
     assert "__main__.py" not in done.stderr
@@ -101,8 +106,13 @@ def test_locusts_own_option_errors_say_locust_not___main__(tmp_path):
 
 def test_help_after_the_separator_lists_loadlines_and_the_shapes_options_and_starts_nothing(tmp_path):
     # Locust's own --help stops before it loads locustfiles: it listed none of these and exited 2
-    done = subprocess.run([sys.executable, "-m", "loadline", "run", "--", "--help"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "loadline", "run", "--", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     for option in ("--think-p90", "--max-tokens", "--slo-file", "--step-hold", "--burst-factor", "--stages-file"):
         assert option in done.stdout, option

@@ -47,8 +47,10 @@ check.stop()
 print(json.dumps(check.sample_rows()))
 """
 
-HOG = "import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\nend = time.monotonic() + float(sys.argv[2])\n" \
-      "while time.monotonic() < end:\n    pass\n"
+HOG = (
+    "import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\nend = time.monotonic() + float(sys.argv[2])\n"
+    "while time.monotonic() < end:\n    pass\n"
+)
 
 
 def sample(mode: str, hog: bool) -> tuple[float, float]:
@@ -56,8 +58,13 @@ def sample(mode: str, hog: bool) -> tuple[float, float]:
     core = max(os.sched_getaffinity(0))
     neighbour = subprocess.Popen([sys.executable, "-c", HOG, str(core), str(SECONDS + 2)]) if hog else None
     try:
-        done = subprocess.run([sys.executable, "-c", WORKER, str(core), mode, str(SECONDS)], cwd=REPO,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", WORKER, str(core), mode, str(SECONDS)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         if neighbour is not None:
             neighbour.kill()

@@ -15,10 +15,24 @@ SQUARE = ROOT / "tests" / "fixtures" / "square_shape.py"  # a shape outside the 
 
 
 def locust(tmp_path: Path, shape: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "locust", "-f", f"{IDLE_USER},{ENTRY}", "--shape", shape, "--headless",
-           "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "runs"), *args]
-    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, **(env or {})})
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        f"{IDLE_USER},{ENTRY}",
+        "--shape",
+        shape,
+        "--headless",
+        "--host",
+        "http://127.0.0.1:9",
+        "--out",
+        str(tmp_path / "runs"),
+        *args,
+    ]
+    return subprocess.run(
+        cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **(env or {})}
+    )
 
 
 def test_plain_locust_runs_the_pulse_shape_and_writes_the_timeline(tmp_path):
@@ -28,7 +42,10 @@ def test_plain_locust_runs_the_pulse_shape_and_writes_the_timeline(tmp_path):
     with open(phases, newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(r["label"], r["target_users"], r["users_end"]) for r in rows] == [
-        ("baseline", "2", "2"), ("burst-1 (6 users)", "6", "6"), ("recover-1 (2 users)", "2", "2")]
+        ("baseline", "2", "2"),
+        ("burst-1 (6 users)", "6", "6"),
+        ("recover-1 (2 users)", "2", "2"),
+    ]
     assert "Phase 2/3: burst-1 (6 users)" in done.stderr
 
 
@@ -49,34 +66,55 @@ def test_an_unknown_shape_is_one_line_and_exit_2(tmp_path):
 def test_the_entry_file_offers_every_shape_to_the_class_picker_the_selected_one_first():
     # Locust's own loader, in a child process (the entry file hooks loadline.runtime.plugin into Locust's
     # events); a shape in a fixture file joins through LOADLINE_SHAPE_MODULES alone.
-    code = ("import sys; from locust.util.load_locustfile import load_locustfile; "
-            "users, shapes = load_locustfile(sys.argv[1]); print([type(s).__name__ for s in shapes])")
-    done = subprocess.run([sys.executable, "-c", code, str(ENTRY), "--shape", "square"],
-                          capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, "LOADLINE_SHAPE_MODULES": str(SQUARE)})
+    code = (
+        "import sys; from locust.util.load_locustfile import load_locustfile; "
+        "users, shapes = load_locustfile(sys.argv[1]); print([type(s).__name__ for s in shapes])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(ENTRY), "--shape", "square"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "LOADLINE_SHAPE_MODULES": str(SQUARE)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == (
-        "['SquareWaveShape', 'PulseShape', 'RateStepShape', 'RateSweepShape', 'SoakShape', 'StagesShape', 'StepShape']")
+        "['SquareWaveShape', 'PulseShape', 'RateStepShape', 'RateSweepShape', 'SoakShape', 'StagesShape', 'StepShape']"
+    )
 
 
 def test_loadline_run_lists_the_shapes_without_importing_locust():
     """The catalog is read from source: gevent's monkey-patching stays out of the supervising process."""
-    code = ("import sys; from loadline.commands import run; import argparse; p = argparse.ArgumentParser(); "
-            "run.add_arguments(p); print('square' in p.format_help(), 'locust' in sys.modules, 'gevent' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, "LOADLINE_SHAPE_MODULES": str(SQUARE)})
+    code = (
+        "import sys; from loadline.commands import run; import argparse; p = argparse.ArgumentParser(); "
+        "run.add_arguments(p); print('square' in p.format_help(), 'locust' in sys.modules, 'gevent' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "LOADLINE_SHAPE_MODULES": str(SQUARE)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "False", "False"]
 
 
 def test_a_fixture_shape_runs_through_plain_locust(tmp_path):
-    done = locust(tmp_path, "square", "--time-scale", "60", "--square-half", "60",
-                  env={"LOADLINE_SHAPE_MODULES": str(SQUARE)})
+    done = locust(
+        tmp_path, "square", "--time-scale", "60", "--square-half", "60", env={"LOADLINE_SHAPE_MODULES": str(SQUARE)}
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (phases,) = (tmp_path / "runs").glob("*/phases.csv")
     with open(phases, newline="") as f:
         assert [(r["label"], r["users_end"]) for r in csv.DictReader(f)] == [
-            ("low-1", "2"), ("high-1", "6"), ("low-2", "2"), ("high-2", "6")]
+            ("low-1", "2"),
+            ("high-1", "6"),
+            ("low-2", "2"),
+            ("high-2", "6"),
+        ]
 
 
 def free_port() -> int:
@@ -104,11 +142,30 @@ def test_web_ui_form_picks_a_shape_and_sets_its_options(tmp_path):
     import urllib.request
 
     port = free_port()
-    cmd = [sys.executable, "-m", "locust", "-f", f"{IDLE_USER},{ENTRY}", "--class-picker",
-           "--web-host", "127.0.0.1", "--web-port", str(port), "--host", "http://127.0.0.1:9",
-           "--out", str(tmp_path / "runs")]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "LOADLINE_SHAPE_MODULES": str(SQUARE)})
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        f"{IDLE_USER},{ENTRY}",
+        "--class-picker",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--host",
+        "http://127.0.0.1:9",
+        "--out",
+        str(tmp_path / "runs"),
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "LOADLINE_SHAPE_MODULES": str(SQUARE)},
+    )
     base = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -122,9 +179,19 @@ def test_web_ui_form_picks_a_shape_and_sets_its_options(tmp_path):
         page = urllib.request.urlopen(base + "/", timeout=10).read()
         # the fixture file's shape is in the class picker and its options in the form
         assert b"SquareWaveShape" in page and b"square_high_users" in page
-        form = {"user_count": "1", "spawn_rate": "1", "host": "http://127.0.0.1:9", "shape_class": "StepShape",
-                "user_classes": "IdleUser", "time_scale": "60", "baseline_hold": "60", "step_start_users": "2",
-                "step_max_users": "4", "step_hold": "120", "step_stop_on_slo": "false"}
+        form = {
+            "user_count": "1",
+            "spawn_rate": "1",
+            "host": "http://127.0.0.1:9",
+            "shape_class": "StepShape",
+            "user_classes": "IdleUser",
+            "time_scale": "60",
+            "baseline_hold": "60",
+            "step_start_users": "2",
+            "step_max_users": "4",
+            "step_hold": "120",
+            "step_stop_on_slo": "false",
+        }
         request = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode())
         assert b"StepShape" in urllib.request.urlopen(request, timeout=10).read()
 

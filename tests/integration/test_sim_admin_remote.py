@@ -9,9 +9,9 @@ import urllib.error
 import urllib.request
 
 import pytest
+from spine_helpers import REPO
 
 from loadline.shapes.drill import ADMIN_TOKEN_ENV, FaultAction, post
-from spine_helpers import REPO
 
 TOKEN = "s3cret-admin-token"
 
@@ -26,8 +26,13 @@ def _get(url: str, token: str | None = None) -> int:
 
 
 def test_a_non_loopback_admin_address_without_a_token_is_refused():
-    proc = subprocess.run([sys.executable, "-m", "loadline", "sim", "--port", "0", "--admin", "--admin-host", "0.0.0.0"],
-                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "loadline", "sim", "--port", "0", "--admin", "--admin-host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert proc.returncode == 2
     assert "--admin-token" in proc.stderr and "Traceback" not in proc.stderr
 

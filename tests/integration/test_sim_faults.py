@@ -49,8 +49,9 @@ def test_error_rate_and_latency_spike_switch_on_and_off(sim_server):
     sim.stop()
     truth = {r["request_id"]: r for r in read_truth(sim.truth_path)}
     assert truth["before"]["faults"] == [] and truth["before"]["outcome"] == "ok"
-    assert all(truth[f"bad-{i}"]["outcome"] == "fault" and truth[f"bad-{i}"]["faults"] == ["error_rate"]
-               for i in range(6))
+    assert all(
+        truth[f"bad-{i}"]["outcome"] == "fault" and truth[f"bad-{i}"]["faults"] == ["error_rate"] for i in range(6)
+    )
     assert truth["spiked"]["faults"] == ["latency_spike"] and truth["calm"]["faults"] == []
 
 
@@ -60,8 +61,9 @@ def test_killed_replica_comes_back_after_its_restart_delay(sim_server):
 
     async def kill_during_stream():
         long = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 100, "ignore_eos": True}
-        streams = [asyncio.ensure_future(stream_chat(sim.url + "/v1/chat/completions", long, f"victim-{i}"))
-                   for i in range(2)]
+        streams = [
+            asyncio.ensure_future(stream_chat(sim.url + "/v1/chat/completions", long, f"victim-{i}")) for i in range(2)
+        ]
         await asyncio.sleep(0.3)
         await asyncio.to_thread(post_json, sim.admin_url + "/admin/replicas/0/kill", {"restart_after_s": 10})
         return time.monotonic(), await asyncio.gather(*streams)
@@ -91,8 +93,9 @@ def test_memory_leak_ends_in_an_oom_restart(sim_server):
     post_json(sim.admin_url + "/admin/faults", {"leak_blocks_per_s": 200})  # 256 blocks gone in ~1.3 model s
     leaked = _wait_for(lambda: metric(scrape(sim.url), "loadline_sim_kv_blocks_leaked"), timeout=5)
     assert leaked > 0
-    assert _wait_for(lambda: metric(scrape(sim.url), "loadline_sim_replica_restarts_total", reason="oom") >= 1,
-                     timeout=10)
+    assert _wait_for(
+        lambda: metric(scrape(sim.url), "loadline_sim_replica_restarts_total", reason="oom") >= 1, timeout=10
+    )
     post_json(sim.admin_url + "/admin/faults/clear")
     assert _wait_for(lambda: metric(scrape(sim.url), "loadline_sim_replica_up") == 1, timeout=10)
     samples = scrape(sim.url)

@@ -11,6 +11,7 @@ import sys
 
 from conftest import REPO
 from sim_client import median, read_truth, stream_chat
+
 from loadline.simulator.config import build_config
 from loadline.simulator.costmodel import single_stream_estimate
 
@@ -33,8 +34,13 @@ def test_sigterm_mid_stream_stops_cleanly_and_flushes_truth(sim_server):
 
 
 def test_startup_line_is_exactly_the_contract():
-    proc = subprocess.Popen([sys.executable, "-m", "loadline", "sim", "--profile", "tiny", "--port", "0"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadline", "sim", "--profile", "tiny", "--port", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         first = proc.stdout.readline()
         assert re.fullmatch(r"loadline-sim listening on http://127\.0\.0\.1:\d+\n", first), first

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from sim_client import median, metric, read_truth, run_streams, scrape
 
 MODEL = "loadline/tiny-sim"
@@ -14,8 +13,12 @@ MODEL = "loadline/tiny-sim"
 def _body(max_tokens: int, words: int = 20, tag: str = "") -> dict:
     """A prompt of `words` + 1 word tokens (+ 7 template tokens); distinct tags defeat prefix caching."""
     content = " ".join([tag or "user"] + ["word"] * words)
-    return {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens,
-            "ignore_eos": True}
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+    }
 
 
 @pytest.mark.exclusive  # ITL at 256 vs 64 streams: a simulator starved by neighbours steps slower (failed once in the parallel phase)

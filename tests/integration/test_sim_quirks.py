@@ -12,7 +12,6 @@ import uuid
 
 import pytest
 import requests
-
 from sim_client import metric, run_streams, scrape
 from spine_helpers import truth_table
 
@@ -22,8 +21,13 @@ from loadline.client.streaming import StreamFailure, StreamResult, chat_content,
 from loadline.core.identity import next_request_id
 from loadline.core.records import ErrorClass
 
-BODY = {"model": "m", "messages": [{"role": "user", "content": "hello there"}], "stream": True,
-        "max_tokens": 8, "stream_options": {"include_usage": True}}
+BODY = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "hello there"}],
+    "stream": True,
+    "max_tokens": 8,
+    "stream_options": {"include_usage": True},
+}
 
 
 def _post(conn: Connection, request_id: str | None, body: dict = BODY):
@@ -119,10 +123,18 @@ def test_unknown_quirk_is_refused_in_one_line(sim_server):
 
 
 LLAMACPP_NAMES = {  # the vendored llama-server's /metrics (REFERENCE-llamacpp.md) plus the older kv_cache_* pair
-    "llamacpp:prompt_tokens_total", "llamacpp:prompt_seconds_total", "llamacpp:tokens_predicted_total",
-    "llamacpp:tokens_predicted_seconds_total", "llamacpp:prompt_tokens_seconds", "llamacpp:predicted_tokens_seconds",
-    "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:n_decode_total",
-    "llamacpp:n_busy_slots_per_decode", "llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_tokens",
+    "llamacpp:prompt_tokens_total",
+    "llamacpp:prompt_seconds_total",
+    "llamacpp:tokens_predicted_total",
+    "llamacpp:tokens_predicted_seconds_total",
+    "llamacpp:prompt_tokens_seconds",
+    "llamacpp:predicted_tokens_seconds",
+    "llamacpp:requests_processing",
+    "llamacpp:requests_deferred",
+    "llamacpp:n_decode_total",
+    "llamacpp:n_busy_slots_per_decode",
+    "llamacpp:kv_cache_usage_ratio",
+    "llamacpp:kv_cache_tokens",
 }
 
 

@@ -30,7 +30,6 @@ from urllib.parse import urlparse
 
 import pytest
 from gevent.monkey import get_original  # conftest patches socket/select; this reader must not yield
-
 from spine_helpers import truth_table
 
 from loadline.core.kernel_stamps import SO_TIMESTAMPNS
@@ -99,10 +98,19 @@ def single_write_stamps(stream: Stream) -> tuple[float | None, float | None, flo
 
 
 def request_bytes(host: str, rid: str) -> bytes:
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello " * 10}], "stream": True,
-                       "max_tokens": MAX_TOKENS, "ignore_eos": True}).encode()
-    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"X-Request-Id: {rid}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    body = json.dumps(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hello " * 10}],
+            "stream": True,
+            "max_tokens": MAX_TOKENS,
+            "ignore_eos": True,
+        }
+    ).encode()
+    return (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"X-Request-Id: {rid}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 def stream_all(url: str) -> list[Stream]:
@@ -186,7 +194,8 @@ def test_truth_stamps_are_the_kernels_send_times(sim_server, event_loop_name):
     assert all(-TOLERANCE_MS < err < TOLERANCE_MS + took for err, took in first_err), first_err
     assert all(-TOLERANCE_MS < err < TOLERANCE_MS + took for err, took in last_err), last_err
     assert sum(took < TOLERANCE_MS for _, took in first_err + last_err) >= len(first_err + last_err) // 2, (
-        "the simulator's writes were slow: no stamp was tested to the tolerance")
+        "the simulator's writes were slow: no stamp was tested to the tolerance"
+    )
     # a read holding several writes is stamped late (its newest write), never before the truth
     assert min(any_err) > -TOLERANCE_MS, any_err
 

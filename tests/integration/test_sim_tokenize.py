@@ -39,16 +39,22 @@ def test_usage_counts_what_tokenize_counts(sim_server):
     assert reply["usage"]["prompt_tokens"] == counted
 
 
-@pytest.mark.parametrize("quirks, expected_error", [
-    ((), {"type": "BadRequestError", "code": 400, "param": None}),
-    (("--quirks", "llamacpp-api"), {"type": "exceed_context_size_error", "code": 400, "n_prompt_tokens": 101,
-                                    "n_ctx": 100}),
-])
+@pytest.mark.parametrize(
+    "quirks, expected_error",
+    [
+        ((), {"type": "BadRequestError", "code": 400, "param": None}),
+        (
+            ("--quirks", "llamacpp-api"),
+            {"type": "exceed_context_size_error", "code": 400, "n_prompt_tokens": 101, "n_ctx": 100},
+        ),
+    ],
+)
 def test_a_prompt_over_the_context_gets_the_engines_own_400(sim_server, quirks, expected_error):
     sim = sim_server("tiny", "--set", "max_model_len=100", *quirks)
     content = " ".join(["ab"] * 94)  # 94 + 4 + 3 = 101 tokens
-    response = _post(sim.url, "/v1/chat/completions", {"messages": [{"role": "user", "content": content}],
-                                                        "max_tokens": 4})
+    response = _post(
+        sim.url, "/v1/chat/completions", {"messages": [{"role": "user", "content": content}], "max_tokens": 4}
+    )
     assert response.status_code == 400
     error = response.json()["error"]
     assert {k: error[k] for k in expected_error} == expected_error

@@ -24,13 +24,13 @@ import uuid
 
 import pandas as pd
 import pytest
+from spine_helpers import truth_table
 
 from loadline.client import body_reader
 from loadline.client.connection import Connection
 from loadline.client.measure import fill_timings
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import RequestRecord
-from spine_helpers import truth_table
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel stamps are Linux's")
 
@@ -43,24 +43,44 @@ def stream_some(url: str, rows: list[dict]) -> None:
     try:
         for _ in range(REQUESTS_EACH):
             rid = uuid.uuid4().hex
-            body = {"model": "m", "messages": [{"role": "user", "content": "hello " * 10}], "stream": True,
-                    "max_tokens": 8, "ignore_eos": True, "stream_options": {"include_usage": True}}
-            response = conn.post("/v1/chat/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json", "X-Request-Id": rid})
+            body = {
+                "model": "m",
+                "messages": [{"role": "user", "content": "hello " * 10}],
+                "stream": True,
+                "max_tokens": 8,
+                "ignore_eos": True,
+                "stream_options": {"include_usage": True},
+            }
+            response = conn.post(
+                "/v1/chat/completions",
+                json.dumps(body).encode(),
+                {"Content-Type": "application/json", "X-Request-Id": rid},
+            )
             result = StreamResult()
             read_stream(response, chat_content, result)
             response.close()
             rec = RequestRecord(rid, "w", "u", "c", "", 0, "/v1/chat/completions", "m", response.sent_wall)
             fill_timings(rec, result, response.sent_perf, result.ended_at)
-            rows.append({"request_id": rid, "start_wall": response.sent_wall,
-                         "ttfb_ms": (response.headers_at - response.sent_perf) * 1000, "ttft_ms": rec.ttft_ms,
-                         "e2e_ms": rec.e2e_ms, "clock": rec.clock, "read_delay_ms": rec.read_delay_ms})
+            rows.append(
+                {
+                    "request_id": rid,
+                    "start_wall": response.sent_wall,
+                    "ttfb_ms": (response.headers_at - response.sent_perf) * 1000,
+                    "ttft_ms": rec.ttft_ms,
+                    "e2e_ms": rec.e2e_ms,
+                    "clock": rec.clock,
+                    "read_delay_ms": rec.read_delay_ms,
+                }
+            )
     finally:
         conn.close()
 
 
-@pytest.mark.parametrize("watch", [body_reader.WATCH_OFF, body_reader.WATCH_ON, body_reader.WATCH_WITHIN_BUDGET],
-                         ids=["reads", "first-bytes-watch", "watch-within-budget"])
+@pytest.mark.parametrize(
+    "watch",
+    [body_reader.WATCH_OFF, body_reader.WATCH_ON, body_reader.WATCH_WITHIN_BUDGET],
+    ids=["reads", "first-bytes-watch", "watch-within-budget"],
+)
 def test_first_token_and_ttfb_stamps_match_the_simulators_truth(sim_server, watch, monkeypatch):
     """Every way of stamping first tokens: the reader's reads (=0), the watch (=1), and the watch within
     its budget (the default: it may rest on a busy box, and its replies are then stamped by their reads)."""
@@ -68,8 +88,7 @@ def test_first_token_and_ttfb_stamps_match_the_simulators_truth(sim_server, watc
     monkeypatch.setattr(body_reader, "_reader", [])  # a reader made with that setting
     sim = sim_server("tiny")
     rows: list[dict] = []
-    threads = [threading.Thread(target=stream_some, args=(sim.url, rows), daemon=True)
-               for _ in range(THREADS)]
+    threads = [threading.Thread(target=stream_some, args=(sim.url, rows), daemon=True) for _ in range(THREADS)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -19,14 +19,20 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from loadline.client import body_reader
 from loadline.client.connection import READ_SIZE, IncompleteBody, ReadTimeout
 from loadline.client.streaming import PULL, StreamFailure, StreamResult, chat_content, read_stream
 from loadline.core.records import ErrorClass
 
 CASES = 3500  # per test: 3 x 3,500 = 10,500 generated cases
-FUZZ = settings(max_examples=CASES, deadline=None, database=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=CASES,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 CUTS = (None, "reset", "timeout", "incomplete")  # how the body ends: cleanly, or cut by the transport
 
 
@@ -129,8 +135,30 @@ def record(result: StreamResult) -> tuple:
 # --- valid streams ------------------------------------------------------------------------------------
 # Token texts: multi-byte UTF-8 (2, 3 and 4 bytes), SSE and JSON syntax inside content, empty deltas.
 # Sampled rather than st.text(): generating free text costs most of a case's time.
-TEXT = st.sampled_from(["", " a", " the", "é", "ß", "日本", "語", "🙂", "👩‍💻", "\n", "\r\n", "data: [DONE]", "\n\ndata: x",
-                        '"', "\\", "{", "}", ":", "\u2028", "\x00"])
+TEXT = st.sampled_from(
+    [
+        "",
+        " a",
+        " the",
+        "é",
+        "ß",
+        "日本",
+        "語",
+        "🙂",
+        "👩‍💻",
+        "\n",
+        "\r\n",
+        "data: [DONE]",
+        "\n\ndata: x",
+        '"',
+        "\\",
+        "{",
+        "}",
+        ":",
+        "\u2028",
+        "\x00",
+    ]
+)
 
 
 def chunk_line(obj: dict, eol: bytes) -> bytes:
@@ -143,7 +171,11 @@ def valid_streams(draw) -> bytes:
     parts = [b": keep-alive comment" + eol + eol] if draw(st.booleans()) else []
     for text in draw(st.lists(TEXT, max_size=12)):
         parts.append(chunk_line({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}, eol))
-    parts.append(chunk_line({"choices": [{"index": 0, "delta": {}, "finish_reason": draw(st.sampled_from(["stop", "length"]))}]}, eol))
+    parts.append(
+        chunk_line(
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": draw(st.sampled_from(["stop", "length"]))}]}, eol
+        )
+    )
     if draw(st.booleans()):
         tokens = draw(st.integers(0, 10_000))
         parts.append(chunk_line({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": tokens}}, eol))
@@ -173,7 +205,7 @@ def corrupted_streams(draw) -> bytes:
         elif kind == "insert":
             data[at:at] = draw(st.binary(max_size=32))
         elif kind == "delete":
-            del data[at:at + draw(st.integers(1, 32))]
+            del data[at : at + draw(st.integers(1, 32))]
         elif kind == "truncate":
             del data[at:]
         elif kind == "non-utf8":
@@ -208,8 +240,11 @@ def everything(result: StreamResult) -> tuple:
 
 
 @PUSH_CASES
-@given(st.one_of(valid_streams(), corrupted_streams()), st.lists(st.integers(min_value=0), max_size=20),
-       st.sampled_from(CUTS))
+@given(
+    st.one_of(valid_streams(), corrupted_streams()),
+    st.lists(st.integers(min_value=0), max_size=20),
+    st.sampled_from(CUTS),
+)
 def test_the_body_reader_and_the_pull_path_give_the_same_record(stream, cuts, cut):
     pulled, pulled_status = outcome(split(stream, cuts), cut)
     pushed, pushed_status = outcome(split(stream, cuts), cut, PushedBody)

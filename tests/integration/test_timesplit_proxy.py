@@ -17,10 +17,10 @@ import urllib.request
 from contextlib import contextmanager
 
 import pandas as pd
+from sim_client import stream_chat
 
 from loadline.analysis.data.prom_ingest import parse_text
 from loadline.analysis.verdict.timesplit import time_split
-from sim_client import stream_chat
 from tests.synthetic import make_requests
 
 MODEL = "loadline/tiny-sim"
@@ -65,8 +65,9 @@ asyncio.run(main())
 def delaying_proxy(upstream_port: int, delay_s: float):
     """A TCP proxy on a free loopback port, in its own process (an asyncio loop in a thread of this
     gevent-patched test process would share the thread's running loop); yields its base URL."""
-    proc = subprocess.Popen([sys.executable, "-c", PROXY, str(upstream_port), str(delay_s)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROXY, str(upstream_port), str(delay_s)], stdout=subprocess.PIPE, text=True
+    )
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 10)
         assert ready, "the proxy did not start"

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import loadline.client.endpoint as endpoint
-from loadline.client.connection import Connection, ConnectError
+from loadline.client.connection import ConnectError, Connection
 from loadline.client.failures import classify
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import ErrorClass
@@ -52,14 +52,35 @@ for _ in range(int(sys.argv[3])):
 @pytest.fixture
 def tls_server(tmp_path):
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     servers: list[subprocess.Popen] = []
 
     def start(connections: int) -> int:
-        server = subprocess.Popen([sys.executable, "-c", SERVER, str(cert), str(key), str(connections)],
-                                  stdout=subprocess.PIPE, text=True)
+        server = subprocess.Popen(
+            [sys.executable, "-c", SERVER, str(cert), str(key), str(connections)], stdout=subprocess.PIPE, text=True
+        )
         servers.append(server)
         return int(server.stdout.readline())
 

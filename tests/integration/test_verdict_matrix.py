@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import pytest
-
 import metric_scenarios as ms
+import pytest
 import verdict_matrix as vm
+
 from loadline.analysis.data.load import load_run
 from loadline.analysis.data.timescale import model_run
 from loadline.analysis.stats.phases import phase_table
@@ -52,8 +52,10 @@ def test_each_variant_names_its_layer_with_its_defining_evidence(variant, tmp_pa
 
 @pytest.mark.parametrize("variant", [v for v in vm.VARIANTS if v.shape == "fixed"][:3], ids=lambda v: v.id)
 def test_the_same_scenario_three_times_gives_the_same_verdict(variant, tmp_path):
-    seen = {(v["layer"], v["confidence"], v["window"]["label"])
-            for v in (verdict_of(variant, tmp_path / str(i)) for i in range(3))}
+    seen = {
+        (v["layer"], v["confidence"], v["window"]["label"])
+        for v in (verdict_of(variant, tmp_path / str(i)) for i in range(3))
+    }
     assert len(seen) == 1, seen
 
 
@@ -115,7 +117,10 @@ def test_confidence_follows_the_margin_of_the_weakest_signal(tmp_path):
     assert borderline["layer"] == sure["layer"] == "scheduler"
     assert borderline["margin"] < sure["margin"]
     # 60 % of scrapes against 50 %: the room left (40 %) is 25 % inside the threshold's (50 %): medium
-    assert (borderline["confidence"], sure["confidence"]) == ("medium", "high"), (borderline["evidence"], sure["evidence"])
+    assert (borderline["confidence"], sure["confidence"]) == ("medium", "high"), (
+        borderline["evidence"],
+        sure["evidence"],
+    )
 
 
 def test_a_slow_moment_at_fixed_load_is_not_a_limit(tmp_path):
@@ -152,8 +157,11 @@ def test_a_pinned_cap_with_rising_per_token_time_names_the_cap_then_compute(vari
     text = " ".join(verdict["evidence"])
     for words in (*vm.DEFINING["scheduler"], "per-token time also rises with the batch"):
         assert words in text, (words, verdict["evidence"])
-    running, waiting = (("llamacpp:requests_processing", "llamacpp:requests_deferred") if variant.dialect == "llamacpp"
-                        else ("vllm:num_requests_running", "vllm:num_requests_waiting"))
+    running, waiting = (
+        ("llamacpp:requests_processing", "llamacpp:requests_deferred")
+        if variant.dialect == "llamacpp"
+        else ("vllm:num_requests_running", "vllm:num_requests_waiting")
+    )
     assert running in verdict["sentence"] and waiting in verdict["sentence"], verdict["sentence"]
     assert "raising the cap alone will not help" in verdict["sentence"], verdict["sentence"]
     assert verdict["actions"][0].startswith("do not raise the cap alone"), verdict["actions"]
@@ -167,8 +175,13 @@ def test_jittery_small_slices_of_a_healthy_run_are_headroom(tmp_path):
 
     from loadline.core import runfolder
 
-    sc = ms.Scenario("paced", [ms.Phase(1, rps=1.5, ttft_ms=40.0, tpot_ms=0.6, running=0.1, gpu=0.1, kv=0.01),
-                               ms.Phase(2, rps=3.0, ttft_ms=40.0, tpot_ms=0.6, running=0.2, gpu=0.1, kv=0.01)])
+    sc = ms.Scenario(
+        "paced",
+        [
+            ms.Phase(1, rps=1.5, ttft_ms=40.0, tpot_ms=0.6, running=0.1, gpu=0.1, kv=0.01),
+            ms.Phase(2, rps=3.0, ttft_ms=40.0, tpot_ms=0.6, running=0.2, gpu=0.1, kv=0.01),
+        ],
+    )
     run_dir = ms.write_scenario(sc, tmp_path / "paced")
     requests = pd.read_csv(run_dir / runfolder.REQUESTS)
     last = requests.index[requests["start_wall"] >= ms.T0 + 16.7]  # the last slice: 10 requests at 2 users
@@ -189,7 +202,10 @@ def test_a_time_slice_is_named_in_model_time_as_the_charts_draw_it(tmp_path, sca
     run = load_run(ms.write_scenario(sc, tmp_path / "run", vm.server_table(variant, sc), one_phase=True))
     labels = {}
     for s in (1.0, scale):
-        run.manifest = {**(run.manifest or {}), "options": {**((run.manifest or {}).get("options") or {}), "time_scale": s}}
+        run.manifest = {
+            **(run.manifest or {}),
+            "options": {**((run.manifest or {}).get("options") or {}), "time_scale": s},
+        }
         model = model_run(run)  # as the report reads it
         labels[s] = [w.label for w in build_context(model, phase_table(model)).windows if w.kind == "slice"]
     assert len(labels[1.0]) >= 2 and len(labels[scale]) == len(labels[1.0]), labels

@@ -29,8 +29,20 @@ def test_llm_tab_links_serve_the_run_folder_without_out(sim_server, tmp_path):
     sim = sim_server("tiny")
     port = ph.free_port()
     log = tmp_path / "locust.log"
-    cmd = [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"),
-           "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, *FAST_USER]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(REPO / "locustfiles" / "chat.py"),
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--host",
+        sim.url,
+        *FAST_USER,
+    ]
     proc = ph.start(cmd, tmp_path, log)  # cwd = tmp_path: the run folder is tmp_path/runs/<id>
     url = f"http://127.0.0.1:{port}"
     try:

@@ -36,11 +36,22 @@ LEFT_EMPTY = {"api_key", "model", "dataset", "scrape_url", "sim_admin_url", "sta
 
 def form_value(name: str, default, out: Path):
     """A valid value other than the default, typed as the users should see it."""
-    special = {"think_mean": 0.3, "think_p90": 0.4, "max_context_tokens": 4096, "time_scale": 2.0,
-               "prompt_mix": "short=1", "request_id_header": "X-Form-Test", "arrival": "constant",
-               "out": str(out), "slo_file": str(REPO / "configs" / "slo" / "default.toml"),
-               "clock_offset_warn": 0.2, "step_max_error_rate": 0.1, "sweep_precision": 0.1,
-               "prompt_tokens": "uniform:20-40", "output_tokens": "uniform:8-16"}
+    special = {
+        "think_mean": 0.3,
+        "think_p90": 0.4,
+        "max_context_tokens": 4096,
+        "time_scale": 2.0,
+        "prompt_mix": "short=1",
+        "request_id_header": "X-Form-Test",
+        "arrival": "constant",
+        "out": str(out),
+        "slo_file": str(REPO / "configs" / "slo" / "default.toml"),
+        "clock_offset_warn": 0.2,
+        "step_max_error_rate": 0.1,
+        "sweep_precision": 0.1,
+        "prompt_tokens": "uniform:20-40",
+        "output_tokens": "uniform:8-16",
+    }
     if name in special:
         return special[name]
     if isinstance(default, bool):
@@ -79,8 +90,22 @@ def web_ui(sim_server, tmp_path):
     sim = sim_server("tiny")
     port = ph.free_port()
     log = tmp_path / "locust.log"
-    cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py,locustfiles/shape.py", "--class-picker",
-           "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--out", str(tmp_path / "runs")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "locustfiles/chat.py,locustfiles/shape.py",
+        "--class-picker",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--host",
+        sim.url,
+        "--out",
+        str(tmp_path / "runs"),
+    ]
     proc = ph.start(cmd, REPO, log)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -96,11 +121,19 @@ def test_every_form_field_reaches_the_users_and_stop_is_stopped_by_the_user(web_
     options = template_args(base)["extra_options"]
     assert "think_p90" in options and browser_field("think_p90") == "think_p9_0"
     out = tmp_path / "form-runs"
-    expected = {name: form_value(name, option["default_value"], out) for name, option in options.items()
-                if name not in LEFT_EMPTY}
+    expected = {
+        name: form_value(name, option["default_value"], out)
+        for name, option in options.items()
+        if name not in LEFT_EMPTY
+    }
     assert all(expected[name] != options[name]["default_value"] for name in expected)
-    form = {"user_count": "1", "spawn_rate": "1", "host": sim.url, "shape_class": "Default",
-            **{browser_field(name): as_posted(value) for name, value in expected.items()}}
+    form = {
+        "user_count": "1",
+        "spawn_rate": "1",
+        "host": sim.url,
+        "shape_class": "Default",
+        **{browser_field(name): as_posted(value) for name, value in expected.items()},
+    }
     assert post(base + "/swarm", form).get("success") is True
 
     manifests = ph.wait_until(lambda: list(out.glob("*/manifest.json")), 30, "the run folder of the form's start")
@@ -120,8 +153,14 @@ def test_every_form_field_reaches_the_users_and_stop_is_stopped_by_the_user(web_
 
 def test_a_start_that_cannot_run_says_why_in_the_llm_tab(web_ui):
     base, sim = web_ui
-    form = {"user_count": "1", "spawn_rate": "1", "host": sim.url, "shape_class": "Default",
-            "think_mean": "0.2", browser_field("think_p90"): "1"}
+    form = {
+        "user_count": "1",
+        "spawn_rate": "1",
+        "host": sim.url,
+        "shape_class": "Default",
+        "think_mean": "0.2",
+        browser_field("think_p90"): "1",
+    }
     post(base + "/swarm", form)
 
     def refused() -> str | None:
@@ -129,7 +168,9 @@ def test_a_start_that_cannot_run_says_why_in_the_llm_tab(web_ui):
 
     reason = ph.wait_until(refused, 30, "the reason the start was refused")
     assert "think" in reason and "\n" not in reason, reason
-    rows = {row["metric"]: row["last"] for row in json.loads(get(base + "/stats/requests"))["extended_stats"][0]["data"]}
+    rows = {
+        row["metric"]: row["last"] for row in json.loads(get(base + "/stats/requests"))["extended_stats"][0]["data"]
+    }
     assert rows["Could not start"] == reason
     # a good start clears it
     post(base + "/swarm", {**form, browser_field("think_p90"): "0.4"})

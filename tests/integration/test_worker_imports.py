@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 ENTRY_FILES = sorted(p for p in (ROOT / "locustfiles").glob("*.py") if not p.name.startswith("_"))
 FORBIDDEN = ("pandas", "matplotlib", "numpy")
 # the master's side: loaded by the plugin only in a master or local process (loadline/runtime/master_side.py)
-MASTER_ONLY = ("loadline.runtime.master_side", "loadline.runtime.collector", "loadline.runtime.live",
-               "loadline.runtime.webui")
+MASTER_ONLY = (
+    "loadline.runtime.master_side",
+    "loadline.runtime.collector",
+    "loadline.runtime.live",
+    "loadline.runtime.webui",
+)
 TIMEOUT_S = 120
 
 PROBE = """
@@ -38,8 +42,14 @@ print(json.dumps(sorted(sys.modules)))
 
 def probe(entry_files: list[Path], cwd: Path) -> tuple[set[str], list[str]]:
     """(modules loaded, `-X importtime` lines) after loading `entry_files` as a worker does."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", PROBE, *map(str, entry_files)], cwd=cwd,
-                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", PROBE, *map(str, entry_files)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
     timings = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
     other = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
     assert done.returncode == 0, "\n".join(other[-30:])
@@ -70,13 +80,16 @@ def test_every_entry_file_loaded_as_a_worker_imports_no_numpy_pandas_matplotlib_
     assert master_only_in(modules) == []
     assert "flask" in modules  # Locust's own (locust.web): the check above is about our pages only
     assert forbidden_in(imported_names(timings)) == [], "\n".join(
-        line for line in timings if any(name in line for name in FORBIDDEN))
+        line for line in timings if any(name in line for name in FORBIDDEN)
+    )
 
 
 def test_the_probe_sees_pandas_when_an_entry_file_imports_it(tmp_path):
     # the control: the same probe, one more entry file that pulls in the report side
     extra = tmp_path / "reporting_entry.py"
-    extra.write_text("import loadline.runtime.plugin  # noqa: F401\nimport loadline.analysis.report.figures  # noqa: F401\n")
+    extra.write_text(
+        "import loadline.runtime.plugin  # noqa: F401\nimport loadline.analysis.report.figures  # noqa: F401\n"
+    )
     modules, timings = probe([ROOT / "locustfiles" / "chat.py", extra], tmp_path)
     assert {"pandas", "matplotlib", "numpy"} <= set(forbidden_in(modules))
     assert "pandas" in imported_names(timings)
@@ -84,11 +97,14 @@ def test_the_probe_sees_pandas_when_an_entry_file_imports_it(tmp_path):
 
 def test_the_probe_sees_the_master_side_when_an_entry_file_imports_it(tmp_path):
     extra = tmp_path / "master_entry.py"
-    extra.write_text("import loadline.runtime.plugin  # noqa: F401\nimport loadline.runtime.master_side  # noqa: F401\n")
+    extra.write_text(
+        "import loadline.runtime.plugin  # noqa: F401\nimport loadline.runtime.master_side  # noqa: F401\n"
+    )
     modules, _ = probe([ROOT / "locustfiles" / "chat.py", extra], tmp_path)
-    assert {"loadline.runtime.webui", "loadline.runtime.webui_live", "loadline.runtime.live"} <= set(master_only_in(modules))
+    assert {"loadline.runtime.webui", "loadline.runtime.webui_live", "loadline.runtime.live"} <= set(
+        master_only_in(modules)
+    )
     assert "numpy" in forbidden_in(modules)
-
 
 
 DUMP_ENTRY = """
@@ -108,16 +124,36 @@ def test_a_real_worker_after_its_init_holds_no_numpy_and_no_master_side(tmp_path
     dump.write_text(DUMP_ENTRY)
     files = ",".join(str(p) for p in (ROOT / "locustfiles" / "chat.py", ROOT / "locustfiles" / "shape.py", dump))
     port = str(free_port())
-    roles = {"master": ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-                        "--web-host", "127.0.0.1", "--web-port", str(free_port()), "--host", "http://127.0.0.1:9"],
-             "worker": ["--worker", "--master-host", "127.0.0.1", "--master-port", port]}
+    roles = {
+        "master": [
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(free_port()),
+            "--host",
+            "http://127.0.0.1:9",
+        ],
+        "worker": ["--worker", "--master-host", "127.0.0.1", "--master-port", port],
+    }
     procs = []
     try:
         for role, args in roles.items():
             env = {**os.environ, "MODULES_OUT": str(tmp_path / f"{role}.json")}
             with open(tmp_path / f"{role}.log", "wb") as log:
-                procs.append(subprocess.Popen([sys.executable, "-m", "locust", "-f", files, *args], cwd=tmp_path,
-                                              stdout=log, stderr=subprocess.STDOUT, env=env))
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "locust", "-f", files, *args],
+                        cwd=tmp_path,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                    )
+                )
         deadline = time.monotonic() + TIMEOUT_S
         while not all((tmp_path / f"{role}.json").exists() for role in roles) and time.monotonic() < deadline:
             time.sleep(0.2)

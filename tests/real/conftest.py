@@ -24,9 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import make_tiny_gguf  # a script beside this file (tests/real is on sys.path, as pytest puts it there)
+import pytest
 from real_helpers import Run, Server, free_port, llama_server_binary, wait_healthy
 
 HERE = Path(__file__).resolve().parent
@@ -75,9 +74,28 @@ def llama_server(real_dir, llama_model):
         log = real_dir / f"llama-server-{len(servers)}.log"
         ctx = make_tiny_gguf.N_CTX * parallel  # each slot gets the model's full context
         handle = open(log, "wb")  # noqa: SIM115 - owned by the child; closed below
-        proc = subprocess.Popen([str(binary), "-m", str(llama_model), "--host", "127.0.0.1", "--port", str(port),
-                                 "-c", str(ctx), "--parallel", str(parallel), "--metrics", "--slots",
-                                 "--no-webui", "-t", "1"], stdout=handle, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                str(binary),
+                "-m",
+                str(llama_model),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "-c",
+                str(ctx),
+                "--parallel",
+                str(parallel),
+                "--metrics",
+                "--slots",
+                "--no-webui",
+                "-t",
+                "1",
+            ],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
         handle.close()
         server = Server(f"http://127.0.0.1:{port}", proc, log, parallel)
         servers.append(server)

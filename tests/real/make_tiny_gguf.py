@@ -40,8 +40,10 @@ VERSION = 1  # bump when the recipe changes: the cache file name carries it
 N_LAYER, N_EMBD, N_HEAD, N_FF, N_CTX = 4, 256, 4, 512, 2048
 N_MERGES = 600
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] "
-          "+ '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] "
+    "+ '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 CONST_DIM, CONST_VALUE, SUPPRESS = 0, 1.0, -64.0
 
 # Plain English to learn merges from (any text works; this one gives ~1.6 tokens per word).
@@ -61,7 +63,9 @@ numbers that are true, reports that are clear, and advice that can be acted upon
 
 def byte_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character table (what `gpt2` vocabularies store)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars, extra = keep[:], 0
     for b in range(256):
         if b not in keep:
@@ -112,7 +116,7 @@ def vocabulary() -> tuple[list[str], list[int], list[str], np.ndarray]:
     tokens += list(SPECIALS)
     types += [int(gguf.TokenType.CONTROL)] * len(SPECIALS)
     allowed = np.zeros(len(tokens), dtype=bool)
-    for i, tok in enumerate(tokens[:-len(SPECIALS)]):
+    for i, tok in enumerate(tokens[: -len(SPECIALS)]):
         raw = bytes(decode[c] for c in tok)
         allowed[i] = all(32 <= b < 127 for b in raw)  # printable ASCII: valid UTF-8, one chunk per token
     return tokens, types, [f"{a} {b}" for a, b in merges], allowed
@@ -134,11 +138,17 @@ def weights(n_vocab: int, allowed: np.ndarray, rng: np.random.Generator) -> dict
         attn_out, down = rand(N_EMBD, N_EMBD), rand(N_EMBD, N_FF)
         attn_out[CONST_DIM] = 0.0  # no layer writes to the constant dimension
         down[CONST_DIM] = 0.0
-        t |= {f"blk.{i}.attn_norm.weight": ones, f"blk.{i}.ffn_norm.weight": ones,
-              f"blk.{i}.attn_q.weight": rand(N_EMBD, N_EMBD), f"blk.{i}.attn_k.weight": rand(N_EMBD, N_EMBD),
-              f"blk.{i}.attn_v.weight": rand(N_EMBD, N_EMBD), f"blk.{i}.attn_output.weight": attn_out,
-              f"blk.{i}.ffn_gate.weight": rand(N_FF, N_EMBD), f"blk.{i}.ffn_up.weight": rand(N_FF, N_EMBD),
-              f"blk.{i}.ffn_down.weight": down}
+        t |= {
+            f"blk.{i}.attn_norm.weight": ones,
+            f"blk.{i}.ffn_norm.weight": ones,
+            f"blk.{i}.attn_q.weight": rand(N_EMBD, N_EMBD),
+            f"blk.{i}.attn_k.weight": rand(N_EMBD, N_EMBD),
+            f"blk.{i}.attn_v.weight": rand(N_EMBD, N_EMBD),
+            f"blk.{i}.attn_output.weight": attn_out,
+            f"blk.{i}.ffn_gate.weight": rand(N_FF, N_EMBD),
+            f"blk.{i}.ffn_up.weight": rand(N_FF, N_EMBD),
+            f"blk.{i}.ffn_down.weight": down,
+        }
     return t
 
 

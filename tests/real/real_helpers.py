@@ -68,11 +68,24 @@ class Server:
         """The server's own per-request timings, in completion order (its `print_timing` log lines)."""
         text = self.log.read_text(errors="replace")
         prompt = re.findall(r"task (\d+) \| prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens", text)
-        decode = {t: (float(ms), int(n), float(per)) for t, ms, n, per in re.findall(
-            r"task (\d+) \|\s+eval time =\s+([\d.]+) ms /\s+(\d+) tokens \(\s*([\d.]+) ms per token", text)}
-        return [{"task": int(t), "prompt_ms": float(ms), "prompt_n": int(n), "predicted_ms": decode[t][0],
-                 "predicted_n": decode[t][1], "predicted_per_token_ms": decode[t][2]}
-                for t, ms, n in prompt if t in decode]
+        decode = {
+            t: (float(ms), int(n), float(per))
+            for t, ms, n, per in re.findall(
+                r"task (\d+) \|\s+eval time =\s+([\d.]+) ms /\s+(\d+) tokens \(\s*([\d.]+) ms per token", text
+            )
+        }
+        return [
+            {
+                "task": int(t),
+                "prompt_ms": float(ms),
+                "prompt_n": int(n),
+                "predicted_ms": decode[t][0],
+                "predicted_n": decode[t][1],
+                "predicted_per_token_ms": decode[t][2],
+            }
+            for t, ms, n in prompt
+            if t in decode
+        ]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -112,7 +125,8 @@ class Run:
 
 def stages_file(path: Path, *stages: tuple[str, int, int]) -> Path:
     """A stages TOML: (label, users, seconds) each."""
-    text = "".join(f'[[stage]]\nlabel = "{label}"\nusers = {users}\nduration = {seconds}\n\n'
-                   for label, users, seconds in stages)
+    text = "".join(
+        f'[[stage]]\nlabel = "{label}"\nusers = {users}\nduration = {seconds}\n\n' for label, users, seconds in stages
+    )
     path.write_text(text)
     return path

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from real_helpers import free_port, llama_server_binary, wait_healthy
 
 
@@ -31,8 +30,10 @@ def server_python() -> tuple[str, dict[str, str]]:
     env.setdefault("LLAMA_CPP_LIB_PATH", str(Path(llama_server_binary()).parent))
     probe = subprocess.run([python, "-c", "import llama_cpp.server.app"], env=env, capture_output=True, timeout=60)
     if probe.returncode != 0:
-        pytest.skip(f"{python} cannot import llama_cpp.server: run tests/real/install_llama_cpp_python.sh "
-                    "and set LLAMA_CPP_PYTHON to the interpreter it prints (make real-engine does both)")
+        pytest.skip(
+            f"{python} cannot import llama_cpp.server: run tests/real/install_llama_cpp_python.sh "
+            "and set LLAMA_CPP_PYTHON to the interpreter it prints (make real-engine does both)"
+        )
     return python, env
 
 
@@ -43,9 +44,12 @@ def python_server(llama_model, real_dir):
     log = real_dir / "llama_cpp.server.log"
     with open(log, "wb") as handle:
         # its defaults: one request at a time behind a lock, interrupt_requests=true
-        proc = subprocess.Popen([python, "-m", "llama_cpp.server", "--model", str(llama_model),
-                                 "--host", "127.0.0.1", "--port", str(port)], stdout=handle,
-                                stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [python, "-m", "llama_cpp.server", "--model", str(llama_model), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url + "/v1/models", proc, log)
@@ -59,14 +63,24 @@ def python_server(llama_model, real_dir):
 
 
 def test_interrupted_streams_are_failures_and_the_run_does_not_pass(python_server, loadline_run, real_summary):
-    run = loadline_run(python_server, "--scenario", "chat", "--users", "4", "--run-time", "40s",
-                       locust=("--max-tokens", "64", "--think-mean", "1", "--think-p90", "2", "--prompt-mix", "short=1"))
+    run = loadline_run(
+        python_server,
+        "--scenario",
+        "chat",
+        "--users",
+        "4",
+        "--run-time",
+        "40s",
+        locust=("--max-tokens", "64", "--think-mean", "1", "--think-p90", "2", "--prompt-mix", "short=1"),
+    )
     rows = run.requests
     status = pd.to_numeric(rows["http_status"], errors="coerce")
     truncated = rows[rows["error_class"].astype(str) == "truncated"]
     ok = rows[rows["status"] == "ok"]
-    real_summary("llama_cpp.server: truncated / ok / HTTP 400 / exit code",
-                 f"{len(truncated)} / {len(ok)} / {int((status == 400).sum())} of {len(rows)} / {run.returncode}")
+    real_summary(
+        "llama_cpp.server: truncated / ok / HTTP 400 / exit code",
+        f"{len(truncated)} / {len(ok)} / {int((status == 400).sum())} of {len(rows)} / {run.returncode}",
+    )
     assert (status != 400).all(), "a request id the server refused (it takes UUIDs only)"
     assert len(truncated) > 0  # four users on a server that serves one and interrupts the rest
     assert (truncated["status"] == "error").all()

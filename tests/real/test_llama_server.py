@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import re
 
+import make_tiny_gguf  # a script beside this file (tests/real is on sys.path)
 import pandas as pd
 import pytest
-
-import make_tiny_gguf  # a script beside this file (tests/real is on sys.path)
 from real_helpers import stages_file
+
 from loadline.analysis.verdict.context import Thresholds
 
 MAX_TOKENS = 64  # the tiny model never emits EOS (make_tiny_gguf.py): every reply is exactly this long
@@ -29,8 +29,16 @@ TTFT_FLOOR_MS = Thresholds().noise_floor_ms
 # when the first and last chunks reached the client, a delay the TTFT bound above already limits.
 TPOT_BOUND_MS = TTFT_FLOOR_MS / (MAX_TOKENS - 1)
 SINGLE = ("--scenario", "single")
-FAST_EVENTS = ("--max-tokens", str(MAX_TOKENS), "--event-interval", "0.1", "--prompt-mix", "short=1",
-               "--scrape-interval", "2")
+FAST_EVENTS = (
+    "--max-tokens",
+    str(MAX_TOKENS),
+    "--event-interval",
+    "0.1",
+    "--prompt-mix",
+    "short=1",
+    "--scrape-interval",
+    "2",
+)
 
 
 def _token_bounds(rows: pd.DataFrame) -> tuple[int, int]:
@@ -63,8 +71,11 @@ def _slot_limit_named(run, slots: int, real_summary) -> None:
     b = verdict["bottleneck"]
     found = _finding(verdict, "scheduler")
     others = [x.get("layer") for x in b.get("secondary") or []]
-    real_summary("verdict", f"{b['layer']} ({b['confidence']}), also {others or 'nothing'}; scheduler "
-                 + ("primary" if found and found["primary"] else "secondary" if found else "NOT named"))
+    real_summary(
+        "verdict",
+        f"{b['layer']} ({b['confidence']}), also {others or 'nothing'}; scheduler "
+        + ("primary" if found and found["primary"] else "secondary" if found else "NOT named"),
+    )
     assert found is not None, b
     evidence = " ".join(found["evidence"])
     real_summary("scheduler evidence", evidence[:400])
@@ -86,9 +97,9 @@ def test_one_user_matches_the_servers_own_timings_and_counts(llama_server, loadl
     timings = server.timings()
     assert len(ok) >= 20, run.output[-3000:]
     # one user: requests are sequential, so the server's log is in the records' order
-    assert rows["status"].iloc[:len(ok)].eq("ok").all(), "a request after a failed or cut one"
+    assert rows["status"].iloc[: len(ok)].eq("ok").all(), "a request after a failed or cut one"
     assert len(ok) <= len(timings) <= len(rows)
-    server_side = pd.DataFrame(timings[:len(ok)])
+    server_side = pd.DataFrame(timings[: len(ok)])
     assert (ok["output_tokens"].to_numpy() == server_side["predicted_n"].to_numpy()).all()
     assert (ok["output_tokens"] == MAX_TOKENS).all() and (ok["finish_reason"] == "length").all()
 
@@ -97,12 +108,18 @@ def test_one_user_matches_the_servers_own_timings_and_counts(llama_server, loadl
     predicted = server.metrics()["llamacpp:tokens_predicted_total"]
     low, high = _token_bounds(rows)
     real_summary("llamacpp:tokens_predicted_total vs records", f"{predicted:.0f} vs {low}..{high}")
-    real_summary("TTFT client - server prompt_ms (median, min, max)",
-                 f"{pd.Series(gap).median():.1f} ms, {gap.min():.1f}, {gap.max():.1f} ({len(ok)} requests)")
-    real_summary("TPOT client - server per-token ms (median |diff|, max |diff|)",
-                 f"{pd.Series(abs(tpot)).median():.3f} ms, {abs(tpot).max():.3f} ms")
-    real_summary("client TTFB below 0 (headers before the request was sent)",
-                 f"{int((ok['ttfb_ms'] < 0).sum())} of {len(ok)} (min {ok['ttfb_ms'].min():.1f} ms)")
+    real_summary(
+        "TTFT client - server prompt_ms (median, min, max)",
+        f"{pd.Series(gap).median():.1f} ms, {gap.min():.1f}, {gap.max():.1f} ({len(ok)} requests)",
+    )
+    real_summary(
+        "TPOT client - server per-token ms (median |diff|, max |diff|)",
+        f"{pd.Series(abs(tpot)).median():.3f} ms, {abs(tpot).max():.3f} ms",
+    )
+    real_summary(
+        "client TTFB below 0 (headers before the request was sent)",
+        f"{int((ok['ttfb_ms'] < 0).sum())} of {len(ok)} (min {ok['ttfb_ms'].min():.1f} ms)",
+    )
     assert low <= predicted <= high
     assert pd.Series(gap).median() < TTFT_FLOOR_MS
     assert pd.Series(abs(tpot)).median() < TPOT_BOUND_MS
@@ -117,13 +134,15 @@ def test_sixteen_users_on_eight_slots_is_a_slot_limit(llama_server, loadline_run
     server = llama_server(parallel=8)
     assert server.props()["total_slots"] == 8
     stages = stages_file(real_dir / "stages.toml", ("2 users", 2, 40), ("16 users", 16, 40))
-    run = loadline_run(server.url, *SINGLE, "--shape", "stages",
-                       locust=("--stages-file", str(stages), *FAST_EVENTS))
+    run = loadline_run(server.url, *SINGLE, "--shape", "stages", locust=("--stages-file", str(stages), *FAST_EVENTS))
     rows = run.requests
     predicted = server.metrics()["llamacpp:tokens_predicted_total"]
     low, high = _token_bounds(rows)
-    real_summary("llamacpp:tokens_predicted_total vs records", f"{predicted:.0f} vs {low}..{high} "
-                 f"({(rows['status'] == 'ok').sum()} ok, {(rows['status'] != 'ok').sum()} not ok)")
+    real_summary(
+        "llamacpp:tokens_predicted_total vs records",
+        f"{predicted:.0f} vs {low}..{high} "
+        f"({(rows['status'] == 'ok').sum()} ok, {(rows['status'] != 'ok').sum()} not ok)",
+    )
     assert low <= predicted <= high
 
     foreign = _errors_not_from_the_server(rows)
@@ -138,8 +157,7 @@ def test_four_users_on_one_slot_is_a_slot_limit(llama_server, loadline_run, real
     a pure slot cap, with no compute saturation to share the blame."""
     server = llama_server(parallel=1)
     stages = stages_file(real_dir / "stages.toml", ("1 user", 1, 30), ("4 users", 4, 30))
-    run = loadline_run(server.url, *SINGLE, "--shape", "stages",
-                       locust=("--stages-file", str(stages), *FAST_EVENTS))
+    run = loadline_run(server.url, *SINGLE, "--shape", "stages", locust=("--stages-file", str(stages), *FAST_EVENTS))
     assert _errors_not_from_the_server(run.requests).empty
     _slot_limit_named(run, 1, real_summary)
 
@@ -150,50 +168,97 @@ def test_one_and_two_users_have_headroom(llama_server, loadline_run, real_summar
     # Users who pause ~1 s between requests (as people do): 1-2 req/s offered against the ~4 req/s
     # one thread serves (measured: 16 users with no pause get 4-5 req/s). Without a pause even
     # two users keep the single thread busy and double each other's per-token time: not headroom.
-    paced = ("--max-tokens", str(MAX_TOKENS), "--event-interval", "1", "--prompt-mix", "short=1", "--scrape-interval", "2")
+    paced = (
+        "--max-tokens",
+        str(MAX_TOKENS),
+        "--event-interval",
+        "1",
+        "--prompt-mix",
+        "short=1",
+        "--scrape-interval",
+        "2",
+    )
     run = loadline_run(server.url, *SINGLE, "--shape", "stages", locust=("--stages-file", str(stages), *paced))
     verdict = run.verdict["bottleneck"]
-    real_summary("verdict at 1-2 users", f"{verdict['layer']} ({verdict['confidence']}): "
-                 f"{' '.join(verdict['evidence'])[:300]}")
+    real_summary(
+        "verdict at 1-2 users", f"{verdict['layer']} ({verdict['confidence']}): {' '.join(verdict['evidence'])[:300]}"
+    )
     assert verdict["layer"] == "headroom", verdict
     assert _errors_not_from_the_server(run.requests).empty
 
 
 @pytest.mark.parametrize("think", ["0.05", "1"])
-def test_chat_at_short_and_long_think_times_has_no_client_made_errors(think, llama_server, loadline_run,
-                                                                      real_summary):
+def test_chat_at_short_and_long_think_times_has_no_client_made_errors(think, llama_server, loadline_run, real_summary):
     """llama-server closes the connection after each streamed response while advertising keep-alive:
     a client that reuses it must not turn that into failed requests (issue 10, item 3)."""
     server = llama_server(parallel=8)
-    run = loadline_run(server.url, "--scenario", "chat", "--users", "4", "--run-time", "30s",
-                       locust=("--max-tokens", "32", "--think-mean", think, "--think-p90", str(2 * float(think)),
-                               "--prompt-mix", "short=1", "--scrape-interval", "2"))
+    run = loadline_run(
+        server.url,
+        "--scenario",
+        "chat",
+        "--users",
+        "4",
+        "--run-time",
+        "30s",
+        locust=(
+            "--max-tokens",
+            "32",
+            "--think-mean",
+            think,
+            "--think-p90",
+            str(2 * float(think)),
+            "--prompt-mix",
+            "short=1",
+            "--scrape-interval",
+            "2",
+        ),
+    )
     rows = run.requests
     foreign = _errors_not_from_the_server(rows)
     disconnected = rows["error_message"].astype(str).str.contains("RemoteDisconnected").sum()
     retries = int(pd.to_numeric(rows.get("stale_retries", pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
-    real_summary(f"chat, think {think} s: errors the server did not cause / RemoteDisconnected / stale retries",
-                 f"{len(foreign)} / {disconnected} / {retries} of {len(rows)} requests")
+    real_summary(
+        f"chat, think {think} s: errors the server did not cause / RemoteDisconnected / stale retries",
+        f"{len(foreign)} / {disconnected} / {retries} of {len(rows)} requests",
+    )
     assert len(rows) >= 20
     assert disconnected == 0 and foreign.empty, foreign[["error_class", "error_message"]].value_counts().to_dict()
 
 
-def test_prompts_sized_in_the_servers_tokens_fit_its_context_and_have_their_length(llama_server, loadline_run,
-                                                                                   real_summary):
+def test_prompts_sized_in_the_servers_tokens_fit_its_context_and_have_their_length(
+    llama_server, loadline_run, real_summary
+):
     # Prompts up to past the 2,048-token slot: sized by llama-server's own /tokenize, the longest are
     # cut to fit beside their reply, none is refused, and the server counts what was asked for
     # (the chat template's tokens are learned from the first reply of each user's message count).
     server = llama_server(parallel=2)
-    run = loadline_run(server.url, *SINGLE, "--users", "2", "--run-time", "40s",
-                       locust=("--max-tokens", str(MAX_TOKENS), "--event-interval", "0.1",
-                               "--prompt-tokens", "uniform:50-2400", "--scrape-interval", "2"))
+    run = loadline_run(
+        server.url,
+        *SINGLE,
+        "--users",
+        "2",
+        "--run-time",
+        "40s",
+        locust=(
+            "--max-tokens",
+            str(MAX_TOKENS),
+            "--event-interval",
+            "0.1",
+            "--prompt-tokens",
+            "uniform:50-2400",
+            "--scrape-interval",
+            "2",
+        ),
+    )
     rows = run.requests
     ok = rows[rows["status"] == "ok"]
     refused = rows[rows["http_status"] == 400]
     later = ok.sort_values("start_wall").groupby("user_id").tail(-1)
     exact = (later["prompt_tokens"] == later["prompt_tokens_requested"]).mean()
-    real_summary("llama-server: prompts exact / refused / longest prompt",
-                 f"{exact:.1%} of {len(later)} / {len(refused)} / {ok['prompt_tokens'].max():.0f} tokens")
+    real_summary(
+        "llama-server: prompts exact / refused / longest prompt",
+        f"{exact:.1%} of {len(later)} / {len(refused)} / {ok['prompt_tokens'].max():.0f} tokens",
+    )
     assert refused.empty, refused["error_message"].unique()[:3]
     assert (ok["token_counter"] == "server").all()
     assert exact >= 0.9

@@ -26,8 +26,12 @@ FLAG = re.compile(r"--[a-z][a-z0-9-]+")
 COMMAND = re.compile(r"\bloadline (run|report|plan|sim|compare)\b")
 # Engine flags the advice may name, beside the engine's name (their own docs): llama.cpp's server
 # (--parallel N slots), vLLM's engine arguments.
-ENGINE_FLAGS = {"--parallel": "llama.cpp", "--max-num-seqs": "vLLM", "--max-num-batched-tokens": "vLLM",
-                "--max-model-len": "vLLM"}
+ENGINE_FLAGS = {
+    "--parallel": "llama.cpp",
+    "--max-num-seqs": "vLLM",
+    "--max-num-batched-tokens": "vLLM",
+    "--max-model-len": "vLLM",
+}
 
 
 def _options(module) -> set[str]:
@@ -43,25 +47,37 @@ def _locust_options() -> set[str]:
     return {s for action in parser._actions for s in action.option_strings}
 
 
-SUBCOMMANDS = {"run": _options(run), "report": _options(report), "plan": _options(plan), "sim": _options(sim),
-               "compare": _options(compare)}
+SUBCOMMANDS = {
+    "run": _options(run),
+    "report": _options(report),
+    "plan": _options(plan),
+    "sim": _options(sim),
+    "compare": _options(compare),
+}
 LOCUST = _locust_options()
 
 
 def strings_under(folder: Path):
     for path in sorted(folder.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docs = {id(n.body[0].value) for n in ast.walk(tree)  # docstrings speak to readers of the code
-                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body
-                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        docs = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)  # docstrings speak to readers of the code
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
             if id(node) in docs:
                 continue
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 yield path.relative_to(ROOT), node.value
             elif isinstance(node, ast.JoinedStr):  # f-strings: the literal parts
-                yield path.relative_to(ROOT), "".join(v.value for v in node.values
-                                                      if isinstance(v, ast.Constant) and isinstance(v.value, str))
+                yield (
+                    path.relative_to(ROOT),
+                    "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)),
+                )
 
 
 def where_it_applies(text: str, at: int) -> str:
@@ -70,7 +86,7 @@ def where_it_applies(text: str, at: int) -> str:
     commands = list(COMMAND.finditer(before))
     locust = before.rfind("locust ")
     if commands and commands[-1].start() > locust:
-        tail = before[commands[-1].end():]
+        tail = before[commands[-1].end() :]
         return "pass-through" if " -- " in tail else commands[-1].group(1)
     if locust >= 0:
         return "locust"

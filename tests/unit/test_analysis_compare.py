@@ -18,8 +18,10 @@ def test_quantile_interval_brackets_the_estimate_and_narrows_with_n():
     for samples in (small, large):
         value, low, high = quantile_interval(samples, 0.95)
         assert low <= value <= high
-    assert quantile_interval(large, 0.95)[2] - quantile_interval(large, 0.95)[1] < \
-        (quantile_interval(small, 0.95)[2] - quantile_interval(small, 0.95)[1]) / 5
+    assert (
+        quantile_interval(large, 0.95)[2] - quantile_interval(large, 0.95)[1]
+        < (quantile_interval(small, 0.95)[2] - quantile_interval(small, 0.95)[1]) / 5
+    )
     # the true P95 of Exp(100) is 299.6: the interval from 50,000 samples must contain it
     _, low, high = quantile_interval(large, 0.95)
     assert low < 100 * np.log(20) < high
@@ -61,14 +63,17 @@ def test_phases_match_by_label_when_the_timelines_differ():
     assert unmatched == ["base only: step-1", "new only: step-3"]
 
 
-@pytest.mark.parametrize("base, new, regression", [
-    (32.9, 17.6, True),    # the answer fell by 46 %
-    (32.9, 28.0, True),    # 15 %: past the 10 % threshold (the sweep's own resolution is 5 %)
-    (32.9, 31.0, False),   # 6 %: within the threshold
-    (17.6, 32.9, False),   # it rose
-    (20.0, None, True),    # no compliant rate any more
-    (None, 20.0, False),   # the base had none
-])
+@pytest.mark.parametrize(
+    "base, new, regression",
+    [
+        (32.9, 17.6, True),  # the answer fell by 46 %
+        (32.9, 28.0, True),  # 15 %: past the 10 % threshold (the sweep's own resolution is 5 %)
+        (32.9, 31.0, False),  # 6 %: within the threshold
+        (17.6, 32.9, False),  # it rose
+        (20.0, None, True),  # no compliant rate any more
+        (None, 20.0, False),  # the base had none
+    ],
+)
 def test_a_sweeps_answer_regresses_when_it_falls_past_the_threshold_or_to_none(base, new, regression):
     row = _sweep_row({"sweep_max_rate": base}, {"sweep_max_rate": new}, threshold=0.10)
     assert row["phase"] == "sweep" and row["regression"] is regression

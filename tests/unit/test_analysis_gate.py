@@ -7,14 +7,14 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic import make_requests, write_run
 
+from loadline.analysis.data.load import load_run
 from loadline.analysis.report.junit import junit_xml
+from loadline.analysis.stats.phases import phase_table
 from loadline.analysis.verdict.answer import compute
 from loadline.analysis.verdict.gate import evaluate, gate_note, gate_passed, open_loop_criteria
 from loadline.core.answer import SloSource
-from loadline.analysis.data.load import load_run
-from loadline.analysis.stats.phases import phase_table
-from synthetic import make_requests, write_run
 from loadline.core.slo import SLO
 
 
@@ -60,10 +60,18 @@ def test_unmeasured_criterion_does_not_decide(table):
 
 
 def _answered(criteria: list, manifest: dict | None = None) -> dict:
-    verdict = {"slo": {"criteria": [c.as_dict() for c in criteria], "unjudged": [], "passed": gate_passed(criteria)},
-               "manifest": manifest or {}, "validity": {"usable": True, "findings": []},
-               "knee": {"found": False}, "break_point": {"found": False}, "max_slo_throughput": {"found": False},
-               "safe_operating_point": {"found": False}, "bottleneck": {}, "time_split": {}, "phases": []}
+    verdict = {
+        "slo": {"criteria": [c.as_dict() for c in criteria], "unjudged": [], "passed": gate_passed(criteria)},
+        "manifest": manifest or {},
+        "validity": {"usable": True, "findings": []},
+        "knee": {"found": False},
+        "break_point": {"found": False},
+        "max_slo_throughput": {"found": False},
+        "safe_operating_point": {"found": False},
+        "bottleneck": {},
+        "time_split": {},
+        "phases": [],
+    }
     verdict["answer"] = compute(verdict, SLO(), SloSource("defaults", "defaults")).to_dict()
     return verdict
 
@@ -74,7 +82,7 @@ def test_junit_xml_fails_the_answer_and_each_failed_criterion(table, limit, fail
     root = ET.fromstring(junit_xml(_answered(criteria)))
     assert int(root.get("tests")) == len(criteria) + 1  # the answer's own testcase first
     names = [case.get("name") for case in root.iter("testcase") if case.find("failure") is not None]
-    assert names == ([f"run answer: fail, trust trusted", *failed] if failed else [])
+    assert names == (["run answer: fail, trust trusted", *failed] if failed else [])
     assert int(root.get("failures")) == len(names)
 
 
@@ -84,7 +92,9 @@ def test_junit_xml_of_a_sweep_judged_on_its_answer_has_no_failure(table):
     verdict = _answered(criteria, {"sweep_max_rate": 4.0, "sweep": "sweep: max SLO-compliant rate 4/s"})
     root = ET.fromstring(junit_xml(verdict))
     assert verdict["answer"]["exit_code"] == 0 and root.get("failures") == "0"
-    skipped = [case.find("skipped").get("message") for case in root.iter("testcase") if case.find("skipped") is not None]
+    skipped = [
+        case.find("skipped").get("message") for case in root.iter("testcase") if case.find("skipped") is not None
+    ]
     assert any(message.startswith("not gating (the rate sweep found 4 req/s") for message in skipped)
 
 
@@ -95,8 +105,10 @@ def _server(used_mib, restarts):
     for i, used in enumerate(used_mib):
         for gpu, share in (("0", 1.0), ("1", 0.5)):  # GPU 1 always half as full: GPU 0 decides
             labels = json.dumps({"gpu": gpu}, sort_keys=True)
-            rows += [(100.0 + i, "sim", "DCGM_FI_DEV_FB_USED", labels, used * share),
-                     (100.0 + i, "sim", "DCGM_FI_DEV_FB_FREE", labels, 10_000 - used * share)]
+            rows += [
+                (100.0 + i, "sim", "DCGM_FI_DEV_FB_USED", labels, used * share),
+                (100.0 + i, "sim", "DCGM_FI_DEV_FB_FREE", labels, 10_000 - used * share),
+            ]
     for i, count in enumerate(restarts):
         rows.append((100.0 + i, "sim", "loadline_sim_replica_restarts_total", json.dumps({"reason": "oom"}), count))
     return pd.DataFrame(rows, columns=["ts", "source", "metric", "labels", "value"])
@@ -119,19 +131,34 @@ def _arrival(phase: str, target: float | None, achieved: float, short: bool = Fa
     return {"phase": phase, "target_rate": target, "achieved_rate": achieved, "short": short, "lateness_p95_ms": late}
 
 
-@pytest.mark.parametrize("phases, offered, on_time, where", [
-    # the first step of a rate-steps run not offered: its fast replies prove nothing about 2/s
-    ([_arrival("rate 2", 2, 1.2, short=True), _arrival("rate 4", 4, 4), _arrival("rate 8", 8, 8)], False, True, "rate 2"),
-    ([_arrival("rate 2", 2, 2), _arrival("rate 4", 4, 3.99), _arrival("rate 8", 8, 6, short=True)], False, True, "rate 8"),
-    # within the arrival process's noise: offered (arrivals.py decides `short`), the share still said
-    ([_arrival("rate 2", 2, 1.97), _arrival("rate 4", 4, 4)], True, True, "rate 2"),
-    # every arrival sent, but late: users felt the lateness that latency from sent does not show
-    ([_arrival("rate 2", 2, 2), _arrival("rate 4", 4, 4, late=240.0)], True, False, "rate 2"),
-])
+@pytest.mark.parametrize(
+    "phases, offered, on_time, where",
+    [
+        # the first step of a rate-steps run not offered: its fast replies prove nothing about 2/s
+        (
+            [_arrival("rate 2", 2, 1.2, short=True), _arrival("rate 4", 4, 4), _arrival("rate 8", 8, 8)],
+            False,
+            True,
+            "rate 2",
+        ),
+        (
+            [_arrival("rate 2", 2, 2), _arrival("rate 4", 4, 3.99), _arrival("rate 8", 8, 6, short=True)],
+            False,
+            True,
+            "rate 8",
+        ),
+        # within the arrival process's noise: offered (arrivals.py decides `short`), the share still said
+        ([_arrival("rate 2", 2, 1.97), _arrival("rate 4", 4, 4)], True, True, "rate 2"),
+        # every arrival sent, but late: users felt the lateness that latency from sent does not show
+        ([_arrival("rate 2", 2, 2), _arrival("rate 4", 4, 4, late=240.0)], True, False, "rate 2"),
+    ],
+)
 def test_an_open_loop_run_passes_only_if_every_phase_was_offered_its_rate_on_time(phases, offered, on_time, where):
     rate, lateness = open_loop_criteria(phases, lateness_limit_ms=80.0)
     assert (rate.name, rate.passed, rate.where) == ("arrival rate offered", offered, where)
-    assert rate.measured == pytest.approx(min(p["achieved_rate"] / p["target_rate"] for p in phases if p["phase"] == where))
+    assert rate.measured == pytest.approx(
+        min(p["achieved_rate"] / p["target_rate"] for p in phases if p["phase"] == where)
+    )
     assert lateness.passed is on_time and lateness.measured == max(p["lateness_p95_ms"] for p in phases)
     assert gate_passed([rate, lateness]) is (offered and on_time)
 

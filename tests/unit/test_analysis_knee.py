@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from synthetic import Server, stepped_run
 
+from loadline.analysis.data.load import load_run
 from loadline.analysis.stats.knee import (
     find_break_point,
     find_knee,
     max_compliant_throughput,
     safe_operating_point,
 )
-from loadline.analysis.data.load import load_run
 from loadline.analysis.stats.phases import phase_table
-from synthetic import Server, stepped_run
 from loadline.core.slo import SLO
 
 
@@ -76,12 +76,20 @@ def test_latency_growth_alone_is_not_a_knee_while_throughput_still_scales():
     import pandas as pd
 
     users = [1, 10, 20, 40, 80, 160, 320]
-    table = pd.DataFrame({
-        "phase_index": range(7), "label": [f"l{u}" for u in users], "kind": ["baseline"] + ["step"] * 6,
-        "users": users, "ok": [100] * 7, "rps": [5.7, 36.5, 70.1, 144, 259, 273, 260],
-        "output_tokens_per_s": [0.0] * 7, "e2e_p50_ms": [22.1, 24.0, 24.3, 27.7, 56.1, 348, 936],
-        "e2e_p95_ms": [0.0] * 7, "e2e_p99_ms": [0.0] * 7,
-    })
+    table = pd.DataFrame(
+        {
+            "phase_index": range(7),
+            "label": [f"l{u}" for u in users],
+            "kind": ["baseline"] + ["step"] * 6,
+            "users": users,
+            "ok": [100] * 7,
+            "rps": [5.7, 36.5, 70.1, 144, 259, 273, 260],
+            "output_tokens_per_s": [0.0] * 7,
+            "e2e_p50_ms": [22.1, 24.0, 24.3, 27.7, 56.1, 348, 936],
+            "e2e_p95_ms": [0.0] * 7,
+            "e2e_p99_ms": [0.0] * 7,
+        }
+    )
     knee = find_knee(table)
     assert knee["found"] and knee["users"] == 80
     assert "from 80 to 160 users" in knee["reason"]
@@ -92,13 +100,26 @@ def _levels(users, errors, kinds=None, rates=None):
     import pandas as pd
 
     n = len(users)
-    table = pd.DataFrame({
-        "phase_index": range(n), "label": [f"phase-{i + 1}" for i in range(n)], "kind": kinds or ["step"] * n,
-        "start_wall": [float(i * 60) for i in range(n)], "users": users, "requests": [600] * n,
-        "ok": [600 - e for e in errors], "errors": errors, "rps": [10.0 * u / max(users) for u in users],
-        "error_rate": [e / 600 for e in errors], "output_tokens_per_s": [0.0] * n, "e2e_p50_ms": [300.0] * n,
-        "e2e_p95_ms": [600.0] * n, "e2e_p99_ms": [800.0] * n, "ttft_p95_ms": [100.0] * n, "ttft_p99_ms": [150.0] * n,
-    })
+    table = pd.DataFrame(
+        {
+            "phase_index": range(n),
+            "label": [f"phase-{i + 1}" for i in range(n)],
+            "kind": kinds or ["step"] * n,
+            "start_wall": [float(i * 60) for i in range(n)],
+            "users": users,
+            "requests": [600] * n,
+            "ok": [600 - e for e in errors],
+            "errors": errors,
+            "rps": [10.0 * u / max(users) for u in users],
+            "error_rate": [e / 600 for e in errors],
+            "output_tokens_per_s": [0.0] * n,
+            "e2e_p50_ms": [300.0] * n,
+            "e2e_p95_ms": [600.0] * n,
+            "e2e_p99_ms": [800.0] * n,
+            "ttft_p95_ms": [100.0] * n,
+            "ttft_p99_ms": [150.0] * n,
+        }
+    )
     if rates is not None:
         table["target_rate"] = rates
         table["rps"] = [float(r) for r in rates]
@@ -113,11 +134,14 @@ def _safe(table):
     return broken, safe_operating_point(table, broken, best, broke_with_time(table, broken, SLO(), streaming=True))
 
 
-@pytest.mark.parametrize("users, errors, earlier", [
-    ([20] * 6, [0, 0, 0, 12, 0, 15], "phase-3"),  # a soak whose fourth window broke (a leak's restart)
-    ([20] * 3, [0, 9, 0], "phase-1"),  # the first window after the ramp
-    ([5, 10, 10, 10], [0, 0, 0, 30], "phase-3"),  # a step up, then a hold that broke late
-])
+@pytest.mark.parametrize(
+    "users, errors, earlier",
+    [
+        ([20] * 6, [0, 0, 0, 12, 0, 15], "phase-3"),  # a soak whose fourth window broke (a leak's restart)
+        ([20] * 3, [0, 9, 0], "phase-1"),  # the first window after the ramp
+        ([5, 10, 10, 10], [0, 0, 0, 30], "phase-3"),  # a step up, then a hold that broke late
+    ],
+)
 def test_a_break_at_a_load_met_before_leaves_no_safe_load(users, errors, earlier):
     broken, safe = _safe(_levels(users, errors))
     assert broken["found"]
@@ -130,14 +154,21 @@ def test_an_open_loop_rate_held_until_it_broke_leaves_no_safe_rate():
     assert safe.get("none") and "6 req/s offered" in safe["reason"], safe
 
 
-@pytest.mark.parametrize("users, errors, kinds", [
-    ([2, 4, 8, 16], [0, 0, 0, 30], None),  # steps: the heaviest broke
-    ([10, 30, 10], [0, 0, 30], ["step", "burst", "recover"]),  # a burst between: its damage, not time's
-    ([10, 30, 10], [0, 30, 0], ["step", "burst", "recover"]),  # the burst itself broke
-    ([8, 4, 4], [0, 0, 0], None),  # nothing broke
-    ([10, 30, 10, 30], [0, 0, 0, 30], ["step", "burst", "recover", "burst"]),  # a second burst broke, the first held
-    ([20, 20, 20], [0, 30, 0], ["ramp", "soak-window", "soak-window"]),  # only the ramp held before the break
-])
+@pytest.mark.parametrize(
+    "users, errors, kinds",
+    [
+        ([2, 4, 8, 16], [0, 0, 0, 30], None),  # steps: the heaviest broke
+        ([10, 30, 10], [0, 0, 30], ["step", "burst", "recover"]),  # a burst between: its damage, not time's
+        ([10, 30, 10], [0, 30, 0], ["step", "burst", "recover"]),  # the burst itself broke
+        ([8, 4, 4], [0, 0, 0], None),  # nothing broke
+        (
+            [10, 30, 10, 30],
+            [0, 0, 0, 30],
+            ["step", "burst", "recover", "burst"],
+        ),  # a second burst broke, the first held
+        ([20, 20, 20], [0, 30, 0], ["ramp", "soak-window", "soak-window"]),  # only the ramp held before the break
+    ],
+)
 def test_a_break_that_came_with_load_keeps_its_safe_operating_point(users, errors, kinds):
     broken, safe = _safe(_levels(users, errors, kinds))
     assert not safe.get("none"), safe

@@ -5,15 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic import make_requests, write_run
 
 from loadline.analysis.data.load import WHOLE_RUN, load_run
-from synthetic import make_requests, write_run
 from loadline.commands.main import main as cli_main
 from loadline.core.errors import UsageError
 
 
 def _run(tmp_path, n=10, phases=None):
-    requests = make_requests(1000.0 + np.arange(n), np.full(n, 200.0), ttft_ms=50.0, output_tokens=5, itl_us="1000 2000")
+    requests = make_requests(
+        1000.0 + np.arange(n), np.full(n, 200.0), ttft_ms=50.0, output_tokens=5, itl_us="1000 2000"
+    )
     return write_run(tmp_path / "run", requests, phases)
 
 
@@ -66,12 +68,34 @@ def test_cli_report_on_missing_folder_exits_2(tmp_path, capsys):
 def test_plain_locust_csv_folder_degrades_and_says_what_is_missing(tmp_path):
     folder = tmp_path / "locust_only"
     folder.mkdir()
-    stats = pd.DataFrame([
-        {"Type": "POST", "Name": "/v1/chat/completions", "Request Count": 200, "Failure Count": 2,
-         "Requests/s": 4.0, "50%": 400, "90%": 700, "95%": 900, "99%": 1400, "Max Response Time": 2100.5},
-        {"Type": "", "Name": "Aggregated", "Request Count": 200, "Failure Count": 2,
-         "Requests/s": 4.0, "50%": 400, "90%": 700, "95%": 900, "99%": 1400, "Max Response Time": 2100.5},
-    ])
+    stats = pd.DataFrame(
+        [
+            {
+                "Type": "POST",
+                "Name": "/v1/chat/completions",
+                "Request Count": 200,
+                "Failure Count": 2,
+                "Requests/s": 4.0,
+                "50%": 400,
+                "90%": 700,
+                "95%": 900,
+                "99%": 1400,
+                "Max Response Time": 2100.5,
+            },
+            {
+                "Type": "",
+                "Name": "Aggregated",
+                "Request Count": 200,
+                "Failure Count": 2,
+                "Requests/s": 4.0,
+                "50%": 400,
+                "90%": 700,
+                "95%": 900,
+                "99%": 1400,
+                "Max Response Time": 2100.5,
+            },
+        ]
+    )
     stats.to_csv(folder / "mytest_stats.csv", index=False)
     run = load_run(folder)
     assert not run.has_records and run.locust_stats is not None
@@ -84,20 +108,35 @@ def test_plain_locust_csv_folder_degrades_and_says_what_is_missing(tmp_path):
     assert np.isnan(table["ttft_p95_ms"].iloc[0])
 
 
-@pytest.mark.parametrize("case, expected", [
-    ("binary", "not a loadline requests table"),  # garbage from the header on: no row can be read
-    ("no_newline", "no complete line"),
-    ("all_cancelled", "no request completed"),
-    ("outside_phases", "inside a phase"),
-])
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("binary", "not a loadline requests table"),  # garbage from the header on: no row can be read
+        ("no_newline", "no complete line"),
+        ("all_cancelled", "no request completed"),
+        ("outside_phases", "inside a phase"),
+    ],
+)
 def test_unusable_runs_exit_2_with_one_line(tmp_path, capsys, case, expected):
     path = tmp_path / case
     status, phases = "ok", None
     if case == "all_cancelled":
         status = "cancelled"
     if case == "outside_phases":
-        phases = [{"index": 0, "label": "later", "kind": "step", "start_wall": 5000.0, "end_wall": 5010.0,
-                   "target_users": 1, "spawn_rate": 1, "users_start": 1, "users_end": 1, "note": ""}]
+        phases = [
+            {
+                "index": 0,
+                "label": "later",
+                "kind": "step",
+                "start_wall": 5000.0,
+                "end_wall": 5010.0,
+                "target_users": 1,
+                "spawn_rate": 1,
+                "users_start": 1,
+                "users_end": 1,
+                "note": "",
+            }
+        ]
     write_run(path, make_requests(1000.0 + np.arange(5), [1, 2, 3, 4, 5], status=status), phases)
     if case == "binary":
         (path / "requests.csv").write_bytes((bytes(range(128, 256)) + b"\n") * 20)
@@ -132,7 +171,9 @@ def test_a_phase_the_crashed_master_never_closed_gets_its_records(tmp_path):
     (tmp_path / "requests.csv").write_text(",".join(COLUMNS) + "\n" + "\n".join(rows) + "\n")
     phase = dict.fromkeys(PHASE_COLUMNS, "")
     phase.update(index=0, label="step-1", kind="step", start_wall=10.0, end_wall=20.0, target_users=1)
-    (tmp_path / "phases.csv").write_text(",".join(PHASE_COLUMNS) + "\n" + ",".join(str(phase[c]) for c in PHASE_COLUMNS) + "\n")
+    (tmp_path / "phases.csv").write_text(
+        ",".join(PHASE_COLUMNS) + "\n" + ",".join(str(phase[c]) for c in PHASE_COLUMNS) + "\n"
+    )
     (tmp_path / "manifest.json").write_text(json.dumps({"status": "running"}))
     run = load_run(tmp_path)
     assert list(run.phases["kind"]) == ["step", "unfinished"]
@@ -141,11 +182,14 @@ def test_a_phase_the_crashed_master_never_closed_gets_its_records(tmp_path):
     assert list(load_run(tmp_path).phases["kind"]) == ["step"]
 
 
-@pytest.mark.parametrize("garbage", [
-    b"a,b,c," + b",".join([b"x"] * 60),  # too many fields
-    "r77,w0,u0,ChatUser,s0,0,/v1/chat,sim,not-a-time,0,0,ok".encode(),  # a non-number where a number belongs
-    b"\xff\xfe\x00garbage\x80,\x81",  # bytes that are not UTF-8
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"a,b,c," + b",".join([b"x"] * 60),  # too many fields
+        b"r77,w0,u0,ChatUser,s0,0,/v1/chat,sim,not-a-time,0,0,ok",  # a non-number where a number belongs
+        b"\xff\xfe\x00garbage\x80,\x81",  # bytes that are not UTF-8
+    ],
+)
 def test_one_garbage_row_is_skipped_counted_and_said_not_fatal(tmp_path, garbage):
     # issue 12, item 6: before, one such row made `loadline report` refuse the whole run (exit 2)
     path = _run(tmp_path)

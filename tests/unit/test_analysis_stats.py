@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from synthetic import make_requests, write_run
 
 from loadline.analysis.data.load import load_run
 from loadline.analysis.stats.phases import (
@@ -12,15 +13,24 @@ from loadline.analysis.stats.phases import (
     phase_table,
     pooled_itl_us,
 )
-from synthetic import make_requests, write_run
 from loadline.core.slo import SLO
 
 T0 = 1_000_000.0
 
 
 def _phase(index, start, end, users):
-    return {"index": index, "label": f"p{index}", "kind": "step", "start_wall": start, "end_wall": end,
-            "target_users": users, "spawn_rate": 1, "users_start": users, "users_end": users, "note": ""}
+    return {
+        "index": index,
+        "label": f"p{index}",
+        "kind": "step",
+        "start_wall": start,
+        "end_wall": end,
+        "target_users": users,
+        "spawn_rate": 1,
+        "users_start": users,
+        "users_end": users,
+        "note": "",
+    }
 
 
 @pytest.fixture
@@ -29,9 +39,13 @@ def run(tmp_path):
     e2e = np.arange(1, 101, dtype=float)
     first = make_requests(T0 + np.linspace(0, 9.9, 100), e2e, ttft_ms=e2e / 2, output_tokens=3, itl_us="1000 3000")
     second = make_requests(
-        T0 + 10 + np.arange(7), [100, 200, 300, 400, 5, 6, 7], ttft_ms=[10, 20, 30, 40, np.nan, np.nan, np.nan],
-        status=["ok"] * 4 + ["error", "error", "cancelled"], error_class=[""] * 4 + ["timeout", "http", "cancelled"],
-        output_tokens=[10, 10, 10, 10, 0, 0, 0], itl_us=["500", "1500 2500", "", "4500", "", "", ""],
+        T0 + 10 + np.arange(7),
+        [100, 200, 300, 400, 5, 6, 7],
+        ttft_ms=[10, 20, 30, 40, np.nan, np.nan, np.nan],
+        status=["ok"] * 4 + ["error", "error", "cancelled"],
+        error_class=[""] * 4 + ["timeout", "http", "cancelled"],
+        output_tokens=[10, 10, 10, 10, 0, 0, 0],
+        itl_us=["500", "1500 2500", "", "4500", "", "", ""],
     )
     phases = [_phase(0, T0, T0 + 10, 2), _phase(1, T0 + 10, T0 + 20, 4)]
     import pandas as pd
@@ -98,9 +112,13 @@ def test_requests_started_after_the_first_cut_stream_are_left_out_of_percentiles
     from loadline.analysis.stats.phases import uncensored
 
     # the phase ends at 10: streams cut then censor everything that started after the first of them
-    rows = pd.DataFrame({"start_wall": [1.0, 2.0, 3.0, 4.0, 5.0],
-                         "end_wall": [2.0, 3.0, 10.0, 6.0, 10.0],
-                         "status": ["ok", "ok", "cancelled", "ok", "cancelled"]})
+    rows = pd.DataFrame(
+        {
+            "start_wall": [1.0, 2.0, 3.0, 4.0, 5.0],
+            "end_wall": [2.0, 3.0, 10.0, 6.0, 10.0],
+            "status": ["ok", "ok", "cancelled", "ok", "cancelled"],
+        }
+    )
     assert uncensored(rows, 10.0).tolist() == [True, True, False, False, False]
     # a user stopped mid-phase by a ramp-down (cancelled at 3.5) censors nothing
     ramp = rows.assign(end_wall=[2.0, 3.0, 3.5, 6.0, 7.0], status=["ok", "ok", "cancelled", "ok", "ok"])
@@ -108,11 +126,15 @@ def test_requests_started_after_the_first_cut_stream_are_left_out_of_percentiles
 
 
 def test_the_tools_own_invalid_requests_are_neither_ok_nor_the_services_errors(tmp_path):
-    import pandas as pd
 
-    rows = make_requests(T0 + np.arange(10) * 0.5, [100.0] * 10, ttft_ms=10.0,
-                         status=["ok"] * 6 + ["error"] * 4, http_status=[200] * 6 + [400, 400, 400, 503],
-                         error_class=[""] * 6 + ["invalid_request"] * 3 + ["http"])
+    rows = make_requests(
+        T0 + np.arange(10) * 0.5,
+        [100.0] * 10,
+        ttft_ms=10.0,
+        status=["ok"] * 6 + ["error"] * 4,
+        http_status=[200] * 6 + [400, 400, 400, 503],
+        error_class=[""] * 6 + ["invalid_request"] * 3 + ["http"],
+    )
     run = load_run(write_run(tmp_path / "run", rows, [_phase(0, T0, T0 + 10, 1)]))
     row = phase_table(run).iloc[0]
     # the 503 is the service's; the three context overflows are the tool's and judge nothing
@@ -122,15 +144,20 @@ def test_the_tools_own_invalid_requests_are_neither_ok_nor_the_services_errors(t
 
 
 def test_lengths_asked_and_got_per_phase(tmp_path):
-    import pandas as pd
 
     from loadline.analysis.report import sections
     from loadline.analysis.stats.lengths import LENGTH_COLUMNS, length_table
 
-    rows = make_requests(T0 + np.arange(6), [100.0] * 6, status=["ok"] * 5 + ["error"],
-                         prompt_tokens=[100, 200, 301, 400, 500, np.nan],
-                         prompt_tokens_requested=[100, 200, 300, 400, 500, 2500],
-                         output_tokens=[64, 64, 64, 60, 64, 0], output_tokens_requested=64, token_counter="server")
+    rows = make_requests(
+        T0 + np.arange(6),
+        [100.0] * 6,
+        status=["ok"] * 5 + ["error"],
+        prompt_tokens=[100, 200, 301, 400, 500, np.nan],
+        prompt_tokens_requested=[100, 200, 300, 400, 500, 2500],
+        output_tokens=[64, 64, 64, 60, 64, 0],
+        output_tokens_requested=64,
+        token_counter="server",
+    )
     run = load_run(write_run(tmp_path / "run", rows, [_phase(0, T0, T0 + 10, 1)]))
     table = length_table(run)
     assert list(table.columns) == list(LENGTH_COLUMNS)

@@ -51,10 +51,16 @@ def test_rate_is_split_between_workers_and_scaled():
     assert control.process_cap(10) == 3
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(arrival_rate=-1.0), "--arrival-rate"), (dict(arrival="uniform"), "--arrival"),
-    (dict(burstiness=0.0), "--burstiness"), (dict(max_inflight=0), "--max-inflight"),
-    (dict(arrival_rate=float("nan")), "--arrival-rate")])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(arrival_rate=-1.0), "--arrival-rate"),
+        (dict(arrival="uniform"), "--arrival"),
+        (dict(burstiness=0.0), "--burstiness"),
+        (dict(max_inflight=0), "--max-inflight"),
+        (dict(arrival_rate=float("nan")), "--arrival-rate"),
+    ],
+)
 def test_bad_arrival_options_are_one_line_errors(options, message):
     base = dict(arrival_rate=1.0, arrival="poisson", burstiness=1.0, max_inflight=10, arrival_sessions=False)
     with pytest.raises(UsageError, match=message):
@@ -65,8 +71,14 @@ def open_loop_run(rate: float, seconds: float, lateness_ms: float, sent_fraction
     due = np.arange(0, seconds, 1 / rate)
     sent = due[: int(len(due) * sent_fraction)]
     late = np.full(len(sent), lateness_ms)
-    return make_requests(1000 + sent + late / 1000, np.full(len(sent), 300.0), ttft_ms=np.full(len(sent), 50.0),
-                         due_wall=1000 + sent, lateness_ms=late, session_id="")
+    return make_requests(
+        1000 + sent + late / 1000,
+        np.full(len(sent), 300.0),
+        ttft_ms=np.full(len(sent), 50.0),
+        due_wall=1000 + sent,
+        lateness_ms=late,
+        session_id="",
+    )
 
 
 PHASE = pd.DataFrame([{"label": "run", "start_wall": 1000.0, "end_wall": 1060.0}])

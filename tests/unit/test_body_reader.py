@@ -65,8 +65,7 @@ def on_the_set() -> int:
 
 @pytest.mark.parametrize("streams, pause", [(12, 0.02), (4, 0.05)])
 def test_many_replies_in_one_reader_each_get_their_own_times_and_text(streams, pause):
-    users, sent = read_at_once([reply([f" w{k}-{i}" for i in range(6)], pause * (1 + k % 3))
-                                for k in range(streams)])
+    users, sent = read_at_once([reply([f" w{k}-{i}" for i in range(6)], pause * (1 + k % 3)) for k in range(streams)])
     for k, user in enumerate(users):
         result, error, _ = user.value
         assert error is None and result.text == "".join(f" w{k}-{i}" for i in range(6))
@@ -110,14 +109,18 @@ def test_a_bad_chunk_fails_its_reply_only():
     assert users[1].value[1] is None and users[1].value[0].text == " x y"
 
 
-@pytest.mark.parametrize("odd", [
-    b": ping\n\n",  # a comment (sse-starlette's keep-alive)
-    b"event: message\ndata: " + token(" b")[6:],  # another field before the data
-    b'data: {"choices": [{"index": 0,\ndata: "delta": {"content": " b"}, "finish_reason": null}]}\n\n',  # two data lines
-])
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b": ping\n\n",  # a comment (sse-starlette's keep-alive)
+        b"event: message\ndata: " + token(" b")[6:],  # another field before the data
+        b'data: {"choices": [{"index": 0,\ndata: "delta": {"content": " b"}, "finish_reason": null}]}\n\n',  # two data lines
+    ],
+)
 def test_unusual_events_are_read_by_the_reader_itself(odd, monkeypatch):
     def pulled(*_):
         raise AssertionError("handed back to the pull path")
+
     monkeypatch.setattr(streaming, "event_data", pulled)
     script = [HEAD_CHUNKED, chunk(token(" a")), 0.03, chunk(odd), 0.03, chunk(token(" c", "stop"))] + END
     with scripted_server(script) as url:

@@ -14,12 +14,33 @@ SLO_TTFT = SLO(e2e_p95_ms=None, e2e_p99_ms=None, ttft_p95_ms=800.0)
 
 def _table(rows: list[tuple[int, int, float, float]]) -> pd.DataFrame:
     """(users, ok requests, TTFT P95 ms, error rate) per phase, in time order."""
-    return pd.DataFrame([{
-        "phase_index": i, "label": f"step-{i + 1} ({users} users)", "kind": "step", "start_wall": 100.0 * i,
-        "users": users, "ok": ok, "errors": round(ok * err / (1 - err)) if err else 0, "requests": ok,
-        "rps": ok / 60, "output_tokens_per_s": ok, "e2e_p50_ms": 500.0, "e2e_p95_ms": 900.0, "e2e_p99_ms": 950.0,
-        "ttft_p95_ms": ttft, "ttft_p99_ms": ttft, "itl_p95_ms": None, "itl_p99_ms": None, "tpot_p95_ms": None,
-        "tpot_p99_ms": None, "error_rate": err} for i, (users, ok, ttft, err) in enumerate(rows)])
+    return pd.DataFrame(
+        [
+            {
+                "phase_index": i,
+                "label": f"step-{i + 1} ({users} users)",
+                "kind": "step",
+                "start_wall": 100.0 * i,
+                "users": users,
+                "ok": ok,
+                "errors": round(ok * err / (1 - err)) if err else 0,
+                "requests": ok,
+                "rps": ok / 60,
+                "output_tokens_per_s": ok,
+                "e2e_p50_ms": 500.0,
+                "e2e_p95_ms": 900.0,
+                "e2e_p99_ms": 950.0,
+                "ttft_p95_ms": ttft,
+                "ttft_p99_ms": ttft,
+                "itl_p95_ms": None,
+                "itl_p99_ms": None,
+                "tpot_p95_ms": None,
+                "tpot_p99_ms": None,
+                "error_rate": err,
+            }
+            for i, (users, ok, ttft, err) in enumerate(rows)
+        ]
+    )
 
 
 @pytest.mark.parametrize("thin", [5, 30, 75])

@@ -6,19 +6,39 @@ from __future__ import annotations
 import json
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import pytest
-
 from loadline.client.streaming import Reply, StreamFailure, StreamResult, chat_content, completion_content
 
-FUZZ = settings(max_examples=1500, deadline=None, database=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=1500, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # texts that are plain in JSON, and ones that are not (escapes, quotes, control characters), multi-byte
-TEXT = st.sampled_from(["a", "b", " the", "é", "日本", "🙂", "\"", "\\", "\n", "\t", "\x7f", "\u2028", "}", '","x":"', "content",
-                        '"content":"', "text", ""])
+TEXT = st.sampled_from(
+    [
+        "a",
+        "b",
+        " the",
+        "é",
+        "日本",
+        "🙂",
+        '"',
+        "\\",
+        "\n",
+        "\t",
+        "\x7f",
+        "\u2028",
+        "}",
+        '","x":"',
+        "content",
+        '"content":"',
+        "text",
+        "",
+    ]
+)
 ENVELOPES = [  # what engines put around a chunk's choice (vLLM, llama.cpp, OpenAI), compact or not
     {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"},
     {"id": "x", "created": 2, "model": "m", "system_fingerprint": "fp", "usage": None},
@@ -42,8 +62,16 @@ class Body:
         pass
 
 
-def chunk(envelope: dict, text: str | None, role: bool, finish: str | None, compact: bool, completion: bool,
-          corrupt: str, ascii_only: bool = False) -> bytes:
+def chunk(
+    envelope: dict,
+    text: str | None,
+    role: bool,
+    finish: str | None,
+    compact: bool,
+    completion: bool,
+    corrupt: str,
+    ascii_only: bool = False,
+) -> bytes:
     if completion:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
     else:
@@ -51,8 +79,11 @@ def chunk(envelope: dict, text: str | None, role: bool, finish: str | None, comp
         if text is not None:
             delta["content"] = text
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-    body = json.dumps({**envelope, "choices": [choice]}, ensure_ascii=ascii_only,  # True: é as \\u00e9
-                      separators=(",", ":") if compact else None).encode()
+    body = json.dumps(
+        {**envelope, "choices": [choice]},
+        ensure_ascii=ascii_only,  # True: é as \\u00e9
+        separators=(",", ":") if compact else None,
+    ).encode()
     if corrupt == "control":  # a raw control character inside the content: not JSON
         body = body.replace(b"TOKEN", b"TO\x01KEN")
     elif corrupt == "utf8":
@@ -73,10 +104,23 @@ def streams(draw) -> tuple[list[bytes], bool]:
             envelope = draw(st.sampled_from(ENVELOPES))  # the envelope changes mid-stream
         corrupt = draw(st.sampled_from(["", "", "", "", "control", "utf8"])) if text == "TOKEN" else ""
         # a field before the choices that holds the content's key too, its value varying like a token
-        decoy = {"x": {"content": draw(st.sampled_from(["a", "b"])), "text": draw(st.sampled_from(["a", "b"]))}} \
-            if draw(st.integers(0, 4)) == 0 else {}
-        events.append(chunk({**decoy, **envelope}, text, role=i == 0, finish=None, compact=compact,
-                            completion=completion, corrupt=corrupt, ascii_only=ascii_only))
+        decoy = (
+            {"x": {"content": draw(st.sampled_from(["a", "b"])), "text": draw(st.sampled_from(["a", "b"]))}}
+            if draw(st.integers(0, 4)) == 0
+            else {}
+        )
+        events.append(
+            chunk(
+                {**decoy, **envelope},
+                text,
+                role=i == 0,
+                finish=None,
+                compact=compact,
+                completion=completion,
+                corrupt=corrupt,
+                ascii_only=ascii_only,
+            )
+        )
     events.append(chunk(envelope, "", False, "stop", compact, completion, ""))
     return events, completion
 
@@ -106,7 +150,9 @@ def test_a_chunk_read_by_its_template_gives_what_parsing_it_gives(case):
 @pytest.mark.parametrize("completion", [False, True])
 def test_chunks_that_differ_only_in_their_content_are_read_by_the_template(completion, monkeypatch):
     """The fast way is taken (a test that could not tell would pass on a template never used)."""
-    events = [chunk(ENVELOPES[0], text, i == 0, None, True, completion, "") for i, text in enumerate(["a", "b", "é", "c"])]
+    events = [
+        chunk(ENVELOPES[0], text, i == 0, None, True, completion, "") for i, text in enumerate(["a", "b", "é", "c"])
+    ]
     parses = []
     real = orjson.loads
     monkeypatch.setattr("loadline.client.streaming._loads", lambda data: parses.append(data) or real(data))
@@ -125,17 +171,44 @@ def test_a_second_field_with_the_contents_key_keeps_every_chunk_parsed(completio
     assert run(Reply, events, completion)[0] == ("a", "a", "a")
 
 
-@pytest.mark.parametrize("events, completion, pieces", [
-    # keys written with an escape are the same keys to the parser, and the last of two equal keys wins
-    ([b'{"x":{"content":"a"},"choices":[{"delta":{"\\u0063ontent":"a"}}]}',
-      b'{"x":{"content":"EVIL"},"choices":[{"delta":{"\\u0063ontent":"a"}}]}'], False, ("a", "a")),
-    ([b'{"choices":[{"delta":{"content":"EVIL","\\u0063ontent":"a"}}]}',
-      b'{"choices":[{"delta":{"content":"EVIL2","\\u0063ontent":"a"}}]}'], False, ("a", "a")),
-    ([b'{"x\\"content":"a","choices":[{"delta":{"content":"a"}}]}',
-      b'{"x\\"content":"b","choices":[{"delta":{"content":"a"}}]}'], False, ("a", "a")),
-    ([b'{"x":{"text":"a"},"choices":[{"t\\u0065xt":"a"}]}',
-      b'{"x":{"text":"EVIL"},"choices":[{"t\\u0065xt":"a"}]}'], True, ("a", "a")),
-])
+@pytest.mark.parametrize(
+    "events, completion, pieces",
+    [
+        # keys written with an escape are the same keys to the parser, and the last of two equal keys wins
+        (
+            [
+                b'{"x":{"content":"a"},"choices":[{"delta":{"\\u0063ontent":"a"}}]}',
+                b'{"x":{"content":"EVIL"},"choices":[{"delta":{"\\u0063ontent":"a"}}]}',
+            ],
+            False,
+            ("a", "a"),
+        ),
+        (
+            [
+                b'{"choices":[{"delta":{"content":"EVIL","\\u0063ontent":"a"}}]}',
+                b'{"choices":[{"delta":{"content":"EVIL2","\\u0063ontent":"a"}}]}',
+            ],
+            False,
+            ("a", "a"),
+        ),
+        (
+            [
+                b'{"x\\"content":"a","choices":[{"delta":{"content":"a"}}]}',
+                b'{"x\\"content":"b","choices":[{"delta":{"content":"a"}}]}',
+            ],
+            False,
+            ("a", "a"),
+        ),
+        (
+            [
+                b'{"x":{"text":"a"},"choices":[{"t\\u0065xt":"a"}]}',
+                b'{"x":{"text":"EVIL"},"choices":[{"t\\u0065xt":"a"}]}',
+            ],
+            True,
+            ("a", "a"),
+        ),
+    ],
+)
 def test_escaped_or_repeated_keys_keep_every_chunk_parsed(events, completion, pieces):
     """Counterexamples found in review: each gave the decoy's value as the token."""
     assert run(Reply, events, completion)[0] == run(Parsed, events, completion)[0] == pieces
@@ -143,13 +216,16 @@ def test_escaped_or_repeated_keys_keep_every_chunk_parsed(events, completion, pi
 
 def test_a_str_event_after_a_bytes_one_is_parsed():
     """sseclient-py hands over str events (a comment or another field in the event, CR line endings)."""
-    events = [b'{"choices":[{"delta":{"content":"a"}}]}', '{"choices":[{"delta":{"content":"b"}}]}',
-              b'{"choices":[{"delta":{"content":"c"}}]}']
+    events = [
+        b'{"choices":[{"delta":{"content":"a"}}]}',
+        '{"choices":[{"delta":{"content":"b"}}]}',
+        b'{"choices":[{"delta":{"content":"c"}}]}',
+    ]
     assert run(Reply, events, False)[0] == ("a", "b", "c")
 
 
 @pytest.mark.parametrize("content", [b"1", b"true", b'["a"]', b'{"a":"b"}'])
 def test_content_that_is_no_string_is_taken_as_before(content):
-    events = [b'{"choices":[{"delta":{"content":' + content + b'}}]}']
+    events = [b'{"choices":[{"delta":{"content":' + content + b"}}]}"]
     fast, parsed = run(Reply, events, False), run(Parsed, events, False)
     assert fast[:4] == parsed[:4] and fast[3] is None

@@ -55,6 +55,7 @@ def bounded_serve(monkeypatch):
 @pytest.fixture
 def nothing_starts(monkeypatch):
     """`loadline run` input that should be refused: if it were accepted, fail instead of starting anything."""
+
     def refuse(*_, **__):
         raise AssertionError("the input was accepted: loadline run went on to start a process")
 
@@ -65,14 +66,32 @@ def nothing_starts(monkeypatch):
 def test_sim_help_explains_every_option(capsys):
     done = run_cli(capsys, "sim", "--help")
     assert done.code == 0
-    for option in ("--profile", "--port", "--truth", "--api-key", "--admin", "--replicas", "--lb", "--time-scale",
-                   "--max-queue", "--set", "--error-rate", "--latency-spike", "--leak-blocks-per-s",
-                   "--max-connections", "--accept-delay-ms", "--max-num-seqs", "--num-gpu-blocks"):
+    for option in (
+        "--profile",
+        "--port",
+        "--truth",
+        "--api-key",
+        "--admin",
+        "--replicas",
+        "--lb",
+        "--time-scale",
+        "--max-queue",
+        "--set",
+        "--error-rate",
+        "--latency-spike",
+        "--leak-blocks-per-s",
+        "--max-connections",
+        "--accept-delay-ms",
+        "--max-num-seqs",
+        "--num-gpu-blocks",
+    ):
         assert option in done.stdout, option
 
 
-@pytest.mark.parametrize("args", [["--set", "max_num_seqs=abc"], ["--set", "nonsense=1"],
-                                  ["--profile", "no-such-profile"], ["--lb", "random"]])
+@pytest.mark.parametrize(
+    "args",
+    [["--set", "max_num_seqs=abc"], ["--set", "nonsense=1"], ["--profile", "no-such-profile"], ["--lb", "random"]],
+)
 def test_sim_bad_options_exit_2_with_one_line(capsys, bounded_serve, args):
     done = run_cli(capsys, "sim", "--port", "0", *args)
     assert done.code == 2, (args, done.stderr)
@@ -87,9 +106,15 @@ def test_sim_port_in_use_is_a_one_line_error(capsys, bounded_serve):
     assert done.code == 2 and "cannot serve" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("argv", [["plan"], ["plan", "--per-replica-qps", "0", "--target-qps", "1"],
-                                  ["plan", "--run", "/no/such/run"], ["plan", "--per-replica-qps", "5", "--params-b", "7",
-                                                                      "--dtype", "fp5"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan"],
+        ["plan", "--per-replica-qps", "0", "--target-qps", "1"],
+        ["plan", "--run", "/no/such/run"],
+        ["plan", "--per-replica-qps", "5", "--params-b", "7", "--dtype", "fp5"],
+    ],
+)
 def test_plan_command_bad_input_exits_2_with_one_line(capsys, argv):
     done = run_cli(capsys, *argv)
     assert done.code == 2
@@ -97,14 +122,20 @@ def test_plan_command_bad_input_exits_2_with_one_line(capsys, argv):
 
 
 # `loadline run` input refused before anything starts (no simulator, no Locust, no run folder left).
-@pytest.mark.parametrize("args, message", [
-    (["--host", "localhost:8000"], "must be a URL"),
-    (["--sim-option", "max_num_seqs"], "KEY=VALUE"),
-    (["--time-scale", "0"], "time-scale"),
-    (["--config", "/nonexistent.conf"], "not found"),
-    (["--config", "standrd"], "not found: standrd (a path, or one of Loadline's: burst, "),  # the names to pick from
-    (["--slo", "strcit"], "one of Loadline's: default, drill, relaxed, strict"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--host", "localhost:8000"], "must be a URL"),
+        (["--sim-option", "max_num_seqs"], "KEY=VALUE"),
+        (["--time-scale", "0"], "time-scale"),
+        (["--config", "/nonexistent.conf"], "not found"),
+        (
+            ["--config", "standrd"],
+            "not found: standrd (a path, or one of Loadline's: burst, ",
+        ),  # the names to pick from
+        (["--slo", "strcit"], "one of Loadline's: default, drill, relaxed, strict"),
+    ],
+)
 def test_run_bad_input_is_one_line_and_exit_2(capsys, tmp_path, nothing_starts, args, message):
     done = run_cli(capsys, "run", "--out", str(tmp_path), "--run-time", "2s", *args)
     assert done.code == 2

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from shape_fakes import drive, make_shape
 
-from loadline.analysis.stats.phases import goodput_thresholds
 from loadline.analysis.stats.compliance import phase_violations
+from loadline.analysis.stats.phases import goodput_thresholds
 from loadline.analysis.verdict.gate import evaluate, gate_note, gate_passed
 from loadline.core.errors import UsageError
 from loadline.core.judge import FAILED, NOT_JUDGED, PASSED, judge
@@ -21,9 +21,17 @@ from loadline.shapes.stop_rule import judge_window
 
 # A healthy streaming step on the default profile: 256-token replies at ~10 ms a token take ~2.6 s
 # end to end (issue 9), while the first token comes in 300 ms.
-HEALTHY_STREAM = {"e2e_p95_ms": 2600.0, "e2e_p99_ms": 2900.0, "ttft_p95_ms": 300.0, "ttft_p99_ms": 450.0,
-                  "itl_p95_ms": 12.0, "itl_p99_ms": 20.0, "tpot_p95_ms": 11.0, "tpot_p99_ms": 12.0,
-                  "error_rate": 0.0}
+HEALTHY_STREAM = {
+    "e2e_p95_ms": 2600.0,
+    "e2e_p99_ms": 2900.0,
+    "ttft_p95_ms": 300.0,
+    "ttft_p99_ms": 450.0,
+    "itl_p95_ms": 12.0,
+    "itl_p99_ms": 20.0,
+    "tpot_p95_ms": 11.0,
+    "tpot_p99_ms": 12.0,
+    "error_rate": 0.0,
+}
 
 
 def window(requests: int = 100, errors: int = 0, **values: float | None) -> SimpleNamespace:
@@ -34,8 +42,7 @@ def window(requests: int = 100, errors: int = 0, **values: float | None) -> Simp
 
 def phase_table(**values: float | None) -> pd.DataFrame:
     """A one-phase report table (loadline.analysis.stats.phases.PHASE_TABLE_COLUMNS' judged fields, model time)."""
-    return pd.DataFrame([{"label": "step-1 (8 users)", "ok": 100, "errors": 0, "rps": 5.0,
-                          **HEALTHY_STREAM, **values}])
+    return pd.DataFrame([{"label": "step-1 (8 users)", "ok": 100, "errors": 0, "rps": 5.0, **HEALTHY_STREAM, **values}])
 
 
 def stop_rule_breaks(slo: SLO, streaming: bool | None, **values: float | None) -> bool:
@@ -46,8 +53,9 @@ def gate_fails(slo: SLO, streaming: bool | None, **values: float | None) -> bool
     return not gate_passed(evaluate(phase_table(**values), slo, streaming))
 
 
-@pytest.mark.parametrize("key,limit", [("ttft_p95_ms", 800.0), ("itl_p99_ms", 50.0), ("tpot_p95_ms", 30.0),
-                                       ("e2e_p95_ms", 1500.0)])
+@pytest.mark.parametrize(
+    "key,limit", [("ttft_p95_ms", 800.0), ("itl_p99_ms", 50.0), ("tpot_p95_ms", 30.0), ("e2e_p95_ms", 1500.0)]
+)
 @pytest.mark.parametrize("offset,breaks", [(-0.5, False), (0.0, False), (0.5, True)])
 def test_stop_rule_and_gate_agree_on_the_same_numbers_including_exactly_at_the_limit(key, limit, offset, breaks):
     slo = SLO(**{key: limit})
@@ -76,8 +84,11 @@ def test_a_healthy_streaming_run_is_not_failed_by_e2e_while_a_non_streaming_one_
     assert [c.name for c in streamed.checks] == ["TTFT P95", "error rate"]
     assert dict(streamed.not_applied)["E2E P95"].startswith("streaming:")
     called = judge(slo, HEALTHY_STREAM, streaming=False)
-    assert [(c.name, c.outcome) for c in called.checks] == [("E2E P95", FAILED), ("E2E P99", PASSED),
-                                                            ("error rate", PASSED)]
+    assert [(c.name, c.outcome) for c in called.checks] == [
+        ("E2E P95", FAILED),
+        ("E2E P99", PASSED),
+        ("error rate", PASSED),
+    ]
     assert "TTFT P95" in dict(called.not_applied)
 
 
@@ -142,15 +153,18 @@ def test_a_non_streaming_stepped_run_stops_on_e2e():
     assert shape.state.timeline.rows[-1].note == "E2E P95 2,600 ms > 1,500 ms"
 
 
-@pytest.mark.parametrize("text,message", [
-    ('ttft_p95_ms = "fast"', 'ttft_p95_ms must be a number or "none"'),
-    ("e2e_p95_ms = -1", "e2e_p95_ms must be >= 0"),
-    ("max_error_rate = 1.5", "max_error_rate must be between 0 and 1"),
-    ("max_error_rate = \"none\"", 'max_error_rate cannot be "none"'),
-    ("max_oom_restarts = 0.5", "max_oom_restarts must be a whole number"),
-    ('gate_e2e_on_streams = "yes"', "gate_e2e_on_streams must be true or false"),
-    ("itl_p99_ms = true", "itl_p99_ms must be a number"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('ttft_p95_ms = "fast"', 'ttft_p95_ms must be a number or "none"'),
+        ("e2e_p95_ms = -1", "e2e_p95_ms must be >= 0"),
+        ("max_error_rate = 1.5", "max_error_rate must be between 0 and 1"),
+        ('max_error_rate = "none"', 'max_error_rate cannot be "none"'),
+        ("max_oom_restarts = 0.5", "max_oom_restarts must be a whole number"),
+        ('gate_e2e_on_streams = "yes"', "gate_e2e_on_streams must be true or false"),
+        ("itl_p99_ms = true", "itl_p99_ms must be a number"),
+    ],
+)
 def test_the_slo_loader_rejects_wrong_types_and_ranges_in_one_line(tmp_path, text, message):
     path = tmp_path / "slo.toml"
     path.write_text(f"[slo]\n{text}\n")
@@ -171,8 +185,9 @@ def test_goodput_counts_a_request_by_the_criteria_that_apply_to_its_traffic():
 
 
 @pytest.mark.parametrize("slo_text,asks", [("", False), ("itl_p99_ms = 50\n", True)])
-def test_the_stop_rule_asks_the_live_window_for_pooled_itl_only_when_the_slo_judges_it(tmp_path, monkeypatch,
-                                                                                      slo_text, asks):
+def test_the_stop_rule_asks_the_live_window_for_pooled_itl_only_when_the_slo_judges_it(
+    tmp_path, monkeypatch, slo_text, asks
+):
     slo_file = tmp_path / "slo.toml"
     slo_file.write_text("[slo]\n" + slo_text)
     calls: list[bool] = []

@@ -32,15 +32,27 @@ def conf_text(manifests) -> str:
 
 
 def test_expected_objects_and_no_namespace(manifests):
-    assert {("ConfigMap", "loadline-conf"), ("PersistentVolumeClaim", "loadline-runs"), ("Job", "loadline-master"),
-            ("Service", "loadline-master"), ("Deployment", "loadline-worker"), ("Deployment", "loadline-sim"),
-            ("Service", "loadline-sim"), ("Pod", "loadline-fetch-runs")} <= set(manifests)
+    assert {
+        ("ConfigMap", "loadline-conf"),
+        ("PersistentVolumeClaim", "loadline-runs"),
+        ("Job", "loadline-master"),
+        ("Service", "loadline-master"),
+        ("Deployment", "loadline-worker"),
+        ("Deployment", "loadline-sim"),
+        ("Service", "loadline-sim"),
+        ("Pod", "loadline-fetch-runs"),
+    } <= set(manifests)
     for doc in manifests.values():
         assert "namespace" not in doc["metadata"], doc["metadata"]["name"]
 
 
-@pytest.mark.parametrize("service, workload", [(("Service", "loadline-master"), ("Job", "loadline-master")),
-                                               (("Service", "loadline-sim"), ("Deployment", "loadline-sim"))])
+@pytest.mark.parametrize(
+    "service, workload",
+    [
+        (("Service", "loadline-master"), ("Job", "loadline-master")),
+        (("Service", "loadline-sim"), ("Deployment", "loadline-sim")),
+    ],
+)
 def test_services_select_their_pods_and_named_ports(manifests, service, workload):
     svc, pods = manifests[service], manifests[workload]
     labels = pods["spec"]["template"]["metadata"]["labels"]
@@ -95,7 +107,9 @@ def test_worker_command_reaches_the_master_service(manifests, tmp_path):
     options = dh.parse_locust([str(conf) if a == "/etc/loadline/loadline.conf" else a for a in args[1:]])
     assert options["worker"] is True
     assert ("Service", options["master_host"]) in manifests
-    assert options["master_port"] in {p["port"] for p in manifests[("Service", options["master_host"])]["spec"]["ports"]}
+    assert options["master_port"] in {
+        p["port"] for p in manifests[("Service", options["master_host"])]["spec"]["ports"]
+    }
 
 
 def test_simulator_command_uses_real_options_and_profile(manifests):

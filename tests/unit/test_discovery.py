@@ -21,9 +21,14 @@ LLAMA_SERVER = {  # /v1/models meta.n_ctx is the whole context (4 slots x 2048);
     "/props": {"default_generation_settings": {"n_ctx": 2048}, "total_slots": 4},
 }
 LLAMA_CPP_PYTHON = {"/v1/models": {"data": [{"id": "tiny.gguf", "object": "model"}]}}
-SGLANG_NATIVE = {"/v1/models": {"data": [{"id": "qwen"}]}, "/get_model_info": {"model_path": "qwen", "context_length": 32768}}
-TGI = {"/v1/models": {"data": [{"id": "tgi"}]},
-       "/info": {"max_total_tokens": 4096, "max_input_tokens": 3000, "model_id": "m"}}
+SGLANG_NATIVE = {
+    "/v1/models": {"data": [{"id": "qwen"}]},
+    "/get_model_info": {"model_path": "qwen", "context_length": 32768},
+}
+TGI = {
+    "/v1/models": {"data": [{"id": "tgi"}]},
+    "/info": {"max_total_tokens": 4096, "max_input_tokens": 3000, "model_id": "m"},
+}
 
 
 @contextmanager
@@ -51,13 +56,17 @@ def serving(routes: dict[str, object]):
         server.server_close()
 
 
-@pytest.mark.parametrize("routes, expected", [
-    (VLLM, ServedModel("llama", 8192, 0, "/v1/models max_model_len")),
-    (LLAMA_SERVER, ServedModel("tiny.gguf", 2048, 0, "/props default_generation_settings.n_ctx")),
-    (LLAMA_CPP_PYTHON, ServedModel("tiny.gguf", 0, 0, "")),
-    (SGLANG_NATIVE, ServedModel("qwen", 32768, 0, "/get_model_info context_length")),
-    (TGI, ServedModel("tgi", 4096, 3000, "/info max_total_tokens")),
-], ids=["vllm", "llama-server", "llama-cpp-python", "sglang", "tgi"])
+@pytest.mark.parametrize(
+    "routes, expected",
+    [
+        (VLLM, ServedModel("llama", 8192, 0, "/v1/models max_model_len")),
+        (LLAMA_SERVER, ServedModel("tiny.gguf", 2048, 0, "/props default_generation_settings.n_ctx")),
+        (LLAMA_CPP_PYTHON, ServedModel("tiny.gguf", 0, 0, "")),
+        (SGLANG_NATIVE, ServedModel("qwen", 32768, 0, "/get_model_info context_length")),
+        (TGI, ServedModel("tgi", 4096, 3000, "/info max_total_tokens")),
+    ],
+    ids=["vllm", "llama-server", "llama-cpp-python", "sglang", "tgi"],
+)
 def test_each_engine_says_its_context_somewhere(routes, expected):
     with serving(routes) as url:
         assert probe(requests.Session(), url, 5.0) == expected
@@ -74,16 +83,27 @@ def test_request_id_header_names_are_checked():
         header_name("X Request Id")
 
 
-@pytest.mark.parametrize("body, limit", [
-    ('{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens)",'
-     '"type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}', 4096),  # llama-server
-    ('{"error":{"message":"Requested tokens (2100) exceed context window of 2048","type":"invalid_request_error"}}',
-     2048),  # llama-cpp-python
-    ('{"error":{"message":"This model\'s maximum context length is 8192 tokens. However, you requested 9000 tokens",'
-     '"type":"BadRequestError","code":400}}', 8192),  # vLLM (and the simulator)
-    ('{"error":{"message":"\'messages\' must be a non-empty list"}}', 0),
-    ("<html>Bad Request</html>", 0),
-])
+@pytest.mark.parametrize(
+    "body, limit",
+    [
+        (
+            '{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens)",'
+            '"type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}',
+            4096,
+        ),  # llama-server
+        (
+            '{"error":{"message":"Requested tokens (2100) exceed context window of 2048","type":"invalid_request_error"}}',
+            2048,
+        ),  # llama-cpp-python
+        (
+            '{"error":{"message":"This model\'s maximum context length is 8192 tokens. However, you requested 9000 tokens",'
+            '"type":"BadRequestError","code":400}}',
+            8192,
+        ),  # vLLM (and the simulator)
+        ('{"error":{"message":"\'messages\' must be a non-empty list"}}', 0),
+        ("<html>Bad Request</html>", 0),
+    ],
+)
 def test_a_refusal_that_states_the_context_length_is_read(body, limit):
     assert context_in_refusal(body) == limit
 

@@ -33,24 +33,37 @@ users = 4
 
 
 def test_friendly_keys_become_admin_posts():
-    actions = parse_actions({"kill_replica": 1, "restart_after_s": 30, "faults": {"latency_spike": 3},
-                             "actions": [{"post": "/admin/replicas/0/start"}]}, "here", 60)
+    actions = parse_actions(
+        {
+            "kill_replica": 1,
+            "restart_after_s": 30,
+            "faults": {"latency_spike": 3},
+            "actions": [{"post": "/admin/replicas/0/start"}],
+        },
+        "here",
+        60,
+    )
     assert [(a.path, json.loads(a.body)) for a in actions] == [
-        ("/admin/replicas/1/kill", {"restart_after_s": 30}), ("/admin/faults", {"latency_spike": 3}),
-        ("/admin/replicas/0/start", {})]
+        ("/admin/replicas/1/kill", {"restart_after_s": 30}),
+        ("/admin/faults", {"latency_spike": 3}),
+        ("/admin/replicas/0/start", {}),
+    ]
     assert parse_actions({"faults": "clear"}, "here", 60) == (FaultAction("/admin/faults/clear"),)
     assert parse_actions({}, "here", 60) == ()
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"kill_replica": -1}, "kill_replica must be a replica index"),
-    ({"restart_after_s": 3}, "restart_after_s goes with kill_replica"),
-    ({"faults": []}, "faults must be a table"),
-    ({"actions": [{"post": "/v1/models"}]}, "must be an admin path"),
-    ({"actions": [{"get": "/admin/state"}]}, "each action is"),
-    ({"kill_replica": 0, "fault_after_s": 60}, "fault_after_s must be >= 0 and shorter than the stage"),
-    ({"fault_after_s": 1}, "fault_after_s without an action"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"kill_replica": -1}, "kill_replica must be a replica index"),
+        ({"restart_after_s": 3}, "restart_after_s goes with kill_replica"),
+        ({"faults": []}, "faults must be a table"),
+        ({"actions": [{"post": "/v1/models"}]}, "must be an admin path"),
+        ({"actions": [{"get": "/admin/state"}]}, "each action is"),
+        ({"kill_replica": 0, "fault_after_s": 60}, "fault_after_s must be >= 0 and shorter than the stage"),
+        ({"fault_after_s": 1}, "fault_after_s without an action"),
+    ],
+)
 def test_bad_actions_are_one_line_errors(entry, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         parse_actions(entry, "stage 2", 60)
@@ -76,8 +89,13 @@ class Recorder:
         self.recorded: list[FaultRow] = []
 
     def runner(self) -> ActionRunner:
-        return ActionRunner(spawn=lambda work: work(), send=self.send, sleep=self.slept.append, wall=lambda: 123.5,
-                            record=self.recorded.append)
+        return ActionRunner(
+            spawn=lambda work: work(),
+            send=self.send,
+            sleep=self.slept.append,
+            wall=lambda: 123.5,
+            record=self.recorded.append,
+        )
 
     def send(self, url: str, action: FaultAction) -> str:
         self.sent.append((url, action.path))
@@ -96,14 +114,23 @@ def run_drill(tmp_path, recorder: Recorder, admin_url: str = "http://127.0.0.1:9
 def test_actions_run_once_when_their_stage_begins_and_the_note_says_how_it_went(tmp_path):
     recorder = Recorder()
     rows = run_drill(tmp_path, recorder)
-    assert recorder.sent == [("http://127.0.0.1:9/", "/admin/replicas/0/kill"), ("http://127.0.0.1:9/", "/admin/faults")]
+    assert recorder.sent == [
+        ("http://127.0.0.1:9/", "/admin/replicas/0/kill"),
+        ("http://127.0.0.1:9/", "/admin/faults"),
+    ]
     assert recorder.slept == [20.0]  # both wait for fault_after_s, counted once
     assert [r.note for r in rows] == [  # for people; analysis reads the typed rows
-        "", ('fault: POST /admin/replicas/0/kill {"restart_after_s": 30} ok; '
-             'fault: POST /admin/faults {"error_rate": 0.2} ok'), ""]
+        "",
+        (
+            'fault: POST /admin/replicas/0/kill {"restart_after_s": 30} ok; '
+            'fault: POST /admin/faults {"error_rate": 0.2} ok'
+        ),
+        "",
+    ]
     assert recorder.recorded == [
         FaultRow(123.5, 1, "surge", "POST", "/admin/replicas/0/kill", '{"restart_after_s": 30}', FAULT_OK),
-        FaultRow(123.5, 1, "surge", "POST", "/admin/faults", '{"error_rate": 0.2}', FAULT_OK)]
+        FaultRow(123.5, 1, "surge", "POST", "/admin/faults", '{"error_rate": 0.2}', FAULT_OK),
+    ]
 
 
 def test_a_failing_action_is_noted_and_the_run_goes_on(tmp_path):
@@ -118,7 +145,9 @@ def test_without_an_admin_url_the_stages_run_without_actions(tmp_path, caplog):
     rows = run_drill(tmp_path, recorder, admin_url="")
     assert recorder.sent == [] and rows[1].note == "fault: skipped (no --sim-admin-url)"
     assert [(r.path, r.outcome, r.detail) for r in recorder.recorded] == [
-        ("/admin/replicas/0/kill", FAULT_SKIPPED, "no --sim-admin-url"), ("/admin/faults", FAULT_SKIPPED, "no --sim-admin-url")]
+        ("/admin/replicas/0/kill", FAULT_SKIPPED, "no --sim-admin-url"),
+        ("/admin/faults", FAULT_SKIPPED, "no --sim-admin-url"),
+    ]
     assert sum("no --sim-admin-url" in r.message for r in caplog.records) == 1
 
 

@@ -29,25 +29,51 @@ def phases(*rows: tuple) -> pd.DataFrame:
     """rows of (label, kind, start offset, end offset, target users[, note])."""
     out = []
     for index, (label, kind, start, end, users, *note) in enumerate(rows):
-        out.append({"index": index, "label": label, "kind": kind, "start_wall": T0 + start, "end_wall": T0 + end,
-                    "target_users": users, "note": note[0] if note else ""})
+        out.append(
+            {
+                "index": index,
+                "label": label,
+                "kind": kind,
+                "start_wall": T0 + start,
+                "end_wall": T0 + end,
+                "target_users": users,
+                "note": note[0] if note else "",
+            }
+        )
     return pd.DataFrame(out)
 
 
-def records(start: float, end: float, per_s: float, ttft_ms: float = 100.0, e2e_ms: float = 1000.0,
-            status: str = "ok", error_class: str = "") -> pd.DataFrame:
+def records(
+    start: float,
+    end: float,
+    per_s: float,
+    ttft_ms: float = 100.0,
+    e2e_ms: float = 1000.0,
+    status: str = "ok",
+    error_class: str = "",
+) -> pd.DataFrame:
     starts = T0 + np.arange(start, end, 1.0 / per_s)
-    return pd.DataFrame({"start_wall": starts, "status": status, "error_class": error_class,
-                         "ttft_ms": ttft_ms if status == "ok" else np.nan, "e2e_ms": e2e_ms})
+    return pd.DataFrame(
+        {
+            "start_wall": starts,
+            "status": status,
+            "error_class": error_class,
+            "ttft_ms": ttft_ms if status == "ok" else np.nan,
+            "e2e_ms": e2e_ms,
+        }
+    )
 
 
-SURGE = phases(("baseline", "baseline", 0, 60, 4), ("surge (x3)", "burst", 60, 120, 12),
-               ("recovery", "recover", 120, 180, 4))
+SURGE = phases(
+    ("baseline", "baseline", 0, 60, 4), ("surge (x3)", "burst", 60, 120, 12), ("recovery", "recover", 120, 180, 4)
+)
 
 
 def spike_for(seconds: float) -> pd.DataFrame:
-    return pd.concat([records(0, 60, 10), records(60, 60 + seconds, 20, ttft_ms=1000, e2e_ms=5000),
-                      records(60 + seconds, 180, 20)], ignore_index=True)
+    return pd.concat(
+        [records(0, 60, 10), records(60, 60 + seconds, 20, ttft_ms=1000, e2e_ms=5000), records(60 + seconds, 180, 20)],
+        ignore_index=True,
+    )
 
 
 def scaled(frame: pd.DataFrame, scale: float) -> pd.DataFrame:
@@ -82,8 +108,15 @@ def test_recovery_time_follows_the_spike_length(seconds):
 
 
 def test_time_scaled_runs_are_reported_in_model_time():
-    compressed = RunData(Path("run"), {"time_scale": 20}, scaled(spike_for(6.0), 20), scaled(SURGE, 20),
-                         pd.DataFrame(), pd.DataFrame(), None)
+    compressed = RunData(
+        Path("run"),
+        {"time_scale": 20},
+        scaled(spike_for(6.0), 20),
+        scaled(SURGE, 20),
+        pd.DataFrame(),
+        pd.DataFrame(),
+        None,
+    )
     model = model_run(compressed)  # what the report reads: the run folder in model time
     [entry] = recovery(model.requests, model.phases)
     assert entry["recovery_s"] == pytest.approx(6.0)
@@ -103,8 +136,14 @@ def test_a_surge_with_no_visible_impact_recovers_at_once():
 
 def test_the_slo_limit_counts_as_back_to_normal_when_looser_than_the_baseline():
     # latency settles at 3x the baseline but inside the SLO: recovered once the spike is over
-    data = pd.concat([records(0, 60, 10), records(60, 64, 20, ttft_ms=1000, e2e_ms=5000),
-                      records(64, 180, 20, ttft_ms=300, e2e_ms=1200)], ignore_index=True)
+    data = pd.concat(
+        [
+            records(0, 60, 10),
+            records(60, 64, 20, ttft_ms=1000, e2e_ms=5000),
+            records(64, 180, 20, ttft_ms=300, e2e_ms=1200),
+        ],
+        ignore_index=True,
+    )
     [without_slo] = recovery(data, SURGE)
     [with_slo] = recovery(data, SURGE, slo_ttft_p95_ms=800, slo_e2e_p95_ms=1500)
     assert without_slo["recovered"] is False
@@ -115,9 +154,17 @@ def test_the_slo_limit_counts_as_back_to_normal_when_looser_than_the_baseline():
 def test_a_fault_starts_the_clock_when_it_was_sent_and_its_failures_are_counted_by_class():
     kill = faults((70, 1, "/admin/replicas/0/kill", "ok", "", '{"restart_after_s": 30}'))
     table = phases(("baseline", "baseline", 0, 60, 4), ("surge + kill", "burst", 60, 120, 12, "fault: for people only"))
-    data = pd.concat([records(0, 60, 10), records(60, 70, 20), records(70, 71, 4, status="error", error_class="stream_error"),
-                      records(71, 73, 4, status="error", error_class="http"), records(70, 76, 20, ttft_ms=2000, e2e_ms=6000),
-                      records(76, 120, 20)], ignore_index=True)
+    data = pd.concat(
+        [
+            records(0, 60, 10),
+            records(60, 70, 20),
+            records(70, 71, 4, status="error", error_class="stream_error"),
+            records(71, 73, 4, status="error", error_class="http"),
+            records(70, 76, 20, ttft_ms=2000, e2e_ms=6000),
+            records(76, 120, 20),
+        ],
+        ignore_index=True,
+    )
     [entry] = recovery(data, table, faults=kill)
     assert entry["event"] == "surge x3 + fault"
     assert entry["faults"] == ['POST /admin/replicas/0/kill {"restart_after_s": 30} ok']
@@ -128,9 +175,14 @@ def test_a_fault_starts_the_clock_when_it_was_sent_and_its_failures_are_counted_
 
 
 def test_only_big_jumps_from_a_non_zero_level_and_fault_phases_are_events():
-    table = phases(("idle", "stage", 0, 10, 0), ("start", "stage", 10, 20, 4), ("bit more", "stage", 20, 30, 6),
-                   ("double", "stage", 30, 40, 12), ("ramp", "ramp", 40, 50, 40),
-                   ("kill", "hold", 50, 60, 40, "fault: POST /admin/faults/clear failed: HTTP 404"))
+    table = phases(
+        ("idle", "stage", 0, 10, 0),
+        ("start", "stage", 10, 20, 4),
+        ("bit more", "stage", 20, 30, 6),
+        ("double", "stage", 30, 40, 12),
+        ("ramp", "ramp", 40, 50, 40),
+        ("kill", "hold", 50, 60, 40, "fault: POST /admin/faults/clear failed: HTTP 404"),
+    )
     events = find_events(table, faults((51, 5, "/admin/faults/clear", "failed", "HTTP 404")))
     assert [e.position for e in events] == [3, 5]
     assert events[1].faults == ("POST /admin/faults/clear failed (HTTP 404)",)
@@ -187,7 +239,14 @@ def test_recovery_rows_say_when_and_what_failed():
     from loadline.analysis.report.recovery_table import recovery_rows
 
     table = phases(("baseline", "baseline", 0, 60, 4), ("kill", "burst", 60, 120, 12))
-    data = pd.concat([records(0, 60, 10), records(60, 61, 4, status="error", error_class="http"),
-                      records(60, 64, 20, ttft_ms=900, e2e_ms=4000), records(64, 120, 20)], ignore_index=True)
+    data = pd.concat(
+        [
+            records(0, 60, 10),
+            records(60, 61, 4, status="error", error_class="http"),
+            records(60, 64, 20, ttft_ms=900, e2e_ms=4000),
+            records(64, 120, 20),
+        ],
+        ignore_index=True,
+    )
     [row] = recovery_rows(recovery(data, table, faults=faults((60, 1, "/admin/replicas/0/kill", "ok"))))
     assert row[6] == "4 s" and row[7] == "4 s" and row[8] == "4 (http 4)" and row[9] == "POST /admin/replicas/0/kill ok"

@@ -134,22 +134,33 @@ def test_a_stopped_watch_ends_its_thread_and_lets_go_quietly(pair):
     assert watch.next_piece(client.fileno()) == (PEEK_SIZE, 0.0)
 
 
-@pytest.mark.parametrize(("environ", "mode"), [({}, body_reader.WATCH_WITHIN_BUDGET),
-                                               ({"LOADLINE_FIRST_BYTES_WATCH": ""}, body_reader.WATCH_WITHIN_BUDGET),
-                                               ({"LOADLINE_FIRST_BYTES_WATCH": "1"}, body_reader.WATCH_ON),
-                                               ({"LOADLINE_FIRST_BYTES_WATCH": " 1\n"}, body_reader.WATCH_ON),
-                                               ({"LOADLINE_FIRST_BYTES_WATCH": "0"}, body_reader.WATCH_OFF),
-                                               ({"LOADLINE_FIRST_BYTES_WATCH": " 0 "}, body_reader.WATCH_OFF),
-                                               ({"LOADLINE_FIRST_BYTES_WATCH": "auto"}, body_reader.WATCH_WITHIN_BUDGET),
-                                               ({"LOADLINE_FIRST_BYTES_WATCH": "yes"}, body_reader.WATCH_WITHIN_BUDGET)])
+@pytest.mark.parametrize(
+    ("environ", "mode"),
+    [
+        ({}, body_reader.WATCH_WITHIN_BUDGET),
+        ({"LOADLINE_FIRST_BYTES_WATCH": ""}, body_reader.WATCH_WITHIN_BUDGET),
+        ({"LOADLINE_FIRST_BYTES_WATCH": "1"}, body_reader.WATCH_ON),
+        ({"LOADLINE_FIRST_BYTES_WATCH": " 1\n"}, body_reader.WATCH_ON),
+        ({"LOADLINE_FIRST_BYTES_WATCH": "0"}, body_reader.WATCH_OFF),
+        ({"LOADLINE_FIRST_BYTES_WATCH": " 0 "}, body_reader.WATCH_OFF),
+        ({"LOADLINE_FIRST_BYTES_WATCH": "auto"}, body_reader.WATCH_WITHIN_BUDGET),
+        ({"LOADLINE_FIRST_BYTES_WATCH": "yes"}, body_reader.WATCH_WITHIN_BUDGET),
+    ],
+)
 def test_the_watch_is_on_within_its_budget_unless_told_always_or_never(environ, mode):
     """Within its budget by default (it rests while its GIL hand-overs cost the loop too much); =1 on
     whatever it costs, =0 off; anything else is the default."""
     assert body_reader.watch_mode(environ) == mode
 
 
-@pytest.mark.parametrize("readers", [[], [SimpleNamespace(pid=os.getpid(), hub=get_hub(), first_bytes=None)],
-                                     [SimpleNamespace(pid=-1, first_bytes=SimpleNamespace(resting=True))]])
+@pytest.mark.parametrize(
+    "readers",
+    [
+        [],
+        [SimpleNamespace(pid=os.getpid(), hub=get_hub(), first_bytes=None)],
+        [SimpleNamespace(pid=-1, first_bytes=SimpleNamespace(resting=True))],
+    ],
+)
 def test_without_a_watch_of_this_process_there_is_no_rest_to_sample(monkeypatch, readers):
     """No reader yet, a reader without a watch (=0), a forked parent's reader: the column stays empty."""
     monkeypatch.setattr(body_reader, "_reader", readers)
@@ -169,7 +180,9 @@ def test_a_watch_whose_thread_waits_for_a_core_rests_and_new_replies_are_not_wat
     monkeypatch.setattr(body_reader, "ENABLED", True)
     monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_WITHIN_BUDGET)
     monkeypatch.setattr(body_reader, "reader", lambda: SimpleNamespace(first_bytes=watch))  # this watch's reader
-    monkeypatch.setattr(body_reader, "_reader", [SimpleNamespace(pid=os.getpid(), hub=get_hub(), first_bytes=watch)])  # its sample
+    monkeypatch.setattr(
+        body_reader, "_reader", [SimpleNamespace(pid=os.getpid(), hub=get_hub(), first_bytes=watch)]
+    )  # its sample
     try:
         assert body_reader.first_bytes_watch() is watch  # not rested yet
         assert body_reader.watch_resting() is False  # what the self-check writes to generator_metrics.csv

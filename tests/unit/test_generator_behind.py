@@ -22,13 +22,25 @@ N = 40  # per phase, above READ_DELAY_MIN_RECORDS
 def _run(delay_ms: tuple[float, float], itl_ms: float = 20.0, clock: str = "kernel") -> pd.DataFrame:
     starts = np.concatenate([np.linspace(1000.5, 1009.0, N), np.linspace(1010.5, 1019.0, N)])
     delay = np.concatenate([np.full(N, delay_ms[0]), np.full(N, delay_ms[1])])
-    return make_requests(starts, np.full(2 * N, 500.0), ttft_ms=100.0, itl_p50_ms=itl_ms, clock=clock,
-                         read_delay_ms=delay if clock == "kernel" else np.nan)
+    return make_requests(
+        starts,
+        np.full(2 * N, 500.0),
+        ttft_ms=100.0,
+        itl_p50_ms=itl_ms,
+        clock=clock,
+        read_delay_ms=delay if clock == "kernel" else np.nan,
+    )
 
 
 def _criterion(measured: float, limit: float = 200.0) -> dict:
-    return {"name": "TTFT P95", "limit": limit, "measured": measured, "passed": measured <= limit,
-            "where": "step 2", "unit": "ms"}
+    return {
+        "name": "TTFT P95",
+        "limit": limit,
+        "measured": measured,
+        "passed": measured <= limit,
+        "where": "step 2",
+        "unit": "ms",
+    }
 
 
 def test_a_read_delay_above_the_token_gap_marks_its_phase_behind():
@@ -69,8 +81,16 @@ def test_a_pass_within_the_lags_error_is_not_trustworthy_and_a_far_one_is_a_warn
 
 
 def test_a_saturated_self_check_counts_as_behind_with_its_loop_lag_as_the_error():
-    generator = pd.DataFrame({"ts": np.arange(1000.0, 1020.0), "worker_id": "w0", "cpu_percent": 97.0,
-                              "loop_lag_ms": 30.0, "users": 8, "inflight": 8})
+    generator = pd.DataFrame(
+        {
+            "ts": np.arange(1000.0, 1020.0),
+            "worker_id": "w0",
+            "cpu_percent": 97.0,
+            "loop_lag_ms": 30.0,
+            "users": 8,
+            "inflight": 8,
+        }
+    )
     result = validity.assess(_run((2.0, 3.0), clock="user"), PHASES, generator, [_criterion(180.0)], 1.0)
     assert result["generator"]["saturated"] and abs(result["generator"]["lag_error_model_ms"] - 30.0) < 1e-9
     note, untrustworthy = validity.generator_gate_note(result, passed=True)
@@ -79,8 +99,15 @@ def test_a_saturated_self_check_counts_as_behind_with_its_loop_lag_as_the_error(
 
 def _behind_run(path):
     # 100 streamed replies well inside the default SLO, but read 35 ms late against 20 ms between tokens
-    requests = make_requests(1000.0 + np.arange(100) * 0.1, np.full(100, 900.0), ttft_ms=200.0, output_tokens=64,
-                             itl_p50_ms=20.0, clock="kernel", read_delay_ms=35.0)
+    requests = make_requests(
+        1000.0 + np.arange(100) * 0.1,
+        np.full(100, 900.0),
+        ttft_ms=200.0,
+        output_tokens=64,
+        itl_p50_ms=20.0,
+        clock="kernel",
+        read_delay_ms=35.0,
+    )
     return write_run(path, requests, manifest={"name": "behind", "streaming": True, "status": "finished"})
 
 
@@ -121,13 +148,20 @@ def _truth(requests: pd.DataFrame, overhead_ms: float) -> pd.DataFrame:
     arrival = requests["start_wall"].to_numpy(dtype=float)
     first = arrival + (requests["ttft_ms"].to_numpy(dtype=float) - overhead_ms) / 1000
     last = arrival + (requests["e2e_ms"].to_numpy(dtype=float) - overhead_ms) / 1000
-    return pd.DataFrame({"request_id": requests["request_id"], "arrival": arrival, "first_token": first,
-                         "last_token": last})
+    return pd.DataFrame(
+        {"request_id": requests["request_id"], "arrival": arrival, "first_token": first, "last_token": last}
+    )
 
 
 def _itl_criterion(measured: float, limit: float) -> dict:
-    return {"name": "ITL P99", "limit": limit, "measured": measured, "passed": measured <= limit,
-            "where": "step 2", "unit": "ms"}
+    return {
+        "name": "ITL P99",
+        "limit": limit,
+        "measured": measured,
+        "passed": measured <= limit,
+        "where": "step 2",
+        "unit": "ms",
+    }
 
 
 def test_with_the_simulators_truth_a_small_measured_floor_outranks_the_read_delay_proxy():

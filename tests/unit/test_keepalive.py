@@ -21,8 +21,7 @@ from loadline.client.keepalive import stale_retried
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import ErrorClass
 
-SSE = (b'data: {"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason":"stop"}]}\n\n'
-       b"data: [DONE]\n\n")
+SSE = b'data: {"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 KEEP = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s" % (len(SSE), SSE)
 CLOSE = KEEP.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
 
@@ -117,13 +116,16 @@ def test_when_the_fresh_connection_fails_too_the_failure_says_it_was_a_resend():
     assert classify(failure.value) == ErrorClass.RESET and stale_retried(exception_chain(failure.value))
 
 
-@pytest.mark.parametrize("scripts, requests, failing", [
-    ([["keep", "keep", "keep"]], 3, 0),  # every reply whole, on one kept-alive connection
-    ([["close"], ["close"]], 2, 0),
-    ([["keep", "linger"], ["keep"]], 3, 0),  # the 3rd meets the lingering close and is resent
-    ([["drop"]], 1, 1),  # no answer: the request fails
-    ([["keep", "linger"], ["drop"]], 3, 1),  # the resend fails too
-])
+@pytest.mark.parametrize(
+    "scripts, requests, failing",
+    [
+        ([["keep", "keep", "keep"]], 3, 0),  # every reply whole, on one kept-alive connection
+        ([["close"], ["close"]], 2, 0),
+        ([["keep", "linger"], ["keep"]], 3, 0),  # the 3rd meets the lingering close and is resent
+        ([["drop"]], 1, 1),  # no answer: the request fails
+        ([["keep", "linger"], ["drop"]], 3, 1),  # the resend fails too
+    ],
+)
 def test_no_socket_stays_on_the_first_bytes_watch_after_its_request(scripts, requests, failing, monkeypatch):
     """The watch (first_bytes.py) follows a reply from its send to its first token: whatever the ending,
     success or failure, it lets go of the socket (a closed one left there would pin the socket object)."""

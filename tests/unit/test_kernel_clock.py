@@ -22,6 +22,7 @@ import gevent.socket
 import pytest
 from geventhttpclient.response import HTTPResponse
 from locust.stats import RequestStats
+from stream_helpers import read_record
 
 import loadline.client.connection as connection
 from loadline.client import body_reader
@@ -32,7 +33,6 @@ from loadline.client.measure import fill_timings
 from loadline.client.stall import StallTimer
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import RequestRecord
-from stream_helpers import read_record
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 
@@ -47,8 +47,13 @@ def chunk(data: bytes) -> bytes:
 
 def token(text: str, finish: str = "null") -> bytes:
     finish = f'"{finish}"' if finish != "null" else finish
-    return (b'data: {"choices":[{"index":0,"delta":{"content":"' + text.encode() + b'"},"finish_reason":'
-            + finish.encode() + b"}]}\n\n")
+    return (
+        b'data: {"choices":[{"index":0,"delta":{"content":"'
+        + text.encode()
+        + b'"},"finish_reason":'
+        + finish.encode()
+        + b"}]}\n\n"
+    )
 
 
 def serve_two_tokens(truth: list[float], think_s: float = 0.0, received: list[float] | None = None):
@@ -82,8 +87,9 @@ def serve_two_tokens(truth: list[float], think_s: float = 0.0, received: list[fl
     return f"http://127.0.0.1:{listener.getsockname()[1]}", thread, listener
 
 
-def late_stream(think_s: float = 0.0, received: list[float] | None = None, kernel: bool = True
-                ) -> tuple[StreamResult, Response, list[float], RequestRecord]:
+def late_stream(
+    think_s: float = 0.0, received: list[float] | None = None, kernel: bool = True
+) -> tuple[StreamResult, Response, list[float], RequestRecord]:
     """Read the two-token stream LATE_READ_S after the headers: token b waits in the socket."""
     truth: list[float] = []
     url, thread, listener = serve_two_tokens(truth, think_s, received)
@@ -137,7 +143,9 @@ def test_a_wall_clock_that_disagrees_with_the_kernels_stamps_falls_back_to_read_
     cross-host test): the reply's stamp lands before its request was written or in the future. Its
     times are then taken at read time, and "sent" is never moved by the bad stamps."""
     real_wall = time.time
-    monkeypatch.setattr(connection, "time", type("ShiftedTime", (), {"time": staticmethod(lambda: real_wall() + shift_s)}))
+    monkeypatch.setattr(
+        connection, "time", type("ShiftedTime", (), {"time": staticmethod(lambda: real_wall() + shift_s)})
+    )
     result, wire, truth, rec = late_stream()
     assert wire.clock == "user" and rec.clock == "user" and rec.read_delay_ms is None
     assert abs(wire.sent_wall - shift_s - truth[0]) < 0.005  # sent where the server answered (on receipt)
@@ -151,8 +159,11 @@ def test_a_preemption_after_the_write_moves_sent_back_to_before_the_write(monkey
     late = {"on": False}
     real_perf, real_wall = time.perf_counter, time.time
     monkeypatch.setattr(connection, "perf_counter", lambda: real_perf() + (PREEMPTED_S if late["on"] else 0.0))
-    monkeypatch.setattr(connection, "time", type("LateTime", (), {
-        "time": staticmethod(lambda: real_wall() + (PREEMPTED_S if late["on"] else 0.0))}))
+    monkeypatch.setattr(
+        connection,
+        "time",
+        type("LateTime", (), {"time": staticmethod(lambda: real_wall() + (PREEMPTED_S if late["on"] else 0.0))}),
+    )
     write = gevent.socket.socket.sendall
 
     def preempted_after_write(self, data, flags=0):  # type: ignore[no-untyped-def]
@@ -218,8 +229,14 @@ def test_log_many_equals_one_log_per_gap():
         one_by_one.log(gap, 0)
     log_many(bulk, gaps_ms)
     log_many(bulk, [])
-    for name in ("num_requests", "total_response_time", "min_response_time", "max_response_time",
-                 "total_content_length", "num_none_requests"):
+    for name in (
+        "num_requests",
+        "total_response_time",
+        "min_response_time",
+        "max_response_time",
+        "total_content_length",
+        "num_none_requests",
+    ):
         assert getattr(bulk, name) == pytest.approx(getattr(one_by_one, name)), name
     assert dict(bulk.response_times) == dict(one_by_one.response_times)
     assert sum(bulk.num_reqs_per_sec.values()) == len(gaps_ms)
@@ -252,8 +269,9 @@ time.sleep(0.5)
 """
 
 
-def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, waiting: bool = False
-                      ) -> tuple[RequestRecord, list[float], Response]:
+def hogged_first_read(
+    gap_s: float, hog_s: float, together: bool, monkeypatch, waiting: bool = False
+) -> tuple[RequestRecord, list[float], Response]:
     """The client keeps its CPU for `hog_s` right after sending (a busy or paused generator; `waiting`:
     once the reader is already blocked on the reply) while a server process writes the headers with
     token a, then token b `gap_s` later (`together`: both in one write, after `gap_s`). The hog lasts
@@ -294,8 +312,9 @@ def hogged_first_read(gap_s: float, hog_s: float, together: bool, monkeypatch, w
 
 
 @pytest.mark.parametrize("gap_s, hog_s, waiting", [(0.1, 0.15, False), (0.2, 0.25, False), (0.1, 0.15, True)])
-def test_a_first_token_that_shared_its_read_with_the_next_says_the_generator_was_behind(gap_s, hog_s, waiting,
-                                                                                      monkeypatch):
+def test_a_first_token_that_shared_its_read_with_the_next_says_the_generator_was_behind(
+    gap_s, hog_s, waiting, monkeypatch
+):
     """Without the first-bytes watch (=0, or resting): TCP merged the two writes under
     the later stamp, and the read delay says by how much the first token may be late."""
     monkeypatch.setattr(body_reader, "FIRST_BYTES_WATCH", body_reader.WATCH_OFF)
@@ -307,8 +326,9 @@ def test_a_first_token_that_shared_its_read_with_the_next_says_the_generator_was
     assert rec.read_delay_ms / 1000 >= stamp_error_s and rec.read_delay_ms / 1000 > gap_s
 
 
-@pytest.mark.parametrize("gap_s, hog_s, waiting", [(0.1, 0.15, False), (0.2, 0.25, False), (0.1, 0.15, True),
-                                                   (0.03, 0.2, True)])
+@pytest.mark.parametrize(
+    "gap_s, hog_s, waiting", [(0.1, 0.15, False), (0.2, 0.25, False), (0.1, 0.15, True), (0.03, 0.2, True)]
+)
 def test_a_watched_first_token_keeps_its_stamp_however_late_it_is_read(gap_s, hog_s, waiting, monkeypatch):
     """The watch (first_bytes.py) peeked at token a before token b came, though the loop was busy:
     both keep their own write's stamp, and the read delay still says the generator was behind."""
@@ -326,12 +346,15 @@ def test_two_events_in_one_write_read_promptly_keep_an_exact_stamp(monkeypatch):
     assert abs(response.sent_wall + rec.ttft_ms / 1000 - truth[0]) < 0.005
 
 
-@pytest.mark.parametrize("newest_wait, bound, extra, gap, expected", [
-    (0.005, 0.200, 1, 0.020, 0.025),  # one step merged: the newest's wait plus one gap
-    (0.005, 0.200, 3, 0.020, 0.065),  # three steps merged
-    (0.005, 0.030, 3, 0.020, 0.030),  # never beyond the bound (the read was called 30 ms before)
-    (0.005, 0.200, 1, 0.0, 0.200),  # no pace known (one token): the bound
-])
+@pytest.mark.parametrize(
+    "newest_wait, bound, extra, gap, expected",
+    [
+        (0.005, 0.200, 1, 0.020, 0.025),  # one step merged: the newest's wait plus one gap
+        (0.005, 0.200, 3, 0.020, 0.065),  # three steps merged
+        (0.005, 0.030, 3, 0.020, 0.030),  # never beyond the bound (the read was called 30 ms before)
+        (0.005, 0.200, 1, 0.0, 0.200),  # no pace known (one token): the bound
+    ],
+)
 def test_a_merged_read_counts_its_oldest_bytes_at_the_replys_pace(newest_wait, bound, extra, gap, expected):
     conn = type("Conn", (), {"kernel": True, "stall": StallTimer(None, TimeoutError)})()
     response = Response(conn, None, HTTPResponse("POST"), 0.0, 0.0, 0.0)  # type: ignore[arg-type]

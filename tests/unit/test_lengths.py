@@ -46,12 +46,21 @@ def test_classes_draw_within_their_ranges_by_weight():
     assert len(short) + len(long) == len(draws) and abs(len(short) - len(long)) < 0.06 * len(draws)
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("0", "at least 1 token"), ("abc", "not a number"), ("uniform:300-100", "low <= high"),
-    ("uniform:100", "two numbers"), ("normal:300", "two numbers"), ("normal:0,5", "mean >= 1"),
-    ("pareto:1,2", "unknown kind"), ("tiny=1", "unknown length class"), ("short=-1", "negative"),
-    ("nan", "at least 1 token"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("0", "at least 1 token"),
+        ("abc", "not a number"),
+        ("uniform:300-100", "low <= high"),
+        ("uniform:100", "two numbers"),
+        ("normal:300", "two numbers"),
+        ("normal:0,5", "mean >= 1"),
+        ("pareto:1,2", "unknown kind"),
+        ("tiny=1", "unknown length class"),
+        ("short=-1", "negative"),
+        ("nan", "at least 1 token"),
+    ],
+)
 def test_a_bad_spec_is_one_line_naming_what_is_wrong(spec, message):
     with pytest.raises(UsageError, match=message):
         parse_lengths(spec, "--prompt-tokens")

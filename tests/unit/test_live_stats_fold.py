@@ -25,9 +25,17 @@ def row(start: float, e2e: float | None, status: str = "ok", error_class: str | 
     def part(divisor: float) -> float | None:
         return None if e2e is None else e2e / divisor
 
-    for name, value in (("start_wall", start), ("status", status), ("e2e_ms", e2e), ("ttft_ms", part(7)),
-                        ("output_tokens", tokens), ("error_class", error_class), ("itl_p50_ms", part(70)),
-                        ("tpot_ms", part(65)), ("itl_us", "")):
+    for name, value in (
+        ("start_wall", start),
+        ("status", status),
+        ("e2e_ms", e2e),
+        ("ttft_ms", part(7)),
+        ("output_tokens", tokens),
+        ("error_class", error_class),
+        ("itl_p50_ms", part(70)),
+        ("tpot_ms", part(65)),
+        ("itl_us", ""),
+    ):
         values[_I[name]] = value
     return values
 
@@ -69,13 +77,28 @@ def exact(rows: list[list], start: float, end: float) -> dict:
     for r in errors:
         by_class[r[_I["error_class"]]] = by_class.get(r[_I["error_class"]], 0) + 1
     values = {name: np.array([r[_I[name]] for r in ok]) for name in ("e2e_ms", "ttft_ms", "itl_p50_ms", "tpot_ms")}
-    return {"requests": len(inside), "ok": len(ok), "errors": len(errors), "cancelled": len(inside) - len(ok) - len(errors),
-            "errors_by_class": by_class, "tokens": sum(r[_I["output_tokens"]] for r in ok), **values}
+    return {
+        "requests": len(inside),
+        "ok": len(ok),
+        "errors": len(errors),
+        "cancelled": len(inside) - len(ok) - len(errors),
+        "errors_by_class": by_class,
+        "tokens": sum(r[_I["output_tokens"]] for r in ok),
+        **values,
+    }
 
 
-PERCENTILES = (("e2e_p50_ms", "e2e_ms", 50), ("e2e_p95_ms", "e2e_ms", 95), ("e2e_p99_ms", "e2e_ms", 99),
-               ("ttft_p50_ms", "ttft_ms", 50), ("ttft_p95_ms", "ttft_ms", 95), ("ttft_p99_ms", "ttft_ms", 99),
-               ("itl_p50_ms", "itl_p50_ms", 50), ("tpot_p95_ms", "tpot_ms", 95), ("tpot_p99_ms", "tpot_ms", 99))
+PERCENTILES = (
+    ("e2e_p50_ms", "e2e_ms", 50),
+    ("e2e_p95_ms", "e2e_ms", 95),
+    ("e2e_p99_ms", "e2e_ms", 99),
+    ("ttft_p50_ms", "ttft_ms", 50),
+    ("ttft_p95_ms", "ttft_ms", 95),
+    ("ttft_p99_ms", "ttft_ms", 99),
+    ("itl_p50_ms", "itl_p50_ms", 50),
+    ("tpot_p95_ms", "tpot_ms", 95),
+    ("tpot_p99_ms", "tpot_ms", 99),
+)
 
 
 @pytest.mark.parametrize("kind", ["lognormal", "bimodal", "constant"])
@@ -83,8 +106,12 @@ def test_recent_windows_are_exactly_what_a_store_that_never_folds_says(kind):
     stats = LiveStats()
     rows = feed(stats, kind, 1800, 5)  # 30 minutes: the first ~14 are folded
     assert stats.kept()[1] > 0
-    for start, end in ((T0 + 1700, T0 + 1800), (T0 + 1790.5, T0 + 1800), (T0 + 1200.25, T0 + 1500.75),
-                       (T0 + 1800 - live.ROW_RETENTION_S + 60, T0 + 1800)):
+    for start, end in (
+        (T0 + 1700, T0 + 1800),
+        (T0 + 1790.5, T0 + 1800),
+        (T0 + 1200.25, T0 + 1500.75),
+        (T0 + 1800 - live.ROW_RETENTION_S + 60, T0 + 1800),
+    ):
         fresh = LiveStats()  # sees only the window's rows: nothing to fold
         fresh.ingest([r for r in rows if start <= r[_I["start_wall"]] < end])
         got, want = stats.window(start, end), fresh.window(start, end)
@@ -99,8 +126,12 @@ def test_windows_over_folded_minutes_count_exactly_at_minute_edges_and_percentil
     for start, end in ((T0, T0 + 600), (T0 + 120, T0 + 1320), (T0 + 300, T0 + 2400), (0.0, T0 + 2401)):
         got, want = stats.window(start, end), exact(rows, start, end)
         assert got.approx_pct == histogram.ALPHA * 100
-        assert (got.requests, got.ok, got.errors, got.cancelled) == (want["requests"], want["ok"], want["errors"],
-                                                                    want["cancelled"])
+        assert (got.requests, got.ok, got.errors, got.cancelled) == (
+            want["requests"],
+            want["ok"],
+            want["errors"],
+            want["cancelled"],
+        )
         assert got.errors_by_class == want["errors_by_class"]
         assert got.output_tokens_per_s == pytest.approx(want["tokens"] / (end - start))
         assert got.rps == pytest.approx(want["ok"] / (end - start))
@@ -135,7 +166,6 @@ def test_two_hours_at_20_per_second_keep_a_bounded_number_of_rows(scale):
     assert most <= (retention_wall + 60 + 1) * RATE  # the retention plus the minute not folded yet
     assert stats.kept()[1] <= 7200 / 60  # minutes (and hours), not requests
     assert stats.window(T0, T0 + 7200).requests == 7200 * RATE
-
 
 
 def test_a_day_folds_minutes_into_hours():
@@ -193,6 +223,7 @@ def test_approximate_summaries_keep_their_bound_in_model_time_and_the_web_ui_mar
     assert not _approx(whole, "requests", "").startswith("≈")  # counts are not percentiles
     recent = stats.window(T0 + 1770, T0 + 1800)
     assert not _approx(recent, "e2e_p95_ms", " ms").startswith("≈")
-    assert _approx_note(recent, whole) == [{"metric": "≈", "last": "",
-                                            "run": "≈ percentiles within 1 %: older minutes are kept as histograms"}]
+    assert _approx_note(recent, whole) == [
+        {"metric": "≈", "last": "", "run": "≈ percentiles within 1 %: older minutes are kept as histograms"}
+    ]
     assert _approx_note(recent, SimpleNamespace(approx_pct=None)) == []

@@ -14,9 +14,23 @@ from loadline.runtime.webui import slo_rows
 
 
 def row(start: float, gaps_us: list[int], tpot_ms: float, ttft_ms: float = 100.0, status: str = "ok") -> list:
-    rec = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", start, status=status,
-                        ttft_ms=ttft_ms, e2e_ms=ttft_ms + sum(gaps_us) / 1000, tpot_ms=tpot_ms,
-                        itl_us=" ".join(map(str, gaps_us)), output_tokens=len(gaps_us) + 1)
+    rec = RequestRecord(
+        "r",
+        "w",
+        "u",
+        "chat",
+        "s",
+        0,
+        "/v1/chat/completions",
+        "m",
+        start,
+        status=status,
+        ttft_ms=ttft_ms,
+        e2e_ms=ttft_ms + sum(gaps_us) / 1000,
+        tpot_ms=tpot_ms,
+        itl_us=" ".join(map(str, gaps_us)),
+        output_tokens=len(gaps_us) + 1,
+    )
     return rec.to_row()
 
 
@@ -84,12 +98,48 @@ def test_gaps_are_kept_for_the_retention_in_model_time_in_a_time_scaled_run():
 
 def test_packed_rows_count_statuses_error_classes_and_missing_values_as_the_records_say():
     stats = LiveStats()
-    failed = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1000.3, status="error",
-                           error_class="timeout", e2e_ms=5000.0).to_row()
-    reset = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1000.4, status="error",
-                          error_class="reset", e2e_ms=40.0).to_row()
-    cancelled = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1001.2,
-                              status="cancelled", error_class="cancelled", e2e_ms=10.0).to_row()
+    failed = RequestRecord(
+        "r",
+        "w",
+        "u",
+        "chat",
+        "s",
+        0,
+        "/v1/chat/completions",
+        "m",
+        1000.3,
+        status="error",
+        error_class="timeout",
+        e2e_ms=5000.0,
+    ).to_row()
+    reset = RequestRecord(
+        "r",
+        "w",
+        "u",
+        "chat",
+        "s",
+        0,
+        "/v1/chat/completions",
+        "m",
+        1000.4,
+        status="error",
+        error_class="reset",
+        e2e_ms=40.0,
+    ).to_row()
+    cancelled = RequestRecord(
+        "r",
+        "w",
+        "u",
+        "chat",
+        "s",
+        0,
+        "/v1/chat/completions",
+        "m",
+        1001.2,
+        status="cancelled",
+        error_class="cancelled",
+        e2e_ms=10.0,
+    ).to_row()
     no_tpot = row(1001.5, [], tpot_ms=None, ttft_ms=80.0)  # a one-token reply: no TPOT, no gaps
     stats.ingest([row(1000.1, [10_000] * 3, tpot_ms=10.0, ttft_ms=120.0), failed, cancelled])
     stats.ingest([reset, no_tpot, row(1002.5, [10_000] * 3, tpot_ms=10.0)])  # the last one is outside the window
@@ -104,11 +154,39 @@ def test_packed_rows_count_statuses_error_classes_and_missing_values_as_the_reco
 
 def test_the_stop_rule_does_not_count_the_tools_invalid_requests_as_the_services_errors():
     stats = LiveStats()
-    refused = [RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1000.2 + i / 10,
-                             status="error", error_class="invalid_request", http_status=400, e2e_ms=3.0).to_row()
-               for i in range(3)]
-    overloaded = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", 1000.9, status="error",
-                               error_class="http", http_status=503, e2e_ms=3.0).to_row()
+    refused = [
+        RequestRecord(
+            "r",
+            "w",
+            "u",
+            "chat",
+            "s",
+            0,
+            "/v1/chat/completions",
+            "m",
+            1000.2 + i / 10,
+            status="error",
+            error_class="invalid_request",
+            http_status=400,
+            e2e_ms=3.0,
+        ).to_row()
+        for i in range(3)
+    ]
+    overloaded = RequestRecord(
+        "r",
+        "w",
+        "u",
+        "chat",
+        "s",
+        0,
+        "/v1/chat/completions",
+        "m",
+        1000.9,
+        status="error",
+        error_class="http",
+        http_status=503,
+        e2e_ms=3.0,
+    ).to_row()
     stats.ingest([row(1000.1, [10_000] * 3, tpot_ms=10.0), *refused, overloaded])
     s = stats.window(1000.0, 1002.0)
     assert (s.requests, s.ok, s.errors) == (5, 1, 1)  # the 503 only
@@ -123,8 +201,22 @@ def test_ttfo_is_judged_live_when_the_slo_sets_it_exact_and_after_folding():
     from loadline.core.slo import SLO
 
     def thinking(start: float, ttfo_ms: float) -> list:
-        rec = RequestRecord("r", "w", "u", "chat", "s", 0, "/v1/chat/completions", "m", start, ttft_ms=50.0,
-                            ttfo_ms=ttfo_ms, reasoning_ms=ttfo_ms - 50.0, e2e_ms=ttfo_ms + 100.0, output_tokens=20)
+        rec = RequestRecord(
+            "r",
+            "w",
+            "u",
+            "chat",
+            "s",
+            0,
+            "/v1/chat/completions",
+            "m",
+            start,
+            ttft_ms=50.0,
+            ttfo_ms=ttfo_ms,
+            reasoning_ms=ttfo_ms - 50.0,
+            e2e_ms=ttfo_ms + 100.0,
+            output_tokens=20,
+        )
         return rec.to_row()
 
     stats = LiveStats()

@@ -17,12 +17,12 @@ import time
 
 import gevent
 import pytest
+from stream_helpers import read_record
 
 from loadline.client import body_reader
 from loadline.client.connection import Connection
 from loadline.client.idle_clock import IdleClock
 from loadline.core.records import RequestRecord
-from stream_helpers import read_record
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel stamps and schedstat are Linux's")
 
@@ -64,8 +64,9 @@ time.sleep(0.5)
 """
 
 
-def stream(plan: list[tuple[float, int]], hog_at: float | None = None, hog_s: float = 0.0
-           ) -> tuple[RequestRecord, list[float], list[float]]:
+def stream(
+    plan: list[tuple[float, int]], hog_at: float | None = None, hog_s: float = 0.0
+) -> tuple[RequestRecord, list[float], list[float]]:
     """(record, each token's arrival as the client stamped it, each token's write time), time.time().
     `hog_at`/`hog_s`: the client's loop is held that long, that long after the request was sent."""
     server = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(plan)], stdout=subprocess.PIPE, text=True)
@@ -99,11 +100,15 @@ def reader(request, monkeypatch):
     assert body_reader.ENABLED
 
 
-@pytest.mark.parametrize("plan", [
-    [(0, 1), (GAP_S, 1), (0.15, 3), (GAP_S, 1)],  # mid-stream: a stall, then three tokens in one write
-    [(0.12, 2), (GAP_S, 1), (GAP_S, 1)],  # the first token written with the second
-    [(0, 1), (GAP_S, 1), (GAP_S, 1), (0.2, 6)],  # the last six together, with [DONE]
-], ids=["mid-stream", "first-token", "at-the-end"])
+@pytest.mark.parametrize(
+    "plan",
+    [
+        [(0, 1), (GAP_S, 1), (0.15, 3), (GAP_S, 1)],  # mid-stream: a stall, then three tokens in one write
+        [(0.12, 2), (GAP_S, 1), (GAP_S, 1)],  # the first token written with the second
+        [(0, 1), (GAP_S, 1), (GAP_S, 1), (0.2, 6)],  # the last six together, with [DONE]
+    ],
+    ids=["mid-stream", "first-token", "at-the-end"],
+)
 def test_tokens_a_server_wrote_together_to_an_idle_client_keep_a_small_read_delay(plan, reader):
     rec, arrivals, truth = stream(plan)
     assert len(arrivals) == len(truth) == sum(n for _, n in plan)

@@ -17,8 +17,16 @@ from loadline.analysis.data.vocabulary import concept_samples, dialect_gaps, eng
 from loadline.analysis.verdict.signals import Signals
 
 PAGES = Path(__file__).resolve().parents[1] / "data" / "llamacpp_metrics"
-LLAMACPP_CONCEPTS = {"running", "waiting", "prompt_tokens", "gen_tokens", "prompt_seconds", "decode_seconds",
-                     "engine_steps", "busy_slots_per_step"}
+LLAMACPP_CONCEPTS = {
+    "running",
+    "waiting",
+    "prompt_tokens",
+    "gen_tokens",
+    "prompt_seconds",
+    "decode_seconds",
+    "engine_steps",
+    "busy_slots_per_step",
+}
 
 
 def _window(pattern: str) -> tuple[float, float]:
@@ -51,8 +59,9 @@ def test_llama_cpp_says_what_it_does_not_export(llama):
 
 
 def test_an_older_llama_cpp_with_kv_usage_has_no_kv_gap():
-    table = parse_text("llamacpp:kv_cache_usage_ratio 0.25\nllamacpp:kv_cache_tokens 512\n"
-                       "llamacpp:requests_processing 3\n", 1.0)
+    table = parse_text(
+        "llamacpp:kv_cache_usage_ratio 0.25\nllamacpp:kv_cache_tokens 512\nllamacpp:requests_processing 3\n", 1.0
+    )
     assert concept_samples(table, "kv_usage")["value"].tolist() == [0.25]
     assert concept_samples(table, "kv_tokens")["value"].tolist() == [512]
     assert "kv_usage" not in dialect_gaps(table) and "preemptions" in dialect_gaps(table)
@@ -90,7 +99,9 @@ def test_engine_time_per_token_and_token_counts(llama):
     first = load_text_snapshots([PAGES / "users16_27.prom"])
     last = load_text_snapshots([PAGES / "users16_34.prom"])
     counter = "llamacpp:tokens_predicted_total"
-    delta = last.loc[last["metric"] == counter, "value"].iloc[0] - first.loc[first["metric"] == counter, "value"].iloc[0]
+    delta = (
+        last.loc[last["metric"] == counter, "value"].iloc[0] - first.loc[first["metric"] == counter, "value"].iloc[0]
+    )
     assert llama.increase("gen_tokens", *w16) == delta
     assert delta % 64 == 0  # every request ran to max_tokens=64 (the tiny model never emits EOS)
 
@@ -148,17 +159,23 @@ def test_a_shared_family_counts_only_the_labels_present():
 
 
 def test_triton_core_alone_has_a_queue_but_no_running_gauge():
-    table = parse_text('nv_inference_pending_request_count{model="m",version="1"} 5\n'
-                       'nv_inference_request_success{model="m",version="1"} 7\n', 1.0)
+    table = parse_text(
+        'nv_inference_pending_request_count{model="m",version="1"} 5\n'
+        'nv_inference_request_success{model="m",version="1"} 7\n',
+        1.0,
+    )
     assert engine_dialects(table) == ["triton"]
     assert concept_samples(table, "waiting")["value"].tolist() == [5]
     assert "running" in dialect_gaps(table)
 
 
 def test_trtllm_serve_names():
-    table = parse_text("trtllm_num_requests_running 12\ntrtllm_num_requests_waiting 3\n"
-                       "trtllm_max_num_active_requests 12\ntrtllm_kv_cache_utilization 0.5\n"
-                       "# TYPE trtllm_generation_tokens_total counter\ntrtllm_generation_tokens_total 99\n", 1.0)
+    table = parse_text(
+        "trtllm_num_requests_running 12\ntrtllm_num_requests_waiting 3\n"
+        "trtllm_max_num_active_requests 12\ntrtllm_kv_cache_utilization 0.5\n"
+        "# TYPE trtllm_generation_tokens_total counter\ntrtllm_generation_tokens_total 99\n",
+        1.0,
+    )
     s = Signals(table)
     assert s.engines() == ["tensorrt-llm"]
     assert s.gauge("running", 0, 2).max == 12 and s.gauge("waiting", 0, 2).max == 3

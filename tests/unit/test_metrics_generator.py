@@ -9,24 +9,36 @@ import time
 import urllib.request
 
 import gevent
-from gevent.monkey import get_original
 import pandas as pd
 import pytest
+from gevent.monkey import get_original
 
-from loadline.runtime.exporter import Exporter
-from loadline.core.records import COLUMNS, RequestRecord
-from loadline.core.runfolder import GENERATOR_COLUMNS, SERVER_METRIC_COLUMNS, SERVER_METRICS
-from loadline.core.errors import UsageError
-from loadline.runtime.scraper import SCRAPE_ERROR, Scraper, parse_url_option, scrape_targets, start_scraper
 from loadline.analysis.verdict import validity
 from loadline.analysis.verdict.generator import is_saturated, watch_rests
+from loadline.core.errors import UsageError
+from loadline.core.records import COLUMNS, RequestRecord
+from loadline.core.runfolder import GENERATOR_COLUMNS, SERVER_METRIC_COLUMNS, SERVER_METRICS
+from loadline.runtime.exporter import Exporter
+from loadline.runtime.scraper import SCRAPE_ERROR, Scraper, parse_url_option, scrape_targets, start_scraper
 from loadline.runtime.selfcheck import SelfCheck, core_wait_ns
 
 
 def _record(i: int, **kw) -> RequestRecord:
-    base = dict(request_id=f"r{i}", worker_id="w1", user_id="u", user_class="Chat", session_id="s", turn=0,
-                endpoint="/v1/chat/completions", model="m", start_wall=time.time(), ttft_ms=120.0, e2e_ms=900.0,
-                output_tokens=10, itl_us="20000 30000 25000")
+    base = dict(
+        request_id=f"r{i}",
+        worker_id="w1",
+        user_id="u",
+        user_class="Chat",
+        session_id="s",
+        turn=0,
+        endpoint="/v1/chat/completions",
+        model="m",
+        start_wall=time.time(),
+        ttft_ms=120.0,
+        e2e_ms=900.0,
+        output_tokens=10,
+        itl_us="20000 30000 25000",
+    )
     base.update(kw)
     return RequestRecord(**base)
 
@@ -82,8 +94,9 @@ def test_two_exporters_do_not_share_a_registry():
 def test_scraper_writes_long_rows_and_records_failures(tmp_path, exporter):
     exporter.set_users(7)
     dead = f"http://127.0.0.1:{_closed_port()}/metrics"
-    scraper = Scraper(tmp_path, {"generator": f"http://127.0.0.1:{exporter.port}/metrics", "gateway": dead},
-                      timeout_s=1.0)
+    scraper = Scraper(
+        tmp_path, {"generator": f"http://127.0.0.1:{exporter.port}/metrics", "gateway": dead}, timeout_s=1.0
+    )
     rows = scraper.scrape_once()
     assert scraper.errors == 1
     by_metric = {(r[1], r[2]): r for r in rows}
@@ -94,8 +107,9 @@ def test_scraper_writes_long_rows_and_records_failures(tmp_path, exporter):
 
 def test_scraper_greenlet_runs_and_stops_bounded(tmp_path, exporter):
     dead = f"http://127.0.0.1:{_closed_port()}/metrics"
-    handle = start_scraper(tmp_path, {"target": f"http://127.0.0.1:{exporter.port}/metrics", "down": dead},
-                           interval_s=0.2, timeout_s=0.5)
+    handle = start_scraper(
+        tmp_path, {"target": f"http://127.0.0.1:{exporter.port}/metrics", "down": dead}, interval_s=0.2, timeout_s=0.5
+    )
     gevent.sleep(0.7)
     started = time.monotonic()
     handle.stop()
@@ -111,12 +125,17 @@ def test_scraper_greenlet_runs_and_stops_bounded(tmp_path, exporter):
 
 def test_scrape_url_option():
     assert parse_url_option(["http://a/metrics", "dcgm=http://b:9400/metrics"]) == {
-        "target": "http://a/metrics", "dcgm": "http://b:9400/metrics"}
+        "target": "http://a/metrics",
+        "dcgm": "http://b:9400/metrics",
+    }
     with pytest.raises(UsageError):
         parse_url_option(["gw=ftp://x"])
     assert scrape_targets("", "http://127.0.0.1:8000/") == {"target": "http://127.0.0.1:8000/metrics"}
     assert scrape_targets("dcgm=http://h:9400/metrics,http://n:9100/metrics", "http://x") == {
-        "target": "http://x/metrics", "dcgm": "http://h:9400/metrics", "extra": "http://n:9100/metrics"}
+        "target": "http://x/metrics",
+        "dcgm": "http://h:9400/metrics",
+        "extra": "http://n:9100/metrics",
+    }
     assert scrape_targets("none", "http://x") == {}
 
 
@@ -140,8 +159,9 @@ def test_core_wait_reads_the_schedulers_run_delay(tmp_path, text, expected):
     assert core_wait_ns(str(tmp_path / "absent")) is None  # not Linux: no wait column, CPU alone judges
 
 
-@pytest.mark.parametrize("probe, expected", [(lambda: True, 1), (lambda: False, 0), (lambda: None, None),
-                                             (lambda: 1 / 0, None)])
+@pytest.mark.parametrize(
+    "probe, expected", [(lambda: True, 1), (lambda: False, 0), (lambda: None, None), (lambda: 1 / 0, None)]
+)
 def test_self_check_rows_say_whether_the_first_bytes_watch_rested(probe, expected):
     """body_reader.watch_resting: True while resting, False while watching, None without a watch; a
     probe that raises is a gap in the column, never a dead self-check."""
@@ -153,13 +173,16 @@ def test_self_check_rows_say_whether_the_first_bytes_watch_rested(probe, expecte
     assert all(row["worker_id"] == "w3" for row in rows)
 
 
-@pytest.mark.parametrize("resting, said", [
-    ([0] * 5 + [1] * 10 + [0] * 5, "rested ~10 s of 20 s from t=5 s"),
-    ([None] * 4 + [1] * 3 + [0] * 13, "rested ~3 s of 16 s from t=4 s"),  # no watch before the first reply
-    ([1] * 20, "rested ~20 s of 20 s from t=0 s"),
-    ([0] * 20, None),
-    ([None] * 20, None),  # LOADLINE_FIRST_BYTES_WATCH=0
-])
+@pytest.mark.parametrize(
+    "resting, said",
+    [
+        ([0] * 5 + [1] * 10 + [0] * 5, "rested ~10 s of 20 s from t=5 s"),
+        ([None] * 4 + [1] * 3 + [0] * 13, "rested ~3 s of 16 s from t=4 s"),  # no watch before the first reply
+        ([1] * 20, "rested ~20 s of 20 s from t=0 s"),
+        ([0] * 20, None),
+        ([None] * 20, None),  # LOADLINE_FIRST_BYTES_WATCH=0
+    ],
+)
 def test_a_rested_watch_is_a_validity_note_with_how_long_and_from_when(resting, said):
     gen = _gen([30] * 20, resting=resting)
     lines = watch_rests(gen)
@@ -186,13 +209,22 @@ def test_self_check_sees_a_blocked_event_loop():
     assert max(r[3] for r in check.sample_rows()) >= 50
 
 
-def _gen(cpu: list[float], lag: list[float] | None = None, wait: list[float | None] | None = None,
-         resting: list[int | None] | None = None) -> pd.DataFrame:
+def _gen(
+    cpu: list[float],
+    lag: list[float] | None = None,
+    wait: list[float | None] | None = None,
+    resting: list[int | None] | None = None,
+) -> pd.DataFrame:
     lag = lag or [1.0] * len(cpu)
     wait = wait or [None] * len(cpu)
     resting = resting or [None] * len(cpu)
-    return pd.DataFrame([(1000.0 + i, "w0", c, l, 10, 10, w, r) for i, (c, l, w, r) in
-                         enumerate(zip(cpu, lag, wait, resting))], columns=list(GENERATOR_COLUMNS))
+    return pd.DataFrame(
+        [
+            (1000.0 + i, "w0", c, lag_ms, 10, 10, w, r)
+            for i, (c, lag_ms, w, r) in enumerate(zip(cpu, lag, wait, resting))
+        ],
+        columns=list(GENERATOR_COLUMNS),
+    )
 
 
 def test_is_saturated_needs_a_sustained_stretch():
@@ -204,14 +236,17 @@ def test_is_saturated_needs_a_sustained_stretch():
     assert is_saturated(None) == (False, [])
 
 
-@pytest.mark.parametrize("cpu, wait, saturated", [
-    (60, 35, True),  # a starved worker: it got 60 % of a core and waited for it 35 % of the time
-    (45, 50, True),
-    (60, 20, False),  # 20 % idle: room for bursts
-    (85, 0, False),
-    (30, None, False),  # no wait column (an older folder, or not Linux): CPU alone
-    (95, None, True),
-])
+@pytest.mark.parametrize(
+    "cpu, wait, saturated",
+    [
+        (60, 35, True),  # a starved worker: it got 60 % of a core and waited for it 35 % of the time
+        (45, 50, True),
+        (60, 20, False),  # 20 % idle: room for bursts
+        (85, 0, False),
+        (30, None, False),  # no wait column (an older folder, or not Linux): CPU alone
+        (95, None, True),
+    ],
+)
 def test_is_saturated_counts_the_time_spent_waiting_for_a_core(cpu, wait, saturated):
     hot, evidence = is_saturated(_gen([cpu] * 10, wait=[wait] * 10))
     assert hot == saturated
@@ -232,7 +267,9 @@ def test_grafana_dashboard_uses_only_exported_metric_names():
     exp.observe_records([_record(1), _record(2, status="error", error_class="http")])
     exp.set_phase("p", 0)
     exp.set_worker_cpu("w", 1)
-    exposed = {line.split("{")[0].split(" ")[0] for line in exp.text().splitlines() if line and not line.startswith("#")}
+    exposed = {
+        line.split("{")[0].split(" ")[0] for line in exp.text().splitlines() if line and not line.startswith("#")
+    }
     assert used and used <= exposed, used - exposed
 
 
@@ -309,14 +346,18 @@ def test_a_large_page_is_parsed_without_holding_the_token_reads(tmp_path):
 
     from loadline.runtime.promtext import text_to_rows
 
-    family = "# TYPE m{i} histogram\n" + "".join(f'm{{i}}_bucket{{{{le="{b}"}}}} {b}\n' for b in range(1, 30)) \
+    family = (
+        "# TYPE m{i} histogram\n"
+        + "".join(f'm{{i}}_bucket{{{{le="{b}"}}}} {b}\n' for b in range(1, 30))
         + 'm{i}_bucket{{le="+Inf"}} 30\nm{i}_sum 1\nm{i}_count 30\n'
+    )
     page = "".join(family.format(i=i) for i in range(150)).encode()  # 150 histograms, 4,800 samples
     started = time.perf_counter()
     whole = text_to_rows(page.decode(), 0.0, "target")
     parse_s = time.perf_counter() - started
-    server = WSGIServer(("127.0.0.1", 0), lambda env, reply: (reply("200 OK", [("Content-Type", "text/plain")]), [page])[1],
-                        log=None)
+    server = WSGIServer(
+        ("127.0.0.1", 0), lambda env, reply: (reply("200 OK", [("Content-Type", "text/plain")]), [page])[1], log=None
+    )
     server.start()
     ticks: list[float] = []
     done = Event()

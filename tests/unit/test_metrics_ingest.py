@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from loadline.analysis.data.vocabulary import CONCEPTS, concept_samples, present_concepts
 from loadline.analysis.data.prom_ingest import load_query_range, load_text_snapshots, parse_text
+from loadline.analysis.data.vocabulary import CONCEPTS, concept_samples, present_concepts
 from loadline.analysis.verdict.signals import Signals, bucket_quantile
 from loadline.core.errors import UsageError
 from loadline.core.runfolder import SERVER_METRIC_COLUMNS
@@ -61,8 +61,10 @@ def test_old_and_new_names_map_to_one_concept(name):
 
 
 def test_label_filters_pick_the_right_series():
-    text = ('tgi_batch_forward_duration_count{method="prefill"} 4\ntgi_batch_forward_duration_sum{method="prefill"} 2\n'
-            'tgi_batch_forward_duration_count{method="decode"} 10\ntgi_batch_forward_duration_sum{method="decode"} 1\n')
+    text = (
+        'tgi_batch_forward_duration_count{method="prefill"} 4\ntgi_batch_forward_duration_sum{method="prefill"} 2\n'
+        'tgi_batch_forward_duration_count{method="decode"} 10\ntgi_batch_forward_duration_sum{method="decode"} 1\n'
+    )
     df = parse_text(text, 1.0)
     assert concept_samples(df, "prefill_time")["value"].sum() == 6
     assert concept_samples(df, "decode_time")["value"].sum() == 11
@@ -75,14 +77,18 @@ def test_every_concept_has_a_known_kind():
 def test_counter_increase_survives_a_restart_and_histogram_windows():
     pages = []
     for ts, pre, count, under in [(0, 5, 10, 10), (10, 8, 20, 15), (20, 2, 25, 20), (30, 4, 35, 22)]:
-        pages.append(parse_text(
-            f"vllm:num_preemptions_total {pre}\n"
-            f'vllm:time_to_first_token_seconds_bucket{{le="0.1"}} {under}\n'
-            f'vllm:time_to_first_token_seconds_bucket{{le="1.0"}} {count}\n'
-            f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {count}\n'
-            f"vllm:time_to_first_token_seconds_count {count}\nvllm:time_to_first_token_seconds_sum {count * 0.2}\n",
-            float(ts)))
+        pages.append(
+            parse_text(
+                f"vllm:num_preemptions_total {pre}\n"
+                f'vllm:time_to_first_token_seconds_bucket{{le="0.1"}} {under}\n'
+                f'vllm:time_to_first_token_seconds_bucket{{le="1.0"}} {count}\n'
+                f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {count}\n'
+                f"vllm:time_to_first_token_seconds_count {count}\nvllm:time_to_first_token_seconds_sum {count * 0.2}\n",
+                float(ts),
+            )
+        )
     import pandas as pd
+
     s = Signals(pd.concat(pages, ignore_index=True))
     # 5 -> 8 (+3), restart to 2 (+2), -> 4 (+2)
     assert s.increase("preemptions", 0, 30) == 7
@@ -100,9 +106,18 @@ def test_bucket_quantile_interpolates_like_prometheus():
 
 
 def _query_range(values):
-    return {"status": "success", "data": {"resultType": "matrix", "result": [
-        {"metric": {"__name__": "vllm:num_requests_waiting", "instance": "10.0.0.1:8000", "model_name": "m"},
-         "values": values}]}}
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {
+                    "metric": {"__name__": "vllm:num_requests_waiting", "instance": "10.0.0.1:8000", "model_name": "m"},
+                    "values": values,
+                }
+            ],
+        },
+    }
 
 
 def test_query_range_json_and_gzip(tmp_path):
@@ -117,8 +132,14 @@ def test_query_range_json_and_gzip(tmp_path):
     assert json.loads(df["labels"].iloc[0]) == {"instance": "10.0.0.1:8000", "model_name": "m"}
 
 
-@pytest.mark.parametrize("content", ['{"status":"error","error":"bad query"}', "not json",
-                                     '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[]}]}}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"status":"error","error":"bad query"}',
+        "not json",
+        '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[]}]}}',
+    ],
+)
 def test_bad_query_range_is_a_one_line_usage_error(content, tmp_path):
     path = tmp_path / "x.json"
     path.write_text(content)

@@ -15,16 +15,30 @@ T0 = 1_000.0
 
 
 def scaled_run(scale: float) -> RunData:
-    requests = pd.DataFrame({"start_wall": [T0 + 1.0], "end_wall": [T0 + 1.1], "due_wall": [T0 + 0.9],
-                             "ttft_ms": [20.0], "e2e_ms": [100.0], "lateness_ms": [100.0], "itl_us": ["1000 2500"],
-                             "output_tokens": [3], "status": ["ok"]})
+    requests = pd.DataFrame(
+        {
+            "start_wall": [T0 + 1.0],
+            "end_wall": [T0 + 1.1],
+            "due_wall": [T0 + 0.9],
+            "ttft_ms": [20.0],
+            "e2e_ms": [100.0],
+            "lateness_ms": [100.0],
+            "itl_us": ["1000 2500"],
+            "output_tokens": [3],
+            "status": ["ok"],
+        }
+    )
     phases = pd.DataFrame({"label": ["step"], "start_wall": [T0], "end_wall": [T0 + 10.0], "target_rate": [2.0]})
     le = json.dumps({"le": "0.5"})
-    server = pd.DataFrame([(T0 + 2.0, "engine", "vllm:time_to_first_token_seconds_sum", "{}", 0.25),
-                           (T0 + 2.0, "engine", "vllm:time_to_first_token_seconds_count", "{}", 4.0),
-                           (T0 + 2.0, "engine", "vllm:time_to_first_token_seconds_bucket", le, 4.0),
-                           (T0 + 2.0, "engine", "vllm:num_requests_running", "{}", 8.0)],
-                          columns=["ts", "source", "metric", "labels", "value"])
+    server = pd.DataFrame(
+        [
+            (T0 + 2.0, "engine", "vllm:time_to_first_token_seconds_sum", "{}", 0.25),
+            (T0 + 2.0, "engine", "vllm:time_to_first_token_seconds_count", "{}", 4.0),
+            (T0 + 2.0, "engine", "vllm:time_to_first_token_seconds_bucket", le, 4.0),
+            (T0 + 2.0, "engine", "vllm:num_requests_running", "{}", 8.0),
+        ],
+        columns=["ts", "source", "metric", "labels", "value"],
+    )
     generator = pd.DataFrame({"ts": [T0 + 4.0], "worker_id": ["w"], "cpu_percent": [50.0], "loop_lag_ms": [2.0]})
     faults = pd.DataFrame({"ts": [T0 + 5.0], "outcome": ["ok"]})
     return RunData(Path("run"), {"time_scale": scale}, requests, phases, server, generator, None, faults=faults)
@@ -45,7 +59,9 @@ def test_server_seconds_series_scale_and_counts_and_gauges_stay():
     server = model_run(scaled_run(10.0)).server_metrics.set_index("metric")
     assert server.loc["vllm:time_to_first_token_seconds_sum", "value"] == pytest.approx(2.5)
     assert server.loc["vllm:time_to_first_token_seconds_count", "value"] == 4.0
-    assert float(json.loads(server.loc["vllm:time_to_first_token_seconds_bucket", "labels"])["le"]) == pytest.approx(5.0)
+    assert float(json.loads(server.loc["vllm:time_to_first_token_seconds_bucket", "labels"])["le"]) == pytest.approx(
+        5.0
+    )
     assert server.loc["vllm:num_requests_running", "value"] == 8.0
     assert server["ts"].tolist() == pytest.approx([T0 + 20.0] * 4)
 

@@ -26,9 +26,13 @@ def setuptools_config() -> dict:
 
 
 def test_every_code_package_is_in_the_explicit_package_list():
-    found = {package_name(init) for root in CODE_ROOTS for init in (ROOT / root).rglob("__init__.py")
-             if not init.relative_to(ROOT).parts[1:2] or init.relative_to(ROOT).parts[:2] not in
-             {("loadline", name) for name in NAMESPACED}}
+    found = {
+        package_name(init)
+        for root in CODE_ROOTS
+        for init in (ROOT / root).rglob("__init__.py")
+        if not init.relative_to(ROOT).parts[1:2]
+        or init.relative_to(ROOT).parts[:2] not in {("loadline", name) for name in NAMESPACED}
+    }
     listed = set(setuptools_config()["packages"])
     assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
     assert listed - found == set(resources.SHIPPED.values())
@@ -41,19 +45,25 @@ def test_the_design_folders_are_loadline_subpackages_not_top_level_names():
         link = ROOT / "loadline" / name
         assert link.is_symlink() and link.resolve() == ROOT / name
     assert not {p for p in setuptools_config()["packages"] if p.split(".")[0] in NAMESPACED}
-    bare = [f"{path.relative_to(ROOT)}: {line.strip()}"
-            for root in (*CODE_ROOTS, "tests", "benchmarks", "locustfiles") for path in (ROOT / root).rglob("*.py")
-            if not path.relative_to(ROOT).parts[0] == "loadline" or not path.relative_to(ROOT).parts[1:2] or
-            path.relative_to(ROOT).parts[1] not in NAMESPACED
-            for line in path.read_text(encoding="utf-8").splitlines()
-            if any(line.lstrip().startswith((f"from {n}.", f"from {n} import", f"import {n}")) for n in NAMESPACED)]
+    bare = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for root in (*CODE_ROOTS, "tests", "benchmarks", "locustfiles")
+        for path in (ROOT / root).rglob("*.py")
+        if not path.relative_to(ROOT).parts[0] == "loadline"
+        or not path.relative_to(ROOT).parts[1:2]
+        or path.relative_to(ROOT).parts[1] not in NAMESPACED
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if any(line.lstrip().startswith((f"from {n}.", f"from {n} import", f"import {n}")) for n in NAMESPACED)
+    ]
     assert bare == []
 
 
 def test_the_shipped_packages_are_the_top_level_folders_themselves():
     mapping = setuptools_config()["package-dir"]
     assert {folder: mapping[package] for folder, package in resources.SHIPPED.items()} == {
-        "configs": "configs", "locustfiles": "locustfiles"}
+        "configs": "configs",
+        "locustfiles": "locustfiles",
+    }
     # this checkout is installed editable: importlib.resources leads to the folders, not to a copy
     assert resources.shipped_dir("configs") == ROOT / "configs"
     assert resources.locustfile("shape.py") == ROOT / "locustfiles" / "shape.py"
@@ -75,10 +85,15 @@ def test_a_path_found_nowhere_comes_back_as_given(tmp_path, monkeypatch, path):
     assert resources.resolve(path) == Path(path)
 
 
-@pytest.mark.parametrize(("shelf", "name", "file"), [("profile", "standard", "profiles/standard.conf"),
-                                                     ("profile", "traffic-surprise.conf", "profiles/traffic-surprise.conf"),
-                                                     ("slo", "strict", "slo/strict.toml"),
-                                                     ("slo", "drill.toml", "slo/drill.toml")])
+@pytest.mark.parametrize(
+    ("shelf", "name", "file"),
+    [
+        ("profile", "standard", "profiles/standard.conf"),
+        ("profile", "traffic-surprise.conf", "profiles/traffic-surprise.conf"),
+        ("slo", "strict", "slo/strict.toml"),
+        ("slo", "drill.toml", "slo/drill.toml"),
+    ],
+)
 def test_a_shipped_profile_or_slo_by_its_bare_name(tmp_path, monkeypatch, shelf, name, file):
     monkeypatch.chdir(tmp_path)
     assert resources.resolve(name, shelf) == ROOT / "configs" / file
@@ -102,10 +117,13 @@ def test_simulator_profiles_by_name_or_by_path_from_any_directory(tmp_path, monk
 
 def test_the_runtime_finds_files_through_resources_only():
     """No `Path(__file__)` walks up out of its package (to configs/, locustfiles/): only a checkout has those."""
-    offenders = [f"{path.relative_to(ROOT)}: {line.strip()}"
-                 for root in CODE_ROOTS for path in (ROOT / root).rglob("*.py")
-                 for line in path.read_text(encoding="utf-8").splitlines()
-                 if "Path(__file__)" in line and ("parents[" in line or "parent.parent" in line)]
+    offenders = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for root in CODE_ROOTS
+        for path in (ROOT / root).rglob("*.py")
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "Path(__file__)" in line and ("parents[" in line or "parent.parent" in line)
+    ]
     assert offenders == []
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
+import metric_scenarios as ms
 import pytest
 
-import metric_scenarios as ms
-from loadline.analysis.verdict import capacity
-from loadline.analysis.stats.knee import find_knee
 from loadline.analysis.data.load import load_run
 from loadline.analysis.data.timescale import model_run
+from loadline.analysis.stats.knee import find_knee
 from loadline.analysis.stats.phases import phase_table
+from loadline.analysis.verdict import capacity
 from loadline.commands.main import main as cli
 
 
@@ -26,7 +26,9 @@ def test_worked_example_500_qps_at_240_per_machine_is_one_count():
     assert "1.6-1.8x" in plan["horizontal_efficiency"]["assumption"]
 
 
-@pytest.mark.parametrize("target,per,replicas", [(100, 100, 3), (80, 100, 2), (99, 100, 3), (1, 1000, 2), (1000, 100, 18)])
+@pytest.mark.parametrize(
+    "target,per,replicas", [(100, 100, 3), (80, 100, 2), (99, 100, 3), (1, 1000, 2), (1000, 100, 18)]
+)
 def test_replica_arithmetic(target, per, replicas):
     plan = capacity.plan(target, per)
     assert plan["replicas"] == replicas
@@ -97,7 +99,10 @@ def test_plan_command_prints_the_example(capsys):
     assert cli(["plan", "--target-qps", "500", "--per-replica-qps", "240"]) == 0
     out = capsys.readouterr().out
     assert "replicas for 500 req/s: 5" in out and "water level" in out and "are needed" not in out
-    assert cli(["plan", "--target-qps", "500", "--per-replica-qps", "240", "--json", "--params-b", "7", "--dtype", "fp16"]) == 0
+    assert (
+        cli(["plan", "--target-qps", "500", "--per-replica-qps", "240", "--json", "--params-b", "7", "--dtype", "fp16"])
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["plan"]["replicas"] == 5 and data["gpu_memory"]["weights_gb"] == 14.0
 
@@ -106,7 +111,6 @@ def test_plan_command_reads_a_run(tmp_path, capsys):
     run_dir = ms.write_scenario(ms.scheduler(), tmp_path / "run")
     assert cli(["plan", "--run", str(run_dir), "--target-qps", "40"]) == 0
     assert "SLO-compliant" in capsys.readouterr().out
-
 
 
 def _caution(run_dir, capsys, *extra) -> list[str]:
@@ -131,11 +135,19 @@ def test_a_plan_from_a_run_carries_what_its_answer_says_against_its_numbers(tmp_
     assert cli(["plan", "--run", str(run_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["per_replica_qps"] == pytest.approx(answer["per_replica_rps"], rel=1e-3)
     answer["safe"] = {**answer["safe"], "found": True, "rps": [1.0, 1.2], "reason": "60-70 % of the break point"}
-    for trust, reasons, said in (("doubtful", ["the load generator was saturated: x"],
-                                  ["the run's answer (trust doubtful): the load generator was saturated: x"]),
-                                 ("untrusted", ["TTFT P95 within the lag's error"],
-                                  ["the run's answer (trust untrusted): TTFT P95 within the lag's error"]),
-                                 ("trusted", [], [])):
+    for trust, reasons, said in (
+        (
+            "doubtful",
+            ["the load generator was saturated: x"],
+            ["the run's answer (trust doubtful): the load generator was saturated: x"],
+        ),
+        (
+            "untrusted",
+            ["TTFT P95 within the lag's error"],
+            ["the run's answer (trust untrusted): TTFT P95 within the lag's error"],
+        ),
+        ("trusted", [], []),
+    ):
         path.write_text(json.dumps({**verdict, "answer": {**answer, "trust": trust, "trust_reasons": reasons}}))
         assert _caution(run_dir, capsys) == said
         assert _caution(run_dir, capsys, "--json") == said
@@ -145,6 +157,8 @@ def test_a_plan_from_a_run_carries_what_its_answer_says_against_its_numbers(tmp_
     # a break that came with time (a leaking soak) leaves no safe load: the plan says so too
     none = {**answer["safe"], "found": False, "rps": None, "reason": "soak-window-3 broke at 20 users, ..."}
     path.write_text(json.dumps({**verdict, "answer": {**answer, "safe": none}}))
-    assert _caution(run_dir, capsys) == ["the run's answer: safe operating point none (soak-window-3 broke at 20 users, ...)"]
+    assert _caution(run_dir, capsys) == [
+        "the run's answer: safe operating point none (soak-window-3 broke at 20 users, ...)"
+    ]
     path.write_text("{not json")  # unreadable: computed again, as the report would
     assert _caution(run_dir, capsys) == []

@@ -13,8 +13,16 @@ from loadline.core.slo import SLO
 from loadline.shapes.rate_steps import RateStepShape, step_rates
 from loadline.shapes.rate_sweep import RateSweepShape
 
-OPTIONS = dict(rate_start=2.0, rate_factor=2.0, rate_add=0.0, rate_max=12.0, rate_hold=30.0, time_scale=1.0,
-               slo_file="", non_streaming=False)
+OPTIONS = dict(
+    rate_start=2.0,
+    rate_factor=2.0,
+    rate_add=0.0,
+    rate_max=12.0,
+    rate_hold=30.0,
+    time_scale=1.0,
+    slo_file="",
+    non_streaming=False,
+)
 
 
 def test_rates_grow_by_factor_and_add_up_to_the_cap():
@@ -37,13 +45,27 @@ def test_bad_rate_options_are_usage_errors(bad):
 
 def rate_table(offered, carried, e2e_p50) -> pd.DataFrame:
     n = len(offered)
-    return pd.DataFrame({
-        "phase_index": range(n), "label": [f"rate {r}" for r in offered], "kind": ["step"] * n,
-        "start_wall": [float(i * 60) for i in range(n)], "users": [1] * n, "target_rate": offered,
-        "requests": [r * 60 for r in carried], "ok": [r * 60 for r in carried], "errors": [0] * n, "rps": carried,
-        "error_rate": [0.0] * n, "output_tokens_per_s": [0.0] * n, "e2e_p50_ms": e2e_p50,
-        "e2e_p95_ms": [300.0] * n, "e2e_p99_ms": [400.0] * n, "ttft_p95_ms": [100.0] * n, "ttft_p99_ms": [150.0] * n,
-    })
+    return pd.DataFrame(
+        {
+            "phase_index": range(n),
+            "label": [f"rate {r}" for r in offered],
+            "kind": ["step"] * n,
+            "start_wall": [float(i * 60) for i in range(n)],
+            "users": [1] * n,
+            "target_rate": offered,
+            "requests": [r * 60 for r in carried],
+            "ok": [r * 60 for r in carried],
+            "errors": [0] * n,
+            "rps": carried,
+            "error_rate": [0.0] * n,
+            "output_tokens_per_s": [0.0] * n,
+            "e2e_p50_ms": e2e_p50,
+            "e2e_p95_ms": [300.0] * n,
+            "e2e_p99_ms": [400.0] * n,
+            "ttft_p95_ms": [100.0] * n,
+            "ttft_p99_ms": [150.0] * n,
+        }
+    )
 
 
 def test_rate_phases_are_levels_by_offered_rate_and_an_unserved_offer_breaks():
@@ -52,7 +74,9 @@ def test_rate_phases_are_levels_by_offered_rate_and_an_unserved_offer_breaks():
     knee = find_knee(table)
     assert knee["found"] and knee["target_rate"] == 8 and "req/s offered" in knee["reason"]
     broken = find_break_point(table, SLO(), streaming=True)
-    assert broken["found"] and broken["target_rate"] == 16 and "carried 10 req/s of the 16/s offered" in broken["reasons"]
+    assert (
+        broken["found"] and broken["target_rate"] == 16 and "carried 10 req/s of the 16/s offered" in broken["reasons"]
+    )
     best = max_compliant_throughput(table, SLO(), streaming=True)
     assert best["target_rate"] == 8  # the 16/s phase met the latency SLO but did not serve its offer
 
@@ -61,15 +85,26 @@ def test_rate_phases_are_levels_by_offered_rate_and_an_unserved_offer_breaks():
 def test_a_rate_shape_started_with_closed_loop_users_ends_at_once_with_exit_code_2(shape_cls):
     """The web UI's class picker can pair a rate shape with chat users: the first tick refuses (one
     line in the log, exit code 2) instead of running one closed-loop user against the rates."""
+    from shape_fakes import make_shape
+
     from loadline.client.users.arrivals import ArrivalRateUser
     from loadline.client.users.chat import ChatSessionUser
     from loadline.client.users.events import SingleShotUser
-    from shape_fakes import make_shape
 
-    options = {**OPTIONS, "sweep_start_rate": 0.5, "sweep_max_rate": 20.0, "sweep_hold": 30.0, "sweep_probes": 3,
-               "sweep_precision": 0.05}
-    for users, refused in (([ChatSessionUser], True), ([SingleShotUser, ChatSessionUser], True),
-                           ([ArrivalRateUser], False), ([ArrivalRateUser, ChatSessionUser], False)):
+    options = {
+        **OPTIONS,
+        "sweep_start_rate": 0.5,
+        "sweep_max_rate": 20.0,
+        "sweep_hold": 30.0,
+        "sweep_probes": 3,
+        "sweep_precision": 0.05,
+    }
+    for users, refused in (
+        ([ChatSessionUser], True),
+        ([SingleShotUser, ChatSessionUser], True),
+        ([ArrivalRateUser], False),
+        ([ArrivalRateUser, ChatSessionUser], False),
+    ):
         shape = make_shape(shape_cls, **options)
         shape.runner.user_classes = users
         tick = shape.tick()
@@ -120,8 +155,9 @@ def test_an_overload_that_cut_throughput_does_not_lower_the_safe_point():
     assert "31.8 req/s: more than the break point carried, 23.1 req/s" in safe["reason"]
     # rate steps whose break point carried the most: its throughput stays the basis
     steps = rate_table([2, 4, 8, 16], [2, 4, 8, 10], [300, 310, 350, 900])
-    safe = safe_operating_point(steps, find_break_point(steps, SLO(), streaming=True),
-                                max_compliant_throughput(steps, SLO(), streaming=True))
+    safe = safe_operating_point(
+        steps, find_break_point(steps, SLO(), streaming=True), max_compliant_throughput(steps, SLO(), streaming=True)
+    )
     assert safe["rps"] == pytest.approx([6.0, 7.0]) and safe["reason"] == "60-70 % of the break point"
 
 

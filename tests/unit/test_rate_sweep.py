@@ -6,14 +6,24 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
 from shape_fakes import drive, make_shape
+
 from loadline.shapes.rate_steps import RateShape
 from loadline.shapes.rate_sweep import RateSweepShape
 
-OPTIONS = dict(sweep_start_rate=0.5, sweep_max_rate=100.0, sweep_hold=30.0, sweep_probes=6, sweep_precision=0.05,
-               step_max_error_rate=0.01, step_min_requests=10, step_settle=5.0, time_scale=1.0, slo_file="",
-               non_streaming=False)
+OPTIONS = dict(
+    sweep_start_rate=0.5,
+    sweep_max_rate=100.0,
+    sweep_hold=30.0,
+    sweep_probes=6,
+    sweep_precision=0.05,
+    step_max_error_rate=0.01,
+    step_min_requests=10,
+    step_settle=5.0,
+    time_scale=1.0,
+    slo_file="",
+    non_streaming=False,
+)
 
 
 def sweep(monkeypatch, limit: float, flood_rps: float, **options):

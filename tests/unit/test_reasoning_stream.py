@@ -67,10 +67,22 @@ DIALECTS = {
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_reasoning_stream_times_its_first_thought_and_its_first_answer_token(dialect):
     thought = DIALECTS[dialect]
-    events = [chunk({"role": "assistant", "content": ""})] + [chunk(thought(w)) for w in ("Let", " me", " think")] \
-        + [chunk({"content": w}) for w in ("The", " answer")] + [chunk({}, "stop"),
-           chunk({}, usage={"prompt_tokens": 5, "completion_tokens": 5,
-                            "completion_tokens_details": {"reasoning_tokens": 3}})]
+    events = (
+        [chunk({"role": "assistant", "content": ""})]
+        + [chunk(thought(w)) for w in ("Let", " me", " think")]
+        + [chunk({"content": w}) for w in ("The", " answer")]
+        + [
+            chunk({}, "stop"),
+            chunk(
+                {},
+                usage={
+                    "prompt_tokens": 5,
+                    "completion_tokens": 5,
+                    "completion_tokens_details": {"reasoning_tokens": 3},
+                },
+            ),
+        ]
+    )
     # arrivals 1.00 (role), 1.01-1.03 thoughts, 1.04-1.05 answer
     result = take_all(events)
     assert result.arrivals == pytest.approx([1.01, 1.02, 1.03, 1.04, 1.05])
@@ -94,8 +106,12 @@ def test_without_usage_reasoning_tokens_are_the_reasoning_chunks():
 
 
 def test_sglang_top_level_reasoning_tokens_count():
-    events = [chunk({"reasoning_content": "a"}), chunk({"content": "c"}), chunk({}, "stop"),
-              chunk({}, usage={"prompt_tokens": 1, "completion_tokens": 9, "reasoning_tokens": 4})]
+    events = [
+        chunk({"reasoning_content": "a"}),
+        chunk({"content": "c"}),
+        chunk({}, "stop"),
+        chunk({}, usage={"prompt_tokens": 1, "completion_tokens": 9, "reasoning_tokens": 4}),
+    ]
     rec = record()
     fill_timings(rec, take_all(events), t0=0.5, end=1.05)
     assert rec.reasoning_tokens == 4
@@ -118,13 +134,18 @@ def test_a_reply_cut_while_reasoning_has_no_ttfo_and_reasons_to_its_last_thought
 
 
 def test_cached_prompt_tokens_come_from_usage_or_llamacpps_timings():
-    events = [chunk({"content": "a"}), chunk({}, "stop"),
-              chunk({}, usage={"prompt_tokens": 100, "completion_tokens": 1,
-                               "prompt_tokens_details": {"cached_tokens": 64}})]
+    events = [
+        chunk({"content": "a"}),
+        chunk({}, "stop"),
+        chunk({}, usage={"prompt_tokens": 100, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 64}}),
+    ]
     rec = record()
     fill_timings(rec, take_all(events), t0=0.5, end=1.05)
     assert rec.cached_tokens == 64
-    llama = [chunk({"content": "a"}), chunk({}, "stop", envelope={**ENVELOPE, "timings": {"cache_n": 12, "prompt_n": 3}})]
+    llama = [
+        chunk({"content": "a"}),
+        chunk({}, "stop", envelope={**ENVELOPE, "timings": {"cache_n": 12, "prompt_n": 3}}),
+    ]
     rec = record()
     fill_timings(rec, take_all(llama), t0=0.5, end=1.05)
     assert rec.cached_tokens == 12
@@ -157,15 +178,37 @@ class Stream:
 
 def test_a_tool_call_reply_is_complete_and_its_tokens_are_counted():
     """vLLM/SGLang/llama.cpp shape: id, type and name on a call's first chunk, pieces of arguments after."""
-    events = [chunk({"role": "assistant", "content": ""}),
-              chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                     "function": {"name": "get_weather", "arguments": ""}}]}),
-              chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\":"}}]}),
-              chunk({"tool_calls": [{"index": 0, "function": {"arguments": " \"Paris\"}"}}]}),
-              chunk({"tool_calls": [{"index": 1, "id": "call_2", "type": "function",
-                                     "function": {"name": "get_time", "arguments": "{}"}}]}),
-              chunk({}, "tool_calls"),
-              chunk({}, usage={"prompt_tokens": 5, "completion_tokens": 12})]
+    events = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city":'}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": ' "Paris"}'}}]}),
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 1,
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "get_time", "arguments": "{}"},
+                    }
+                ]
+            }
+        ),
+        chunk({}, "tool_calls"),
+        chunk({}, usage={"prompt_tokens": 5, "completion_tokens": 12}),
+    ]
     result = StreamResult()
     read_stream(Stream(events), chat_content, result)  # no StreamFailure: a finished reply
     assert (result.finish_reason, result.tool_calls, len(result.arrivals), result.text) == ("tool_calls", 2, 4, "")
@@ -189,24 +232,40 @@ def test_reasoning_chunks_that_differ_only_in_their_text_are_read_by_the_templat
 
 
 # ---- the template gives what parsing gives, for streams mixing every token kind -------------------
-TEXT = st.sampled_from(["a", " the", "é", "🙂", "\"", "\\", "\n", "}", '","reasoning":"', "reasoning", "content", ""])
-FUZZ = settings(max_examples=800, deadline=None, database=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow])
+TEXT = st.sampled_from(["a", " the", "é", "🙂", '"', "\\", "\n", "}", '","reasoning":"', "reasoning", "content", ""])
+FUZZ = settings(
+    max_examples=800, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @st.composite
 def mixed_streams(draw) -> list[bytes]:
     events = []
     for _ in range(draw(st.integers(1, 12))):
-        kind = draw(st.sampled_from(["reasoning", "reasoning_content", "both_keys", "content", "content+reasoning",
-                                     "tool", "sglang", "empty"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "reasoning",
+                    "reasoning_content",
+                    "both_keys",
+                    "content",
+                    "content+reasoning",
+                    "tool",
+                    "sglang",
+                    "empty",
+                ]
+            )
+        )
         text = draw(TEXT)
         delta: dict = {
-            "reasoning": {"reasoning": text}, "reasoning_content": {"reasoning_content": text},
-            "both_keys": {"reasoning": text, "reasoning_content": text}, "content": {"content": text},
+            "reasoning": {"reasoning": text},
+            "reasoning_content": {"reasoning_content": text},
+            "both_keys": {"reasoning": text, "reasoning_content": text},
+            "content": {"content": text},
             "content+reasoning": {"content": text, "reasoning_content": draw(TEXT)},
             "tool": {"tool_calls": [{"index": draw(st.integers(0, 2)), "function": {"arguments": text}}]},
-            "sglang": {"content": None, "reasoning_content": text, "tool_calls": None}, "empty": {},
+            "sglang": {"content": None, "reasoning_content": text, "tool_calls": None},
+            "empty": {},
         }[kind]
         decoy = {"x": {"reasoning": draw(st.sampled_from(["a", "b"]))}} if draw(st.integers(0, 5)) == 0 else {}
         events.append(chunk(delta, envelope={**decoy, **ENVELOPE}))
@@ -215,8 +274,15 @@ def mixed_streams(draw) -> list[bytes]:
 
 
 def summary(result: StreamResult) -> tuple:
-    return (tuple(result.arrivals), tuple(result.pieces), result.reasoning_chunks, result.reasoning_end,
-            result.answer_at, result.tool_calls, result.finish_reason)
+    return (
+        tuple(result.arrivals),
+        tuple(result.pieces),
+        result.reasoning_chunks,
+        result.reasoning_end,
+        result.answer_at,
+        result.tool_calls,
+        result.finish_reason,
+    )
 
 
 @FUZZ

@@ -55,12 +55,34 @@ def test_a_folder_without_a_status_is_not_judged_on_completion():
 def _plain_locust_export(folder):
     # what `locust --csv mytest` leaves: no requests.csv, no manifest, so no TTFT anywhere (issue 12, item 6)
     folder.mkdir()
-    pd.DataFrame([
-        {"Type": "POST", "Name": "/v1/chat/completions", "Request Count": 200, "Failure Count": 0,
-         "Requests/s": 4.0, "50%": 400, "90%": 700, "95%": 900, "99%": 1400, "Max Response Time": 2100.5},
-        {"Type": "", "Name": "Aggregated", "Request Count": 200, "Failure Count": 0,
-         "Requests/s": 4.0, "50%": 400, "90%": 700, "95%": 900, "99%": 1400, "Max Response Time": 2100.5},
-    ]).to_csv(folder / "mytest_stats.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "Type": "POST",
+                "Name": "/v1/chat/completions",
+                "Request Count": 200,
+                "Failure Count": 0,
+                "Requests/s": 4.0,
+                "50%": 400,
+                "90%": 700,
+                "95%": 900,
+                "99%": 1400,
+                "Max Response Time": 2100.5,
+            },
+            {
+                "Type": "",
+                "Name": "Aggregated",
+                "Request Count": 200,
+                "Failure Count": 0,
+                "Requests/s": 4.0,
+                "50%": 400,
+                "90%": 700,
+                "95%": 900,
+                "99%": 1400,
+                "Max Response Time": 2100.5,
+            },
+        ]
+    ).to_csv(folder / "mytest_stats.csv", index=False)
     return folder
 
 
@@ -90,6 +112,8 @@ def test_a_run_stopped_in_the_web_ui_is_stopped_by_user_and_never_passes(tmp_pat
 def test_the_manifest_end_maps_to_one_status_word():
     assert ending({"status": "finished", "ended_by": "test"}) is None and ending({}) is None
     assert ending({"status": "stopped", "ended_by": "user"}).headline == "STOPPED BY USER"
-    assert ending({"status": "interrupted", "ended_by": "signal", "interrupted_by": "SIGINT"}).headline == \
-        "INTERRUPTED by SIGINT"
+    assert (
+        ending({"status": "interrupted", "ended_by": "signal", "interrupted_by": "SIGINT"}).headline
+        == "INTERRUPTED by SIGINT"
+    )
     assert ending({"status": "running"}).headline == "INTERRUPTED"

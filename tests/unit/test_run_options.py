@@ -18,8 +18,29 @@ def parsed(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-@pytest.mark.parametrize("text", ["20", "20s", "3m", "2h", "1h20m", "3h30m10s", "0", "90s", "1m30s", "abc", "",
-                                  "1.5m", "5 m", "m", "s1", "10x", "1h1h", "-5s"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "20",
+        "20s",
+        "3m",
+        "2h",
+        "1h20m",
+        "3h30m10s",
+        "0",
+        "90s",
+        "1m30s",
+        "abc",
+        "",
+        "1.5m",
+        "5 m",
+        "m",
+        "s1",
+        "10x",
+        "1h1h",
+        "-5s",
+    ],
+)
 def test_run_time_grammar_is_locusts(text):
     try:
         expected = locust_parse_timespan(text)
@@ -30,14 +51,17 @@ def test_run_time_grammar_is_locusts(text):
         assert run.parse_timespan(text) == expected
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--run-time", "abc"], "--run-time"),
-    (["--run-time", "0s"], "--run-time"),
-    (["--users", "0"], "--users must be >= 1"),
-    (["--users", "-3"], "--users must be >= 1"),
-    (["--spawn-rate", "0"], "--spawn-rate"),
-    (["--workers", "-1"], "--workers"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--run-time", "abc"], "--run-time"),
+        (["--run-time", "0s"], "--run-time"),
+        (["--users", "0"], "--users must be >= 1"),
+        (["--users", "-3"], "--users must be >= 1"),
+        (["--spawn-rate", "0"], "--spawn-rate"),
+        (["--workers", "-1"], "--workers"),
+    ],
+)
 def test_bad_load_options_are_refused_before_anything_starts(argv, words):
     with pytest.raises(UsageError, match=words):
         run._validate(parsed(*argv))

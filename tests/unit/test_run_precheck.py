@@ -24,12 +24,15 @@ def parsed(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-@pytest.mark.parametrize("text, words", [
-    ("garbage {{{\n", "not valid TOML"),
-    ('[slo]\nttft_p95_ms = "fast"\n', "ttft_p95_ms must be a number"),
-    ("[slo]\ne2e_p95_ms = -5\n", "e2e_p95_ms"),
-    ("[slo]\nno_such_key = 1\n", "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("garbage {{{\n", "not valid TOML"),
+        ('[slo]\nttft_p95_ms = "fast"\n', "ttft_p95_ms must be a number"),
+        ("[slo]\ne2e_p95_ms = -5\n", "e2e_p95_ms"),
+        ("[slo]\nno_such_key = 1\n", "unknown keys"),
+    ],
+)
 def test_a_bad_slo_file_is_refused_before_the_run(tmp_path, text, words):
     slo = tmp_path / "slo.toml"
     slo.write_text(text)
@@ -55,20 +58,23 @@ def _conf(tmp_path, text: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--think-mean", "abc"], "argument --think-mean: invalid float value: 'abc'"),
-    (["--bogus-option", "3"], "unrecognized arguments: --bogus-option"),
-    (["--max-tokens", "-5"], "--max-tokens must be >= 0"),
-    (["--turns-max", "0"], "--turns-max must be >= 1"),
-    (["--think-mean", "nan"], "--think-mean must be >= 0"),
-    (["--connect-timeout", "0"], "--connect-timeout must be > 0"),
-    (["--prompt-mix", "foo=1"], "unknown length class 'foo'"),
-    (["--request-id-header", "a b"], "not a valid HTTP header name"),
-    (["--shape", "stages"], "needs --stages-file"),
-    (["--shape", "stages", "--stages-file", "/nonexistent/stages.toml"], "stages file not found"),
-    (["--shape", "stepped", "--step-factor", "0.5"], "--step-factor must be >= 1"),
-    (["--shape", "nope"], "unknown shape"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--think-mean", "abc"], "argument --think-mean: invalid float value: 'abc'"),
+        (["--bogus-option", "3"], "unrecognized arguments: --bogus-option"),
+        (["--max-tokens", "-5"], "--max-tokens must be >= 0"),
+        (["--turns-max", "0"], "--turns-max must be >= 1"),
+        (["--think-mean", "nan"], "--think-mean must be >= 0"),
+        (["--connect-timeout", "0"], "--connect-timeout must be > 0"),
+        (["--prompt-mix", "foo=1"], "unknown length class 'foo'"),
+        (["--request-id-header", "a b"], "not a valid HTTP header name"),
+        (["--shape", "stages"], "needs --stages-file"),
+        (["--shape", "stages", "--stages-file", "/nonexistent/stages.toml"], "stages file not found"),
+        (["--shape", "stepped", "--step-factor", "0.5"], "--step-factor must be >= 1"),
+        (["--shape", "nope"], "unknown shape"),
+    ],
+)
 def test_locusts_command_line_is_checked_before_anything_starts(argv, words):
     with pytest.raises((UsageError, SystemExit)) as raised:
         precheck.check([*ENTRY, "--headless", *argv])
@@ -79,7 +85,10 @@ def test_locusts_command_line_is_checked_before_anything_starts(argv, words):
 
 
 def test_a_profile_with_a_bad_loadline_value_is_refused(tmp_path):
-    conf = _conf(tmp_path, f"locustfile = {REPO}/locustfiles/chat.py,{REPO}/locustfiles/shape.py\nshape = stepped\nstep-hold = abc\n")
+    conf = _conf(
+        tmp_path,
+        f"locustfile = {REPO}/locustfiles/chat.py,{REPO}/locustfiles/shape.py\nshape = stepped\nstep-hold = abc\n",
+    )
     with pytest.raises(UsageError, match="argument --step-hold: invalid float value"):
         precheck.check(["--config", conf, "--headless"])
 
@@ -93,15 +102,18 @@ def test_a_garbage_stages_file_is_refused(tmp_path):
 
 def test_a_sound_command_line_passes(tmp_path):
     precheck.check([*ENTRY, "--headless", "--shape", "stepped", "--users", "3", "--max-tokens", "0"])
-    precheck.check(run._locust_command(parsed("--users", "2"), run.PRECHECK_HOST, tmp_path / "x", "")[len(run.LOCUST):])
+    precheck.check(
+        run._locust_command(parsed("--users", "2"), run.PRECHECK_HOST, tmp_path / "x", "")[len(run.LOCUST) :]
+    )
 
 
 RATE_ENTRY = ["-f", f"{REPO}/locustfiles/rate.py,{REPO}/locustfiles/shape.py"]
 
 
 @pytest.mark.parametrize("shape", ["rate-steps", "rate-sweep"])
-@pytest.mark.parametrize("scenario, user", [("chat", "ChatSessionUser"), ("single_shot", "SingleShotUser"),
-                                            ("completion", "CompletionUser")])
+@pytest.mark.parametrize(
+    "scenario, user", [("chat", "ChatSessionUser"), ("single_shot", "SingleShotUser"), ("completion", "CompletionUser")]
+)
 def test_a_rate_shape_with_closed_loop_users_is_refused_before_the_run(shape, scenario, user):
     """A rate shape publishes arrival rates that only the open-loop users follow. With chat users it
     started one user, carried 0.14/s of the 1/s offered, stopped at its first step, and the report
@@ -118,7 +130,7 @@ def test_a_rate_shape_with_the_open_loop_users_passes_and_is_implied_when_no_sce
     args = parsed("--shape", shape)
     run._imply_open_loop(args, shape, conf_locustfile="")
     assert args.scenario == "rate"
-    precheck.check(run._locust_command(args, run.PRECHECK_HOST, tmp_path / "x", "")[len(run.LOCUST):])
+    precheck.check(run._locust_command(args, run.PRECHECK_HOST, tmp_path / "x", "")[len(run.LOCUST) :])
     for named in (parsed("--shape", shape, "--scenario", "chat"), parsed("--shape", "stepped")):
         before = named.scenario
         run._imply_open_loop(named, named.shape, conf_locustfile="")
@@ -142,8 +154,16 @@ def test_open_loop_users_beside_closed_loop_ones_need_no_rate():
     precheck.check([*both, "--headless", "--shape", "stepped"])  # the chat users make the load
 
 
-@pytest.mark.parametrize("profile, scenario", [("rate-sweep", "rate"), ("standard", "completion"), ("burst", "single"),
-                                               ("soak", "chat"), ("traffic-surprise", "completion")])
+@pytest.mark.parametrize(
+    "profile, scenario",
+    [
+        ("rate-sweep", "rate"),
+        ("standard", "completion"),
+        ("burst", "single"),
+        ("soak", "chat"),
+        ("traffic-surprise", "completion"),
+    ],
+)
 def test_a_profile_with_a_scenario_named_keeps_its_shape(profile, scenario, tmp_path):
     """`--config rate-sweep --scenario rate`: the scenario replaces the profile's locustfiles, and the
     profile's shape options (shape = rate-sweep, sweep-*) lost their entry file; Locust refused them
@@ -151,11 +171,15 @@ def test_a_profile_with_a_scenario_named_keeps_its_shape(profile, scenario, tmp_
     conf = REPO / "configs" / "profiles" / f"{profile}.conf"
     if not conf.exists():
         pytest.skip(f"no {profile} profile")
-    cmd = run._locust_command(parsed("--config", str(conf), "--scenario", scenario), run.PRECHECK_HOST,
-                              tmp_path / "x", run._conf_value(str(conf), "locustfile"))
+    cmd = run._locust_command(
+        parsed("--config", str(conf), "--scenario", scenario),
+        run.PRECHECK_HOST,
+        tmp_path / "x",
+        run._conf_value(str(conf), "locustfile"),
+    )
     files = cmd[cmd.index("-f") + 1].split(",")
     assert [Path(f).name for f in files] == [run.SCENARIOS[scenario], "shape.py"]
-    precheck.check(cmd[len(run.LOCUST):])
+    precheck.check(cmd[len(run.LOCUST) :])
 
 
 def test_shape_options_without_the_shape_entry_file_are_refused_by_the_precheck():
@@ -164,10 +188,17 @@ def test_shape_options_without_the_shape_entry_file_are_refused_by_the_precheck(
     conf = REPO / "configs" / "profiles" / "rate-sweep.conf"
     for files, code in (("rate.py", 2), ("rate.py,shape.py", 0)):
         entry = ",".join(f"{REPO}/locustfiles/{name}" for name in files.split(","))
-        done = subprocess.run([sys.executable, "-m", "loadline.commands.precheck", "-f", entry, "--config", str(conf),
-                               "--headless"], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "loadline.commands.precheck", "-f", entry, "--config", str(conf), "--headless"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert done.returncode == code, done.stderr
         if code:
             assert done.stderr.strip().splitlines() == [
                 "loadline run: error: locust: unrecognized arguments: --shape=rate-sweep --sweep-start-rate=0.5 "
-                "--sweep-max-rate=100 --sweep-hold=120 --sweep-probes=6"], done.stderr
+                "--sweep-max-rate=100 --sweep-hold=120 --sweep-probes=6"
+            ], done.stderr

@@ -22,12 +22,15 @@ def _closed_port() -> int:
         return sock.getsockname()[1]  # closed again when we return: nothing listens there
 
 
-@pytest.mark.parametrize("url, bare", [
-    (f"https://user:{KEY}@api.example.com/v1", "https://api.example.com/v1"),
-    (f"http://{KEY}@127.0.0.1:8000", "http://127.0.0.1:8000"),
-    (f"http://u:{KEY}@[::1]:8000/", "http://[::1]:8000/"),
-    ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
-])
+@pytest.mark.parametrize(
+    "url, bare",
+    [
+        (f"https://user:{KEY}@api.example.com/v1", "https://api.example.com/v1"),
+        (f"http://{KEY}@127.0.0.1:8000", "http://127.0.0.1:8000"),
+        (f"http://u:{KEY}@[::1]:8000/", "http://[::1]:8000/"),
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+    ],
+)
 def test_the_reachability_check_goes_to_the_host_without_credentials(url, bare):
     assert target.without_userinfo(url) == bare
 
@@ -54,7 +57,9 @@ def test_a_malformed_host_with_credentials_is_refused_without_them():
 
 def test_locusts_html_report_loses_the_credentials(tmp_path):
     page = tmp_path / "locust_report.html"
-    page.write_text(f'<td>Target host</td><td>https://user:{KEY}@h:1</td><script>{{"host": "https://user:{KEY}@h:1"}}</script>')
+    page.write_text(
+        f'<td>Target host</td><td>https://user:{KEY}@h:1</td><script>{{"host": "https://user:{KEY}@h:1"}}</script>'
+    )
     target.scrub_credentials(page, f"https://user:{KEY}@h:1")
     assert KEY not in page.read_text() and "user:" not in page.read_text() and MARK in page.read_text()
 

@@ -20,8 +20,14 @@ def test_every_file_lands_in_exactly_one_shard(shards):
 
 
 def test_the_longest_files_are_spread_and_the_loads_balance():
-    durations = {"tests/a.py": 300.0, "tests/b.py": 250.0, "tests/c.py": 200.0, "tests/d.py": 100.0,
-                 "tests/e.py": 50.0, "tests/f.py": 50.0}
+    durations = {
+        "tests/a.py": 300.0,
+        "tests/b.py": 250.0,
+        "tests/c.py": 200.0,
+        "tests/d.py": 100.0,
+        "tests/e.py": 50.0,
+        "tests/f.py": 50.0,
+    }
     dealt = deal(list(durations), durations, 3)
     loads = sorted(sum(durations[f] for f in shard) for shard in dealt)
     assert loads == [300.0, 300.0, 350.0]  # LPT: a | b + e | c + d + f
@@ -47,12 +53,24 @@ def test_recording_counts_a_file_with_only_exclusive_tests_as_zero(tmp_path, mon
     """A file whose tests all run apart takes no time in the parallel phase; a time kept from an older
     record once dealt it 117 s of a shard it never used (that shard ended 110 s before the others)."""
     durations = tmp_path / "durations.json"
-    durations.write_text(json.dumps({"tests/e2e/test_run_spine.py": 50.0, "tests/e2e/test_analysis_sim_e2e.py":
-                                     old_exclusive_s, "tests/unit/test_gone.py": 3.0}))
+    durations.write_text(
+        json.dumps(
+            {
+                "tests/e2e/test_run_spine.py": 50.0,
+                "tests/e2e/test_analysis_sim_e2e.py": old_exclusive_s,
+                "tests/unit/test_gone.py": 3.0,
+            }
+        )
+    )
     monkeypatch.setattr(run_shards, "DURATIONS", durations)
     junit = tmp_path / "shard-0.xml"
-    junit.write_text('<testsuites><testsuite><testcase classname="tests.e2e.test_run_spine" time="7.5"/>'
-                     '<testcase classname="tests.e2e.test_run_spine" time="2.5"/></testsuite></testsuites>')
+    junit.write_text(
+        '<testsuites><testsuite><testcase classname="tests.e2e.test_run_spine" time="7.5"/>'
+        '<testcase classname="tests.e2e.test_run_spine" time="2.5"/></testsuite></testsuites>'
+    )
     _record([junit, tmp_path / "absent.xml"], ["tests/e2e/test_run_spine.py", "tests/e2e/test_analysis_sim_e2e.py"])
-    assert json.loads(durations.read_text()) == {"tests/e2e/test_analysis_sim_e2e.py": 0.0,
-                                                 "tests/e2e/test_run_spine.py": 10.0, "tests/unit/test_gone.py": 3.0}
+    assert json.loads(durations.read_text()) == {
+        "tests/e2e/test_analysis_sim_e2e.py": 0.0,
+        "tests/e2e/test_run_spine.py": 10.0,
+        "tests/unit/test_gone.py": 3.0,
+    }

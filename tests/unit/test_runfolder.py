@@ -4,8 +4,16 @@ from loadline.core.runfolder import new_run_dir, redact
 
 
 def test_redact_hides_secrets_but_keeps_config():
-    config = {"api_key": "sk-1", "auth_token": "t", "password": "p", "max_tokens": 256, "first_token_timeout": 60.0,
-              "secret": 0, "nested": {"Authorization": "Bearer x", "tokens_source": "usage"}, "token": ""}
+    config = {
+        "api_key": "sk-1",
+        "auth_token": "t",
+        "password": "p",
+        "max_tokens": 256,
+        "first_token_timeout": 60.0,
+        "secret": 0,
+        "nested": {"Authorization": "Bearer x", "tokens_source": "usage"},
+        "token": "",
+    }
     clean = redact(config)
     assert clean["api_key"] == clean["auth_token"] == clean["password"] == clean["secret"] == "***"
     assert clean["nested"]["Authorization"] == "***" and clean["nested"]["tokens_source"] == "usage"

@@ -38,12 +38,39 @@ def test_streaming_of_a_manifest():
 
 
 def test_the_live_window_and_the_report_table_convert_to_model_time_alike():
-    summary = live.WindowSummary(0.0, 10.0, 100, 100, 0, 0, 0.0, 50.0, 95.0, 99.0, 5.0, 9.5, 9.9, 1.0, 400.0, 10.0, {},
-                                 itl_p95_ms=2.0, itl_p99_ms=3.0, tpot_p95_ms=1.5, tpot_p99_ms=1.8,
-                                 itl_pooled_p50_ms=1.2, ttfo_p95_ms=30.0, ttfo_p99_ms=40.0)
+    summary = live.WindowSummary(
+        0.0,
+        10.0,
+        100,
+        100,
+        0,
+        0,
+        0.0,
+        50.0,
+        95.0,
+        99.0,
+        5.0,
+        9.5,
+        9.9,
+        1.0,
+        400.0,
+        10.0,
+        {},
+        itl_p95_ms=2.0,
+        itl_p99_ms=3.0,
+        tpot_p95_ms=1.5,
+        tpot_p99_ms=1.8,
+        itl_pooled_p50_ms=1.2,
+        ttfo_p95_ms=30.0,
+        ttfo_p99_ms=40.0,
+    )
     scaled = live.to_model_time(summary, 20.0)
     table = to_model_time(pd.DataFrame([dataclasses.asdict(summary)]).drop(columns="errors_by_class"), 20.0)
     for name, value in table.iloc[0].items():
         assert getattr(scaled, name) == pytest.approx(value), name
     assert scaled.e2e_p95_ms == 1900.0 and scaled.rps == 0.5 and scaled.requests == 100
-    assert point_to_model({"e2e_p95_ms": 95.0, "rps": 10.0, "users": 8}, 20.0) == {"e2e_p95_ms": 1900.0, "rps": 0.5, "users": 8}
+    assert point_to_model({"e2e_p95_ms": 95.0, "rps": 10.0, "users": 8}, 20.0) == {
+        "e2e_p95_ms": 1900.0,
+        "rps": 0.5,
+        "users": 8,
+    }

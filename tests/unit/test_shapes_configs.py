@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 
-from loadline.core.errors import UsageError
 from loadline.client.options import add_arguments as add_user_arguments
+from loadline.core.errors import UsageError
 from loadline.shapes import registry
 from loadline.shapes.stages import load_stages
 
@@ -57,17 +57,20 @@ def test_stage_files_load(path):
     assert load_stages(path)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "needs at least one [[stage]]"),
-    ("[[stage]]\nusers = 3\n", "needs duration and users"),
-    ("[[stage]]\nduration = '5x'\nusers = 3\n", "is not seconds or a time span"),
-    ("[[stage]]\nduration = 0\nusers = 3\n", "duration must be > 0"),
-    ("[[stage]]\nduration = 10\nusers = -1\n", "users must be a whole number"),
-    ("[[stage]]\nduration = 10\nusers = 2\nspawn_rate = 0\n", "spawn_rate must be a number > 0"),
-    ("[[stage]]\nduration = 10\nusers = 2\nkind = 'peak'\n", "kind must be one of"),
-    ("[[stage]]\nduration = 10\nusers = 2\nuser = 3\n", "unknown keys user"),
-    ("[[stage]\n", "is not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "needs at least one [[stage]]"),
+        ("[[stage]]\nusers = 3\n", "needs duration and users"),
+        ("[[stage]]\nduration = '5x'\nusers = 3\n", "is not seconds or a time span"),
+        ("[[stage]]\nduration = 0\nusers = 3\n", "duration must be > 0"),
+        ("[[stage]]\nduration = 10\nusers = -1\n", "users must be a whole number"),
+        ("[[stage]]\nduration = 10\nusers = 2\nspawn_rate = 0\n", "spawn_rate must be a number > 0"),
+        ("[[stage]]\nduration = 10\nusers = 2\nkind = 'peak'\n", "kind must be one of"),
+        ("[[stage]]\nduration = 10\nusers = 2\nuser = 3\n", "unknown keys user"),
+        ("[[stage]\n", "is not valid TOML"),
+    ],
+)
 def test_bad_stage_files_are_one_line_errors(tmp_path, text, message):
     path = tmp_path / "s.toml"
     path.write_text(text)
@@ -81,7 +84,9 @@ def test_stage_durations_accept_time_spans(tmp_path):
     path.write_text("[[stage]]\nduration = '1m30s'\nusers = 2\n[[stage]]\nduration = 5\nusers = 0\nspawn_rate = 2\n")
     phases = load_stages(path)
     assert [(p.label, p.duration_s, p.target_users, p.spawn_rate) for p in phases] == [
-        ("stage-1 (2 users)", 90.0, 2, None), ("stage-2 (0 users)", 5.0, 0, 2.0)]
+        ("stage-1 (2 users)", 90.0, 2, None),
+        ("stage-2 (0 users)", 5.0, 0, 2.0),
+    ]
 
 
 def test_registry_errors():

@@ -54,8 +54,9 @@ def test_read_falls_back_to_defaults_and_converts_web_form_strings():
     assert stepped.STOP_ON_SLO.read(SimpleNamespace(step_stop_on_slo="true")) is True
 
 
-@pytest.mark.parametrize("value, message", [("many", "--soak-users: expected a finite int"),
-                                            ("inf", "--soak-users: expected a finite int")])
+@pytest.mark.parametrize(
+    "value, message", [("many", "--soak-users: expected a finite int"), ("inf", "--soak-users: expected a finite int")]
+)
 def test_read_rejects_unusable_values_in_one_line(value, message):
     with pytest.raises(UsageError, match=message):
         soak.USERS.read(SimpleNamespace(soak_users=value))
@@ -73,6 +74,7 @@ def test_time_scale_defaults_to_one():
 
 def test_every_option_is_documented():
     doc = (Path(__file__).resolve().parents[2] / "docs/shapes.md").read_text()
-    missing = [flag for flag in [registry.SHAPE_OPTION, *(o.flag for o in registry.all_options())]
-               if f"`{flag}`" not in doc]
+    missing = [
+        flag for flag in [registry.SHAPE_OPTION, *(o.flag for o in registry.all_options())] if f"`{flag}`" not in doc
+    ]
     assert missing == []

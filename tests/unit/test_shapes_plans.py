@@ -36,15 +36,25 @@ def test_stepped_ramp_adds_a_ramp_phase_before_each_step_and_no_baseline_when_ze
     s = StepSettings.from_options(opts(step_ramp=30.0, baseline_hold=0.0, step_max_users=20, step_stop_on_slo=False))
     phases = stepped_phases(s)
     assert [(p.kind, p.target_users, p.ramp_s, p.judged) for p in phases] == [
-        ("ramp", 10, 30.0, False), ("step", 10, 0.0, False), ("ramp", 20, 30.0, False), ("step", 20, 0.0, False)
+        ("ramp", 10, 30.0, False),
+        ("step", 10, 0.0, False),
+        ("ramp", 20, 30.0, False),
+        ("step", 20, 0.0, False),
     ]
 
 
-@pytest.mark.parametrize("bad", [
-    {"step_factor": 1.0, "step_add": 0}, {"step_start_users": 0}, {"step_hold": 0.0},
-    {"step_max_users": 5}, {"step_max_error_rate": 1.5}, {"step_stop_on_slo": "maybe"},
-    {"step_hold": "long"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"step_factor": 1.0, "step_add": 0},
+        {"step_start_users": 0},
+        {"step_hold": 0.0},
+        {"step_max_users": 5},
+        {"step_max_error_rate": 1.5},
+        {"step_stop_on_slo": "maybe"},
+        {"step_hold": "long"},
+    ],
+)
 def test_stepped_bad_options_are_one_line_usage_errors(bad):
     with pytest.raises(UsageError) as err:
         StepSettings.from_options(opts(**bad))
@@ -56,8 +66,10 @@ def test_pulse_phases_jump_to_three_times_base_and_back_k_times():
     phases = pulse_phases(PulseSettings.from_options(opts(burst_base_users=4, burst_repeats=2)))
     assert [(p.label, p.kind, p.target_users) for p in phases] == [
         ("baseline", "baseline", 4),
-        ("burst-1 (12 users)", "burst", 12), ("recover-1 (4 users)", "recover", 4),
-        ("burst-2 (12 users)", "burst", 12), ("recover-2 (4 users)", "recover", 4),
+        ("burst-1 (12 users)", "burst", 12),
+        ("recover-1 (4 users)", "recover", 4),
+        ("burst-2 (12 users)", "burst", 12),
+        ("recover-2 (4 users)", "recover", 4),
     ]
     assert [p.duration_s for p in phases] == [60.0, 60.0, 120.0, 60.0, 120.0]
     with pytest.raises(UsageError):

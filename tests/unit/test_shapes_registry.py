@@ -20,7 +20,14 @@ from loadline.shapes.stepped import StepShape
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "square_shape.py"
-BUILT_IN = {"pulse": "PulseShape", "rate-steps": "RateStepShape", "rate-sweep": "RateSweepShape", "soak": "SoakShape", "stages": "StagesShape", "stepped": "StepShape"}
+BUILT_IN = {
+    "pulse": "PulseShape",
+    "rate-steps": "RateStepShape",
+    "rate-sweep": "RateSweepShape",
+    "soak": "SoakShape",
+    "stages": "StagesShape",
+    "stepped": "StepShape",
+}
 
 
 @pytest.fixture
@@ -77,8 +84,21 @@ def test_the_catalog_read_from_source_agrees_with_the_imported_classes(square):
 
 def test_the_entry_file_puts_the_selected_shape_first_and_keeps_every_other():
     assert list(registry.locustfile_classes(["--shape", "stepped"])) == [
-        "StepShape", "PulseShape", "RateStepShape", "RateSweepShape", "SoakShape", "StagesShape"]
-    assert list(registry.locustfile_classes([])) == ["PulseShape", "RateStepShape", "RateSweepShape", "SoakShape", "StagesShape", "StepShape"]
+        "StepShape",
+        "PulseShape",
+        "RateStepShape",
+        "RateSweepShape",
+        "SoakShape",
+        "StagesShape",
+    ]
+    assert list(registry.locustfile_classes([])) == [
+        "PulseShape",
+        "RateStepShape",
+        "RateSweepShape",
+        "SoakShape",
+        "StagesShape",
+        "StepShape",
+    ]
     with pytest.raises(UsageError, match="--shape zigzag: unknown shape"):
         registry.locustfile_classes(["--shape", "zigzag"])
 
@@ -102,16 +122,21 @@ def test_a_shape_has_its_own_options_and_its_bases():
 
 def shape_file(tmp_path: Path, body: str, name: str = "extra_shape.py") -> Path:
     path = tmp_path / name
-    path.write_text("from loadline.shapes.base import PhasedShape\nfrom loadline.shapes.options import ShapeOption\n\n" + body)
+    path.write_text(
+        "from loadline.shapes.base import PhasedShape\nfrom loadline.shapes.options import ShapeOption\n\n" + body
+    )
     return path
 
 
-@pytest.mark.parametrize("body, message", [
-    ('class Again(PhasedShape):\n    """Dup."""\n    shape_name = "stepped"\n', "clashes with 'stepped'"),
-    ('class StepShape(PhasedShape):\n    """Dup."""\n    shape_name = "other"\n', "clashes with 'stepped'"),
-    ('class Quiet(PhasedShape):\n    shape_name = "quiet"\n', "needs a docstring"),
-    ('NAME = "x"\nclass Computed(PhasedShape):\n    """C."""\n    shape_name = NAME\n', "must be a literal"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('class Again(PhasedShape):\n    """Dup."""\n    shape_name = "stepped"\n', "clashes with 'stepped'"),
+        ('class StepShape(PhasedShape):\n    """Dup."""\n    shape_name = "other"\n', "clashes with 'stepped'"),
+        ('class Quiet(PhasedShape):\n    shape_name = "quiet"\n', "needs a docstring"),
+        ('NAME = "x"\nclass Computed(PhasedShape):\n    """C."""\n    shape_name = NAME\n', "must be a literal"),
+    ],
+)
 def test_bad_declarations_are_one_line_errors(tmp_path, monkeypatch, body, message):
     monkeypatch.setenv(catalog.ENV, str(shape_file(tmp_path, body)))
     with pytest.raises(UsageError, match=message) as error:
@@ -120,15 +145,18 @@ def test_bad_declarations_are_one_line_errors(tmp_path, monkeypatch, body, messa
 
 
 def test_two_shapes_may_not_declare_one_option_differently(tmp_path, monkeypatch):
-    body = ('class Other(PhasedShape):\n    """O."""\n    shape_name = "other"\n'
-            '    shape_options = (ShapeOption("--baseline-hold", 5.0, "mine"),)\n')
+    body = (
+        'class Other(PhasedShape):\n    """O."""\n    shape_name = "other"\n'
+        '    shape_options = (ShapeOption("--baseline-hold", 5.0, "mine"),)\n'
+    )
     monkeypatch.setenv(catalog.ENV, str(shape_file(tmp_path, body, "other_shape.py")))
     with pytest.raises(UsageError, match="declare --baseline-hold differently"):
         registry.all_options()
 
 
-@pytest.mark.parametrize("value, message", [("missing/nope.py", "shape file not found"),
-                                            ("no_such_module_here", "no Python module named")])
+@pytest.mark.parametrize(
+    "value, message", [("missing/nope.py", "shape file not found"), ("no_such_module_here", "no Python module named")]
+)
 def test_bad_environment_entries_are_one_line_errors(monkeypatch, capsys, value, message):
     monkeypatch.setenv(catalog.ENV, value)
     with pytest.raises(UsageError, match=message):
@@ -140,17 +168,21 @@ def test_bad_environment_entries_are_one_line_errors(monkeypatch, capsys, value,
 
 def test_docs_list_every_shape():
     """docs/shapes.md's table is the registry's (paste the expected block when a shape is added)."""
-    rows = [f"| {name} | `{e.class_name}` | `{e.source.path.resolve().relative_to(ROOT)}` | {e.summary} |"
-            for name, e in catalog.catalog("").items()]
+    rows = [
+        f"| {name} | `{e.class_name}` | `{e.source.path.resolve().relative_to(ROOT)}` | {e.summary} |"
+        for name, e in catalog.catalog("").items()
+    ]
     expected = "\n".join(["| shape | class (web UI) | module | question it answers |", "|---|---|---|---|", *rows])
     assert expected in (ROOT / "docs" / "shapes.md").read_text(), f"docs/shapes.md should list:\n{expected}"
 
 
 def test_the_catalog_knows_which_shapes_offer_arrival_rates_and_agrees_with_the_classes(tmp_path, monkeypatch):
     """`loadline run --shape S` implies the open-loop users for these, read from source (no Locust import)."""
-    body = ('from loadline.shapes.rate_steps import RateShape\n'
-            'class Ramp(RateShape):\n    """R."""\n    shape_name = "ramp-rate"\n'
-            'class Flagged(PhasedShape):\n    """F."""\n    shape_name = "flagged"\n    open_loop = True\n')
+    body = (
+        "from loadline.shapes.rate_steps import RateShape\n"
+        'class Ramp(RateShape):\n    """R."""\n    shape_name = "ramp-rate"\n'
+        'class Flagged(PhasedShape):\n    """F."""\n    shape_name = "flagged"\n    open_loop = True\n'
+    )
     monkeypatch.setenv(catalog.ENV, str(shape_file(tmp_path, body)))
     open_loop = {name for name, entry in catalog.catalog().items() if entry.open_loop}
     assert open_loop == {"rate-steps", "rate-sweep", "ramp-rate", "flagged"}

@@ -13,13 +13,35 @@ from loadline.shapes.stepped import StepShape
 from loadline.shapes.stop_rule import judge_window
 
 
-def summary(requests=100, errors=0, e2e_p95=500.0, e2e_p99=900.0, ttft_p95=200.0, ttft_p99=300.0,
-            itl_p95=12.0, itl_p99=20.0, tpot_p95=11.0, tpot_p99=14.0):
+def summary(
+    requests=100,
+    errors=0,
+    e2e_p95=500.0,
+    e2e_p99=900.0,
+    ttft_p95=200.0,
+    ttft_p99=300.0,
+    itl_p95=12.0,
+    itl_p99=20.0,
+    tpot_p95=11.0,
+    tpot_p99=14.0,
+):
     return SimpleNamespace(
-        requests=requests, ok=requests - errors, errors=errors, cancelled=0,
-        error_rate=(errors / requests if requests else 0.0), e2e_p50_ms=300.0, e2e_p95_ms=e2e_p95,
-        e2e_p99_ms=e2e_p99, ttft_p95_ms=ttft_p95, ttft_p99_ms=ttft_p99, itl_p95_ms=itl_p95, itl_p99_ms=itl_p99,
-        tpot_p95_ms=tpot_p95, tpot_p99_ms=tpot_p99, output_tokens_per_s=50.0, rps=5.0,
+        requests=requests,
+        ok=requests - errors,
+        errors=errors,
+        cancelled=0,
+        error_rate=(errors / requests if requests else 0.0),
+        e2e_p50_ms=300.0,
+        e2e_p95_ms=e2e_p95,
+        e2e_p99_ms=e2e_p99,
+        ttft_p95_ms=ttft_p95,
+        ttft_p99_ms=ttft_p99,
+        itl_p95_ms=itl_p95,
+        itl_p99_ms=itl_p99,
+        tpot_p95_ms=tpot_p95,
+        tpot_p99_ms=tpot_p99,
+        output_tokens_per_s=50.0,
+        rps=5.0,
     )
 
 
@@ -97,8 +119,10 @@ def test_stop_rule_state_lists_each_judged_step_for_the_web_ui(run_dir):
     drive(shape)
     state = shape.stop_rule_state()
     assert state["enabled"] is True and state["max_error_rate"] == shape.settings.max_error_rate
-    assert state["verdicts"] == [{"phase": "step-1 (10 users)", "verdict": "held the SLO"},
-                                 {"phase": "step-2 (20 users)", "verdict": "broke the SLO: TTFT P95 2,500 ms > 800 ms"}]
+    assert state["verdicts"] == [
+        {"phase": "step-1 (10 users)", "verdict": "held the SLO"},
+        {"phase": "step-2 (20 users)", "verdict": "broke the SLO: TTFT P95 2,500 ms > 800 ms"},
+    ]
 
 
 def test_stop_rule_off_runs_every_step(run_dir):

@@ -23,7 +23,9 @@ def test_stepped_ticks_follow_the_plan_scaled_and_end_with_none():
     ]
     rows = shape.state.timeline.rows
     assert [(r.label, r.target_users, r.end_wall - r.start_wall) for r in rows] == [
-        ("baseline", 1, 6.0), ("step-1 (10 users)", 10, 18.0), ("step-2 (20 users)", 20, 18.0),
+        ("baseline", 1, 6.0),
+        ("step-1 (10 users)", 10, 18.0),
+        ("step-2 (20 users)", 20, 18.0),
         ("step-3 (40 users)", 40, 18.0),
     ]
     assert all(a.end_wall == b.start_wall for a, b in pairwise(rows))  # contiguous
@@ -32,20 +34,27 @@ def test_stepped_ticks_follow_the_plan_scaled_and_end_with_none():
 
 
 def test_stepped_ramp_phase_keeps_its_rate_into_the_hold():
-    shape = make_shape(StepShape, baseline_hold=0.0, step_ramp=10.0, step_hold=20.0, step_max_users=20,
-                       step_stop_on_slo=False)
+    shape = make_shape(
+        StepShape, baseline_hold=0.0, step_ramp=10.0, step_hold=20.0, step_max_users=20, step_stop_on_slo=False
+    )
     applied = changes(drive(shape))
     assert applied == [(0.0, (10, 1.0)), (30.0, (20, 1.0)), (60.0, None)]
 
 
 def test_late_ticks_never_skip_a_phase():
     """Distributed ramps block ticks: every phase is still entered and held for its full duration."""
-    shape = make_shape(PulseShape, burst_base_users=2, baseline_hold=5.0, burst_hold=3.0, burst_gap=3.0,
-                       burst_repeats=2)
+    shape = make_shape(
+        PulseShape, burst_base_users=2, baseline_hold=5.0, burst_hold=3.0, burst_gap=3.0, burst_repeats=2
+    )
     ticks = drive(shape, tick_every=20.0)  # every tick is later than any phase's end
     assert [t for _, t in ticks] == [(2, 2.0), (6, 4.0), (2, 4.0), (6, 4.0), (2, 4.0), None]
     assert [r.label for r in shape.state.timeline.rows] == [
-        "baseline", "burst-1 (6 users)", "recover-1 (2 users)", "burst-2 (6 users)", "recover-2 (2 users)"]
+        "baseline",
+        "burst-1 (6 users)",
+        "recover-1 (2 users)",
+        "burst-2 (6 users)",
+        "recover-2 (2 users)",
+    ]
 
 
 def test_soak_windows_are_marked_on_the_timeline():
@@ -54,7 +63,8 @@ def test_soak_windows_are_marked_on_the_timeline():
     assert applied[0] == (0.0, (5, 5.0))  # 5 users over 1 s scaled ramp
     assert applied[-1] == (31.0, None)  # ramp 1 s + 3 windows of 10 s
     assert [r.label for r in shape.state.timeline.rows] == ["ramp (to 5 users)"] + [
-        f"soak-window-{n}" for n in (1, 2, 3)]
+        f"soak-window-{n}" for n in (1, 2, 3)
+    ]
 
 
 def test_current_phase_is_what_runs_now():

@@ -25,8 +25,10 @@ def test_rows_are_written_when_a_run_folder_becomes_active(tmp_path):
     finally:
         runfolder.set_active(None)
     rows = read_rows(tmp_path)
-    assert [(r["index"], r["label"], r["start_wall"], r["end_wall"], r["users_start"], r["users_end"], r["note"])
-            for r in rows] == [
+    assert [
+        (r["index"], r["label"], r["start_wall"], r["end_wall"], r["users_start"], r["users_end"], r["note"])
+        for r in rows
+    ] == [
         ("0", "baseline", "100.0", "110.0", "0", "1", ""),
         ("1", "step-1 (10 users)", "110.0", "120.0", "1", "10", ""),
         ("2", "step-2 (20 users)", "120.0", "125.0", "10", "20", "cut short"),
@@ -37,5 +39,12 @@ def test_current_phase_describes_the_open_phase():
     line = Timeline(2)
     assert line.current() is None
     line.begin(0, "burst-1 (12 users)", "burst", 12, 8.0, users_now=4, wall=50.0, planned_s=60.0)
-    assert line.current() == {"index": 0, "label": "burst-1 (12 users)", "kind": "burst", "target_users": 12,
-                              "start_wall": 50.0, "planned_s": 60.0, "phases": 2}
+    assert line.current() == {
+        "index": 0,
+        "label": "burst-1 (12 users)",
+        "kind": "burst",
+        "target_users": 12,
+        "start_wall": 50.0,
+        "planned_s": 60.0,
+        "phases": 2,
+    }

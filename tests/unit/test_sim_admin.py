@@ -54,8 +54,11 @@ def post(admin: AdminApp, path: str, body: dict) -> tuple[int, dict]:
 
 def test_bad_admin_input_is_a_4xx():
     admin = admin_app()
-    for path, body in (("/admin/faults", {"error_rate": 2}), ("/admin/faults", {"nonsense": 1}),
-                       ("/admin/replicas/7/kill", {})):
+    for path, body in (
+        ("/admin/faults", {"error_rate": 2}),
+        ("/admin/faults", {"nonsense": 1}),
+        ("/admin/replicas/7/kill", {}),
+    ):
         status, reply = post(admin, path, body)
         assert 400 <= status < 500 and "error" in reply, (path, body, status, reply)
     # the refused input changed nothing

@@ -19,15 +19,18 @@ def _gen(body: dict, natural: int = 50, max_model_len: int = 100):
     return parse_generation(True, raw, "m", max_model_len, 16, True, lambda: natural)
 
 
-@pytest.mark.parametrize("body, natural, expected", [
-    ({}, 50, (50, "stop")),                                       # the distribution decides
-    ({"max_tokens": 10}, 50, (10, "length")),                     # the cap cuts it
-    ({"max_completion_tokens": 10}, 50, (10, "length")),
-    ({"max_tokens": 80}, 50, (50, "stop")),
-    ({"max_tokens": 80, "ignore_eos": True}, 5, (80, "length")),  # exactly the cap
-    ({"max_tokens": 80, "min_tokens": 60}, 5, (60, "stop")),      # a floor
-    ({}, 500, (91, "length")),                                    # no cap: max_model_len - prompt (9)
-])
+@pytest.mark.parametrize(
+    "body, natural, expected",
+    [
+        ({}, 50, (50, "stop")),  # the distribution decides
+        ({"max_tokens": 10}, 50, (10, "length")),  # the cap cuts it
+        ({"max_completion_tokens": 10}, 50, (10, "length")),
+        ({"max_tokens": 80}, 50, (50, "stop")),
+        ({"max_tokens": 80, "ignore_eos": True}, 5, (80, "length")),  # exactly the cap
+        ({"max_tokens": 80, "min_tokens": 60}, 5, (60, "stop")),  # a floor
+        ({}, 500, (91, "length")),  # no cap: max_model_len - prompt (9)
+    ],
+)
 def test_output_length_rules(body, natural, expected):
     gen = _gen(body, natural)
     assert (gen.output_target, gen.finish_reason) == expected
@@ -46,8 +49,7 @@ def _long(words: int, max_tokens: int | None = None, llamacpp: bool = False, max
     body = {"messages": [{"role": "user", "content": " ".join(["ab"] * words)}], "ignore_eos": True}
     if max_tokens:
         body["max_tokens"] = max_tokens
-    return parse_generation(True, json.dumps(body).encode(), "m", max_model_len, 16, True, lambda: 5,
-                            llamacpp=llamacpp)
+    return parse_generation(True, json.dumps(body).encode(), "m", max_model_len, 16, True, lambda: 5, llamacpp=llamacpp)
 
 
 @pytest.mark.parametrize("llamacpp", [False, True])
@@ -60,8 +62,9 @@ def test_a_prompt_of_the_whole_context_is_refused_and_one_token_less_is_served(l
     if llamacpp:  # llama-server's type and counts (server-task.cpp), its words
         assert err.value.error_type == "exceed_context_size_error"
         assert err.value.fields == {"n_prompt_tokens": 100, "n_ctx": 100}
-        assert str(err.value) == ("request (100 tokens) exceeds the available context size (100 tokens), "
-                                  "try increasing it")
+        assert str(err.value) == (
+            "request (100 tokens) exceeds the available context size (100 tokens), try increasing it"
+        )
     else:
         assert "maximum context length is 100 tokens. However, your request has 100 input tokens" in str(err.value)
 
@@ -72,9 +75,10 @@ def test_llamacpp_does_not_count_max_tokens_against_the_context_but_stops_at_its
     with pytest.raises(ApiError):
         _long(80, max_tokens=50)  # vLLM refuses the same request
     body = {"messages": [{"role": "user", "content": "ab"}], "max_tokens": 5, "min_tokens": 9}
-    assert parse_generation(True, json.dumps(body).encode(), "m", 100, 16, True, lambda: 2,
-                            llamacpp=True).output_target == 2  # llama-server has no min_tokens: ignored
-
+    assert (
+        parse_generation(True, json.dumps(body).encode(), "m", 100, 16, True, lambda: 2, llamacpp=True).output_target
+        == 2
+    )  # llama-server has no min_tokens: ignored
 
 
 def test_tokenizer_splits_words_into_pieces_of_four_characters_and_punctuation_apart():
@@ -83,13 +87,16 @@ def test_tokenizer_splits_words_into_pieces_of_four_characters_and_punctuation_a
     assert len(chat_prompt_tokens([{"role": "system", "content": "x"}, {"role": "user", "content": "y z"}])) == 14
 
 
-@pytest.mark.parametrize("piece_chars, text, tokens", [
-    (4, "throughput", ["thro", "ughp", "ut"]),
-    (4, "你好 world", ["你", "好", " worl", "d"]),              # CJK: one token per character
-    (4, "a  b\n\nc", ["a", "  b", "\n\nc"]),                   # whitespace goes with the next token
-    (2, "load", ["lo", "ad"]),
-    (0, "Hello, world! It's 42.", ["Hello", ",", " world", "!", " It", "'", "s", " 42", "."]),  # word level
-])
+@pytest.mark.parametrize(
+    "piece_chars, text, tokens",
+    [
+        (4, "throughput", ["thro", "ughp", "ut"]),
+        (4, "你好 world", ["你", "好", " worl", "d"]),  # CJK: one token per character
+        (4, "a  b\n\nc", ["a", "  b", "\n\nc"]),  # whitespace goes with the next token
+        (2, "load", ["lo", "ad"]),
+        (0, "Hello, world! It's 42.", ["Hello", ",", " world", "!", " It", "'", "s", " 42", "."]),  # word level
+    ],
+)
 def test_tokenizer_pieces(piece_chars, text, tokens):
     tokenizer = Tokenizer(piece_chars)
     assert tokenizer.tokens(text) == tokens and tokenizer.count(text) == len(tokens)
@@ -100,6 +107,7 @@ def test_tokenizer_counts_the_clients_words_at_more_than_one_token_each():
     import random
 
     from loadline.client.prompts import words
+
     text = words(random.Random(7), 2000)
     assert 1.4 < Tokenizer().count(text) / 2000 < 2.0  # ~1.6-1.7: near byte-level BPE on English
 
@@ -156,10 +164,14 @@ def test_decode_bends_with_the_batch_like_published_sweeps():
     h100 = build_config("h100-llama3-8b", {})
     assert 1.15 <= _itl_ratio(h100, 32, 320) <= 1.6  # short prompts: a visible bend, not a cliff
     assert _itl_ratio(h100, 64, 100) >= 1.25  # was 1.06
-    a100_8b = build_config("h100-llama3-8b", {"hbm_bandwidth_gbs": 1555.0, "peak_tflops": 312.0, "gpu_memory_gib": 40.0})
+    a100_8b = build_config(
+        "h100-llama3-8b", {"hbm_bandwidth_gbs": 1555.0, "peak_tflops": 312.0, "gpu_memory_gib": 40.0}
+    )
     assert _itl_ratio(a100_8b, 8, 1100) <= 1.10  # flat to 8 streams
     assert _itl_ratio(a100_8b, 64, 1100) >= 1.4  # then climbs
-    assert _itl_ratio(build_config("h100-llama3-8b", {"per_seq_overhead_us": 0}), 64, 100) < 1.1  # the term is what bends
+    assert (
+        _itl_ratio(build_config("h100-llama3-8b", {"per_seq_overhead_us": 0}), 64, 100) < 1.1
+    )  # the term is what bends
 
 
 def test_overrides_use_profile_keys_and_reject_bad_values():
@@ -169,12 +181,15 @@ def test_overrides_use_profile_keys_and_reject_bad_values():
             build_config("tiny", bad)
 
 
-@pytest.mark.parametrize("profile, ttft_range_ms, itl_range_ms", [
-    # REFERENCE-serving.md, published llm-d profiles for 7-8B on H100: TTFT(256 tokens) 60-120 ms,
-    # ITL at batch 1 10-15 ms; "within ~2x" widens each range by 2 both ways.
-    ("h100-llama3-8b", (30, 240), (5, 30)),
-    ("tiny", (25, 100), (10, 40)),
-])
+@pytest.mark.parametrize(
+    "profile, ttft_range_ms, itl_range_ms",
+    [
+        # REFERENCE-serving.md, published llm-d profiles for 7-8B on H100: TTFT(256 tokens) 60-120 ms,
+        # ITL at batch 1 10-15 ms; "within ~2x" widens each range by 2 both ways.
+        ("h100-llama3-8b", (30, 240), (5, 30)),
+        ("tiny", (25, 100), (10, 40)),
+    ],
+)
 def test_single_stream_figures_match_the_profile_sources(profile, ttft_range_ms, itl_range_ms):
     ttft, itl = single_stream_estimate(build_config(profile, {}), prompt_tokens=256, context=512)
     assert ttft_range_ms[0] <= ttft * 1e3 <= ttft_range_ms[1]
@@ -206,8 +221,9 @@ def test_gpu_busy_time_is_the_wall_time_the_steps_took_on_a_stalling_host(stall_
         engine = Engine(0, config, FaultState())
         task = asyncio.get_running_loop().create_task(engine.run())
         for i in range(4):
-            engine.submit(Sequence(f"r{i}", prompt_len=64, output_target=100_000, finish_reason_target="length",
-                                   sink=_Discard()))
+            engine.submit(
+                Sequence(f"r{i}", prompt_len=64, output_target=100_000, finish_reason_target="length", sink=_Discard())
+            )
         await asyncio.sleep(0.1)  # admitted and decoding
         start, busy0 = time.monotonic(), engine.stats.busy_seconds
         for _ in range(round(1.2 / every_s)):  # bounded: ~1.2 s of wall time

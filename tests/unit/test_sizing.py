@@ -84,7 +84,9 @@ def test_measured_the_same_length_again_costs_few_counts_and_gives_different_tex
 
 
 def test_a_shared_system_prompt_is_the_same_text_every_time():
-    assert TokenSpace(Counting(Tokenizer().count)).fixed_text(300) == TokenSpace(Counting(Tokenizer().count)).fixed_text(300)
+    assert TokenSpace(Counting(Tokenizer().count)).fixed_text(300) == TokenSpace(
+        Counting(Tokenizer().count)
+    ).fixed_text(300)
     assert Tokenizer().count(TokenSpace(Counting(Tokenizer().count)).fixed_text(300)) == 300
 
 
@@ -128,6 +130,7 @@ def test_the_template_overhead_is_learned_per_message_count_and_scaled_when_unse
 def test_a_counter_that_fails_falls_back_to_calibration_for_that_count():
     def broken(text):
         raise TokenizeError("POST /tokenize: HTTP 503")
+
     space = TokenSpace(Counting(broken))
     assert space.count("one two three") == round(Calibrated().ratio * (3 + 13 / 4))  # 3 words, 13 characters
 
@@ -149,8 +152,10 @@ def test_fit_drops_oldest_turns_but_keeps_system_and_newest():
     system = {"role": "system", "content": "be brief"}
     turns = []
     for i in range(6):
-        turns += [{"role": "user", "content": f"question {i} " + "w " * 50},
-                  {"role": "assistant", "content": f"answer {i} " + "w " * 50}]
+        turns += [
+            {"role": "user", "content": f"question {i} " + "w " * 50},
+            {"role": "assistant", "content": f"answer {i} " + "w " * 50},
+        ]
     turns.append({"role": "user", "content": "newest " + "w " * 50})
     messages = [system] + turns
     fitted = space.fit("chat", messages, 300)
@@ -173,8 +178,9 @@ def test_a_newest_message_too_long_on_its_own_is_cut_to_fit():
     space = _space_words()
     system = {"role": "system", "content": "be brief"}
     long = {"role": "user", "content": " ".join(f"w{i}" for i in range(3000))}
-    fitted = space.fit("chat", [system, {"role": "user", "content": "old"}, {"role": "assistant", "content": "x"},
-                                long], 500)
+    fitted = space.fit(
+        "chat", [system, {"role": "user", "content": "old"}, {"role": "assistant", "content": "x"}, long], 500
+    )
     assert fitted[0] == system and len(fitted) == 2 and space.prompt_tokens("chat", fitted) == 500
     # 500 = system (2 words + 4) + the cut message (4 + 490 words): the start is kept, in whole words
     assert fitted[1]["content"] == " ".join(f"w{i}" for i in range(490))
@@ -190,11 +196,14 @@ def test_prompt_budget_leaves_room_for_the_reply_in_the_targets_tokens():
     assert prompt_budget(100, 256) == 1
 
 
-@pytest.mark.parametrize("answer, count", [
-    ({"tokens": [1, 2, 3]}, 3),                                              # llama.cpp
-    ({"count": 4, "max_model_len": 8192, "tokens": [1, 2, 3, 4], "token_strs": None}, 4),  # vLLM, SGLang
-    ([{"id": 1, "text": "a", "start": 0, "stop": 1}], 1),                     # TGI
-])
+@pytest.mark.parametrize(
+    "answer, count",
+    [
+        ({"tokens": [1, 2, 3]}, 3),  # llama.cpp
+        ({"count": 4, "max_model_len": 8192, "tokens": [1, 2, 3, 4], "token_strs": None}, 4),  # vLLM, SGLang
+        ([{"id": 1, "text": "a", "start": 0, "stop": 1}], 1),  # TGI
+    ],
+)
 def test_every_engines_tokenize_answer_is_counted(answer, count):
     assert count_in_answer(answer) == count
 
@@ -207,6 +216,7 @@ def test_an_answer_that_is_not_a_tokenize_answer_is_refused():
 def test_word_count_counts_words_and_punctuation():
     assert word_count("Hello, world!") == 4
     from loadline.client.tokenizer import text_units
+
     assert text_units("Hello, world!") == 4 + 13 / 4
 
 
@@ -215,10 +225,12 @@ def test_a_hugging_face_tokenizer_counts_when_the_package_is_installed(tmp_path)
     from tokenizers import models, pre_tokenizers, trainers
 
     from loadline.client.tokenizer import HFCounter
+
     tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.train_from_iterator(["load capacity token latency model server"] * 20,
-                                  trainers.BpeTrainer(vocab_size=60, special_tokens=["[UNK]"]))
+    tokenizer.train_from_iterator(
+        ["load capacity token latency model server"] * 20, trainers.BpeTrainer(vocab_size=60, special_tokens=["[UNK]"])
+    )
     path = tmp_path / "tokenizer.json"
     tokenizer.save(str(path))
     counter = HFCounter(str(path))
@@ -230,10 +242,14 @@ def test_a_hugging_face_tokenizer_counts_when_the_package_is_installed(tmp_path)
         HFCounter(str(tmp_path / "missing.json"))
 
 
-@pytest.mark.parametrize("answer, field", [
-    ({"tokens": [1, 2]}, "content"), ({"count": 2, "tokens": [1, 2], "max_model_len": 10}, "prompt"),
-    ([{"id": 1, "text": "a", "start": 0, "stop": 1}], "inputs"),
-])
+@pytest.mark.parametrize(
+    "answer, field",
+    [
+        ({"tokens": [1, 2]}, "content"),
+        ({"count": 2, "tokens": [1, 2], "max_model_len": 10}, "prompt"),
+        ([{"id": 1, "text": "a", "start": 0, "stop": 1}], "inputs"),
+    ],
+)
 def test_after_the_probe_only_the_field_that_engine_reads_is_sent(answer, field):
     from loadline.client.tokenizer import ServerCounter
 

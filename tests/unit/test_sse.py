@@ -14,7 +14,7 @@ STREAMS = {
     "cr": TOKEN + b"\r\r" + TOKEN + b"\r\rdata: [DONE]\r\r",
     "comments and fields": b": keep-alive\n\nevent: message\nid: 7\n" + TOKEN + b"\n\nretry: 10\n\n" + TOKEN + b"\n\n",
     "multi-line data": b"data: line one\ndata: line two\n\n" + TOKEN + b"\n\n",
-    "no space after the colon": b"data:{\"a\":1}\n\ndata:  two spaces\n\n",
+    "no space after the colon": b'data:{"a":1}\n\ndata:  two spaces\n\n',
     "empty data and a CR mid-stream": b"data: \n\n" + TOKEN + b"\n\ndata: x\r\n\r\n",
     "no blank line at the end": TOKEN + b"\n\n" + TOKEN + b"\n",
     "not utf-8 on the fast path": b"data: \xff\xfe\n\n",

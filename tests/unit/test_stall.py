@@ -41,6 +41,7 @@ def serve(pauses: list[float]) -> str:
                 time.sleep(0.2)
             except OSError:
                 pass  # the client timed out and closed: what the test is about
+
     threading.Thread(target=run, daemon=True).start()
     return f"http://127.0.0.1:{listener.getsockname()[1]}"
 

@@ -19,8 +19,14 @@ import pytest
 
 from loadline.client import body_reader
 from loadline.client.connection import Connection, Response
-from loadline.client.streaming import (StreamFailure, StreamResult, chat_content, is_event_stream, read_stream,
-                                       short_reply)
+from loadline.client.streaming import (
+    StreamFailure,
+    StreamResult,
+    chat_content,
+    is_event_stream,
+    read_stream,
+    short_reply,
+)
 from loadline.core.records import ErrorClass
 
 HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -120,8 +126,18 @@ def stream(url: str) -> tuple[StreamResult, float, Exception | None]:
 
 
 def test_arrival_times_follow_the_bytes():
-    script = [HEAD_CHUNKED, chunk(token("")), 0.10, chunk(token(" a")), 0.05, chunk(token(" b")),
-              0.05, chunk(token(" c", "stop")), chunk(event(b"[DONE]")), chunk(b"")]
+    script = [
+        HEAD_CHUNKED,
+        chunk(token("")),
+        0.10,
+        chunk(token(" a")),
+        0.05,
+        chunk(token(" b")),
+        0.05,
+        chunk(token(" c", "stop")),
+        chunk(event(b"[DONE]")),
+        chunk(b""),
+    ]
     sent_at: list[tuple[float, float]] = []
     with scripted_server(script, sent_at) as url:
         result, t0, error = stream(url)
@@ -138,8 +154,15 @@ def test_arrival_times_follow_the_bytes():
 
 def test_an_event_split_across_reads_is_stamped_when_it_completes():
     frame = token(" split")
-    script = [HEAD_CHUNKED, chunk(frame[:9]), 0.15, chunk(frame[9:]), chunk(token("", "stop")),
-              chunk(event(b"[DONE]")), chunk(b"")]
+    script = [
+        HEAD_CHUNKED,
+        chunk(frame[:9]),
+        0.15,
+        chunk(frame[9:]),
+        chunk(token("", "stop")),
+        chunk(event(b"[DONE]")),
+        chunk(b""),
+    ]
     with scripted_server(script) as url:
         result, t0, error = stream(url)
     assert error is None and result.text == " split"
@@ -173,8 +196,15 @@ def test_clean_close_without_done_or_finish_reason_is_not_success():
 def test_done_without_finish_reason_is_truncated_and_keeps_what_arrived():
     """llama-cpp-python's interrupted stream: role chunk, some content, [DONE], no finish_reason."""
     role = event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
-    script = [HEAD_CHUNKED, chunk(role), chunk(token(" a")), 0.02, chunk(token(" b")), chunk(event(b"[DONE]")),
-              chunk(b"")]
+    script = [
+        HEAD_CHUNKED,
+        chunk(role),
+        chunk(token(" a")),
+        0.02,
+        chunk(token(" b")),
+        chunk(event(b"[DONE]")),
+        chunk(b""),
+    ]
     with scripted_server(script) as url:
         result, t0, error = stream(url)
     assert isinstance(error, StreamFailure) and error.error_class == ErrorClass.TRUNCATED
@@ -190,10 +220,16 @@ def test_done_with_no_content_at_all_is_truncated():
     assert isinstance(error, StreamFailure) and error.error_class == ErrorClass.TRUNCATED and not result.arrivals
 
 
-@pytest.mark.parametrize("content_type, expected", [
-    ("text/event-stream", True), ("text/event-stream; charset=utf-8", True), ("", True),
-    ("text/html; charset=utf-8", False), ("application/json", False),
-])
+@pytest.mark.parametrize(
+    "content_type, expected",
+    [
+        ("text/event-stream", True),
+        ("text/event-stream; charset=utf-8", True),
+        ("", True),
+        ("text/html; charset=utf-8", False),
+        ("application/json", False),
+    ],
+)
 def test_only_an_event_stream_content_type_is_read_as_a_stream(content_type, expected):
     assert is_event_stream(content_type) is expected
 
@@ -223,8 +259,13 @@ def test_malformed_json_is_classified():
 
 
 def test_error_object_inside_the_stream_is_a_failure():
-    script = [HEAD_CHUNKED, chunk(token(" a")), chunk(event({"error": {"message": "engine died", "code": 500}})),
-              chunk(event(b"[DONE]")), chunk(b"")]
+    script = [
+        HEAD_CHUNKED,
+        chunk(token(" a")),
+        chunk(event({"error": {"message": "engine died", "code": 500}})),
+        chunk(event(b"[DONE]")),
+        chunk(b""),
+    ]
     with scripted_server(script) as url:
         result, _, error = stream(url)
     assert isinstance(error, StreamFailure) and error.error_class == "stream_error"
@@ -233,20 +274,29 @@ def test_error_object_inside_the_stream_is_a_failure():
 
 def test_usage_chunk_is_captured():
     usage = {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}
-    script = [HEAD_CHUNKED, chunk(token(" a")), chunk(token(" b", "stop")),
-              chunk(event({"choices": [], "usage": usage})), chunk(event(b"[DONE]")), chunk(b"")]
+    script = [
+        HEAD_CHUNKED,
+        chunk(token(" a")),
+        chunk(token(" b", "stop")),
+        chunk(event({"choices": [], "usage": usage})),
+        chunk(event(b"[DONE]")),
+        chunk(b""),
+    ]
     with scripted_server(script) as url:
         result, _, error = stream(url)
     assert error is None and result.usage == usage
 
 
-@pytest.mark.parametrize("bad", [
-    b'data: {"choices": [1]}\n\n',
-    b'data: {"choices": [{"delta": "text"}]}\n\n',
-    b'data: {"choices": [], "usage": [1]}\n\n',
-    b'data: {"choices": [], "usage": {"completion_tokens": "many"}}\n\n',
-    b'data: {"choices": [{"delta": {"content": " \xff\xfe"}}]}\n\n',
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'data: {"choices": [1]}\n\n',
+        b'data: {"choices": [{"delta": "text"}]}\n\n',
+        b'data: {"choices": [], "usage": [1]}\n\n',
+        b'data: {"choices": [], "usage": {"completion_tokens": "many"}}\n\n',
+        b'data: {"choices": [{"delta": {"content": " \xff\xfe"}}]}\n\n',
+    ],
+)
 def test_payloads_that_are_not_openai_chunks_are_malformed_not_client_bugs(bad):
     script = [HEAD_CHUNKED, chunk(token(" a")), chunk(bad), chunk(event(b"[DONE]")), chunk(b"")]
     with scripted_server(script) as url:
@@ -255,7 +305,13 @@ def test_payloads_that_are_not_openai_chunks_are_malformed_not_client_bugs(bad):
 
 
 def test_done_ends_the_response_even_if_the_body_stays_open():
-    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), 0.05, chunk(event(b"[DONE]")), 0.6]  # open past the read timeout
+    script = [
+        HEAD_CHUNKED,
+        chunk(token(" a", "stop")),
+        0.05,
+        chunk(event(b"[DONE]")),
+        0.6,
+    ]  # open past the read timeout
     with scripted_server(script) as url:
         result = StreamResult()
         t0 = time.perf_counter()
@@ -295,8 +351,13 @@ def test_after_done_a_body_that_ends_at_once_keeps_its_connection():
 
 
 def test_bytes_after_done_are_not_read_as_events():
-    script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), chunk(b"data: {not json}\n\n"),
-              chunk(b"")]
+    script = [
+        HEAD_CHUNKED,
+        chunk(token(" a", "stop")),
+        chunk(event(b"[DONE]")),
+        chunk(b"data: {not json}\n\n"),
+        chunk(b""),
+    ]
     with scripted_server(script) as url:
         result, _, error = stream(url)
     assert error is None and result.done and result.text == " a"

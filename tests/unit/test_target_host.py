@@ -14,8 +14,17 @@ from loadline.core import target_host
 from loadline.core.target_host import local_addresses, target_on_this_host
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:8000", "http://127.8.9.10/v1", "http://localhost:8080",
-                                 "https://LOCALHOST/v1", "http://[::1]:9000", "http://0.0.0.0:8000"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8000",
+        "http://127.8.9.10/v1",
+        "http://localhost:8080",
+        "https://LOCALHOST/v1",
+        "http://[::1]:9000",
+        "http://0.0.0.0:8000",
+    ],
+)
 def test_loopback_and_wildcard_targets_are_this_machine(url):
     assert target_on_this_host(url) is True
 
@@ -64,17 +73,20 @@ def _requests(*workers: str) -> pd.DataFrame:
     return pd.DataFrame({"worker_id": list(workers)})
 
 
-@pytest.mark.parametrize("manifest,requests,expected", [
-    ({"workers": 0, "host": {"name": "gpu-1"}}, _requests("gpu-1-7-abcd"), True),  # one process: its host
-    ({}, None, True),
-    ({"workers": 2, "host": {"name": "gpu-1"}}, _requests("gpu-1-7-abcd", "gpu-1-8-ef01"), True),
-    ({"workers": 2, "host": {"name": "gpu-1"}}, _requests("gpu-1-7-abcd", "cpu-box-3-9-ef01"), False),
-    ({"workers": 2, "host": {"name": "gpu-1"}}, _requests("node-a-7-abcd"), False),
-    ({"workers": 2, "host": {"name": "gpu-1"}}, None, False),  # workers, nothing to say where they ran
-    ({"workers": 1}, _requests("gpu-1-7-abcd"), False),
-    ({"runner": "MasterRunner", "workers": 0, "host": {"name": "gpu-1"}}, _requests("gpu-1-7-abcd"), True),
-    ({"runner": "MasterRunner", "workers": 0, "host": {"name": "gpu-1"}}, _requests("gpu-2-7-abcd"), False),
-    ({"runner": "LocalRunner", "workers": 0, "host": {"name": "gpu-1"}}, _requests("vm-7-abcd"), True),
-])
+@pytest.mark.parametrize(
+    "manifest,requests,expected",
+    [
+        ({"workers": 0, "host": {"name": "gpu-1"}}, _requests("gpu-1-7-abcd"), True),  # one process: its host
+        ({}, None, True),
+        ({"workers": 2, "host": {"name": "gpu-1"}}, _requests("gpu-1-7-abcd", "gpu-1-8-ef01"), True),
+        ({"workers": 2, "host": {"name": "gpu-1"}}, _requests("gpu-1-7-abcd", "cpu-box-3-9-ef01"), False),
+        ({"workers": 2, "host": {"name": "gpu-1"}}, _requests("node-a-7-abcd"), False),
+        ({"workers": 2, "host": {"name": "gpu-1"}}, None, False),  # workers, nothing to say where they ran
+        ({"workers": 1}, _requests("gpu-1-7-abcd"), False),
+        ({"runner": "MasterRunner", "workers": 0, "host": {"name": "gpu-1"}}, _requests("gpu-1-7-abcd"), True),
+        ({"runner": "MasterRunner", "workers": 0, "host": {"name": "gpu-1"}}, _requests("gpu-2-7-abcd"), False),
+        ({"runner": "LocalRunner", "workers": 0, "host": {"name": "gpu-1"}}, _requests("vm-7-abcd"), True),
+    ],
+)
 def test_the_load_counts_as_the_manifests_machines_only_when_every_worker_ran_there(manifest, requests, expected):
     assert generators_on_manifest_host(manifest, requests) is expected

@@ -36,9 +36,13 @@ def _requests(ttft_ms: float, e2e_ms: float) -> pd.DataFrame:
     return make_requests(starts, [e2e_ms] * N, ttft_ms=[ttft_ms] * N)
 
 
-VLLM = _metrics(_hist("vllm:time_to_first_token_seconds", 0.088), _hist("vllm:request_queue_time_seconds", 0.020),
-                _hist("vllm:request_prefill_time_seconds", 0.060), _hist("vllm:request_decode_time_seconds", 0.500),
-                _hist("vllm:e2e_request_latency_seconds", 0.590))
+VLLM = _metrics(
+    _hist("vllm:time_to_first_token_seconds", 0.088),
+    _hist("vllm:request_queue_time_seconds", 0.020),
+    _hist("vllm:request_prefill_time_seconds", 0.060),
+    _hist("vllm:request_decode_time_seconds", 0.500),
+    _hist("vllm:e2e_request_latency_seconds", 0.590),
+)
 
 
 def test_a_slow_proxy_is_outside_engine_with_the_numbers_even_without_a_limit():
@@ -76,27 +80,35 @@ def test_model_time_and_the_clients_own_floor_are_not_blamed_on_the_path():
 
 
 def test_sglang_prefill_is_ttft_minus_queue_and_tgi_ttft_is_queue_plus_prefill():
-    sglang = _metrics(_hist("sglang:time_to_first_token_seconds", 0.100), _hist("sglang:queue_time_seconds", 0.030),
-                      _hist("sglang:e2e_request_latency_seconds", 0.600))
+    sglang = _metrics(
+        _hist("sglang:time_to_first_token_seconds", 0.100),
+        _hist("sglang:queue_time_seconds", 0.030),
+        _hist("sglang:e2e_request_latency_seconds", 0.600),
+    )
     ttft = time_split(_requests(110.0, 610.0), PHASES, sglang)["run"]["ttft"]
     assert ttft["prefill_ms"] == pytest.approx(70.0) and ttft["outside_ms"] == pytest.approx(10.0)
-    tgi = _metrics(_hist("tgi_request_queue_duration", 0.040),
-                   _hist("tgi_batch_forward_duration", 0.050, {"method": "prefill"}),
-                   _hist("tgi_batch_forward_duration", 0.010, {"method": "decode"}),
-                   _hist("tgi_request_duration", 0.700))
+    tgi = _metrics(
+        _hist("tgi_request_queue_duration", 0.040),
+        _hist("tgi_batch_forward_duration", 0.050, {"method": "prefill"}),
+        _hist("tgi_batch_forward_duration", 0.010, {"method": "decode"}),
+        _hist("tgi_request_duration", 0.700),
+    )
     ttft = time_split(_requests(500.0, 1100.0), PHASES, tgi)["run"]["ttft"]
     assert ttft["engine_ms"] == pytest.approx(90.0) and ttft["outside_ms"] == pytest.approx(410.0)
 
 
 def test_no_engine_histograms_says_so():
-    split = time_split(_requests(100.0, 500.0), PHASES, pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"]))
+    split = time_split(
+        _requests(100.0, 500.0), PHASES, pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"])
+    )
     assert split["available"] is False and "scrape" in split["why"]
 
 
 @pytest.mark.parametrize("client_ttft, engine_ttft", [(86.0, 88.0), (60.0, 88.0), (87.9, 88.0)])
 def test_an_outside_time_below_zero_is_said_as_the_measurements_limit(client_ttft, engine_ttft):
-    metrics = _metrics(_hist("vllm:time_to_first_token_seconds", engine_ttft / 1000),
-                       _hist("vllm:e2e_request_latency_seconds", 0.590))
+    metrics = _metrics(
+        _hist("vllm:time_to_first_token_seconds", engine_ttft / 1000), _hist("vllm:e2e_request_latency_seconds", 0.590)
+    )
     split = time_split(_requests(client_ttft, 590.0), PHASES, metrics)
     assert split["run"]["ttft"]["outside_ms"] < 0
     assert "about 0 ms outside the engine (measured" in split["sentence"]

@@ -5,23 +5,39 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from synthetic import make_requests, write_run
 
 from loadline.analysis.data.load import load_run
 from loadline.analysis.report import formatting
 from loadline.analysis.stats.phases import PHASE_TABLE_COLUMNS, phase_table
 from loadline.core.judge import judge
 from loadline.core.slo import SLO
-from synthetic import make_requests, write_run
 
 T0 = 1_700_000_000.0
-PHASE = {"index": 0, "label": "hold", "kind": "hold", "start_wall": T0, "end_wall": T0 + 100, "target_users": 4,
-         "spawn_rate": 1, "users_start": 4, "users_end": 4, "note": ""}
+PHASE = {
+    "index": 0,
+    "label": "hold",
+    "kind": "hold",
+    "start_wall": T0,
+    "end_wall": T0 + 100,
+    "target_users": 4,
+    "spawn_rate": 1,
+    "users_start": 4,
+    "users_end": 4,
+    "note": "",
+}
 
 
 def run_of(tmp_path, **columns):
     n = 100
-    requests = make_requests(T0 + np.arange(n) * 0.5, np.full(n, 900.0), ttft_ms=np.linspace(10, 109, n),
-                             output_tokens=20, prompt_tokens=100, **columns)
+    requests = make_requests(
+        T0 + np.arange(n) * 0.5,
+        np.full(n, 900.0),
+        ttft_ms=np.linspace(10, 109, n),
+        output_tokens=20,
+        prompt_tokens=100,
+        **columns,
+    )
     return load_run(write_run(tmp_path / "run", requests, [PHASE], {"name": "t", "streaming": True}))
 
 
@@ -32,8 +48,13 @@ def test_a_plain_run_gets_no_new_columns(tmp_path):
 
 
 def test_a_reasoning_run_gets_ttfo_and_reasoning_share_and_cache_hits(tmp_path):
-    run = run_of(tmp_path, ttfo_ms=np.linspace(510, 609, 100), reasoning_ms=500.0, reasoning_tokens=5,
-                 cached_tokens=np.r_[np.full(50, 64.0), np.full(50, np.nan)])
+    run = run_of(
+        tmp_path,
+        ttfo_ms=np.linspace(510, 609, 100),
+        reasoning_ms=500.0,
+        reasoning_tokens=5,
+        cached_tokens=np.r_[np.full(50, 64.0), np.full(50, np.nan)],
+    )
     row = phase_table(run).iloc[0]
     assert row["ttfo_p95_ms"] == pytest.approx(np.percentile(np.linspace(510, 609, 100), 95))
     assert row["reasoning_share"] == pytest.approx(5 / 20)

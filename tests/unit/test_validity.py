@@ -17,12 +17,15 @@ def _failing(n_bad: int, n_ok: int, status: int, content_type: str, detail: str,
     starts = np.linspace(1000.0, 1019.0, n_bad + n_ok)
     status_col = ["error"] * n_bad + ["ok"] * n_ok
     return make_requests(
-        starts, [5.0] * len(starts), status=status_col,
+        starts,
+        [5.0] * len(starts),
+        status=status_col,
         http_status=[status] * n_bad + [200] * n_ok,
         error_class=[error_class] * n_bad + [""] * n_ok,
         content_type=[content_type] * n_bad + ["text/event-stream"] * n_ok,
         error_detail=[detail] * n_bad + [""] * n_ok,
-        error_message=[f"HTTP {status}: denied"] * n_bad + [""] * n_ok)
+        error_message=[f"HTTP {status}: denied"] * n_bad + [""] * n_ok,
+    )
 
 
 def test_most_requests_rejected_401_is_a_setup_failure_with_status_type_and_redacted_body():
@@ -55,9 +58,16 @@ def _truth_run(overhead_ms: tuple[float, float], n: int = 40):
     server_ttft_s = 0.05
     extra = np.concatenate([np.full(n, overhead_ms[0]), np.full(n, overhead_ms[1])])
     requests = make_requests(starts, 200 + extra, ttft_ms=server_ttft_s * 1000 + extra)
-    truth = pd.DataFrame({"request_id": requests["request_id"], "arrival": starts,
-                          "first_token": starts + server_ttft_s, "last_token": starts + 0.2,
-                          "status": 200, "outcome": "ok"})
+    truth = pd.DataFrame(
+        {
+            "request_id": requests["request_id"],
+            "arrival": starts,
+            "first_token": starts + server_ttft_s,
+            "last_token": starts + 0.2,
+            "status": 200,
+            "outcome": "ok",
+        }
+    )
     return requests, truth
 
 
@@ -74,8 +84,10 @@ def test_floor_from_truth_is_per_phase_and_in_model_time():
 def test_a_failure_within_the_floor_may_be_the_clients_and_is_material():
     requests, truth = _truth_run((2.0, 30.0))
     floor = floor_mod.measurement_floor(requests, PHASES, 20.0, truth, None)
-    criteria = [{"name": "TTFT P95", "limit": 800.0, "measured": 1100.0, "passed": False, "where": "step 2", "unit": "ms"},
-                {"name": "error rate", "limit": 0.0, "measured": 0.0, "passed": True, "where": "", "unit": "fraction"}]
+    criteria = [
+        {"name": "TTFT P95", "limit": 800.0, "measured": 1100.0, "passed": False, "where": "step 2", "unit": "ms"},
+        {"name": "error rate", "limit": 0.0, "measured": 0.0, "passed": True, "where": "", "unit": "fraction"},
+    ]
     result = floor_mod.floor_materiality(floor, criteria)
     assert result["material"]
     (check,) = result["criteria"]
@@ -86,13 +98,23 @@ def test_a_failure_within_the_floor_may_be_the_clients_and_is_material():
 def test_a_small_steady_floor_is_not_material():
     requests, truth = _truth_run((0.5, 0.6))
     floor = floor_mod.measurement_floor(requests, PHASES, 1.0, truth, None)
-    criteria = [{"name": "TTFT P95", "limit": 800.0, "measured": 300.0, "passed": True, "where": "step 2", "unit": "ms"}]
+    criteria = [
+        {"name": "TTFT P95", "limit": 800.0, "measured": 300.0, "passed": True, "where": "step 2", "unit": "ms"}
+    ]
     assert not floor_mod.floor_materiality(floor, criteria)["material"]
 
 
 def test_without_truth_the_floor_is_the_generators_loop_lag():
-    generator = pd.DataFrame({"ts": [1001.0, 1002.0, 1011.0, 1012.0], "worker_id": "w0",
-                              "cpu_percent": 20.0, "loop_lag_ms": [1.0, 1.0, 8.0, 8.0], "users": 1, "inflight": 1})
+    generator = pd.DataFrame(
+        {
+            "ts": [1001.0, 1002.0, 1011.0, 1012.0],
+            "worker_id": "w0",
+            "cpu_percent": 20.0,
+            "loop_lag_ms": [1.0, 1.0, 8.0, 8.0],
+            "users": 1,
+            "inflight": 1,
+        }
+    )
     requests = make_requests([1001.0, 1011.0], [100.0, 100.0], ttfb_ms=[3.0, 4.0])
     floor = floor_mod.measurement_floor(requests, PHASES, 10.0, None, generator)
     assert floor["method"] == "loop-lag"
@@ -103,17 +125,24 @@ def test_assess_marks_unusable_and_qualify_lowers_confidence_for_a_material_floo
     bad = validity.assess(_failing(40, 0, 404, "text/plain", "404 page not found"), PHASES, None, [], 1.0)
     assert bad["usable"] is False and "HTTP 404" in bad["reason"]
     requests, truth = _truth_run((2.0, 30.0))
-    criteria = [{"name": "TTFT P95", "limit": 800.0, "measured": 1100.0, "passed": False, "where": "step 2", "unit": "ms"}]
+    criteria = [
+        {"name": "TTFT P95", "limit": 800.0, "measured": 1100.0, "passed": False, "where": "step 2", "unit": "ms"}
+    ]
     shaky = validity.assess(requests, PHASES, None, criteria, 20.0, truth)
     assert shaky["usable"] and not shaky["trustworthy"] and shaky["confidence_steps"] == 1
     verdict = validity.qualify({"layer": "scheduler", "confidence": "high", "evidence": ["queue"]}, shaky)
     assert verdict["confidence"] == "medium" and any("confidence lowered" in e for e in verdict["evidence"])
-    assert validity.qualify({"layer": "scheduler", "confidence": "high", "validity_considered": True}, shaky)["confidence"] == "high"
+    assert (
+        validity.qualify({"layer": "scheduler", "confidence": "high", "validity_considered": True}, shaky)["confidence"]
+        == "high"
+    )
 
 
 def test_redact_removes_keys_tokens_and_url_credentials():
-    text = ("Authorization: Bearer abc.def.ghi123 from https://alice:s3cret@proxy.local/v1 "
-            "api_key=XYZ12345 sk-proj-ABCDEFGHIJKL my-own-key-42")
+    text = (
+        "Authorization: Bearer abc.def.ghi123 from https://alice:s3cret@proxy.local/v1 "
+        "api_key=XYZ12345 sk-proj-ABCDEFGHIJKL my-own-key-42"
+    )
     out = redact(text, secrets=("my-own-key-42",))
     for secret in ("abc.def.ghi123", "s3cret", "XYZ12345", "sk-proj-ABCDEFGHIJKL", "my-own-key-42"):
         assert secret not in out
@@ -123,15 +152,22 @@ def test_redact_removes_keys_tokens_and_url_credentials():
 
 
 def test_the_loop_lag_floor_is_called_an_upper_bound_when_the_kernel_stamped_arrivals():
-    generator = pd.DataFrame({"ts": [1001.0, 1011.0], "worker_id": "w0", "cpu_percent": 20.0,
-                              "loop_lag_ms": [5.0, 5.0], "users": 1, "inflight": 1})
+    generator = pd.DataFrame(
+        {
+            "ts": [1001.0, 1011.0],
+            "worker_id": "w0",
+            "cpu_percent": 20.0,
+            "loop_lag_ms": [5.0, 5.0],
+            "users": 1,
+            "inflight": 1,
+        }
+    )
     requests = make_requests([1001.0, 1011.0], [100.0, 100.0], clock="kernel")
     floor = floor_mod.measurement_floor(requests, PHASES, 1.0, None, generator)
     assert "upper bound" in floor["why"]
 
 
-LLAMA_OVERFLOW = ('HTTP 400: request (2270 tokens) exceeds the available context size (2048 tokens), '
-                  'try increasing it')
+LLAMA_OVERFLOW = "HTTP 400: request (2270 tokens) exceeds the available context size (2048 tokens), try increasing it"
 
 
 def test_invalid_requests_over_one_percent_make_the_run_unusable_with_the_servers_words():

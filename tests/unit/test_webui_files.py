@@ -23,7 +23,8 @@ def test_the_zip_streams_every_file_of_the_run_folder(tmp_path, monkeypatch):
     assert sum(1 for c in chunks if c) > 3  # streamed as it is written, not built whole first
     with zipfile.ZipFile(io.BytesIO(b"".join(chunks))) as archive:
         assert archive.testzip() is None
-        assert sorted(archive.namelist()) == sorted(f"{run.name}/{name}" for name in
-                                                    ("manifest.json", "requests.csv", "report/report.html", "empty.csv"))
+        assert sorted(archive.namelist()) == sorted(
+            f"{run.name}/{name}" for name in ("manifest.json", "requests.csv", "report/report.html", "empty.csv")
+        )
         assert archive.read(f"{run.name}/requests.csv") == big
         assert archive.read(f"{run.name}/empty.csv") == b""

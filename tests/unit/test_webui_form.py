@@ -49,6 +49,10 @@ def test_a_digit_after_a_letter_or_digit_is_posted_under_a_mangled_name_and_rest
     assert posted_name("think_p90") == "think_p9_0"
     assert posted_name("prompt_mix") == "prompt_mix" and posted_name("max_tokens") == "max_tokens"
     form = {"think_p9_0": ["2.5"], "think_mean": ["1"], "user_count": ["3"]}
-    assert restored(form, ["think_p90", "think_mean"]) == {"think_p90": ["2.5"], "think_mean": ["1"], "user_count": ["3"]}
+    assert restored(form, ["think_p90", "think_mean"]) == {
+        "think_p90": ["2.5"],
+        "think_mean": ["1"],
+        "user_count": ["3"],
+    }
     # a field posted under its own name (a script, an older page) wins over the mangled one
     assert restored({"think_p90": ["3"], "think_p9_0": ["2"]}, ["think_p90"]) == {"think_p90": ["3"]}

@@ -36,7 +36,9 @@ def test_a_worker_starved_by_a_neighbour_is_saturated_at_its_share_of_the_core()
     writer.write([(1000.0 + i, "w2", 62.0, 8.0, 8, None, 12.0) for i in range(SUSTAIN_SAMPLES)])
     row = _generator(env)
     assert "w1: CPU 62 % (+33 % waiting for a core), loop lag 8 ms SATURATED" in row["last"]
-    assert row["last"].endswith("w2: CPU 62 % (+12 % waiting for a core), loop lag 8 ms") and row["run"] == "saturated: w1"
+    assert (
+        row["last"].endswith("w2: CPU 62 % (+12 % waiting for a core), loop lag 8 ms") and row["run"] == "saturated: w1"
+    )
 
 
 def test_the_generator_row_says_while_a_workers_first_bytes_watch_rests():

@@ -30,8 +30,13 @@ class FakeRecords:
         for r in rows:
             if r[2] is not None:
                 errors[r[2]] = errors.get(r[2], 0) + 1
-        return SimpleNamespace(requests=len(rows), ttft_p95_ms=max(ok) if ok else None, rps=len(ok) / (end - start),
-                               errors_by_class=errors, itl_p99_ms=(max(ok) / 10 if ok else None) if itl else None)
+        return SimpleNamespace(
+            requests=len(rows),
+            ttft_p95_ms=max(ok) if ok else None,
+            rps=len(ok) / (end - start),
+            errors_by_class=errors,
+            itl_p99_ms=(max(ok) / 10 if ok else None) if itl else None,
+        )
 
 
 def test_a_point_covers_the_trailing_window_and_later_records_settle_it():

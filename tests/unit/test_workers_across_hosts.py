@@ -69,10 +69,13 @@ def test_master_probe_and_worker_reply_give_the_worker_offset_and_correct_rows()
     master.register_message(clocksync.REPLY_MSG, sync.on_reply)
     sync.ready.update({"node-a", "node-b"})
     sync.probe_all()
-    assert [(kind, client) for kind, _, client in master.sent] == [(clocksync.PROBE_MSG, "node-a")]  # not the missing one
+    assert [(kind, client) for kind, _, client in master.sent] == [
+        (clocksync.PROBE_MSG, "node-a")
+    ]  # not the missing one
     worker = _Runner()
-    clocksync.install_worker(worker, "host-1-abcd", lambda: {"in_flight": 3, "unshipped": 7},
-                             wall=lambda: 1000.0 + 0.002 - 3.0)  # the worker's clock is 3 s behind
+    clocksync.install_worker(
+        worker, "host-1-abcd", lambda: {"in_flight": 3, "unshipped": 7}, wall=lambda: 1000.0 + 0.002 - 3.0
+    )  # the worker's clock is 3 s behind
     assert worker.sent == [(clocksync.READY_MSG, {"worker": "host-1-abcd"}, None)]  # after its handler
     probe = master.sent[0][1]
     worker.handlers[clocksync.PROBE_MSG](environment=None, msg=SimpleNamespace(data=probe))
@@ -123,8 +126,14 @@ def test_a_worker_marked_missing_is_recorded_once_with_its_loss_and_phases():
     assert watch.check() == []  # once
     assert (lost.worker, lost.last_seen, lost.lost_at, lost.requests_lost_estimate) == ("host-1-abcd", 100.0, 104.0, 10)
     assert notes == ["worker host-1-abcd lost"]
-    fields = watch.manifest_fields([_phase(0, "2 users", 90.0, 99.0), _phase(1, "4 users", 99.0, 103.0),
-                                    _phase(2, "8 users", 103.0, 110.0), _phase(3, "16 users", 110.0, 120.0)])
+    fields = watch.manifest_fields(
+        [
+            _phase(0, "2 users", 90.0, 99.0),
+            _phase(1, "4 users", 99.0, 103.0),
+            _phase(2, "8 users", 103.0, 110.0),
+            _phase(3, "16 users", 110.0, 120.0),
+        ]
+    )
     assert fields["workers_lost"][0]["phases"] == ["1:4 users", "2:8 users"]
     now[0] = 106.0
     runner.clients.all[0].state = "running"
@@ -146,7 +155,9 @@ def test_a_worker_error_stops_a_headless_run_with_exit_2_once():
     env = SimpleNamespace(runner=runner, web_ui=None, process_exit_code=None)
     watch = fleet_mod.Fleet(env, active=lambda: True)
     for node in ("node-a", "node-b"):
-        watch.on_error(env, SimpleNamespace(data={"worker": node, "reason": "dataset not found: x.jsonl"}, node_id=node))
+        watch.on_error(
+            env, SimpleNamespace(data={"worker": node, "reason": "dataset not found: x.jsonl"}, node_id=node)
+        )
     gevent.sleep(0)
     assert env.process_exit_code == 2 and quits == [1]
     assert [e["reason"] for e in watch.manifest_fields([])["worker_errors"]] == ["dataset not found: x.jsonl"] * 2
@@ -194,14 +205,27 @@ def test_request_ids_are_the_uuids_of_the_process_base_and_counter_across_resets
 
 
 def test_report_lines_name_the_lost_worker_and_count_its_loss_from_the_truth_log():
-    manifest = {"workers_lost": [{"worker": "node-1-abcd", "how": "missing", "lost_at": 3600.0, "last_seen": 3596.0,
-                                  "in_flight": 2, "requests_lost_estimate": 3, "phases": ["1:4 users"]}],
-                "worker_errors": [{"worker": "node-2-ffff", "reason": "dataset not found: x.jsonl"}],
-                "clock_offsets": {"node-1-abcd": {"offset_s": 2.0, "uncertainty_ms": 0.4}, "node-3-0000": {"offset_s": None}}}
+    manifest = {
+        "workers_lost": [
+            {
+                "worker": "node-1-abcd",
+                "how": "missing",
+                "lost_at": 3600.0,
+                "last_seen": 3596.0,
+                "in_flight": 2,
+                "requests_lost_estimate": 3,
+                "phases": ["1:4 users"],
+            }
+        ],
+        "worker_errors": [{"worker": "node-2-ffff", "reason": "dataset not found: x.jsonl"}],
+        "clock_offsets": {"node-1-abcd": {"offset_s": 2.0, "uncertainty_ms": 0.4}, "node-3-0000": {"offset_s": None}},
+    }
     requests = pd.DataFrame({"request_id": ["abcd0001-x", "eeee0001-x"]})
     truth = pd.DataFrame({"request_id": ["abcd0001-x", "abcd0002-x", "abcd0003-x", "eeee0001-x"]})
     lines = worker_lines(manifest, requests, lambda: truth)
-    assert lines[0].startswith("Workers lost: node-1-abcd at 01:00:00 UTC (heartbeats stopped; last heard 00:59:56 UTC)")
+    assert lines[0].startswith(
+        "Workers lost: node-1-abcd at 01:00:00 UTC (heartbeats stopped; last heard 00:59:56 UTC)"
+    )
     assert "2 request(s) the server saw were never recorded (about 3 estimated)" in lines[0] and "1:4 users" in lines[0]
     assert lines[1] == "Worker node-2-ffff could not run: dataset not found: x.jsonl"
     assert "node-1-abcd +2.000 s" in lines[2] and "node-3-0000" not in lines[2]
@@ -209,8 +233,10 @@ def test_report_lines_name_the_lost_worker_and_count_its_loss_from_the_truth_log
     assert "about 3 request(s) in flight or unshipped" in without_truth
     assert worker_lines({"workers_lost": []}, requests, lambda: None) == []
     back = worker_lines({"workers_back": [{"worker": "w", "lost_at": 0.0, "rejoined_at": 5.0}]}, requests, lambda: None)
-    assert back == ["Workers missing for a while (heartbeats late, then back; their users were moved meanwhile): "
-                    "w 00:00:00 UTC to 00:00:05 UTC"]
+    assert back == [
+        "Workers missing for a while (heartbeats late, then back; their users were moved meanwhile): "
+        "w 00:00:00 UTC to 00:00:05 UTC"
+    ]
 
 
 def test_a_ready_worker_gets_a_burst_of_probes_a_connected_one_none_and_a_web_ui_run_only_stops():

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import math
 import random
 
 import pytest
 
-from loadline.core.errors import UsageError
 from loadline.client.measure import fill_timings, nearest_rank
 from loadline.client.prompts import LENGTH_CLASSES, PromptSource, load_dataset, parse_lengths, parse_mix
-from loadline.core.records import RequestRecord
 from loadline.client.streaming import StreamResult
 from loadline.client.workload import LogNormal, SessionLength, ThinkTime
+from loadline.core.errors import UsageError
+from loadline.core.records import RequestRecord
 
 
 def record() -> RequestRecord:
@@ -92,12 +91,23 @@ def test_bad_prompt_mix_is_a_usage_error(spec):
 
 def test_dataset_formats(tmp_path):
     path = tmp_path / "d.jsonl"
-    path.write_text("\n".join([
-        json.dumps({"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"},
-                                      {"from": "human", "value": "more"}]}),
-        json.dumps({"messages": [{"role": "user", "content": "q"}]}),
-        "",
-    ]))
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps(
+                    {
+                        "conversations": [
+                            {"from": "human", "value": "hi"},
+                            {"from": "gpt", "value": "yo"},
+                            {"from": "human", "value": "more"},
+                        ]
+                    }
+                ),
+                json.dumps({"messages": [{"role": "user", "content": "q"}]}),
+                "",
+            ]
+        )
+    )
     assert load_dataset(path) == (("hi", "more"), ("q",))
 
 
@@ -119,10 +129,20 @@ def test_shipped_dataset_loads():
 
 def test_single_requests_draw_from_the_dataset(tmp_path):
     path = tmp_path / "d.jsonl"
-    path.write_text(json.dumps({"conversations": [{"from": "human", "value": "first of A"},
-                                                  {"from": "gpt", "value": "x"},
-                                                  {"from": "human", "value": "second of A"}]}) + "\n"
-                    + json.dumps({"messages": [{"role": "user", "content": "first of B"}]}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "conversations": [
+                    {"from": "human", "value": "first of A"},
+                    {"from": "gpt", "value": "x"},
+                    {"from": "human", "value": "second of A"},
+                ]
+            }
+        )
+        + "\n"
+        + json.dumps({"messages": [{"role": "user", "content": "first of B"}]})
+        + "\n"
+    )
     source = PromptSource({"long": 1.0}, dataset=load_dataset(path))
     rng = random.Random(3)
     drawn = {source.dataset_message(rng) for _ in range(50)}
@@ -137,11 +157,30 @@ def test_api_key_is_stripped_and_control_characters_are_refused_without_echo(mon
     from loadline.client.options import UserSettings
 
     def options(key):
-        return SimpleNamespace(api_key=key, model="", max_tokens=16, max_context_tokens=-1, ignore_eos=False,
-                               prompt_mix="short=1", system_prompt_tokens=0, dataset="", turns_mean=2.0, turns_max=3,
-                               think_mean=1.0, think_p90=2.0, reading_speed=0.0, event_interval=1.0,
-                               connect_timeout=1.0, first_token_timeout=1.0, request_timeout=1.0, max_retries=0,
-                               retry_cap=1.0, non_streaming=False, time_scale=1.0, seed=0)
+        return SimpleNamespace(
+            api_key=key,
+            model="",
+            max_tokens=16,
+            max_context_tokens=-1,
+            ignore_eos=False,
+            prompt_mix="short=1",
+            system_prompt_tokens=0,
+            dataset="",
+            turns_mean=2.0,
+            turns_max=3,
+            think_mean=1.0,
+            think_p90=2.0,
+            reading_speed=0.0,
+            event_interval=1.0,
+            connect_timeout=1.0,
+            first_token_timeout=1.0,
+            request_timeout=1.0,
+            max_retries=0,
+            retry_cap=1.0,
+            non_streaming=False,
+            time_scale=1.0,
+            seed=0,
+        )
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert UserSettings.from_options(options("sk-abc\n")).api_key == "sk-abc"

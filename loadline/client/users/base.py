@@ -24,20 +24,27 @@ from gevent import GreenletExit
 from locust import User, constant
 from locust.exception import StopUser
 
-from loadline.client.discovery import discover, learn_from_refusal, learned_context
 from loadline.client.connection import Connection, ConnectTimeout, ReadTimeout, Response
+from loadline.client.discovery import discover, learn_from_refusal, learned_context
 from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify, exception_chain, invalid_request
 from loadline.client.keepalive import stale_retried
 from loadline.client.locust_stats import log_many
-from loadline.core.identity import next_request_id, next_user_id, worker_id
 from loadline.client.measure import fill_timings
 from loadline.client.options import INVALID, UserSettings
 from loadline.client.sizing import TokenSpace, open_space, prompt_budget
+from loadline.client.streaming import (
+    StreamFailure,
+    StreamResult,
+    chat_content,
+    is_event_stream,
+    read_stream,
+    short_reply,
+    valid_usage,
+)
 from loadline.core.errors import UsageError
+from loadline.core.identity import next_request_id, next_user_id, worker_id
 from loadline.core.records import CANCELLED, ERROR, OK, ErrorClass, RequestRecord
 from loadline.core.redact import SAMPLE_CHARS, redact, sample
-from loadline.client.streaming import (StreamFailure, StreamResult, chat_content, is_event_stream, read_stream,
-                                       short_reply, valid_usage)
 
 log = logging.getLogger("loadline")
 
@@ -106,8 +113,9 @@ class LLMUser(User):
         self.base_url = (self.host or "").rstrip("/")
         self.served = self._discover()
         try:
-            self.tokens: TokenSpace = open_space(self._session, self.base_url, self.settings.tokenizer,
-                                                 self.settings.connect_timeout)
+            self.tokens: TokenSpace = open_space(
+                self._session, self.base_url, self.settings.tokenizer, self.settings.connect_timeout
+            )
         except UsageError as exc:
             log.error("loadline: %s", exc)
             raise StopUser() from None
@@ -205,8 +213,9 @@ class LLMUser(User):
         return body
 
     # -- sending --------------------------------------------------------------------------------
-    def send(self, body: dict, session_id: str = "", turn: int = 0, lane: Lane | None = None,
-             plan: PromptPlan | None = None) -> StreamResult | None:
+    def send(
+        self, body: dict, session_id: str = "", turn: int = 0, lane: Lane | None = None, plan: PromptPlan | None = None
+    ) -> StreamResult | None:
         """One logical request: attempts with capped, Retry-After-honouring retries on 429/503.
 
         `lane`: open-loop users' connection and due time for this request (users/arrivals.py).
@@ -225,14 +234,29 @@ class LLMUser(User):
                 self.tokens.observe(self.template, plan.messages, prompt_tokens)
         return result
 
-    def _attempt(self, payload: bytes, session_id: str, turn: int, attempt: int, lane: Lane | None = None,
-                 plan: PromptPlan | None = None):
+    def _attempt(
+        self,
+        payload: bytes,
+        session_id: str,
+        turn: int,
+        attempt: int,
+        lane: Lane | None = None,
+        plan: PromptPlan | None = None,
+    ):
         s = self.settings
         conn = lane.conn if lane is not None else self.conn
         rec = RequestRecord(
-            request_id=next_request_id(), worker_id=worker_id(), user_id=self.user_id,
-            user_class=type(self).__name__, session_id=session_id, turn=turn, endpoint=self.endpoint,
-            model=self.model, start_wall=0.0, attempt=attempt, due_wall=lane.due_wall if lane is not None else None,
+            request_id=next_request_id(),
+            worker_id=worker_id(),
+            user_id=self.user_id,
+            user_class=type(self).__name__,
+            session_id=session_id,
+            turn=turn,
+            endpoint=self.endpoint,
+            model=self.model,
+            start_wall=0.0,
+            attempt=attempt,
+            due_wall=lane.due_wall if lane is not None else None,
         )
         max_tokens = plan.max_tokens if plan is not None else s.max_tokens
         if plan is not None:
@@ -262,8 +286,12 @@ class LLMUser(User):
                 if response.status != 200:
                     retry_after = self._http_failure(rec, response)
                 elif s.stream and not is_event_stream(content_type):
-                    self._fail(rec, ErrorClass.NOT_EVENT_STREAM, f"HTTP 200 but Content-Type {content_type[:60]!r}, "
-                                                                 "not text/event-stream (a login page? a proxy?)")
+                    self._fail(
+                        rec,
+                        ErrorClass.NOT_EVENT_STREAM,
+                        f"HTTP 200 but Content-Type {content_type[:60]!r}, "
+                        "not text/event-stream (a login page? a proxy?)",
+                    )
                     # what came instead, for the report (validity): the first bytes, redacted
                     rec.error_detail = sample(response.read_all(4 * SAMPLE_CHARS), (s.api_key,))
                 elif s.stream:
@@ -275,9 +303,12 @@ class LLMUser(User):
                         self._read_whole(response, result)
                     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
                         json_body = "json" in content_type.lower() or not content_type
-                        self._fail(rec, ErrorClass.MALFORMED if json_body else ErrorClass.NOT_EVENT_STREAM,
-                                   f"the response ({content_type[:60] or 'no Content-Type'}) is not an OpenAI "
-                                   "completion object")
+                        self._fail(
+                            rec,
+                            ErrorClass.MALFORMED if json_body else ErrorClass.NOT_EVENT_STREAM,
+                            f"the response ({content_type[:60] or 'no Content-Type'}) is not an OpenAI "
+                            "completion object",
+                        )
         except GreenletExit:
             self._fail(rec, ErrorClass.CANCELLED, "test stopped while the request was in flight", CANCELLED)
             self._finish(rec, result, t0)
@@ -362,9 +393,15 @@ class LLMUser(User):
             status = f" {rec.http_status}" if rec.error_class in (ErrorClass.HTTP, ErrorClass.INVALID_REQUEST) else ""
             exception = LLMError(rec.error_class + status)
         self.environment.events.request.fire(
-            request_type="E2E", name=self.stats_name, response_time=rec.e2e_ms,
-            response_length=rec.output_tokens, exception=exception, context={"request_id": rec.request_id},
-            start_time=rec.start_wall, url=self.endpoint, response=None,
+            request_type="E2E",
+            name=self.stats_name,
+            response_time=rec.e2e_ms,
+            response_length=rec.output_tokens,
+            exception=exception,
+            context={"request_id": rec.request_id},
+            start_time=rec.start_wall,
+            url=self.endpoint,
+            response=None,
         )
         stats = self.environment.stats
         if rec.ttft_ms is not None:
