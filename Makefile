@@ -30,7 +30,7 @@ demo: install
 test: install browser faketime lint-layers
 	$(BIN)/python tests/run_shards.py
 
-# The inner loop: unit tests only (in process, under a minute).
+# The inner loop: the import contracts and the unit tests (in process, about a minute and a half).
 test-fast: install lint-layers
 	$(BIN)/python -m pytest -q tests/unit
 

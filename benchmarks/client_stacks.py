@@ -1,6 +1,6 @@
 """CPU per token of the per-token path's parts: the token path as users drive it, and variants of it.
 
-Issue 15 ("one core drives everything offered"). Whole stacks in one gevent process pinned to core 1
+The bar: one core drives everything offered. Whole stacks in one gevent process pinned to core 1
 (the embedded simulator, flat cost model, on core 0): N users each stream chat replies of TOKENS
 tokens (ignore_eos) back to back for SECONDS, every stack in a fresh child process, rounds
 interleaved. Stacks (every one reads a chunk as soon as any bytes arrive):

@@ -1,6 +1,6 @@
 """How much load one generator process drives, at what CPU cost, and how true its timings stay.
 
-Setup (issue 15): a reference target that streams one token every STEP ms after a TTFT of
+Setup: a reference target that streams one token every STEP ms after a TTFT of
 TTFT ms (the embedded simulator with a flat cost model, pinned to core 0), N concurrent streams
 of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints one row per run:
 - tokens/s received over the load window (spawn + WARMUP_S .. end - COOLDOWN_S);
@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 
 from loadline.runtime.simprocess import start_simulator  # noqa: E402
 
-PRESETS = {  # issue 15: heavy = 22.4k tokens/s offered (256 x 64 tokens every 0.73 s); light = 16 x 20 ms
+PRESETS = {  # docs/benchmarks.md: heavy = 22.4k tokens/s offered (256 x 64 tokens every 0.73 s); light = 16 x 20 ms
     "heavy": {"streams": [256], "step_ms": 10.0, "tokens": 64, "ttft_ms": 100.0},
     "light": {"streams": [16], "step_ms": 20.0, "tokens": 64, "ttft_ms": 100.0},
 }

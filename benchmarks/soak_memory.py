@@ -1,4 +1,4 @@
-"""Does the load generator's memory stay flat over a long run? (issue 12: < 5 % growth after warm-up)
+"""Does the load generator's memory stay flat over a long run? (< 5 % growth after warm-up)
 
 Runs `python -m loadline run --shape soak` against the embedded simulator for MODEL_HOURS of model
 time, time-scaled (2 h at --time-scale 5 = 24 min wall), and samples the resident memory (VmRSS from

@@ -1,6 +1,6 @@
 """What one token costs on the body reader's path, measured so that small changes can be told apart.
 
-The whole-generator benchmark (generator_throughput.py) is what issue 15 judges, but on a shared
+The whole-generator benchmark (generator_throughput.py) is what the generator's bars judge, but on a shared
 2-core VM its CPU per 1k tokens moves 2-5 % from run to run, more than most single changes to the
 per-token path save. This one isolates that path: K plain-TCP loopback connections with kernel
 receive stamps, each holding a reply whose head is read; every round the peer writes one token's

@@ -117,7 +117,7 @@ def _read_requests(path: Path, missing: list[str]) -> pd.DataFrame:
         frame = read_csv_tolerant(
             path, dtype=dtypes, keep_default_na=False, na_values={c: [""] for c in _FLOAT_COLUMNS}
         )
-    except UsageError:  # one garbage row must not cost the whole run (issue 12, item 6): skip it, count it
+    except UsageError:  # one garbage row must not cost the whole run: skip it, count it
         frame, garbage = _read_requests_skipping_garbage(path)
         if garbage:
             missing.append(

@@ -11,7 +11,7 @@ criterion. An open-loop run also passes only if every phase was offered its arri
 time (`open_loop_criteria`, from analysis/stats/arrivals.py's phases): replies timed from when a
 request was sent prove nothing about a rate that was not sent, or sent late. A criterion with no data (e.g. TTFT from a plain Locust CSV) is "not judged": it does not
 fail the gate, `gate_note` says the pass is incomplete, and the report calls such a run INCOMPLETE
-with exit 1, never a silent PASS (issue 12, item 6): an SLO file that sets the criterion to "none"
+with exit 1, never a silent PASS: an SLO file that sets the criterion to "none"
 gates without it.
 """
 

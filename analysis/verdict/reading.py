@@ -3,7 +3,7 @@
 `read(ctx, window)` gathers what the engine said during a window (running and waiting requests,
 KV pool, preemptions, GPU, per-token time, queue and prefill time) and the engine-side reasons the
 window shows a limit: a waiting queue persistently non-empty, or a KV pool pinned while it
-preempts (DOMAIN.md, issue 9: "any of these works in a single phase").
+preempts (DOMAIN.md: "any of these works in a single phase").
 
 A `Check` is one defining signal against its threshold. Its margin says how far past the
 threshold the signal is, relative to the threshold (0 = exactly at it, 0.5 = 50 % past it); for

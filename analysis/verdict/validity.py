@@ -1,6 +1,6 @@
 """Is this run valid? Asked before any capacity statement. Pure functions: run data in, findings out.
 
-Three questions (issue 9, item 1):
+Three questions:
 1. Setup failure: did most attempts fail the way a misconfigured test fails (the target rejected the
    request: 400/401/403/404/405/501; or it answered 2xx with something that is not the API's reply,
    e.g. an HTML login page)? Then nothing about capacity can be said: the run is *unusable* and the

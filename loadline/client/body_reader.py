@@ -69,7 +69,7 @@ def watch_mode(environ: Mapping[str, str]) -> str:
     loop more than watch_budget.BUDGET of its time. LOADLINE_FIRST_BYTES_WATCH=1 keeps it on whatever
     it costs, =0 turns it off. Without it, a first token read late takes a later token's stamp:
     TTFT error p99 9.3 ms at 256 streams and 37 ms at 16 beside a CPU hog, against 0.06 and 0.45 ms
-    with it, at the same tokens/s and CPU per token (docs/benchmarks.md, "Issue 15, eighth session")."""
+    with it, at the same tokens/s and CPU per token (docs/benchmarks.md, "First-bytes watch: what it buys and what it costs")."""
     value = environ.get("LOADLINE_FIRST_BYTES_WATCH", "").strip()
     return WATCH_ON if value == "1" else WATCH_OFF if value == "0" else WATCH_WITHIN_BUDGET
 

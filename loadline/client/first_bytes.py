@@ -10,7 +10,7 @@ peeks at them (`recvmsg(MSG_PEEK)`), which gives the kernel's stamp of what has 
 leaves the bytes where they are. It needs the GIL for that, which CPython hands over within its
 switch interval, whatever Python code the greenlets are running: 5 ms by default, set to 1 ms here so
 that a peek comes well inside the 10-50 ms between an engine's tokens, also when another process
-shares the core (docs/benchmarks.md, "Issue 15, sixth session"). The main thread pays for the shorter
+shares the core (docs/benchmarks.md, "First-bytes watch: what it buys and what it costs"). The main thread pays for the shorter
 interval only when this thread asks for the GIL.
 
 The body reader then reads a watched socket in the pieces the peeks saw (`next_piece`): the first
@@ -21,7 +21,7 @@ only move a stamp towards the truth. Sockets over TLS are never watched (their b
 
 On within a budget by default (body_reader.py): every wake-up of this thread hands the GIL over and
 back, and on a machine whose cores are busy the loop then waits for this thread to get a core.
-Measured (docs/benchmarks.md, "Issue 15, sixth session"): no cost on a quiet box at 21k tokens/s, but
+Measured (docs/benchmarks.md, "First-bytes watch: what it buys and what it costs"): no cost on a quiet box at 21k tokens/s, but
 10-18 % fewer requests from a saturated generator sharing 2 cores with two busy processes. So the
 thread measures its own wait for a core and rests while that exceeds its budget (watch_budget.py);
 LOADLINE_FIRST_BYTES_WATCH=1 keeps it on whatever it costs, =0 turns it off.

@@ -1,7 +1,7 @@
 """One Locust stats update per request for its inter-token gaps, instead of one `log()` per gap.
 
-`StatsEntry.log(rt, length)` per gap cost ~4.5 % of the generator's CPU at 256 streams (issue 15's
-profile). Locust 2.47 has no bulk path, so `log_many` does, in one pass over a request's gaps,
+`StatsEntry.log(rt, length)` per gap cost ~4.5 % of the generator's CPU at 256 streams (the
+generator's profile). Locust 2.47 has no bulk path, so `log_many` does, in one pass over a request's gaps,
 exactly what that many `log(rt, 0)` calls would do to the entry: request count, per-second count,
 total/min/max, and the rounded-bucket histogram (`locust.stats.bucket_response_time`, looked up
 at call time because Locust lets a test replace it). The ITL row keeps its meaning: one sample

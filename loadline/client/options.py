@@ -317,7 +317,7 @@ class UserSettings:
 
 
 # Each numeric option's range: (lowest allowed, whether the lowest itself is allowed). A negative
-# count or a NaN would otherwise run a whole test wrongly (issue 12: --max-tokens -5 ran 60 s).
+# count or a NaN would otherwise run a whole test wrongly (--max-tokens -5 ran 60 s).
 RANGES: dict[str, tuple[float, bool]] = {
     "max_tokens": (0, True),
     "system_prompt_tokens": (0, True),

@@ -7,7 +7,7 @@ option: Locust's and Loadline's), builds the users' settings (UserSettings.from_
 prompt mix, dataset, header name) and plans the shape's phases (loadline.shapes.registry.check: stage files,
 shape options). Why a child: importing Locust monkey-patches the process with gevent, and `loadline
 run` only supervises. Why at all: Locust would find the same problems only after the simulator
-started and the run folder existed (issue 12, item 3).
+started and the run folder existed.
 
 Exit 0 when the command line is sound; else one line on stderr (`loadline run: error: ...`), exit 2.
 

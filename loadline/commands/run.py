@@ -234,7 +234,7 @@ def _validate(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"{what} not found: {path} (a path, or one of Loadline's: {resources.shipped_names(shelf)})"
             )
-    SLO.from_file(args.slo)  # types and ranges now, not after a 30-minute run (issue 12, item 3)
+    SLO.from_file(args.slo)  # types and ranges now, not after a 30-minute run
     _conf_value(args.config, "locustfile")  # a conf file that is not one: said before anything starts
 
 

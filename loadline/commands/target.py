@@ -19,7 +19,7 @@ def preflight(host: str) -> None:
     """Fail in one line, before any load, when the target does not answer at all.
 
     urllib cannot open a URL with credentials in it (user:key@host reads as a port): the check goes
-    to the host alone, and the host is never shown with them (issue 12, item 8)."""
+    to the host alone, and the host is never shown with them."""
     try:
         urllib.request.urlopen(f"{without_userinfo(host).rstrip('/')}/v1/models", timeout=5).close()
     except urllib.error.HTTPError:

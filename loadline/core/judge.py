@@ -5,7 +5,7 @@ Pure Python (no pandas): the stepped shape's stop rule (shapes/stop_rule.py), th
 a window gets the same answer live and in the report.
 
 Which criteria apply (DOMAIN.md "Pass criteria": E2E P95/P99 for request-response calls, TTFT for
-streaming; issue 9 item 5):
+streaming):
 - streaming traffic: TTFT P95/P99 and per-token time (ITL and TPOT P95/P99); TTFO P95/P99 (the
   answer's first token, after any reasoning) when the SLO sets them (loadline/core/slo.py says why
   TTFT is the default). E2E P95/P99 only when the SLO sets `gate_e2e_on_streams = true`: a healthy

@@ -1,4 +1,4 @@
-"""Faults a run must survive, each against real local processes (issue 12, "Faults that must be survived").
+"""Faults a run must survive, each against real local processes.
 
 - The target killed (SIGKILL) and restarted on the same port mid-run: the attempts it cut and the
   ones refused while it was down are errors classified `reset` / `connect`, the run goes on, and

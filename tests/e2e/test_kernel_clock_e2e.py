@@ -37,7 +37,7 @@ FLAT = [
     "num_gpu_blocks=20000",
     "max_num_batched_tokens=65536",
 ]
-TOLERANCE_MS = 5.0  # the issue's bar for TTFT/ITL error vs truth at p99 with a CPU hog (issue 15)
+TOLERANCE_MS = 5.0  # the bar for TTFT/ITL error vs truth at p99 with a CPU hog (docs/benchmarks.md)
 
 
 def hogged_run(sim_server, tmp_path, kernel: bool):

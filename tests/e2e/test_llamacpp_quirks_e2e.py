@@ -1,6 +1,6 @@
 """Whole runs against the simulator behaving like llama.cpp (simulator/quirks.py): true verdicts.
 
-What issue 10 saw against the real servers: llama-server's close after every stream cost 2.8 % of
+What the real servers do: llama-server's close after every stream cost 2.8 % of
 requests (RemoteDisconnected) and failed the run; llama-cpp-python's interrupted streams counted as
 `ok` and the report said PASS; its UUID-only X-Request-Id turned every request into a 400.
 """

@@ -1,4 +1,4 @@
-"""Open-loop load against the simulator (issue 14): the rate is kept, the arrivals fit their process,
+"""Open-loop load against the simulator: the rate is kept, the arrivals fit their process,
 two workers offer what one process offers, and an overloaded server shows coordinated omission.
 
 Time-scaled runs of the tiny profile (configs/sim/tiny.toml: its 8-sequence batch carries ~14

@@ -185,7 +185,7 @@ def test_interrupt_mid_stream_keeps_every_record(tmp_path, how):
     )
     assert manifest["requests_written"] == len(records)
     assert "Traceback" not in stderr and proc.returncode in (0, 1), stderr[-2000:]
-    # the report of that folder says how the run ended and does not pass (issue 12, item 2); no charts:
+    # the report of that folder says how the run ended and does not pass; no charts:
     # the verdict and exit code are the same without them (tests/integration/test_analysis_report.py),
     # and an interrupted run's charts are drawn in tests/unit/test_report_interrupted.py
     report = subprocess.run(

@@ -1,4 +1,4 @@
-"""The LLM tab's live charts in a real headless Chromium (issue 13), against the simulator, time-scaled.
+"""The LLM tab's live charts in a real headless Chromium, against the simulator, time-scaled.
 
 One stepped run started from the form: the charts grow, a phase marker appears, an SLO criterion turns
 red (the engine runs one sequence at a time; the SLO file is tight), the stop rule ends the run and the

@@ -1,5 +1,5 @@
 """A wheel built from the repository, installed into a fresh venv, runs `loadline run` and
-`loadline report` from a directory that is not the checkout (issue 11: runs from an installed wheel).
+`loadline report` from a directory that is not the checkout (runs from an installed wheel).
 
 Offline and quick: the wheel is built with this venv's setuptools (no build isolation, no index);
 the fresh venv gets only the wheel, and reaches the already-installed dependencies (Locust, pandas...)

@@ -1,5 +1,5 @@
 """`loadline run` refuses bad input before any process starts: exit 2, one line, no run folder, no
-simulator (issue 12, items 3, 4 and 9).
+simulator.
 
 Input that Locust's own parser judges (the conf file, the users' options, a stage file) goes through the
 precheck child (loadline/commands/run.py _precheck): one real `loadline run` process per case. Input

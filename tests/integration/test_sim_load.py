@@ -1,4 +1,4 @@
-"""Under load the simulated engine bends the way real ones do (judged by issue 2's list)."""
+"""Under load the simulated engine bends the way real ones do."""
 
 from __future__ import annotations
 

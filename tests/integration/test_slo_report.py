@@ -12,7 +12,7 @@ from loadline.core.slo import SLO
 
 @pytest.mark.parametrize("streaming,passed", [(True, True), (False, False)])
 def test_the_report_of_healthy_long_replies_passes_streamed_and_fails_as_request_response(tmp_path, streaming, passed):
-    # 256-token replies: ~2.6 s end to end, first token after 300 ms (issue 9's healthy default-profile run)
+    # 256-token replies: ~2.6 s end to end, first token after 300 ms (the healthy default-profile run)
     e2e = np.linspace(2400.0, 2700.0, 100)
     requests = make_requests(1000.0 + np.arange(100) * 0.1, e2e, ttft_ms=300.0, output_tokens=256)
     run = write_run(tmp_path / "run", requests, manifest={"name": "long replies", "streaming": streaming})

@@ -1,4 +1,4 @@
-"""First-token and TTFB stamps against the simulator's truth log (issue 15, accuracy findings).
+"""First-token and TTFB stamps against the simulator's truth log.
 
 The client (Connection + read_stream, as a Loadline user reads) streams from the simulator in a
 few threads; the truth log says when the simulator handed the headers and first token (one write,

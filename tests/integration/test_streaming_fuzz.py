@@ -1,4 +1,4 @@
-"""Property-based fuzz of the SSE stream reader (issue 12): read_stream over an in-memory response.
+"""Property-based fuzz of the SSE stream reader: read_stream over an in-memory response.
 
 `read_stream` reads its body through `read1()` (streaming.Body, what connection.Response offers):
 `Body` below is that interface over chosen byte chunks, optionally ending in the transport exception

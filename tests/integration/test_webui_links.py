@@ -1,7 +1,7 @@
 """The LLM tab's own links work on the README's web UI command: no --out, started from any directory.
 
 Without --out the run folder is the relative `runs/...`; Flask resolves a relative path inside the
-installed locust package, so both links answered HTTP 500 (issue 12, item 1).
+installed locust package, so both links answered HTTP 500.
 """
 
 from __future__ import annotations

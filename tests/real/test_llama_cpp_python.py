@@ -1,4 +1,4 @@
-"""Loadline against llama-cpp-python's `llama_cpp.server` with its defaults (issue 10).
+"""Loadline against llama-cpp-python's `llama_cpp.server` with its defaults.
 
 Its default `interrupt_requests=true` makes a new request cut the stream in flight: HTTP 200, a role
 chunk, maybe some content, then `data: [DONE]` with no finish_reason. Those replies are failures

@@ -190,7 +190,7 @@ def test_one_and_two_users_have_headroom(llama_server, loadline_run, real_summar
 @pytest.mark.parametrize("think", ["0.05", "1"])
 def test_chat_at_short_and_long_think_times_has_no_client_made_errors(think, llama_server, loadline_run, real_summary):
     """llama-server closes the connection after each streamed response while advertising keep-alive:
-    a client that reuses it must not turn that into failed requests (issue 10, item 3)."""
+    a client that reuses it must not turn that into failed requests."""
     server = llama_server(parallel=8)
     run = loadline_run(
         server.url,

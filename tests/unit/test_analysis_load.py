@@ -191,7 +191,7 @@ def test_a_phase_the_crashed_master_never_closed_gets_its_records(tmp_path):
     ],
 )
 def test_one_garbage_row_is_skipped_counted_and_said_not_fatal(tmp_path, garbage):
-    # issue 12, item 6: before, one such row made `loadline report` refuse the whole run (exit 2)
+    # one such row must not make `loadline report` refuse the whole run (exit 2)
     path = _run(tmp_path)
     lines = (path / "requests.csv").read_bytes().splitlines()
     (path / "requests.csv").write_bytes(b"\n".join([*lines[:4], garbage, *lines[4:]]) + b"\n")

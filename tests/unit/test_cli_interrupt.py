@@ -1,4 +1,4 @@
-"""Ctrl-C anywhere in a command is one line and exit 130, never a bare KeyboardInterrupt traceback (issue 12, item 9)."""
+"""Ctrl-C anywhere in a command is one line and exit 130, never a bare KeyboardInterrupt traceback."""
 
 from __future__ import annotations
 

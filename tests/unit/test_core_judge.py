@@ -20,7 +20,7 @@ from loadline.shapes.stepped import StepShape
 from loadline.shapes.stop_rule import judge_window
 
 # A healthy streaming step on the default profile: 256-token replies at ~10 ms a token take ~2.6 s
-# end to end (issue 9), while the first token comes in 300 ms.
+# end to end, while the first token comes in 300 ms.
 HEALTHY_STREAM = {
     "e2e_p95_ms": 2600.0,
     "e2e_p99_ms": 2900.0,

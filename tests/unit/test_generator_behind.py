@@ -1,5 +1,5 @@
 """A generator that read its sockets later than one token gap is said to be behind, and the gate says so
-(issue 15, item 3): a warning when every criterion is far from its limit, exit 2 when one lies within
+: a warning when every criterion is far from its limit, exit 2 when one lies within
 the error the lag implies."""
 
 from __future__ import annotations

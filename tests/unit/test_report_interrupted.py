@@ -1,4 +1,4 @@
-"""A report never passes a run it cannot fully judge (issue 12): one that did not end on its own (SIGTERM/SIGINT,
+"""A report never passes a run it cannot fully judge: one that did not end on its own (SIGTERM/SIGINT,
 or a master that died) and one where a criterion that applies had no data (a plain Locust CSV has no TTFT)."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_a_folder_without_a_status_is_not_judged_on_completion():
 
 
 def _plain_locust_export(folder):
-    # what `locust --csv mytest` leaves: no requests.csv, no manifest, so no TTFT anywhere (issue 12, item 6)
+    # what `locust --csv mytest` leaves: no requests.csv, no manifest, so no TTFT anywhere
     folder.mkdir()
     pd.DataFrame(
         [

@@ -1,5 +1,5 @@
 """`loadline run` checks its own options before anything starts, and hands Locust the load options
-in Locust's order: command line over conf file over our defaults (issue 12, items 3 and 5)."""
+in Locust's order: command line over conf file over our defaults."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`loadline run` checks every input before any process starts (issue 12, items 3 and 4): its own
+"""`loadline run` checks every input before any process starts: its own
 options and files in process (`_validate`), Locust's whole command line in a throwaway child
 (loadline/commands/precheck.py, driven in process here): one line, UsageError (exit 2)."""
 

@@ -1,4 +1,4 @@
-"""An API key inside the URL (`--host https://user:key@host`) is never echoed (issue 12, item 8)."""
+"""An API key inside the URL (`--host https://user:key@host`) is never echoed."""
 
 from __future__ import annotations
 

@@ -323,7 +323,7 @@ def test_done_ends_the_response_even_if_the_body_stays_open():
 
 
 def test_after_done_the_reader_stops_while_the_server_still_holds_the_body_open():
-    # issue 12, item 7: before, the reader waited for the end of the body until the read timeout (here
+    # the reader must not wait for the end of the body until the read timeout (here
     # 10 s, 60 s by default) and the user sat idle; now it returns at [DONE] and gives the connection up
     released = threading.Event()
     script = [HEAD_CHUNKED, chunk(token(" a", "stop")), chunk(event(b"[DONE]")), 1.0, released.set]

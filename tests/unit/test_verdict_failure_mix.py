@@ -1,6 +1,6 @@
 """A limit no layer's metrics explain (no engine metrics scraped, requests failing): the verdict stays
-`unidentified` and says which failures there were, with what the leading class points at (issue 10:
-llama_cpp.server's interrupted streams)."""
+`unidentified` and says which failures there were, with what the leading class points at (as
+llama_cpp.server's interrupted streams do)."""
 
 from __future__ import annotations
 

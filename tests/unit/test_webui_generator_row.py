@@ -1,4 +1,4 @@
-"""The web UI's LLM table says, while the run goes, when a worker is saturated (issue 15, item 3)."""
+"""The web UI's LLM table says, while the run goes, when a worker is saturated."""
 
 from __future__ import annotations
 
