@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 
-from loadline.core.answer import Answer, schema_text
+from loadline.core.answer import Answer, verdict_schema
 
 CARD_ROWS = (
     "Status",
@@ -30,7 +30,7 @@ CARD_ROWS = (
 
 def from_verdict(run_dir: Path) -> Answer:
     data = json.loads((run_dir / "report" / "verdict.json").read_text())
-    jsonschema.validate(data["answer"], json.loads(schema_text()))
+    jsonschema.validate(data, verdict_schema())  # the whole verdict.json, its answer included
     return Answer.from_dict(data["answer"])
 
 

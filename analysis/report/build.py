@@ -288,6 +288,7 @@ def analyse(
     answer = run_answer.compute(
         verdict, slo, slo_source or SloSource("an SLO given to the report", "given"), untrusted_note
     )
+    verdict["schema_version"] = 1  # loadline/core/verdict.schema.json's $id version
     verdict["answer"] = answer.to_dict()
     verdict["exit_code"] = answer.exit_code
     verdict["passed"] = answer.exit_code == 0

@@ -17,13 +17,14 @@ Terms, defined here once:
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from importlib import resources
 from typing import Any
 
 SCHEMA_VERSION = 1
-SCHEMA_FILE = "answer.schema.json"
+SCHEMA_FILE = "verdict.schema.json"  # verdict.json; the answer is its `$defs/answer`
 
 
 class Status(StrEnum):
@@ -274,6 +275,13 @@ class Answer:
         )
 
 
-def schema_text() -> str:
-    """The JSON Schema of verdict.json's `answer` (shipped as package data)."""
-    return resources.files(__package__).joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+def verdict_schema() -> dict[str, Any]:
+    """The JSON Schema of report/verdict.json (shipped as package data), versioned by its `$id`."""
+    schema: dict[str, Any] = json.loads(resources.files(__package__).joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+    return schema
+
+
+def answer_schema() -> dict[str, Any]:
+    """The schema of verdict.json's `answer` alone (the same definitions)."""
+    root = verdict_schema()
+    return {"$schema": root["$schema"], "$defs": root["$defs"], "$ref": "#/$defs/answer"}

@@ -111,7 +111,7 @@ def test_the_installed_wheel_is_its_own_copy_with_every_shipped_file(installed):
     assert all(path.startswith(str(installed["venv"])) for path in ours.split())
     # the wheel brought no generic top-level package: the ones of those names are the other distribution's
     assert theirs == " ".join(["another distribution"] * 3)
-    for data in ("core/answer.schema.json", "analysis/report/templates/report.html"):  # package data
+    for data in ("core/verdict.schema.json", "analysis/report/templates/report.html"):  # package data
         assert (installed["site"] / "loadline" / data).is_file(), data
     for folder, package in SHIPPED_FOLDERS:
         in_repo = {

@@ -8,10 +8,10 @@ import jsonschema
 import pytest
 
 from loadline.analysis.verdict.answer import compute, safe_of, time_split_of
-from loadline.core.answer import Answer, Load, Point, SloSource, Status, Trust, exit_code, schema_text
+from loadline.core.answer import Answer, Load, Point, SloSource, Status, Trust, answer_schema, exit_code
 from loadline.core.slo import SLO
 
-SCHEMA = json.loads(schema_text())
+SCHEMA = answer_schema()
 FAILED = {
     "name": "TTFT P95",
     "threshold": "<= 800 ms",
