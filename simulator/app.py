@@ -176,8 +176,8 @@ class SimApp:
     def _generate(self, conn: Connection, req: Request, chat: bool) -> None:
         request_id = req.headers.get("x-request-id") or f"sim-{next(self._ids)}"
         if self.quirks.interrupt:  # a new request cuts every stream in flight
-            for sink, (seq, engine) in list(self.streams.items()):
-                sink.interrupt(seq, engine.abort)
+            for sink, (seq, owner) in list(self.streams.items()):
+                sink.interrupt(seq, owner.abort)
         record = new_record(request_id, req.received_at, req.path, self.faults.active())  # kernel_rx.py
 
         def reject(

@@ -11,6 +11,7 @@ import dataclasses
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loadline.core import resources
 from loadline.core.errors import UsageError
@@ -145,7 +146,7 @@ class SimConfig:
 FIELDS = {f.name: f for f in dataclasses.fields(SimConfig)}
 
 
-def coerce(name: str, raw: object) -> object:
+def coerce(name: str, raw: Any) -> Any:  # a TOML or command-line value; the field's type out
     """Convert a profile or command-line value to the field's type, with a one-line error."""
     if name not in FIELDS:
         raise UsageError(f"unknown sim option {name!r} (known: {', '.join(sorted(FIELDS))})")
@@ -184,7 +185,7 @@ def profile_path(profile: str) -> Path:
     return profile_dir() / f"{profile}.toml"
 
 
-def load_profile(profile: str) -> dict[str, object]:
+def load_profile(profile: str) -> dict[str, Any]:
     path = profile_path(profile)
     try:
         data = tomllib.loads(path.read_text())
@@ -192,7 +193,7 @@ def load_profile(profile: str) -> dict[str, object]:
         raise UsageError(f"sim profile not found: {profile} (known: {', '.join(known_profiles())})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"sim profile {path} is not valid TOML: {exc}") from None
-    flat: dict[str, object] = {}
+    flat: dict[str, Any] = {}
     for key, value in data.items():
         items = value.items() if isinstance(value, dict) else [(key, value)]
         for name, item in items:

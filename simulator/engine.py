@@ -258,6 +258,7 @@ class Engine:
                 seq.first_m = now
                 self.stats.prompt_tokens += seq.prompt_len
                 hist["time_to_first_token_seconds"].observe(now - seq.arrival_m)
+                assert seq.scheduled_m is not None  # scheduled before its first step
                 hist["request_prefill_time_seconds"].observe(now - seq.scheduled_m)
             else:
                 itl.observe(now - seq.last_m)
@@ -279,6 +280,7 @@ class Engine:
         self._release(seq)
         self.stats.success[seq.finish_reason] += 1
         h = self.stats.histograms
+        assert seq.scheduled_m is not None and seq.first_m is not None  # finished: scheduled, its first token out
         h["e2e_request_latency_seconds"].observe(now - seq.arrival_m)
         h["request_queue_time_seconds"].observe(seq.scheduled_m - seq.queued_m)
         h["request_inference_time_seconds"].observe(now - seq.scheduled_m)

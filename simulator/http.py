@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Protocol
+from typing import Protocol, cast
 
 from loadline.simulator.kernel_rx import KernelReader
 
@@ -118,7 +118,7 @@ class Connection(asyncio.Protocol):
         self.stamps: list[tuple[int, float]] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's: a Transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else ""
         self.reader = KernelReader.attach(self.transport, self)  # simulator/kernel_rx.py: why
@@ -199,7 +199,7 @@ class Connection(asyncio.Protocol):
 
     def write(self, data: bytes) -> None:
         if not self.closed:
-            self.transport.write(data)
+            self.transport.write(data)  # type: ignore[union-attr]  # set by connection_made; no check per chunk
 
     def finish_response(self) -> None:
         """The current response is complete: close or serve the next buffered request."""

@@ -173,7 +173,9 @@ class SimCollector:
         cfg = self.app.config
         tp = cfg.tensor_parallel_size
         labels = ["gpu", "modelName", "Hostname", "engine"]
-        util, used, free = [], [], []
+        util: list[tuple[list[str], float]] = []
+        used: list[tuple[list[str], float]] = []
+        free: list[tuple[list[str], float]] = []
         kv_block_bytes = cfg.block_size * cfg.kv_bytes_per_token
         for engine in self.app.engines:
             if engine.up:

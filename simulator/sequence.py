@@ -35,7 +35,7 @@ class Sequence:
     queued_m: float = 0.0
     scheduled_m: float | None = None
     first_m: float | None = None
-    last_m: float | None = None
+    last_m: float = 0.0  # the last token's instant; read only after the first token set it
     queue_start_wall: float | None = None
     queue_end_wall: float | None = None
     finish_reason: str | None = None  # set when done: stop | length | abort | error

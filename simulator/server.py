@@ -90,15 +90,15 @@ async def serve(config: SimConfig, options: ServeOptions, out=sys.stdout) -> int
     crashed: list[BaseException] = []
 
     def engine_died(task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            crashed.append(task.exception())
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            crashed.append(exc)
             print(f"loadline-sim: engine loop failed: {task.exception()!r}; stopping", file=sys.stderr)
             stop.set()
 
     tasks = [loop.create_task(e.run()) for e in engines]
     for task in tasks:
         task.add_done_callback(engine_died)
-    servers: list[asyncio.AbstractServer] = []
+    servers: list[asyncio.Server] = []
     try:
         servers.append(await loop.create_server(lambda: Connection(app), options.host, options.port, backlog=4096))
         for sock in servers[0].sockets:  # accepted sockets inherit it; before the ready line, so the

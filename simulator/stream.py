@@ -64,8 +64,8 @@ class ResponseSink:
             return
         if seq.error is not None:
             self._fail(seq)
-        elif self.gen.stream:
-            self._stream(seq)
+        elif (t := self.templates) is not None:  # built exactly when gen.stream
+            self._stream(seq, t)
         elif seq.done:
             body = full_response(
                 self.gen.chat,
@@ -82,10 +82,9 @@ class ResponseSink:
             self.truth["first_write_s"] = self.truth["last_write_s"] = round(time.time() - now, 6)
             self._done(seq, 200, "ok")
 
-    def _stream(self, seq: Sequence) -> None:
+    def _stream(self, seq: Sequence, t: ChunkTemplates) -> None:
         tail: list[bytes] = []
         if seq.done:
-            t = self.templates
             shape = self.shape
             reason = seq.finish_reason or "stop"
             tail.append(t.finish(shape.finish_reason(reason) if shape else reason))
@@ -93,13 +92,12 @@ class ResponseSink:
                 extra = shape.usage_extra(seq.cached_tokens or 0) if shape else None
                 tail.append(t.usage(seq.prompt_len, seq.generated, extra))
             tail.append(DONE)
-        self._write_tokens(seq, tail, seq.done)
+        self._write_tokens(seq, t, tail, seq.done)
         if seq.done:
             self._done(seq, 200, "ok")
 
-    def _write_tokens(self, seq: Sequence, tail: list[bytes], last: bool) -> None:
+    def _write_tokens(self, seq: Sequence, t: ChunkTemplates, tail: list[bytes], last: bool) -> None:
         """The tokens not yet sent (after the headers and role chunk on the first write), then `tail`."""
-        t = self.templates
         parts = [] if self.headers_sent else ([t.role()] if t.chat else [])
         shape = self.shape
         if shape is None:
@@ -133,7 +131,9 @@ class ResponseSink:
         if self.finished or self.conn.closed:
             return
         abort(seq)
-        self._write_tokens(seq, [DONE], True)
+        t = self.templates
+        assert t is not None  # only streams are interrupted (app.py registers streaming sinks only)
+        self._write_tokens(seq, t, [DONE], True)
         self._done(seq, 200, "interrupted")
 
     def _fail(self, seq: Sequence) -> None:

@@ -221,7 +221,7 @@ def _read_table(path: Path, table: schema.Schema, missing: list[str], absent_is_
 def _whole_run_phase(requests: pd.DataFrame) -> pd.DataFrame:
     start = float(requests["start_wall"].min()) if len(requests) else np.nan
     end = float(requests["end_wall"].max()) if len(requests) else np.nan
-    row = {c: np.nan for c in runfolder.PHASE_COLUMNS}
+    row: dict[str, object] = {c: np.nan for c in runfolder.PHASE_COLUMNS}
     row.update(index=0, label=WHOLE_RUN, kind=WHOLE_RUN, start_wall=start, end_wall=end, note="")
     return pd.DataFrame([row], columns=list(runfolder.PHASE_COLUMNS))
 
@@ -244,7 +244,7 @@ def _read_phases(
     # its records would fall outside every phase. Give them a phase of their own.
     last_end = float(phases["end_wall"].iloc[-1]) if pd.notna(phases["end_wall"].iloc[-1]) else None
     if not finished and len(requests) and last_end is not None and float(requests["start_wall"].max()) >= last_end:
-        tail = {name: None for name in runfolder.PHASE_COLUMNS}
+        tail: dict[str, object] = {name: None for name in runfolder.PHASE_COLUMNS}
         tail.update(
             index=len(phases),
             label="unfinished (the run ended without closing this phase)",

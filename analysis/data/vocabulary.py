@@ -75,6 +75,7 @@ class MetricTable:
             positions = [self._rows[name] for name in wanted if name in self._rows]
             if not positions:
                 continue
+            assert self.table is not None  # rows are indexed only from a table
             rows = self.table.iloc[np.sort(np.concatenate(positions))]  # table order, as a mask keeps it
             keep = _per_distinct(
                 rows["labels"], lambda text, source=source: _matches(_labels(text), source), dtype=bool

@@ -88,7 +88,14 @@ def _bottleneck(run: RunData, table: pd.DataFrame, criteria: list[dict], floor_m
 
 
 def _validity(run: RunData, criteria: list[dict], scale: float) -> dict:
-    fallback = {"usable": True, "trustworthy": None, "reason": None, "findings": [], "floor": {}, "confidence_steps": 0}
+    fallback: dict[str, Any] = {
+        "usable": True,
+        "trustworthy": None,
+        "reason": None,
+        "findings": [],
+        "floor": {},
+        "confidence_steps": 0,
+    }
     return guarded(
         "validity",
         lambda: validity.assess(run.requests, run.phases, run.generator, criteria, scale, read_truth(run.path)),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -26,7 +27,7 @@ MAX_BUCKETS = 150
 CDF_MAX_REQUESTS = 20_000  # ITL CDF pools the gaps of at most this many evenly spaced requests
 _SHADES = ("#e8eef7", "#f7f3e8")
 # Time series put their legend beside the axes: inside, it hid the first phase's label and the data under it.
-BESIDE = {"loc": "upper left", "bbox_to_anchor": (1.005, 1.0), "borderaxespad": 0.0}
+BESIDE: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.005, 1.0), "borderaxespad": 0.0}
 
 
 def _save(fig, path: Path) -> Path:

@@ -21,7 +21,7 @@ from loadline.analysis.stats import knee
 def draw_charts(run: RunData, table: pd.DataFrame, verdict: dict, out_dir: Path) -> tuple[list[Path], list[str]]:
     """(the PNG files drawn, one line per chart that could not be); `run` in model time
     (loadline.analysis.data.timescale.model_run), as every chart draws it."""
-    jobs: list[tuple[str, Callable[[], Path]]] = []
+    jobs: list[tuple[str, Callable[[], Path | list[Path] | None]]] = []
     if run.has_records:
         curve = knee.load_curve(table)
         slo_lines = charts.slo_lines(verdict["slo"]["criteria"])

@@ -52,11 +52,13 @@ def worker_lines(manifest: dict, requests: pd.DataFrame, truth: Callable[[], pd.
         lines.append("Workers lost: " + "; ".join(parts))
     elif lost:  # an older manifest: bare ids of workers that did not flush at the stop
         lines.append("Workers lost: " + ", ".join(map(str, lost)) + " (their last records never arrived)")
-    back = [e for e in manifest.get("workers_back") or [] if isinstance(e, dict)]
-    if back:
+    came_back = [e for e in manifest.get("workers_back") or [] if isinstance(e, dict)]
+    if came_back:
         lines.append(
             "Workers missing for a while (heartbeats late, then back; their users were moved meanwhile): "
-            + "; ".join(f"{e.get('worker')} {_clock(e.get('lost_at'))} to {_clock(e.get('rejoined_at'))}" for e in back)
+            + "; ".join(
+                f"{e.get('worker')} {_clock(e.get('lost_at'))} to {_clock(e.get('rejoined_at'))}" for e in came_back
+            )
         )
     for error in manifest.get("worker_errors") or []:
         lines.append(f"Worker {error.get('worker')} could not run: {error.get('reason')}")

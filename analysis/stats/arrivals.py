@@ -88,6 +88,7 @@ def phase_arrivals(
         reasons = []
         row["short"] = bool(target and fell_short(len(sent), target * (end - start), cv2))
         if row["short"]:
+            assert target is not None  # short only with a target
             reasons.append(f"achieved {achieved:.3g}/s of the target {target:.3g}/s ({achieved / target:.0%})")
         p95 = row["lateness_p95_ms"]
         if limit is not None and p95 is not None and p95 > limit:

@@ -234,7 +234,7 @@ def locust_phase_table(run: RunData) -> pd.DataFrame:
     integer-rounded percentiles. Rows named after TTFT/TPOT/ITL (extra events some plugins fire) are
     kept out of the request counts; TTFT percentiles come from such a row when present."""
     stats = run.locust_stats
-    row = {c: float("nan") for c in PHASE_TABLE_COLUMNS}
+    row: dict[str, object] = {c: float("nan") for c in PHASE_TABLE_COLUMNS}
     row.update(phase_index=0, label="whole-run (locust csv)", kind="whole-run")
     if stats is None or "Name" not in stats.columns:
         return pd.DataFrame([row], columns=PHASE_TABLE_COLUMNS)

@@ -245,7 +245,7 @@ def _headroom(ctx: Context) -> Finding:
 
 # What a failure class (loadline/core/records.py ErrorClass says what each means) points at, when no
 # layer's metrics explain the limit.
-FAILURE_HINTS = {
+FAILURE_HINTS: dict[str, tuple[str, str]] = {
     ErrorClass.TRUNCATED: (
         "streams ended in order but without a finish_reason: the server or a proxy stopped them "
         "(llama-cpp-python's server does this to the stream in flight when a new request arrives, "

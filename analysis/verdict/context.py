@@ -70,7 +70,7 @@ class Window:
     end: float
     users: float
     kind: str  # "phase" or "slice"
-    stats: dict[str, float] = field(default_factory=dict)  # client numbers (ms, req/s); see CLIENT_STATS
+    stats: dict[str, float | None] = field(default_factory=dict)  # client numbers (ms, req/s); see CLIENT_STATS
     limits: list[str] = field(default_factory=list)  # client-side reasons this window shows a limit
     failing: bool = False  # one of them is its share of failed requests (the others: latency, throughput)
 
@@ -286,6 +286,8 @@ def latency_rise(
     a limit). Without per-request records, the point estimates, each from enough values."""
     q = int(stat[1:]) / 100
     now_values, base_values = _ok_values(requests, w, metric), _ok_values(requests, baseline, metric)
+    now: float | None
+    base: float | None
     if now_values is not None and base_values is not None:
         now_b, base_b = quantile_bounds(now_values, q), quantile_bounds(base_values, q)
         if now_b is None or base_b is None:

@@ -144,7 +144,7 @@ def open_loop_criteria(phases: list[dict], lateness_limit_ms: float | None) -> l
         return []
     share = {p["phase"]: (_finite(p.get("achieved_rate")) or 0.0) / p["target_rate"] for p in rated}
     short = [p["phase"] for p in rated if p.get("short")]
-    where = short[0] if short else min(share, key=share.get)
+    where = short[0] if short else min(share, key=share.__getitem__)
     out = [
         Criterion(
             "arrival rate offered",
@@ -159,7 +159,7 @@ def open_loop_criteria(phases: list[dict], lateness_limit_ms: float | None) -> l
     ]
     late = {p["phase"]: v for p in rated if (v := _finite(p.get("lateness_p95_ms"))) is not None}
     if lateness_limit_ms is not None and late:
-        worst = max(late, key=late.get)
+        worst = max(late, key=late.__getitem__)
         out.append(
             Criterion(
                 "arrival lateness P95",

@@ -130,7 +130,7 @@ def read(ctx: Context, w: Window) -> Reading:
             f"requests waiting at the engine in {r.waiting_share:.0%} of scrapes "
             f"(mean {r.waiting.mean:.1f}, max {r.waiting.max:.0f}) in {w.label}"
         )
-    if kv_pinned(r, th.kv_pinned) and r.preemptions:
+    if kv_pinned(r, th.kv_pinned) and r.preemptions and r.kv is not None:
         r.saturation.append(
             f"KV-cache pool pinned (p90 {r.kv.p90:.0%}, max {r.kv.max:.0%}) with "
             f"{r.preemptions:.0f} preemptions in {w.label}"

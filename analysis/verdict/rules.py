@@ -62,10 +62,10 @@ class Finding:
     def margin(self) -> float:
         """How clearly it fired: the weakest defining signal's margin (the strongest, for any-of rules)."""
         margins = [c.margin for c in self.checks if c.measured and (c.held or not self.any_of)]
-        margins = [m for m in margins if m is not None]
-        if not margins:
+        known = [m for m in margins if m is not None]
+        if not known:
             return 0.0
-        return max(margins) if self.any_of else min(margins)
+        return max(known) if self.any_of else min(known)
 
     @property
     def unmeasured(self) -> list[str]:
@@ -116,7 +116,9 @@ def batch_cap(ctx: Context) -> tuple[float | None, bool]:
 def _kv_room(r: Reading, ctx: Context, required: bool = False) -> Check:
     level = kv_level(r)
     text = "KV-cache pool not limiting: " + (
-        "n/a" if level is None else f"p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)}, {r.preemptions or 0:.0f} preemptions"
+        "n/a"
+        if level is None or r.kv is None
+        else f"p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)}, {r.preemptions or 0:.0f} preemptions"
     )
     return Check(text, level, ctx.th.kv_pinned, above=False, bounded=True, required=required)
 

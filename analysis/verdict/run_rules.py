@@ -182,11 +182,11 @@ def gateway(ctx: Context) -> Finding:
     total = len(rows)
     gateway_errors = sum(counts.values())
     share = gateway_errors / total if total else 0.0
-    metric_hits = {
+    increases = {
         c: s.increase(c, start, end)
         for c in ("gateway_5xx", "gateway_connect_fail", "gateway_pending_overflow", "gateway_timeouts")
     }
-    metric_hits = {c: v for c, v in metric_hits.items() if v}
+    metric_hits = {c: v for c, v in increases.items() if v}
     waiting = s.gauge("waiting", start, end)
     kv = s.gauge("kv_usage", start, end)
     engine_calm = (waiting is None or waiting.p90 < 1) and (kv is None or kv.p90 < ctx.th.kv_pinned)

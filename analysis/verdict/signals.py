@@ -309,13 +309,15 @@ class Signals:
             return None
         pinned = both["running"] >= cap.value
         waiting = both["waiting"] > 0
+        running_stats, waiting_stats = self.gauge("running", start, end), self.gauge("waiting", start, end)
+        assert running_stats is not None and waiting_stats is not None  # `both` has scrapes of each in the window
         return SlotSaturation(
             cap,
             float(pinned.mean()),
             float(waiting.mean()),
             float((pinned & waiting).mean()),
-            self.gauge("running", start, end),
-            self.gauge("waiting", start, end),
+            running_stats,
+            waiting_stats,
         )
 
     def _value_at(self, concept: str, ts: float) -> float | None:

@@ -60,14 +60,15 @@ def _split(
     if client_ms is None or engine is None:
         return None
     client = client_ms
-    values = {"client_ms": client, "engine_ms": engine * 1000, "outside_ms": client - engine * 1000}
+    outside = client - engine * 1000
+    values: dict[str, float | None] = {"client_ms": client, "engine_ms": engine * 1000, "outside_ms": outside}
     known = 0.0
     for part in parts:
         value = engine_s.get(part)
         values[f"{part}_ms"] = None if value is None else value * 1000
         known += value or 0.0
     values["engine_other_ms"] = (engine - known) * 1000 if any(engine_s.get(p) is not None for p in parts) else None
-    values["outside_share"] = values["outside_ms"] / client if client > 0 else None
+    values["outside_share"] = outside / client if client > 0 else None
     return values
 
 

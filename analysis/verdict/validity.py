@@ -23,6 +23,7 @@ and states their model-time cost by the one rule, loadline.core.runsettings.mode
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -355,7 +356,7 @@ def gate_doubts(criteria: list[dict], lag_error_model_ms: float | None) -> list[
 
 
 def generator_gate_note(
-    validity: dict, passed: bool, criteria: list[dict] = (), unjudged: list[str] = ()
+    validity: dict, passed: bool, criteria: Sequence[dict] = (), unjudged: Sequence[str] = ()
 ) -> tuple[str | None, bool]:
     """(note for the gate, untrustworthy) when the generator was saturated or behind, else (None, False).
 

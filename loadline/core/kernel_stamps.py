@@ -22,11 +22,13 @@ ANC_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)  # recvmsg's ancillary buffer for 
 LINUX = sys.platform.startswith("linux")
 
 
-def stamp_of(ancdata: list) -> float:
+def stamp_of(ancdata: list[tuple[int, int, bytes]]) -> float:
     """The receive stamp in a recvmsg's ancillary data, 0.0 without one."""
     if ancdata:  # the only control message asked for; checked all the same
         level, kind, payload = ancdata[0]
         if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS:
+            sec: int
+            nsec: int
             sec, nsec = _TIMESPEC.unpack_from(payload)
             return sec + nsec * 1e-9
     return 0.0

@@ -43,7 +43,9 @@ def options_dict(parsed_options: Any) -> dict[str, Any]:
     return redact({k: redact_text(v) if isinstance(v, str) else v for k, v in plain.items()})
 
 
-def start_manifest(environment, run_dir: Path) -> dict[str, Any]:
+def start_manifest(
+    environment: Any, run_dir: Path
+) -> dict[str, Any]:  # a Locust Environment (no Locust import in core)
     runner = environment.runner
     shape = environment.shape_class
     return {

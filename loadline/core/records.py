@@ -150,7 +150,7 @@ class RequestRecord:
     cached_tokens: int | None = None  # prompt tokens the server read from its prefix cache; None: not reported
     tool_calls: int = 0  # tool calls the reply made (streamed `delta.tool_calls`)
 
-    def to_row(self) -> list:
+    def to_row(self) -> list[object]:
         return list(_row_of(self))
 
 

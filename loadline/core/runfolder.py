@@ -68,7 +68,7 @@ def redact(config: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def new_run_dir(out_dir: str | os.PathLike, name: str = "run") -> Path:
+def new_run_dir(out_dir: str | os.PathLike[str], name: str = "run") -> Path:
     """Create runs/<UTC timestamp>-<name>[-n]/ and return it."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "run"

@@ -50,24 +50,28 @@ def streaming_of_options(options: Any) -> bool:
     return not bool(getattr(options, "non_streaming", False)) if options is not None else True
 
 
-def time_scale_of(manifest: dict | None) -> float:
+def time_scale_of(manifest: dict[str, Any] | None) -> float:
     """X of the run's `--time-scale X` from its manifest; 1.0 when absent or invalid (old or foreign runs)."""
     manifest = manifest if isinstance(manifest, dict) else {}
-    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    raw_options = manifest.get("options")
+    options: dict[str, Any] = raw_options if isinstance(raw_options, dict) else {}
     for value in (manifest.get("time_scale"), options.get("time_scale")):  # options: runs before the key existed
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
             return float(value)
     return 1.0
 
 
-def streaming_of(manifest: dict | None) -> bool | None:
+def streaming_of(manifest: dict[str, Any] | None) -> bool | None:
     """Whether the run's traffic streamed, from its manifest; None when the manifest does not say."""
     manifest = manifest if isinstance(manifest, dict) else {}
-    if isinstance(manifest.get("streaming"), bool):
-        return manifest["streaming"]
-    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
-    if isinstance(options.get("non_streaming"), bool):
-        return not options["non_streaming"]
+    streaming = manifest.get("streaming")
+    if isinstance(streaming, bool):
+        return streaming
+    raw_options = manifest.get("options")
+    options: dict[str, Any] = raw_options if isinstance(raw_options, dict) else {}
+    non_streaming = options.get("non_streaming")
+    if isinstance(non_streaming, bool):
+        return not non_streaming
     return None
 
 

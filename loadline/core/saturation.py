@@ -31,6 +31,8 @@ saw its sockets empty (loadline/client/idle_clock.py). An idle generator's merge
 below a gap; a busy one's keep their bound, which errs on the side of doubt.
 """
 
+from typing import Any, overload
+
 CPU_SATURATED_PCT = 90.0
 LOOP_LAG_SATURATED_MS = 20.0
 SUSTAIN_SAMPLES = 5
@@ -39,7 +41,11 @@ READ_DELAY_FALLBACK_MS = LOOP_LAG_SATURATED_MS  # no ITL to compare with
 READ_DELAY_MIN_RECORDS = 20  # a p99 of fewer kernel-stamped replies is one outlier's value
 
 
-def demand_percent(cpu_percent: float, wait_percent: float) -> float:
+@overload
+def demand_percent(cpu_percent: float, wait_percent: float) -> float: ...
+@overload
+def demand_percent(cpu_percent: Any, wait_percent: Any) -> Any: ...  # pandas Series (no pandas import in core)
+def demand_percent(cpu_percent: Any, wait_percent: Any) -> Any:
     """A worker's demand for its core, % of it: the time it ran plus the time it waited for it (above).
     Numbers or pandas Series alike (the web UI's row and the report's judge); a wait not measured is 0."""
     return cpu_percent + wait_percent

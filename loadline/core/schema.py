@@ -57,7 +57,7 @@ class PhaseRow:
     note: str = ""  # human-readable only: e.g. the stop rule's reason; machine-read facts have tables
     target_rate: float | None = None  # rate shapes: the arrival rate offered (model requests/s); empty otherwise
 
-    def as_csv(self) -> tuple:
+    def as_csv(self) -> tuple[object, ...]:
         return tuple(_csv_cell(v) for v in astuple(self))
 
 
@@ -74,7 +74,7 @@ class FaultRow:
     outcome: str  # FAULT_OK | FAULT_FAILED | FAULT_SKIPPED
     detail: str = ""  # why it failed or was skipped
 
-    def as_csv(self) -> tuple:
+    def as_csv(self) -> tuple[object, ...]:
         return tuple(_csv_cell(v) for v in astuple(self))
 
 

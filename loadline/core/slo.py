@@ -79,7 +79,7 @@ class SLO:
         unknown = sorted(set(data) - known)
         if unknown:
             raise UsageError(f"SLO file {p}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        values = {k: (None if v == "none" else v) for k, v in data.items()}
+        values: dict[str, Any] = {k: (None if v == "none" else v) for k, v in data.items()}
         for key, value in values.items():
             problem = _problem(key, value)
             if problem:
