@@ -63,7 +63,7 @@ class _UpToLastNewline(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer) -> int:
         left = self.limit - self._file.tell()
         if left <= 0:
             return 0
