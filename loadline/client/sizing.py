@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import gevent.lock
@@ -130,23 +131,27 @@ class TokenSpace:
         return self._build_measured(rng, target)
 
     def _word_costs(self) -> dict[str, tuple[int, int]] | None:
+        primary = self.primary
+        assert primary is not None  # only _build_additive asks, which build calls with a primary counter
         # one greenlet counts the vocabulary while the others wait: users spawning together would
         # otherwise each send the same couple of hundred counts
         with self._costs_lock:
             if self._costs == {}:
                 try:
-                    self._costs = {w: (self.primary.count(" " + w), self.primary.count(w)) for w in VOCABULARY}
+                    self._costs = {w: (primary.count(" " + w), primary.count(w)) for w in VOCABULARY}
                 except TokenizeError:
                     self._costs = None
         return self._costs
 
     def _build_additive(self, rng: random.Random, target: int) -> tuple[str, int] | None:
+        primary = self.primary
+        assert primary is not None  # build calls this only with a primary counter
         costs = self._word_costs()
         if not costs:
             return None
         first = rng.choice(VOCABULARY)
         chosen, total = [first], costs[first][1]
-        fitting = VOCABULARY
+        fitting: Sequence[str] = VOCABULARY  # then a list of the words that still fit
         while total < target:
             word = rng.choice(fitting)
             if costs[word][0] > target - total:
@@ -163,7 +168,7 @@ class TokenSpace:
         n = self._additive_builds
         if n <= VERIFY_FIRST or n % VERIFY_EVERY == 0:
             try:
-                counted = self.primary.count(text)
+                counted = primary.count(text)
             except TokenizeError:
                 return None
             if counted != total:
