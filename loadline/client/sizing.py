@@ -131,12 +131,12 @@ class TokenSpace:
         return self._build_measured(rng, target)
 
     def _word_costs(self) -> dict[str, tuple[int, int]] | None:
-        primary = self.primary
-        assert primary is not None  # only _build_additive asks, which build calls with a primary counter
         # one greenlet counts the vocabulary while the others wait: users spawning together would
         # otherwise each send the same couple of hundred counts
         with self._costs_lock:
             if self._costs == {}:
+                primary = self.primary
+                assert primary is not None  # only _build_additive asks, which build calls with a primary counter
                 try:
                     self._costs = {w: (primary.count(" " + w), primary.count(w)) for w in VOCABULARY}
                 except TokenizeError:
@@ -144,8 +144,6 @@ class TokenSpace:
         return self._costs
 
     def _build_additive(self, rng: random.Random, target: int) -> tuple[str, int] | None:
-        primary = self.primary
-        assert primary is not None  # build calls this only with a primary counter
         costs = self._word_costs()
         if not costs:
             return None
@@ -167,6 +165,8 @@ class TokenSpace:
         self._additive_builds += 1
         n = self._additive_builds
         if n <= VERIFY_FIRST or n % VERIFY_EVERY == 0:
+            primary = self.primary
+            assert primary is not None  # build calls this only with a primary counter
             try:
                 counted = primary.count(text)
             except TokenizeError:

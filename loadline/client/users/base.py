@@ -231,11 +231,11 @@ class LLMUser(User):
         `lane`: open-loop users' connection and due time for this request (users/arrivals.py).
         `plan`: the lengths asked for (recorded beside what came back; the server's prompt count
         refines the token counting)."""
-        s = self.settings
-        assert s is not None  # check_settings passed
         payload = _json_body(body)
         attempt = 0
         result, retry_after = self._attempt(payload, session_id, turn, attempt, lane, plan)
+        s = self.settings
+        assert s is not None  # check_settings passed
         while retry_after is not None and attempt < s.max_retries:
             gevent.sleep(min(retry_after, s.retry_cap))
             attempt += 1
@@ -256,9 +256,7 @@ class LLMUser(User):
         plan: PromptPlan | None = None,
     ) -> tuple[StreamResult | None, float | None]:
         s = self.settings
-        assert s is not None  # check_settings passed
         conn = lane.conn if lane is not None else self.conn
-        assert conn is not None  # on_start opened it when it had settings
         rec = RequestRecord(
             request_id=next_request_id(),
             worker_id=worker_id(),
@@ -272,6 +270,7 @@ class LLMUser(User):
             attempt=attempt,
             due_wall=lane.due_wall if lane is not None else None,
         )
+        assert s is not None  # check_settings passed
         max_tokens = plan.max_tokens if plan is not None else s.max_tokens
         if plan is not None:
             rec.prompt_tokens_requested, rec.token_counter = plan.tokens, self.tokens.source
@@ -287,6 +286,7 @@ class LLMUser(User):
         t0 = perf_counter()
         try:
             with gevent.Timeout(s.request_timeout, TotalTimeout):
+                assert conn is not None  # on_start opened it when it had settings
                 response = conn.post(self.endpoint, payload, headers)
                 # the clock starts when the request's last byte left (connection.py), not before
                 # this user's own Python ran
