@@ -134,6 +134,7 @@ def _shape_name(node: ast.ClassDef, source: ShapeSource) -> str | None:
         )
         if not (isinstance(target, ast.Name) and target.id == "shape_name"):
             continue
+        assert isinstance(statement, (ast.Assign, ast.AnnAssign))  # where target came from
         value = statement.value
         if not (isinstance(value, ast.Constant) and isinstance(value.value, str) and NAME.match(value.value)):
             raise UsageError(

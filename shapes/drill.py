@@ -58,7 +58,7 @@ class FaultAction:
         return f"POST {self.path}" + ("" if self.body == "{}" else f" {self.body}")
 
 
-def _require(condition: bool, message: str) -> None:
+def _require(condition: object, message: str) -> None:
     if not condition:
         raise UsageError(message)
 

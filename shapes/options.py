@@ -18,7 +18,7 @@ from loadline.core.errors import UsageError
 from loadline.core.runsettings import time_scale_of_options
 
 
-def to_bool(text: str | bool) -> bool:
+def to_bool(text: object) -> bool:
     """argparse type for true/false values (conf files and the web UI send strings)."""
     if isinstance(text, bool):
         return text
@@ -77,7 +77,7 @@ def time_scale(options: Any) -> float:
     return time_scale_of_options(options)  # the one validation (loadline/core/runsettings.py)
 
 
-def require(condition: bool, message: str) -> None:
+def require(condition: object, message: str) -> None:
     """Raise the one-line UsageError `message` unless `condition` holds."""
     if not condition:
         raise UsageError(message)

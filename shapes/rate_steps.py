@@ -127,6 +127,7 @@ class RateShape(StepShape):
 
     def on_phase_enter(self, phase: Phase) -> None:
         if phase.target_rate is not None:
+            assert self.runner is not None  # phases are entered in a running test
             arrivals.publish(self.runner.environment, phase.target_rate)
 
     def on_phase_end(self, phase: Phase, start_wall: float, end_wall: float) -> str | None:
@@ -168,6 +169,7 @@ class RateStepShape(RateShape):
     """
 
     shape_name = "rate-steps"
+    settings: RateSettings | None  # StepShape's, narrowed: plan() sets a RateSettings
     shape_options = (START, FACTOR, ADD, MAX_RATE, HOLD, STOP_ON_SLO, MAX_ERROR_RATE, MIN_REQUESTS, SETTLE)
 
     def plan(self, options: Any) -> list[Phase]:

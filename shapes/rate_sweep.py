@@ -93,6 +93,7 @@ class RateSweepShape(RateShape):
     """
 
     shape_name = "rate-sweep"
+    settings: SweepSettings | None  # StepShape's, narrowed: plan() sets a SweepSettings
     shape_options = (START, MAX_RATE, HOLD, PROBES, PRECISION, MAX_ERROR_RATE, MIN_REQUESTS, SETTLE)
 
     def plan(self, options: Any) -> list[Phase]:
@@ -147,6 +148,7 @@ class RateSweepShape(RateShape):
         else:  # the guessed ceiling held: look twice as high
             search.lo = rate
             self._guess_ceiling(2 * search.hi)
+        assert s is not None  # plan() set it before the first phase
         converged = search.hi_failed and (search.hi - search.lo) / search.hi < s.precision
         if converged or search.probes >= s.probes:
             if not search.hi_failed:
@@ -163,6 +165,7 @@ class RateSweepShape(RateShape):
 
     def _guess_ceiling(self, rate: float) -> None:
         """hi = `rate`, rounded as probes are and capped at the flood's rate, which is a failure, not a guess."""
+        assert self.settings is not None  # plan() set it before the first phase
         search, max_rate = self.search, self.settings.max_rate
         search.hi = round(min(max_rate, rate), 3)
         search.hi_failed = search.hi >= max_rate
@@ -170,10 +173,12 @@ class RateSweepShape(RateShape):
     def _drain(self) -> None:
         """Rate 0 for half a hold after an overloaded phase: its backlog (at most --max-inflight requests)
         finishes before the next probe, which would otherwise inherit its queue."""
+        assert self.settings is not None  # plan() set it before the first phase
         self._append(Phase("drain (0/s)", "recover", self.settings.hold_s / 2, self.schedulers(), target_rate=0.0))
 
     def _next_probe(self) -> None:
         """The guessed ceiling itself until a rate has failed, then the middle of the bracket."""
+        assert self.settings is not None  # plan() set it before the first phase
         search = self.search
         rate = round(search.hi if not search.hi_failed else (search.lo + search.hi) / 2, 3)
         self._append(self.rate_phase(f"probe-{search.probes + 1}", rate, self.settings.hold_s, judged=True))

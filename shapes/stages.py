@@ -86,6 +86,7 @@ def load_stages(path: str | Path) -> list[Phase]:
         raise UsageError(f"stages file {p} is not valid TOML: {exc}") from None
     stages = data.get("stage")
     require(isinstance(stages, list) and stages, f"stages file {p}: needs at least one [[stage]] table")
+    assert isinstance(stages, list)  # require() raised otherwise
     require(len(stages) <= MAX_STAGES, f"stages file {p}: more than {MAX_STAGES} stages")
     return [stage_phase(n, entry, f"stages file {p}, stage {n}") for n, entry in enumerate(stages, start=1)]
 

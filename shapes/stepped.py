@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from loadline.core.judge import judges_itl
 from loadline.core.runsettings import model_span, streaming_of_options
@@ -41,6 +41,22 @@ MIN_REQUESTS = ShapeOption("--step-min-requests", 10, "Stepped: a step with fewe
 SETTLE = ShapeOption(
     "--step-settle", 5.0, "Stepped: wall seconds at the end of a step left out of its verdict (not scaled)"
 )
+
+
+class StopRuleSettings(Protocol):
+    """What the stop rule reads of a stepped shape's settings: StepSettings, or a rate shape's own."""
+
+    @property
+    def stop_on_slo(self) -> bool: ...
+
+    @property
+    def max_error_rate(self) -> float: ...
+
+    @property
+    def min_requests(self) -> int: ...
+
+    @property
+    def settle_s(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -120,7 +136,7 @@ class StepShape(PhasedShape):
     """
 
     shape_name = "stepped"
-    shape_options = (
+    shape_options: ClassVar[tuple[ShapeOption, ...]] = (
         BASELINE_HOLD,
         START_USERS,
         FACTOR,
@@ -137,7 +153,7 @@ class StepShape(PhasedShape):
     def __init__(self) -> None:
         super().__init__()
         self.window_function: WindowFunction | None = None  # tests inject a fake; default loadline.runtime.live.window
-        self.settings: StepSettings | None = None
+        self.settings: StopRuleSettings | None = None  # StepSettings here; subclasses narrow it
         self.slo: SLO | None = None
         self.time_scale = 1.0
         self.streaming: bool | None = None

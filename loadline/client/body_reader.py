@@ -103,7 +103,9 @@ class _Follow:
     def take_decoded(self) -> str | None:
         """The events of the bytes the parser decoded since the last call, stamped with the read that
         brought them; DONE, END or PULL when the reader's turn with this reply is over, else None."""
-        response, reply = self.response, self.reply
+        response = self.response
+        # no assert (this runs per read, on the per-token path): after_read returns HEAD for a head's
+        reply: Reply = self.reply  # type: ignore[assignment]  # a head's _Follow (reply None) never gets here
         decoded = response.decoded
         if decoded:
             data = bytes(decoded)

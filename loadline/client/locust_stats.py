@@ -30,10 +30,12 @@ def log_many(entry: StatsEntry, values_ms: list[float]) -> None:
     entry.num_requests += count
     entry.num_reqs_per_sec[second] += count
     entry.last_request_timestamp = now
-    entry.total_response_time += sum(values_ms)
+    # Locust annotates these three times int; its own log() stores the float times it is given, as here
+    entry.total_response_time += sum(values_ms)  # type: ignore[assignment]  # Locust's int: float times
     low, high = min(values_ms), max(values_ms)
-    entry.min_response_time = low if entry.min_response_time is None else min(entry.min_response_time, low)
-    entry.max_response_time = max(entry.max_response_time, high)
+    lowest = entry.min_response_time
+    entry.min_response_time = low if lowest is None else min(lowest, low)  # type: ignore[assignment]  # float times
+    entry.max_response_time = max(entry.max_response_time, high)  # type: ignore[assignment]  # float times
     histogram = entry.response_times
     for bucket, n in Counter(map(locust.stats.bucket_response_time, values_ms)).items():
         histogram[bucket] += n

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import gevent.lock
@@ -134,8 +135,10 @@ class TokenSpace:
         # otherwise each send the same couple of hundred counts
         with self._costs_lock:
             if self._costs == {}:
+                primary = self.primary
+                assert primary is not None  # only _build_additive asks, which build calls with a primary counter
                 try:
-                    self._costs = {w: (self.primary.count(" " + w), self.primary.count(w)) for w in VOCABULARY}
+                    self._costs = {w: (primary.count(" " + w), primary.count(w)) for w in VOCABULARY}
                 except TokenizeError:
                     self._costs = None
         return self._costs
@@ -146,7 +149,7 @@ class TokenSpace:
             return None
         first = rng.choice(VOCABULARY)
         chosen, total = [first], costs[first][1]
-        fitting = VOCABULARY
+        fitting: Sequence[str] = VOCABULARY  # then a list of the words that still fit
         while total < target:
             word = rng.choice(fitting)
             if costs[word][0] > target - total:
@@ -162,8 +165,10 @@ class TokenSpace:
         self._additive_builds += 1
         n = self._additive_builds
         if n <= VERIFY_FIRST or n % VERIFY_EVERY == 0:
+            primary = self.primary
+            assert primary is not None  # build calls this only with a primary counter
             try:
-                counted = self.primary.count(text)
+                counted = primary.count(text)
             except TokenizeError:
                 return None
             if counted != total:

@@ -21,7 +21,8 @@ _DATA = b"data: "
 
 
 def _library(chunks: Iterable[bytes]) -> Iterator[str]:
-    return (event.data for event in sseclient.SSEClient(chunks).events())
+    # sseclient-py's stub asks for an Iterator; the library only runs a for loop over it
+    return (event.data for event in sseclient.SSEClient(chunks).events())  # type: ignore[arg-type]
 
 
 class Framer:

@@ -125,8 +125,10 @@ class Body(Protocol):
     """A reply's body as connection.Response offers it."""
 
     arrival: float  # perf_counter() time at which the bytes of the last read reached the host
-    clock: str  # which clock `arrival` reads: kernel or user
     read_delay_max: float  # kernel clock: the longest the newest bytes of a read waited in the socket (s)
+
+    @property  # read-only: Response's is a property
+    def clock(self) -> str: ...  # which clock `arrival` reads: kernel or user
 
     def read1(self) -> bytes: ...  # whatever the next read brought (b"": the body ended cleanly)
 
@@ -205,6 +207,7 @@ class Reply:
         same holds for the last plain reasoning chunk (`reasoning_template`)."""
         if data == b"[DONE]" or data == "[DONE]":
             return True
+        text: str | None  # the chunk's content (annotation only: no work per token)
         result = self.result
         if isinstance(data, bytes):  # sseclient-py's events are str (comments, CR): parsed below
             template = self.template
@@ -333,7 +336,8 @@ _loads = orjson.loads  # ~3x json.loads per chunk (docs/benchmarks.md); errors a
 # Bytes that make a JSON string's raw bytes differ from its text (escapes, the closing quote) or invalid
 # (control characters): without them, the bytes between a string's quotes are its text in UTF-8.
 _not_plain = re.compile(rb'[\x00-\x1f"\\]').search
-_CONTENT_KEYS = {chat_content: b'"content"', completion_content: b'"text"'}  # where content_of reads
+# where content_of reads
+_CONTENT_KEYS: dict[Callable[[dict], str | None], bytes] = {chat_content: b'"content"', completion_content: b'"text"'}
 _REASONING, _REASONING_CONTENT = b'"reasoning"', b'"reasoning_content"'
 
 

@@ -219,8 +219,8 @@ class Overhead:
             return per * messages + fixed
         if len(known) >= 2:  # templates add a fixed part and a part per message: the line through the nearest two
             (n1, v1), (n2, v2) = sorted(known, key=lambda item: (abs(item[0] - messages), item[0]))[:2]
-            per = (v2 - v1) / (n2 - n1)
-            return max(0, round(v1 + per * (messages - n1)))
+            slope = (v2 - v1) / (n2 - n1)
+            return max(0, round(v1 + slope * (messages - n1)))
         n, value = known[0]
         return round(value * messages / n)
 

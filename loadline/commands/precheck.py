@@ -51,7 +51,7 @@ def check(argv: list[str]) -> None:
             user_classes += list(users.values())
         parser = get_parser()
         parser.prog = "locust"
-        parser.error = _refuse  # Locust's own message, without the usage block and the exit
+        parser.error = _refuse  # type: ignore[method-assign]  # on purpose: Locust's own message, without the usage block and the exit
         options = parser.parse_args(args=argv)
     except _Refused as exc:
         raise UsageError(f"locust: {exc}") from None

@@ -53,6 +53,7 @@ def main(args: argparse.Namespace) -> int:
         slo_name=args.slo,
     )
     print(result.summary)
+    assert result.out_dir is not None  # build_report always says where it wrote
     print(f"report: {result.out_dir / 'report.html'}")
     reason = unusable_reason(result.verdict)
     if reason:

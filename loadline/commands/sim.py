@@ -95,9 +95,9 @@ def overrides_from(args: argparse.Namespace) -> dict[str, object]:
         name, value = parse_assignment(text)
         overrides[name] = value
     for name in SHORTCUTS:
-        value = getattr(args, "opt_" + name, None)
-        if value is not None:
-            overrides[name] = value
+        given = getattr(args, "opt_" + name, None)
+        if given is not None:
+            overrides[name] = given
     if args.max_queue is not None:
         overrides["max_num_queued_reqs"] = args.max_queue
     return overrides

@@ -22,6 +22,7 @@ from loadline.runtime.clocksync import ClockSync, offset_warnings
 from loadline.runtime.fleet import Fleet
 from loadline.runtime.live import LiveStats
 from loadline.runtime.timeline import active_timeline, close_timeline
+from loadline.runtime.transport import FlushCoordinator
 
 log = logging.getLogger("loadline")
 
@@ -46,7 +47,7 @@ class RunCollector:
         self.rows_by_worker: dict[str, int] = {}
         self.sidecars: list = []  # things with .stop(), started per run (scraper, ...)
         self._local_loop: gevent.Greenlet | None = None
-        self.flush = None  # transport.FlushCoordinator on a master
+        self.flush: FlushCoordinator | None = None  # on a master
         self.clock: ClockSync | None = None  # on a master: worker clock offsets (clocksync.py)
         self.fleet: Fleet | None = None  # on a master: lost workers, workers that cannot run (fleet.py)
         self.ended_by = ENDED_BY_TEST  # the web UI's STOP sets ENDED_BY_USER (webui.py)
@@ -123,11 +124,13 @@ class RunCollector:
         if self.fleet is None or self.clock is None:
             return {}
         timeline = active_timeline()
-        started = runfolder.active().started_wall if runfolder.active() else 0.0
+        active = runfolder.active()
+        started = active.started_wall if active else 0.0
         phases = [row for row in (timeline.rows if timeline else []) if row.end_wall and row.end_wall >= started]
         facts = self.fleet.manifest_fields(phases)
         offsets = self.clock.manifest(set(self.rows_by_worker) | set(self.clock.estimates))
-        shortest = min((row.end_wall - row.start_wall for row in phases), default=None)
+        # every phase has its end (kept above); the check says so to mypy
+        shortest = min((row.end_wall - row.start_wall for row in phases if row.end_wall is not None), default=None)
         fraction = float(getattr(self.environment.parsed_options, "clock_offset_warn", 0) or 0)
         warnings = offset_warnings(offsets, shortest, fraction)
         for line in warnings:

@@ -9,10 +9,12 @@ Dashboard: deploy/grafana/loadline-dashboard.json (metric names below are its co
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, is_dataclass
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import gevent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
@@ -31,7 +33,7 @@ MAX_ITL_GAPS_PER_RECORD = 4096  # a runaway stream cannot make one record cost u
 def _as_mapping(row: Any) -> Mapping[str, Any]:
     if isinstance(row, Mapping):
         return row
-    if is_dataclass(row):
+    if is_dataclass(row) and not isinstance(row, type):  # a record, not a dataclass itself
         return asdict(row)
     return dict(zip(COLUMNS, row))
 
@@ -47,6 +49,8 @@ def _float(value: Any) -> float | None:
 
 class Exporter:
     """Serve the generator's metrics on `port` (0 = any free port; see `.port`)."""
+
+    ticker: gevent.Greenlet  # start_exporter's; absent until then (close() reads it with getattr)
 
     def __init__(self, port: int | None = None, addr: str = "0.0.0.0"):
         self.registry = CollectorRegistry(auto_describe=True)
@@ -77,8 +81,8 @@ class Exporter:
         self.worker_cpu = Gauge("loadline_worker_cpu_percent", "load-generator worker CPU %", ["worker_id"], registry=r)
         self._recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=1_000_000)
         self._phase_label: str | None = None
-        self._server = None
-        self._thread = None
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
         self.port: int | None = None
         if port is not None:
             self.serve(port, addr)

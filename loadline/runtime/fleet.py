@@ -193,7 +193,8 @@ class Fleet:
     def manifest_fields(self, phases: list[Any]) -> dict[str, Any]:
         """workers_lost: gone for good; workers_back: missed heartbeats, then came back (no records lost,
         but Locust took its users away meanwhile); worker_errors: could not run."""
-        lost, back = [], []
+        lost: list[dict[str, Any]] = []
+        back: list[dict[str, Any]] = []
         for entry in self.lost.values():
             entry.phases = affected_phases(phases, entry.last_seen, entry.rejoined_at or entry.lost_at)
             (back if entry.rejoined_at else lost).append(entry.as_dict())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from loadline.core.runsettings import is_scaled, model_value, time_scale_of_options
 
@@ -62,7 +63,8 @@ def window(environment, start_wall: float, end_wall: float, itl: bool = True) ->
 
 def to_model_time(summary: WindowSummary, scale: float) -> WindowSummary:
     """The summary in model time (loadline.core.runsettings.model_value: latencies x scale, rates / scale)."""
-    scaled = {
+    # Any: mypy checks replace(**scaled) against every field's type; these are the float ones only
+    scaled: dict[str, Any] = {
         f.name: model_value(f.name, getattr(summary, f.name), scale)
         for f in dataclasses.fields(summary)
         if is_scaled(f.name) and getattr(summary, f.name) is not None

@@ -31,9 +31,9 @@ def install(environment) -> None:
         collector.fleet = fleet.Fleet(
             environment, active=lambda: collector.run_dir is not None, annotate=_annotate_open_phase
         ).install()
-        collector.clock = clocksync.ClockSync(runner, on_reply=_heard(collector.fleet)).install()
+        clock = collector.clock = clocksync.ClockSync(runner, on_reply=_heard(collector.fleet)).install()
         # workers' CPU / loop-lag rows arrive with their reports, stamped by the worker's clock
-        selfcheck.install_master(environment, lambda rows: collector.clock.correct_each(rows, 1, 0))
+        selfcheck.install_master(environment, lambda rows: clock.correct_each(rows, 1, 0))
     else:
         selfcheck.install(environment, worker_id(), on_worker=False)
     port = int(getattr(environment.parsed_options, "metrics_port", 0) or 0)

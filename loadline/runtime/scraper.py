@@ -97,8 +97,8 @@ class Scraper:
     max_runtime_s: float = MAX_RUNTIME_S
     scrapes: int = 0
     errors: int = 0
-    _greenlet: object = field(default=None, repr=False)
-    _stopping: object = field(default=None, repr=False)
+    _greenlet: gevent.Greenlet | None = field(default=None, repr=False)
+    _stopping: Event | None = field(default=None, repr=False)
     _appender: CsvAppender | None = field(default=None, repr=False)
     _failing: set = field(default_factory=set, repr=False)  # log a failing URL once, not every interval
 
@@ -141,6 +141,7 @@ class Scraper:
     def _loop(self) -> None:
         deadline = time.monotonic() + self.max_runtime_s
         next_at = time.monotonic()
+        assert self._stopping is not None  # start() made it before spawning this loop
         while time.monotonic() < deadline and not self._stopping.is_set():
             try:
                 self.scrape_once()
@@ -168,6 +169,7 @@ class Scraper:
         """
         if self._greenlet is None:
             return
+        assert self._stopping is not None  # start() made it with the greenlet
         self._stopping.set()
         self._greenlet.join(timeout=self.timeout_s * max(1, len(self.urls)) + 1.0)
         if not self._greenlet.dead:

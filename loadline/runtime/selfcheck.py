@@ -61,8 +61,8 @@ class SelfCheck:
 
     def __post_init__(self) -> None:
         self._rows: list[tuple] = []
-        self._greenlet = None
-        self._stopping = None
+        self._greenlet: gevent.Greenlet | None = None
+        self._stopping: Event | None = None
         self.last_cpu_percent: float | None = None
 
     def start(self) -> SelfCheck:
@@ -83,6 +83,7 @@ class SelfCheck:
 
     def _loop(self) -> None:
         deadline = time.monotonic() + MAX_RUNTIME_S
+        assert self._stopping is not None  # start() made it before spawning this loop
         while time.monotonic() < deadline and not self._stopping.is_set():
             asked, waited = time.perf_counter(), core_wait_ns()
             gevent.sleep(self.interval_s)
@@ -112,6 +113,7 @@ class SelfCheck:
 
     def stop(self) -> None:
         if self._greenlet is not None:
+            assert self._stopping is not None  # start() made it with the greenlet
             self._stopping.set()
             self._greenlet.kill(block=True, timeout=self.interval_s + 1.0)
             self._greenlet = None
@@ -153,6 +155,7 @@ class GeneratorWriter:
                 self._appender.close()
             self._appender, self._path = runfolder.CsvAppender(path, runfolder.GENERATOR_COLUMNS), path
         rows = [r for r in rows if r[0] >= active.started_wall - LOCAL_DRAIN_S]
+        assert self._appender is not None  # made above with _path, which is this path
         return self._appender.write_rows(rows)
 
     def status(self) -> str:

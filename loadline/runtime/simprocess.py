@@ -38,22 +38,22 @@ class SimProcess:
 def start_simulator(args: list[str], log_path: Path | None = None, startup_timeout: float = 30.0) -> SimProcess:
     """Run `python -m loadline sim --port 0 ARGS` and wait (bounded) for its ready line."""
     cmd = [*PYTHON, "-m", "loadline", "sim", "--port", "0", *args]
-    stderr = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    log_file = open(log_path, "ab") if log_path else None
     try:
         # Own session: a Ctrl-C in the terminal stops Locust gracefully while the target keeps serving
         # the streams in flight (they end as "cancelled", not as resets); we stop the simulator after.
         proc = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
-            stderr=stderr,
+            stderr=log_file if log_file is not None else subprocess.DEVNULL,
             text=True,
             cwd=os.getcwd(),
             start_new_session=True,
             env=child_env(),
         )
     finally:
-        if log_path:
-            stderr.close()  # the child has its own copy
+        if log_file is not None:
+            log_file.close()  # the child has its own copy
     lines: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:  # keeps reading so the child never blocks on a full stdout pipe

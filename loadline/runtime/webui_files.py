@@ -88,6 +88,7 @@ class ReportBuilds:
             and (done.records == self.records() or asked_build == done.number)
         )
         if fresh and self.current is None:
+            assert done is not None  # fresh says so
             error = done.error()
             if error:
                 return Response(f"could not build the report: {error}\n", status=500, mimetype="text/plain")
@@ -152,6 +153,9 @@ class _Chunks:
         return self._written
 
     def flush(self) -> None:
+        pass
+
+    def close(self) -> None:  # typeshed's zipfile asks for it; zipfile never closes a file it was handed
         pass
 
     def take(self) -> bytes:

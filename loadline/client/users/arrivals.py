@@ -59,7 +59,9 @@ class ArrivalRateUser(ChatSessionUser):
 
     def schedule(self) -> None:
         self.check_settings()
+        assert self.settings is not None  # check_settings passed
         arrivals = self.settings.arrivals
+        assert arrivals is not None  # UserSettings.from_options always sets it
         sharing = max(1, len(ArrivalRateUser.live))
         self.pool = Pool(max(1, CONTROL.process_cap(arrivals.max_inflight) // sharing))
         rng = random.Random(self.rng.random())  # arrivals independent of prompt choices
@@ -89,7 +91,9 @@ class ArrivalRateUser(ChatSessionUser):
 
     def _arrive(self, lane: Lane) -> None:
         try:
-            if self.settings.arrivals.sessions:
+            s = self.settings
+            assert s is not None and s.arrivals is not None  # spawned by schedule, which checked both
+            if s.arrivals.sessions:
                 self.converse(lane)
             else:
                 plan = event_plan(self)

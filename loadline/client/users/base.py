@@ -100,26 +100,27 @@ class LLMUser(User):
     def on_start(self) -> None:
         self.conn: Connection | None = None
         settings = settings_for(self.environment)
+        # None: the options failed validation; every task stops the user first (check_settings), so the
+        # methods below, which run after it, narrow it with an assert
+        self.settings: UserSettings | None = settings
         if settings is None:
-            self.settings = None
             return
-        self.settings = settings
         self.user_id = next_user_id()
-        seed = self.settings.seed
+        seed = settings.seed
         # with a seed, user k of worker w always says the same things (and differs from other workers)
         worker = getattr(self.environment.runner, "worker_index", 0)
         self.rng = random.Random(f"{seed}-{worker}-{self.user_id.split('-u')[-1]}" if seed else None)
-        self.auth = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
+        self.auth = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
         self.base_url = (self.host or "").rstrip("/")
         self.served = self._discover()
         try:
             self.tokens: TokenSpace = open_space(
-                self._session, self.base_url, self.settings.tokenizer, self.settings.connect_timeout
+                self._session, self.base_url, settings.tokenizer, settings.connect_timeout
             )
         except UsageError as exc:
             log.error("loadline: %s", exc)
             raise StopUser() from None
-        self.model = self.settings.model or self.served.name
+        self.model = settings.model or self.served.name
         self.stats_name = f"{self.endpoint} [{self.kind}]"
         self.conn = self._connection()
 
@@ -138,6 +139,7 @@ class LLMUser(User):
 
     def _connection(self) -> Connection:
         s = self.settings
+        assert s is not None  # on_start had settings; open_lane runs after check_settings
         try:
             return Connection(self.base_url, s.connect_timeout, s.first_token_timeout, self.auth)
         except ValueError as exc:  # not an http(s) URL: the precheck says so before any load; a user stops
@@ -147,6 +149,7 @@ class LLMUser(User):
     def prompt_budget(self, max_tokens: int) -> int:
         """The most tokens (the target's) a prompt may have beside a reply of max_tokens; 0 = no limit known."""
         s = self.settings
+        assert s is not None  # check_settings passed
         exact = self.tokens.exact
         if s.max_context_tokens >= 0:
             return prompt_budget(s.max_context_tokens, max_tokens, exact=exact)
@@ -155,7 +158,9 @@ class LLMUser(User):
 
     def system_messages(self) -> list[dict]:
         """The shared system prompt (--system-prompt-tokens of the target's tokens), or none."""
-        n = self.settings.prompts.system_prompt_tokens
+        s = self.settings
+        assert s is not None  # check_settings passed
+        n = s.prompts.system_prompt_tokens
         return [{"role": "system", "content": self.tokens.fixed_text(n)}] if n > 0 else []
 
     def plan(self, history: list[dict], text: str | None = None, whole: bool = True) -> PromptPlan:
@@ -165,6 +170,7 @@ class LLMUser(User):
         `whole`: the drawn length is the whole prompt's (history and template included: single-shot
         users), else the new message's alone (a chat turn; its history comes on top)."""
         s, space = self.settings, self.tokens
+        assert s is not None  # check_settings passed
         max_tokens = s.output.sample(self.rng) if s.output is not None else s.max_tokens
         budget = self.prompt_budget(max_tokens)
         if text is None:
@@ -195,20 +201,24 @@ class LLMUser(User):
     # -- request bodies -------------------------------------------------------------------------
     def body(self, prompt: str | list[dict], max_tokens: int | None = None) -> dict:
         """Chat body from a message list; subclasses override for other endpoints."""
-        body: dict = {"model": self.model, "messages": prompt, "stream": self.settings.stream}
+        s = self.settings
+        assert s is not None  # check_settings passed
+        body: dict = {"model": self.model, "messages": prompt, "stream": s.stream}
         return self._common(body, max_tokens)
 
     def _common(self, body: dict, max_tokens: int | None = None) -> dict:
-        max_tokens = self.settings.max_tokens if max_tokens is None else max_tokens
+        s = self.settings
+        assert s is not None  # check_settings passed
+        max_tokens = s.max_tokens if max_tokens is None else max_tokens
         if max_tokens > 0:
             body["max_tokens"] = max_tokens
-        if self.settings.ignore_eos:
+        if s.ignore_eos:
             # exact reply lengths: vLLM, SGLang and llama.cpp read ignore_eos; vLLM and SGLang also
             # min_tokens (REFERENCE-workloads.md section 3); TGI has neither and may stop early
             body["ignore_eos"] = True
             if max_tokens > 0:
                 body["min_tokens"] = max_tokens
-        if self.settings.stream:
+        if s.stream:
             body["stream_options"] = {"include_usage": True}
         return body
 
@@ -224,8 +234,10 @@ class LLMUser(User):
         payload = _json_body(body)
         attempt = 0
         result, retry_after = self._attempt(payload, session_id, turn, attempt, lane, plan)
-        while retry_after is not None and attempt < self.settings.max_retries:
-            gevent.sleep(min(retry_after, self.settings.retry_cap))
+        s = self.settings
+        assert s is not None  # check_settings passed
+        while retry_after is not None and attempt < s.max_retries:
+            gevent.sleep(min(retry_after, s.retry_cap))
             attempt += 1
             result, retry_after = self._attempt(payload, session_id, turn, attempt, lane, plan)
         if result is not None and plan is not None and result.usage:
@@ -242,7 +254,7 @@ class LLMUser(User):
         attempt: int,
         lane: Lane | None = None,
         plan: PromptPlan | None = None,
-    ):
+    ) -> tuple[StreamResult | None, float | None]:
         s = self.settings
         conn = lane.conn if lane is not None else self.conn
         rec = RequestRecord(
@@ -258,6 +270,7 @@ class LLMUser(User):
             attempt=attempt,
             due_wall=lane.due_wall if lane is not None else None,
         )
+        assert s is not None  # check_settings passed
         max_tokens = plan.max_tokens if plan is not None else s.max_tokens
         if plan is not None:
             rec.prompt_tokens_requested, rec.token_counter = plan.tokens, self.tokens.source
@@ -273,6 +286,7 @@ class LLMUser(User):
         t0 = perf_counter()
         try:
             with gevent.Timeout(s.request_timeout, TotalTimeout):
+                assert conn is not None  # on_start opened it when it had settings
                 response = conn.post(self.endpoint, payload, headers)
                 # the clock starts when the request's last byte left (connection.py), not before
                 # this user's own Python ran
@@ -346,7 +360,9 @@ class LLMUser(User):
         except (ValueError, KeyError, TypeError):
             message = body
         # a rejected request's body often echoes the key it got: both texts are redacted
-        secrets = (self.settings.api_key,)
+        s = self.settings
+        assert s is not None  # check_settings passed
+        secrets = (s.api_key,)
         rec.error_detail = sample(body, secrets)
         # the tool's own bad request (over the context, a bad parameter) is not the service's failure
         error_class = ErrorClass.INVALID_REQUEST if invalid_request(response.status, body) else ErrorClass.HTTP

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import gevent
 from locust import task
@@ -19,7 +20,9 @@ class ChatSessionUser(LLMUser):
     def session(self) -> None:
         self.check_settings()
         reply_tokens = self.converse()
-        gevent.sleep(self.settings.think.sample(self.rng, reply_tokens))  # before the next conversation
+        s = self.settings
+        assert s is not None  # check_settings passed
+        gevent.sleep(s.think.sample(self.rng, reply_tokens))  # before the next conversation
 
     def converse(self, lane: Lane | None = None) -> int:
         """One conversation, turn by turn; returns the last reply's token count (for the reading time).
@@ -27,11 +30,12 @@ class ChatSessionUser(LLMUser):
         Open-loop sessions (users/arrivals.py) pass their `lane`: the first turn is due when the session
         arrived, each later turn when its think time ended."""
         s = self.settings
+        assert s is not None  # its callers' tasks passed check_settings
         session_id = f"{self.user_id}-s{self.rng.getrandbits(32):08x}"
         messages: list[dict] = self.system_messages()
         turns = s.session.sample(self.rng)
         # a dataset conversation's human turns, or None: a message built to a drawn length per turn
-        human_turns = s.prompts.dataset_conversation(self.rng) or [None] * turns
+        human_turns: Sequence[str | None] = s.prompts.dataset_conversation(self.rng) or [None] * turns
         reply_tokens = 0
         for turn, text in enumerate(human_turns):
             if turn:

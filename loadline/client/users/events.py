@@ -13,6 +13,7 @@ def event_plan(user: LLMUser) -> PromptPlan:
     """One event's request: the shared system prompt (if any) and one fresh user message, a
     dataset's opening turn or text built so that the whole prompt has the drawn length in tokens."""
     s = user.settings
+    assert s is not None  # the user's task passed check_settings
     return user.plan(user.system_messages(), s.prompts.dataset_message(user.rng), whole=True)
 
 
@@ -30,6 +31,7 @@ class SingleShotUser(LLMUser):
     def event(self) -> None:
         self.check_settings()
         s = self.settings
+        assert s is not None  # check_settings passed
         plan = event_plan(self)
         self.send(self.body(self.prompt_of(plan.messages), plan.max_tokens), plan=plan)
         if s.event_interval > 0:
@@ -50,5 +52,7 @@ class CompletionUser(SingleShotUser):
     def prompt_of(self, messages: list[dict]) -> str:
         return "\n\n".join(m["content"] for m in messages)
 
-    def body(self, prompt, max_tokens: int | None = None) -> dict:
-        return self._common({"model": self.model, "prompt": prompt, "stream": self.settings.stream}, max_tokens)
+    def body(self, prompt: str | list[dict], max_tokens: int | None = None) -> dict:
+        s = self.settings
+        assert s is not None  # check_settings passed
+        return self._common({"model": self.model, "prompt": prompt, "stream": s.stream}, max_tokens)
