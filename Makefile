@@ -4,7 +4,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint-layers install browser faketime real-engine test-real build-tools
+.PHONY: demo test test-fast lint lint-layers install browser faketime real-engine test-real build-tools
 
 # A stepped test (2, 4, 8, 16... users until the SLO breaks) against the small simulated engine,
 # 5x faster than real time (about four minutes); the report is in model time.
@@ -27,11 +27,11 @@ demo: install
 
 # In parallel pytest processes over disjoint files, then the timing-exact tests alone (tests/run_shards.py
 # says why); each process's output is in runs/test-shards/. `$(BIN)/python -m pytest -q` runs it serially.
-test: install browser faketime lint-layers
+test: install browser faketime lint
 	$(BIN)/python tests/run_shards.py
 
 # The inner loop: the import contracts and the unit tests (in process, about a minute and a half).
-test-fast: install lint-layers
+test-fast: install lint
 	$(BIN)/python -m pytest -q tests/unit
 
 # The real-engine suite (tests/real/, never part of `make test`): builds llama.cpp's llama-server from the
@@ -53,6 +53,13 @@ test-real: real-engine
 build-tools:
 	@command -v cmake >/dev/null && command -v c++ >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake ninja-build g++ >/dev/null)
+
+# Style and types, then the layers: ruff's lint and format check ([tool.ruff]), mypy ([tool.mypy]:
+# strict on loadline.core and the answer model, mypy's default elsewhere), the import contracts.
+lint: install lint-layers
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The import contracts of pyproject.toml ([tool.importlinter]): layers point one way, and the
 # load side (workers, the master's runtime) never imports pandas or matplotlib.

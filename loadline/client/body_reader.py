@@ -83,7 +83,7 @@ class _Follow:
 
     __slots__ = ("response", "reply", "done", "framer", "fresh")
 
-    def __init__(self, response, reply: Reply | None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, response, reply: Reply | None) -> None:
         self.response = response
         self.reply = reply
         self.done = AsyncResult()  # the reader's outcome, or the reply's own failure, for its user
@@ -145,8 +145,8 @@ class BodyReader:
     def __init__(self) -> None:
         self.hub = get_hub()
         self.pid = os.getpid()  # a forked worker makes its own: an epoll set is shared across a fork
-        self._epoll = _epoll()  # type: ignore[misc]
-        self._fresh = _epoll()  # type: ignore[misc]  # the replies awaiting their first token
+        self._epoll = _epoll()
+        self._fresh = _epoll()  # the replies awaiting their first token
         self._epoll.register(self._fresh.fileno(), 1)  # readable when one of them is
         self._ready = self.hub.loop.io(self._epoll.fileno(), 1)  # readable: some socket in the sets is
         self._replies: dict[int, _Follow] = {}
@@ -155,13 +155,13 @@ class BodyReader:
         # when every socket followed was last seen empty: merged reads' bound
         self.idle = IdleClock(self.first_bytes.schedstat_fds if self.first_bytes is not None else None)
 
-    def await_head(self, response) -> None:  # type: ignore[no-untyped-def]
+    def await_head(self, response) -> None:
         """Read `response` until its status line and headers are in. Many engines send them with the
         first token, so they are read as first tokens are: promptly (FIRST_TOKEN_LOOK_EVERY)."""
         if not response.has_head:
             self._wait(response, _Follow(response, None))
 
-    def follow(self, response, reply: Reply) -> str:  # type: ignore[no-untyped-def]
+    def follow(self, response, reply: Reply) -> str:
         """Read `response`'s body into `reply` from the reader greenlet; DONE, END or PULL (the rest
         is the caller's to read). Raises what cut the body, in the caller's greenlet."""
         follow = _Follow(response, reply)
@@ -172,7 +172,7 @@ class BodyReader:
         follow.fresh = not reply.result.arrivals
         return self._wait(response, follow)
 
-    def _wait(self, response, follow: _Follow) -> str:  # type: ignore[no-untyped-def]
+    def _wait(self, response, follow: _Follow) -> str:
         fd = response.fileno()
         if not follow.fresh:  # its first token came with the head
             response.unwatch()

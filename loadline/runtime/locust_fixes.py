@@ -67,7 +67,7 @@ def deliver_sigint_to_main_greenlet() -> None:
     """
     main = greenlet.getcurrent()
 
-    def handler(signum, frame) -> None:  # type: ignore[no-untyped-def]
+    def handler(signum, frame) -> None:
         if greenlet.getcurrent() is main:
             raise KeyboardInterrupt
         gevent.get_hub().loop.run_callback(main.throw, KeyboardInterrupt)

@@ -124,7 +124,7 @@ class LLMUser(User):
         self.stats_name = f"{self.endpoint} [{self.kind}]"
         self.conn = self._connection()
 
-    def _discover(self):  # type: ignore[no-untyped-def]
+    def _discover(self):
         with self._session() as session:
             return discover(session, self.base_url, self.settings.connect_timeout)
 
