@@ -65,14 +65,14 @@ def real_dir(request) -> Path:
 
 @pytest.fixture
 def llama_server(real_dir, llama_model):
-    """Factory: llama_server(parallel=8) -> Server, as REFERENCE-llamacpp.md runs it (one thread)."""
+    """Factory: llama_server(parallel=8, slot_ctx=2048) -> Server, as REFERENCE-llamacpp.md runs it (one thread)."""
     binary = llama_server_binary()
     servers: list[Server] = []
 
-    def start(parallel: int = 8) -> Server:
+    def start(parallel: int = 8, slot_ctx: int = make_tiny_gguf.N_CTX) -> Server:
         port = free_port()
         log = real_dir / f"llama-server-{len(servers)}.log"
-        ctx = make_tiny_gguf.N_CTX * parallel  # each slot gets the model's full context
+        ctx = slot_ctx * parallel  # llama-server splits -c among its slots: each gets slot_ctx
         handle = open(log, "wb")  # noqa: SIM115 - owned by the child; closed below
         proc = subprocess.Popen(
             [

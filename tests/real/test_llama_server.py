@@ -263,3 +263,58 @@ def test_prompts_sized_in_the_servers_tokens_fit_its_context_and_have_their_leng
     assert (ok["token_counter"] == "server").all()
     assert exact >= 0.9
     assert (ok["prompt_tokens"] + MAX_TOKENS <= make_tiny_gguf.N_CTX).all()
+
+
+@pytest.mark.parametrize(
+    "slot_ctx, mix",
+    [(2048, None), (2048, "medium=0.5,long=0.5"), (512, "medium=0.5,long=0.5")],
+    ids=["2048-default-mix", "2048-long", "512-long"],
+)
+def test_chats_with_growing_histories_stay_inside_the_slot_and_have_their_length(
+    slot_ctx, mix, llama_server, loadline_run, real_summary
+):
+    # Six-turn chats whose histories grow past the slot: every prompt (history, template, new message)
+    # and its reply fit the slot's context in llama-server's own tokens; none is refused; each prompt
+    # is the length asked for (within 1 % or 2 tokens) and each reply exactly max_tokens long.
+    server = llama_server(parallel=2, slot_ctx=slot_ctx)
+    run = loadline_run(
+        server.url,
+        "--scenario",
+        "chat",
+        "--users",
+        "2",
+        "--run-time",
+        "40s",
+        locust=(
+            "--max-tokens",
+            "32",
+            "--ignore-eos",
+            "--think-mean",
+            "0.05",
+            "--think-p90",
+            "0.1",
+            "--turns-mean",
+            "6",
+            "--turns-max",
+            "6",
+            *(("--prompt-mix", mix) if mix else ()),
+            "--scrape-interval",
+            "2",
+        ),
+    )
+    rows = run.requests
+    ok = rows[rows["status"] == "ok"]
+    refused = rows[(rows["http_status"] == 400) | (rows["error_class"] == "invalid_request")]
+    later = ok.sort_values("start_wall").groupby("user_id").tail(-1)  # the template learned from a first reply
+    asked = later["prompt_tokens_requested"].astype(float)
+    close = (later["prompt_tokens"] - asked).abs() <= (asked * 0.01).clip(lower=2)
+    exact_replies = (ok["output_tokens"] == ok["output_tokens_requested"]).mean()
+    real_summary(
+        f"chat, slot {slot_ctx}, mix {mix or 'default'}: within 1 % or 2 tokens / refused / replies exact / longest",
+        f"{close.mean():.1%} of {len(later)} / {len(refused)} / {exact_replies:.1%} / {ok['prompt_tokens'].max():.0f}",
+    )
+    assert len(later) >= 10
+    assert refused.empty, refused["error_message"].unique()[:3]
+    assert close.mean() >= 0.99, later[~close][["prompt_tokens", "prompt_tokens_requested"]].head()
+    assert exact_replies == 1.0
+    assert (ok["prompt_tokens"] + 32 <= slot_ctx).all()
