@@ -20,8 +20,13 @@ import pandas as pd
 from sim_client import stream_chat
 
 from loadline.analysis.data.prom_ingest import parse_text
+from loadline.analysis.report.build import build_report
+from loadline.analysis.report.card import rows as card_rows
 from loadline.analysis.verdict.timesplit import time_split
-from tests.synthetic import make_requests
+from loadline.core import runfolder
+from loadline.core.slo import record
+from tests.surfaces import assert_surfaces_agree
+from tests.synthetic import make_requests, write_run
 
 MODEL = "loadline/tiny-sim"
 DELAY_S = 0.4
@@ -101,7 +106,7 @@ def _load(base_url: str, sim_url: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
     return make_requests(starts, e2e, ttft_ms=ttft), phases, pd.concat([before, after], ignore_index=True)
 
 
-def test_a_slow_proxy_shows_as_outside_engine_and_a_direct_client_does_not(sim_server):
+def test_a_slow_proxy_shows_as_outside_engine_and_a_direct_client_does_not(sim_server, tmp_path):
     sim = sim_server("tiny", "--time-scale", "1")
     port = int(sim.url.rsplit(":", 1)[1])
     requests, phases, metrics = _load(sim.url, sim.url)
@@ -116,3 +121,21 @@ def test_a_slow_proxy_shows_as_outside_engine_and_a_direct_client_does_not(sim_s
     assert ttft["outside_ms"] >= 0.75 * DELAY_S * 1000 and ttft["engine_ms"] < ttft["outside_ms"]
     assert ttft["queue_ms"] is not None and ttft["prefill_ms"] is not None
     assert "outside-engine" in slow["sentence"] and f"{ttft['client_ms']:,.0f} ms" in slow["sentence"]
+
+    # the same run as a run folder: its report says it on every surface, headroom and the wait outside
+    # the engine on one line
+    run_dir = write_run(
+        tmp_path / "proxy",
+        requests,
+        phases.assign(index=0, kind="hold", target_users=1, spawn_rate=1, users_start=1, users_end=1, note=""),
+        {"name": "proxy", "status": "finished", "streaming": True, "slo": record(None)},
+    )
+    metrics.reindex(columns=list(runfolder.SERVER_METRIC_COLUMNS)).to_csv(
+        run_dir / runfolder.SERVER_METRICS, index=False
+    )
+    result = build_report(run_dir, charts=False)
+    answer = assert_surfaces_agree(run_dir, result.exit_code)
+    assert answer.time_split.outside_share is not None and answer.time_split.outside_share >= 0.5
+    card = dict(card_rows(result.verdict))
+    if answer.layer.name == "headroom":
+        assert "most of the wait is outside it" in card["Limiting layer"], card["Limiting layer"]
