@@ -1,7 +1,8 @@
 """Who this process is: worker id and request ids, unique across processes and machines.
 
-Worker ids read `hostname-pid-abcd`: `abcd` are the first hex digits of the process's random tag
-(the first group of its request ids).
+Worker ids read `hostname-pid-<16 hex digits>`: 64 random bits, the first 8 digits being the
+process's random tag (the first group of its request ids). With one hostname and one PID per
+container (Kubernetes), n workers collide with probability about n^2 / 2^65: 3e-16 at 100 workers.
 
 Request ids are UUIDs (version 4 layout), because some servers accept nothing else in X-Request-Id
 (llama-cpp-python's server answers any other value with an empty HTTP 400). The first group is the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import secrets
 import socket
 import uuid
 
@@ -32,8 +34,9 @@ class _Identity:
         # everything but the counter is fixed per process: the id is this prefix and 12 hex digits
         self._prefix = str(uuid.UUID(int=self._base, version=4))[:-12]
         # hostname-pid alone collides (two PID-1 containers with one hostname: hostNetwork pods on a
-        # node); the tag's first 4 hex digits make it unique and tie it to this process's request ids.
-        self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{self.tag[:4]}"
+        # node); 64 random bits make it unique at any fleet size, and the first 32 (the tag) tie it
+        # to this process's request ids. Two workers that collided would merge their clock estimates.
+        self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{self.tag}{secrets.token_hex(4)}"
         self._requests = itertools.count(1)
         self._users = itertools.count(1)
 

@@ -181,12 +181,13 @@ def test_worker_ids_differ_for_the_same_host_and_pid_and_stay_readable(monkeypat
     monkeypatch.setattr(identity.os, "getpid", lambda: 1)
     monkeypatch.setattr(identity.socket, "gethostname", lambda: "node-7")
     ids = set()
-    for _ in range(20):
+    for _ in range(10_000):  # a fleet far larger than any real one, all with one hostname and PID
         one = identity._Identity()
-        assert re.fullmatch(r"node-7-1-[0-9a-f]{4}", one.worker_id)
-        assert one.request_id().startswith(one.worker_id[-4:])  # the suffix ties rows to request ids
+        assert re.fullmatch(r"node-7-1-[0-9a-f]{16}", one.worker_id)
+        assert one.request_id().startswith(one.worker_id[-16:-8])  # the suffix ties rows to request ids
         ids.add(one.worker_id)
-    assert len(ids) >= 19  # 16 random bits: a repeat among 20 is a 0.3 % event
+    assert len(ids) == 10_000  # 64 random bits: any repeat among 10,000 is a 3e-12 event
+    assert identity.host_of_worker(one.worker_id) == "node-7"
 
 
 def test_request_ids_are_the_uuids_of_the_process_base_and_counter_across_resets():
