@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from loadline.core.identity import request_tag_of_worker
+
 
 def _clock(ts: float | None) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ts)) + " UTC" if isinstance(ts, (int, float)) else "?"
@@ -21,7 +23,7 @@ def _unrecorded(worker: str, requests: pd.DataFrame, truth: pd.DataFrame | None)
     """Requests of `worker` the server logged that have no row; None without a truth log."""
     if truth is None or truth.empty or "request_id" not in truth or "request_id" not in requests:
         return None
-    tag = worker.rsplit("-", 1)[-1]  # worker ids end with the first hex digits of their request ids
+    tag = request_tag_of_worker(worker)
     mine = truth[truth["request_id"].astype(str).str.startswith(tag)]
     return int((~mine["request_id"].isin(requests["request_id"])).sum())
 

@@ -55,6 +55,14 @@ def worker_id() -> str:
     return _identity.worker_id
 
 
+TAG_DIGITS = 8  # a worker id's suffix starts with the process's tag: its request ids' first group
+
+
+def request_tag_of_worker(worker: str) -> str:
+    """The first group of a worker's request ids, read off its id (`hostname-pid-<tag><random>`)."""
+    return worker.rsplit("-", 1)[-1][:TAG_DIGITS]
+
+
 def host_of_worker(worker: str) -> str:
     """The hostname in a worker id (`hostname-pid-tag`: a hostname may hold dashes, pid and tag do not)."""
     return worker.rsplit("-", 2)[0]

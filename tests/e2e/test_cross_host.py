@@ -32,6 +32,8 @@ import pytest
 from process_helpers import start, tail, wait_until
 from spine_helpers import REPO, requests_table, truth_table
 
+from loadline.core.identity import request_tag_of_worker
+
 PREFIX = f"ll{os.getpid() % 100000}"
 MASTER_NS, NS_A, NS_B = f"{PREFIX}m", f"{PREFIX}a", f"{PREFIX}b"
 MASTER_IP = "10.213.1.1"  # the master's address as the workers see it; B reaches it through its own link
@@ -240,7 +242,7 @@ def test_shifted_clocks_and_a_killed_worker_across_hosts(hosts, tmp_path):
 
     # offsets found (to within the probe's uncertainty) and recorded per worker
     offsets = manifest["clock_offsets"]
-    tags = {w: w.split("-")[-1] for w in ids}  # the id's suffix starts every request id of that worker
+    tags = {w: request_tag_of_worker(w) for w in ids}  # the first group of every request id of that worker
     found = sorted(round(offsets[w]["offset_s"]) for w in ids)
     assert found == [-3, 0, 2], offsets
     for w in ids:
@@ -253,10 +255,10 @@ def test_shifted_clocks_and_a_killed_worker_across_hosts(hosts, tmp_path):
     merged["gap"] = merged.arrival - merged.start_wall
     assert (merged.groupby("worker_id").gap.median().abs() < 0.01).all(), merged.groupby("worker_id").gap.describe()
     assert (merged.gap > -0.05).all(), "the server saw a request before its client sent it"
-    tag_of = records.request_id.str[:4]
+    tag_of = records.request_id.str[:8]
     victim_id = next(w for w in ids if round(offsets[w]["offset_s"]) == 0)
     survivors = records[tag_of != tags[victim_id]]
-    truth_survivors = truth[truth.request_id.str[:4] != tags[victim_id]]
+    truth_survivors = truth[truth.request_id.str[:8] != tags[victim_id]]
     assert set(truth_survivors.request_id) <= set(records.request_id), "a survivor's request has no record"
     # the survivors' per-phase counts are the simulator's (a cancel at the stop never reached it)
     sent = survivors[survivors.request_id.isin(truth.request_id)]
@@ -266,7 +268,7 @@ def test_shifted_clocks_and_a_killed_worker_across_hosts(hosts, tmp_path):
     sent, arrival = sent[~straddling], arrival[~straddling]
     assert _per_phase(sent.start_wall, phases) == _per_phase(arrival, phases)
     # ...where the workers' own clocks would have put requests in other phases
-    raw = sent.start_wall + sent.request_id.str[:4].map({tags[w]: offsets[w]["offset_s"] for w in ids})
+    raw = sent.start_wall + sent.request_id.str[:8].map({tags[w]: offsets[w]["offset_s"] for w in ids})
     assert (_phase_of(raw, phases) != _phase_of(arrival, phases)).sum() > 0
 
     # the killed worker: named, when, its loss counted, its phase marked and kept at its user count
@@ -275,7 +277,7 @@ def test_shifted_clocks_and_a_killed_worker_across_hosts(hosts, tmp_path):
     assert lost["worker"] == victim_id and lost["how"] == "missing" and lost["rejoined_at"] is None
     assert victim_id not in {entry["worker"] for entry in manifest["workers_back"]}
     assert killed_at - 2 < lost["last_seen"] <= killed_at + 0.5 < lost["lost_at"] < killed_at + 15
-    never_recorded = truth[(truth.request_id.str[:4] == tags[victim_id]) & ~truth.request_id.isin(records.request_id)]
+    never_recorded = truth[(truth.request_id.str[:8] == tags[victim_id]) & ~truth.request_id.isin(records.request_id)]
     assert len(never_recorded) <= lost["requests_lost_estimate"] + 3
     hit = phases[phases.start_wall <= lost["lost_at"]].iloc[-1]
     assert f"{hit['index']}:{hit.label}" in lost["phases"]

@@ -184,7 +184,7 @@ def test_worker_ids_differ_for_the_same_host_and_pid_and_stay_readable(monkeypat
     for _ in range(10_000):  # a fleet far larger than any real one, all with one hostname and PID
         one = identity._Identity()
         assert re.fullmatch(r"node-7-1-[0-9a-f]{16}", one.worker_id)
-        assert one.request_id().startswith(one.worker_id[-16:-8])  # the suffix ties rows to request ids
+        assert one.request_id().startswith(identity.request_tag_of_worker(one.worker_id))  # ties rows to ids
         ids.add(one.worker_id)
     assert len(ids) == 10_000  # 64 random bits: any repeat among 10,000 is a 3e-12 event
     assert identity.host_of_worker(one.worker_id) == "node-7"
@@ -259,3 +259,29 @@ def test_a_ready_worker_gets_a_burst_of_probes_a_connected_one_none_and_a_web_ui
     fleet_mod.Fleet(web, active=lambda: True).on_error(web, SimpleNamespace(data={"reason": "x"}, node_id="n"))
     gevent.sleep(0)
     assert stops == [1] and web.process_exit_code is None  # the user fixes the form and starts again
+
+
+@pytest.mark.parametrize("worker", ["node-1-abcd", "node-1-0a1b2c3d", "node-1-0a1b2c3dfeedf00d"])
+def test_a_lost_workers_unrecorded_requests_are_found_by_its_request_tag(worker):
+    """Worker ids of every format (4 hex digits in older run folders, 64 bits now) lead to the first
+    group of that worker's request ids, and only to those."""
+    tag = identity.request_tag_of_worker(worker)
+    manifest = {
+        "workers_lost": [
+            {
+                "worker": worker,
+                "how": "missing",
+                "lost_at": 3600.0,
+                "last_seen": 3596.0,
+                "in_flight": 1,
+                "requests_lost_estimate": 2,
+                "phases": [],
+            }
+        ]
+    }
+    mine = [f"{tag}-0000-4000-8000-00000000000{i}" for i in range(1, 4)]
+    other = "ffffffff-0000-4000-8000-000000000001"
+    requests = pd.DataFrame({"request_id": [mine[0], other]})
+    truth = pd.DataFrame({"request_id": [*mine, other]})
+    (line,) = worker_lines(manifest, requests, lambda: truth)
+    assert "2 request(s) the server saw were never recorded" in line
