@@ -130,3 +130,25 @@ def tail(path: Path, chars: int = 3000) -> str:
         return path.read_text(errors="replace")[-chars:]
     except OSError:
         return "(no log)"
+
+
+def web_ui_command(port: int, host: str, out: Path, *extra: str) -> list[str]:
+    """Locust's web UI on 127.0.0.1:`port` with the chat users and every shape (the class picker), as a
+    QA team starts it, writing run folders under `out`."""
+    return [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "locustfiles/chat.py,locustfiles/shape.py",
+        "--class-picker",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--host",
+        host,
+        "--out",
+        str(out),
+        *extra,
+    ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from loadline.client.connection import Response
+import json
+
+from loadline.client.connection import Connection, Response
 from loadline.client.measure import fill_timings
 from loadline.client.streaming import StreamResult, chat_content, read_stream
 from loadline.core.records import RequestRecord
@@ -16,3 +18,16 @@ def read_record(response: Response) -> tuple[RequestRecord, StreamResult]:
     fill_timings(rec, result, response.sent_perf, result.ended_at)
     response.close()
     return rec, result
+
+
+def post_and_read(conn: Connection, request_id: str, body: dict) -> tuple[RequestRecord, StreamResult, Response]:
+    """POST `body` as a chat request tagged `request_id` (the simulator's truth log keys on it), read the
+    streamed reply to its end and make its record; the response is returned for its stamps."""
+    response = conn.post(
+        "/v1/chat/completions",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json", "X-Request-Id": request_id},
+    )
+    rec, result = read_record(response)
+    rec.request_id = request_id
+    return rec, result, response

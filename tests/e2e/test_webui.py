@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -54,23 +53,7 @@ def web_ui(tmp_path_factory):
     port = ph.free_port()
     out = tmp / "runs"
     log = tmp / "locust.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        "locustfiles/chat.py,locustfiles/shape.py",
-        "--class-picker",
-        "--web-host",
-        "127.0.0.1",
-        "--web-port",
-        str(port),
-        "--host",
-        sim.url,
-        "--out",
-        str(out),
-        *FAST_USER,
-    ]
+    cmd = ph.web_ui_command(port, sim.url, out, *FAST_USER)
     proc = ph.start(cmd, REPO, log, env={**os.environ, "LOADLINE_API_KEY": SECRET})
     url = f"http://127.0.0.1:{port}"
     try:

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -62,29 +61,9 @@ def start_web_ui(sim, tmp_path: Path, *extra: str):
     log = tmp_path / "locust.log"
     slo = tmp_path / "tight-slo.toml"
     slo.write_text(TIGHT_SLO)
-    cmd = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        "locustfiles/chat.py,locustfiles/shape.py",
-        "--class-picker",
-        "--web-host",
-        "127.0.0.1",
-        "--web-port",
-        str(port),
-        "--host",
-        sim.url,
-        "--out",
-        str(tmp_path / "runs"),
-        "--time-scale",
-        str(SCALE),
-        "--slo-file",
-        str(slo),
-        *USERS,
-        *STEPPED,
-        *extra,
-    ]
+    cmd = ph.web_ui_command(
+        port, sim.url, tmp_path / "runs", "--time-scale", str(SCALE), "--slo-file", str(slo), *USERS, *STEPPED, *extra
+    )
     proc = ph.start(cmd, REPO, log)
     url = f"http://127.0.0.1:{port}"
     ph.wait_for_http(url + "/", proc, log)

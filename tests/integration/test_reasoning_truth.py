@@ -10,7 +10,6 @@ counted reply.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import uuid
@@ -19,12 +18,10 @@ import orjson
 import pandas as pd
 import pytest
 from spine_helpers import truth_table
+from stream_helpers import post_and_read
 
 from loadline.client import streaming
 from loadline.client.connection import Connection
-from loadline.client.measure import fill_timings
-from loadline.client.streaming import StreamResult, chat_content, read_stream
-from loadline.core.records import RequestRecord
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel stamps are Linux's")
 
@@ -45,16 +42,7 @@ def stream_some(url: str, rows: list[dict], body_extra: dict) -> None:
                 "stream_options": {"include_usage": True},
                 **body_extra,
             }
-            response = conn.post(
-                "/v1/chat/completions",
-                json.dumps(body).encode(),
-                {"Content-Type": "application/json", "X-Request-Id": rid},
-            )
-            result = StreamResult()
-            read_stream(response, chat_content, result)
-            response.close()
-            rec = RequestRecord(rid, "w", "u", "c", "", 0, "/v1/chat/completions", "m", response.sent_wall)
-            fill_timings(rec, result, response.sent_perf, result.ended_at)
+            rec, result, response = post_and_read(conn, rid, body)
             usage = result.usage or {}
             rows.append(
                 {

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -90,22 +89,7 @@ def web_ui(sim_server, tmp_path):
     sim = sim_server("tiny")
     port = ph.free_port()
     log = tmp_path / "locust.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        "locustfiles/chat.py,locustfiles/shape.py",
-        "--class-picker",
-        "--web-host",
-        "127.0.0.1",
-        "--web-port",
-        str(port),
-        "--host",
-        sim.url,
-        "--out",
-        str(tmp_path / "runs"),
-    ]
+    cmd = ph.web_ui_command(port, sim.url, tmp_path / "runs")
     proc = ph.start(cmd, REPO, log)
     base = f"http://127.0.0.1:{port}"
     try:
