@@ -16,8 +16,8 @@ of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints o
 - read delay p99 (kernel clock: how late the generator read its sockets), and which clock rows used;
 - core speed: how fast the generator's core ran during the window (a fixed loop's steps per CPU-second,
   sampled twice a second on that core, median and range). Why: on the shared VMs we measure on, a
-  core's speed moves up to 2x within a second with its neighbours' load (docs/benchmarks.md, "Issue
-  15, tenth session"), and CPU-s per 1k tokens moves with it: compare rows at like speeds, or old and
+  core's speed moves up to 2x within a second with its neighbours' load (docs/benchmarks.md,
+  "Machine"), and CPU-s per 1k tokens moves with it: compare rows at like speeds, or old and
   new paths interleaved.
 `--hog` runs a busy process on the generator's core for the whole run (the issue's "CPU hog sharing
 the generator's core"); `--watch` sets the first-bytes watch as the product's LOADLINE_FIRST_BYTES_WATCH

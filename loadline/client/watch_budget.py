@@ -5,7 +5,7 @@ back, and the loop waits until the thread has been given a core to take it. On a
 to spare that is microseconds. Measured at 21.8k tokens/s (docs/benchmarks.md, "First-bytes watch: what it buys and
 what it costs"), the thread waited for a core 2-8 ms in each second on a quiet box and 3-20 ms with a
 CPU hog on the generator's core, but 210-460 ms beside two busy processes on 2 cores, where a
-saturated generator sent 10-18 % fewer requests with the watch (the sixth session's section).
+saturated generator sent 10-18 % fewer requests with the watch (the same section).
 So the thread reads its own run-queue wait (the kernel's schedstat) once a second and rests while that
 wait exceeds BUDGET of the second: an upper bound of what the loop lost, since the loop waits only for
 the part after it handed the GIL over. Resting, it watches no new reply (their first tokens are

@@ -64,23 +64,18 @@ def answer_of_run(run_dir: str) -> Answer:
         return Answer.from_dict(analyse(run, slo, source)[1]["answer"])
 
 
-def _per_replica_from_run(run_dir: str) -> tuple[float, str]:
-    answer = answer_of_run(run_dir)
+def _per_replica_from_run(run_dir: str, answer: Answer) -> tuple[float, str]:
     if not answer.per_replica_rps:
         raise UsageError(f"{run_dir}: no per-replica figure ({answer.per_replica_basis}); give --per-replica-qps")
     return answer.per_replica_rps, answer.per_replica_basis
 
 
-def run_doubts(run_dir: str) -> list[str]:
+def run_doubts(run_dir: str, answer: Answer) -> list[str]:
     """What the run's answer says against trusting its numbers (trust), or against any load being safe
     (a break that came with time): a plan built on that run inherits the doubt. [] when nothing; a
     hint when there is no report yet (the answer was computed without writing one)."""
     path = Path(run_dir) / runfolder.REPORT_DIR / runfolder.VERDICT
     doubts = [] if path.is_file() else [f"no report in {run_dir} yet: `loadline report {run_dir}` writes it"]
-    try:
-        answer = answer_of_run(run_dir)
-    except UsageError as exc:
-        return doubts + [str(exc)]
     if answer.status is Status.UNUSABLE:
         return doubts + [f"the run's answer: {answer.reason}"]
     if answer.trust in (Trust.DOUBTFUL, Trust.UNTRUSTED):
@@ -95,13 +90,14 @@ def build(args: argparse.Namespace) -> dict:
         raise UsageError("give --per-replica-qps Q or --run RUN_DIR")
     basis = "given on the command line"
     per_replica = args.per_replica_qps
-    if per_replica is None:
-        per_replica, basis = _per_replica_from_run(args.run)
+    answer = answer_of_run(args.run) if per_replica is None else None  # read (or computed) once
+    if answer is not None:
+        per_replica, basis = _per_replica_from_run(args.run, answer)
     if per_replica <= 0:
         raise UsageError("--per-replica-qps must be > 0")
     out: dict = {"per_replica_qps": round(per_replica, 3), "basis": basis}
-    if args.run and args.per_replica_qps is None:
-        out["doubts"] = run_doubts(args.run)
+    if answer is not None:
+        out["doubts"] = run_doubts(args.run, answer)
     if args.target_qps is not None:
         try:
             out["plan"] = capacity.plan(
