@@ -2,7 +2,7 @@
 
 `build_report` is what `loadline report` and the end of every `loadline run` call. It is pure in
 the sense that it only reads the run folder and writes the report folder; the exit code is the
-SLO gate's (0 pass, 1 fail); unusable input raises UsageError (exit 2); a run whose setup failed
+answer's (loadline/core/answer.py); unusable input raises UsageError (exit 2); a run whose setup failed
 (analysis/verdict/validity.py: most requests rejected, or not an event stream) still gets its
 report, which says why, with exit code 2 and `verdict["validity"]["reason"]`.
 """
@@ -44,8 +44,6 @@ from loadline.core.errors import UsageError
 from loadline.core.records import Status
 from loadline.core.runsettings import streaming_of
 from loadline.core.slo import SLO, recorded
-
-EXIT_UNUSABLE = 2  # a setup failure (validity): the same code as unusable input
 
 
 @dataclass
@@ -234,9 +232,6 @@ def analyse(
         "run": str(run.path),
         "name": run.manifest.get("name", run.path.resolve().name),
         "manifest": run.manifest,
-        # a pass that could not judge a criterion that applies is INCOMPLETE: exit 1, never a silent PASS
-        "passed": passed,
-        "exit_code": 0 if passed and not gate.unjudged(criteria) else 1,
         "time_scale": scale,
         "slo": {
             "passed": passed,
@@ -271,7 +266,6 @@ def analyse(
     )
     lag_note, untrustworthy = None, False
     if verdict["validity"].get("usable") is False:
-        verdict["exit_code"] = EXIT_UNUSABLE
         verdict["bottleneck"] = _not_judged(verdict["validity"]["reason"])
         verdict["capacity"] = {}
     else:
@@ -288,12 +282,14 @@ def analyse(
             verdict["validity"], passed, verdict["slo"]["criteria"], verdict["slo"]["unjudged"]
         )
         verdict["notes"] += [lag_note] if lag_note else []
-        verdict["exit_code"] = EXIT_UNUSABLE if untrustworthy else verdict["exit_code"]
     verdict["open_loop"] = open_loop
     verdict["notes"] += (open_loop or {}).get("notes") or []
-    untrusted_note = lag_note if verdict["validity"].get("usable") is not False and untrustworthy else None
+    # the answer decides the status and exit code (loadline/core/answer.py): set from it, not before it
     answer = run_answer.compute(
-        verdict, slo, slo_source or SloSource("an SLO given to the report", "given"), untrusted_note
+        verdict,
+        slo,
+        slo_source or SloSource("an SLO given to the report", "given"),
+        lag_note if untrustworthy else None,
     )
     verdict["schema_version"] = 1  # loadline/core/verdict.schema.json's $id version
     verdict["answer"] = answer.to_dict()
