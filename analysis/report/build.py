@@ -34,7 +34,7 @@ from loadline.analysis.stats.phases import error_classes, phase_table
 from loadline.analysis.verdict import answer as run_answer
 from loadline.analysis.verdict import gate, validity
 from loadline.analysis.verdict.bottleneck import judge
-from loadline.analysis.verdict.capacity import plan_from_run
+from loadline.analysis.verdict.capacity import replicas_in_run
 from loadline.analysis.verdict.faults import explain_by_faults
 from loadline.analysis.verdict.server_gate import server_criteria
 from loadline.analysis.verdict.timesplit import time_split
@@ -119,10 +119,14 @@ def _not_judged(reason: str) -> dict:
     }
 
 
-def _capacity(run: RunData, table: pd.DataFrame, knee_point: dict, slo: SLO) -> dict:
-    return guarded(
-        "capacity plan", lambda: plan_from_run(run, table, knee_point, target_qps=slo.target_qps, slo=slo), {}
-    )
+def _replicas_behind_target(run: RunData) -> dict:
+    """What the answer divides the max compliant load by; the replica plan itself is the answer's."""
+
+    def read() -> dict:
+        replicas, how = replicas_in_run(run)
+        return {"replicas_in_run": replicas, "replicas_how": how}
+
+    return guarded("replicas behind the target", read, {})
 
 
 def _open_loop(model: RunData, slo: SLO) -> dict:
@@ -274,9 +278,7 @@ def analyse(
         )
         failed = int((run.requests["status"].astype(str) == Status.ERROR).sum()) if run.has_records else 0
         verdict["bottleneck"] = explain_by_faults(verdict["bottleneck"], recovered, failed)
-        verdict["capacity"] = _capacity(model, table, knee_point, slo)
-        if verdict["safe_operating_point"].get("none") and verdict["capacity"]:
-            verdict["capacity"]["caution"] = "safe operating point " + verdict["safe_operating_point"]["reason"]
+        verdict["capacity"] = _replicas_behind_target(model)
         # a lagging generator: a warning, or exit 2 when a criterion lies within its error (validity.py)
         lag_note, untrustworthy = validity.generator_gate_note(
             verdict["validity"], passed, verdict["slo"]["criteria"], verdict["slo"]["unjudged"]

@@ -233,7 +233,7 @@ def time_split_of(split: dict[str, Any]) -> TimeSplit:
 
 
 def per_replica_of(best: Point, plan: dict[str, Any]) -> tuple[float | None, str]:
-    """The max compliant load's req/s per replica behind the target (the run's replicas: plan_from_run)."""
+    """The max compliant load's req/s per replica behind the target (capacity.replicas_in_run)."""
     if not best.found or best.load is None or not best.load.rps:
         return None, "no load met the SLO"
     replicas = int(plan.get("replicas_in_run") or 1)

@@ -169,7 +169,7 @@ def gpu_memory(
     return out
 
 
-def _replicas_in_run(run: Any) -> tuple[int, str]:
+def replicas_in_run(run: Any) -> tuple[int, str]:
     """Replicas behind the tested endpoint: the manifest's figure, else the engines the scrape saw."""
     manifest = getattr(run, "manifest", None) or {}
     for holder in (manifest, manifest.get("sim") or {}, manifest.get("config") or {}):
@@ -208,7 +208,7 @@ def per_replica_from_run(
 
     `phase_table` and `knee` in model time (the run read through loadline.analysis.data.timescale.model_run):
     a x10 compressed run must not pass the SLO 10x too easily."""
-    replicas, how = _replicas_in_run(run)
+    replicas, how = replicas_in_run(run)
     scale = time_scale(getattr(run, "manifest", None))
     model = " in model time" if scale != 1 else ""
     per = f" / {replicas} replica(s) ({how})" + (f", model time of a run at time-scale {scale:g}" if scale != 1 else "")
@@ -243,7 +243,7 @@ def plan_from_run(
     if per_replica is None or per_replica <= 0:
         return {"per_replica_qps": None, "basis": basis, "note": "no plan: the run carried no successful requests"}
     target = target_qps or target_of(getattr(run, "manifest", None) or {})
-    replicas, how = _replicas_in_run(run)
+    replicas, how = replicas_in_run(run)
     out: dict = {
         "per_replica_qps": round(per_replica, 3),
         "basis": basis,
