@@ -31,3 +31,15 @@ def post_and_read(conn: Connection, request_id: str, body: dict) -> tuple[Reques
     rec, result = read_record(response)
     rec.request_id = request_id
     return rec, result, response
+
+
+def chat_body(max_tokens: int, **extra: object) -> dict:
+    """A streamed chat request with usage at its end, as the truth tests send it."""
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hello " * 10}],
+        "stream": True,
+        "max_tokens": max_tokens,
+        "stream_options": {"include_usage": True},
+        **extra,
+    }

@@ -18,7 +18,7 @@ import orjson
 import pandas as pd
 import pytest
 from spine_helpers import truth_table
-from stream_helpers import post_and_read
+from stream_helpers import chat_body, post_and_read
 
 from loadline.client import streaming
 from loadline.client.connection import Connection
@@ -34,14 +34,7 @@ def stream_some(url: str, rows: list[dict], body_extra: dict) -> None:
     try:
         for _ in range(REQUESTS_EACH):
             rid = uuid.uuid4().hex
-            body = {
-                "model": "m",
-                "messages": [{"role": "user", "content": "hello " * 10}],
-                "stream": True,
-                "max_tokens": TOKENS,
-                "stream_options": {"include_usage": True},
-                **body_extra,
-            }
+            body = chat_body(TOKENS, **body_extra)
             rec, result, response = post_and_read(conn, rid, body)
             usage = result.usage or {}
             rows.append(

@@ -24,7 +24,7 @@ import uuid
 import pandas as pd
 import pytest
 from spine_helpers import truth_table
-from stream_helpers import post_and_read
+from stream_helpers import chat_body, post_and_read
 
 from loadline.client import body_reader
 from loadline.client.connection import Connection
@@ -40,14 +40,7 @@ def stream_some(url: str, rows: list[dict]) -> None:
     try:
         for _ in range(REQUESTS_EACH):
             rid = uuid.uuid4().hex
-            body = {
-                "model": "m",
-                "messages": [{"role": "user", "content": "hello " * 10}],
-                "stream": True,
-                "max_tokens": 8,
-                "ignore_eos": True,
-                "stream_options": {"include_usage": True},
-            }
+            body = chat_body(8, ignore_eos=True)
             rec, result, response = post_and_read(conn, rid, body)
             rows.append(
                 {
