@@ -40,6 +40,9 @@ def run(tmp_path: Path, *args: str, report: bool = True) -> tuple[Path, dict]:
     return run_dir, verdict
 
 
+# timing-exact (the achieved rate within 2 %): alone, as tests/run_shards.py runs such tests; beside
+# three other test processes on two cores the 2-worker case once read 4.10/s for 4.0/s
+@pytest.mark.exclusive
 @pytest.mark.parametrize("workers", [0, 2])
 def test_below_capacity_the_rate_is_kept_and_arrivals_are_poisson(tmp_path, workers):
     # constant arrivals: the count is exact, so the achieved rate must be within 2 % of the target
