@@ -87,6 +87,11 @@ class PhasedShape(LoadTestShape):
         """Called when a phase has run its full duration; a returned reason ends the test."""
         return None
 
+    def entry_wall(self, index: int) -> float:
+        """The wall time phase `index` is recorded to begin at: now (a schedule-driven shape says when
+        its schedule's phase began, which a 1 s tick may enter late)."""
+        return self.clock.wall()
+
     # -- plumbing ------------------------------------------------------------------------------
     @property
     def options(self) -> Any:
@@ -155,7 +160,7 @@ class PhasedShape(LoadTestShape):
             phase.target_users,
             rate,
             self.users_now(),
-            self.clock.wall(),
+            self.entry_wall(index),
             phase.duration_s,
             phase.target_rate,
         )

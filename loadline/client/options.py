@@ -172,6 +172,12 @@ def add_arguments(parser: Any) -> None:
         help="arrival-rate users: each arrival starts a multi-turn chat session (turns, think time)",
     )
     add(
+        "--trace-schedule",
+        default="",
+        include_in_web_ui=False,
+        help="trace users: the replay schedule (loadline run --trace FILE writes it into the run folder)",
+    )
+    add(
         "--request-id-header",
         default=REQUEST_ID_HEADER,
         include_in_web_ui=True,

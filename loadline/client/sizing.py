@@ -130,6 +130,11 @@ class TokenSpace:
                 return built
         return self._build_measured(rng, target)
 
+    def word_costs(self) -> dict[str, tuple[int, int]] | None:
+        """Per word of the prompt vocabulary: (tokens after a space, tokens at the start); None when
+        this tokenizer does not count words apart (or there is no exact counter)."""
+        return self._word_costs() if self.primary is not None and self._costs is not None else None
+
     def _word_costs(self) -> dict[str, tuple[int, int]] | None:
         # one greenlet counts the vocabulary while the others wait: users spawning together would
         # otherwise each send the same couple of hundred counts

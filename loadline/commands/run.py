@@ -17,9 +17,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from loadline.commands import target
+from loadline.commands import target, trace_input
 from loadline.core import resources, runfolder
 from loadline.core.childpython import LOCUST, PYTHON
 from loadline.core.errors import UsageError
@@ -32,8 +33,15 @@ from loadline.runtime.simprocess import SimProcess, start_simulator
 from loadline.shapes.catalog import ShapeEntry, catalog
 
 HELP = "Run a load test headless (master + optional local workers) and leave a run folder with a report."
-SCENARIOS = {"chat": "chat.py", "single": "single_shot.py", "completion": "completion.py", "rate": "rate.py"}
+SCENARIOS = {
+    "chat": "chat.py",
+    "single": "single_shot.py",
+    "completion": "completion.py",
+    "rate": "rate.py",
+    "trace": "trace.py",
+}
 OPEN_LOOP = "rate"  # the arrival-rate scenario: one scheduler user per process (users/arrivals.py)
+TRACE = "trace"  # --trace FILE: the trace scenario and shape (users/trace.py, shapes/trace.py)
 SHAPE_ENTRY_FILE = "shape.py"  # every registered shape; Locust's --shape NAME puts NAME first (shapes/registry.py)
 # Without a shape: these, unless the command line or the conf file (--config) says otherwise.
 DEFAULT_USERS, DEFAULT_SPAWN_RATE, DEFAULT_RUN_TIME = 10, 10.0, "60s"
@@ -94,6 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--slo", help="SLO thresholds (TOML, configs/slo/*.toml, or a name: strict) for the stop rule and the report"
     )
+    trace_input.add_arguments(p)
     p.add_argument("--out", default="runs", help="where run folders are created (default runs/)")
     p.add_argument("--no-report", action="store_true", help="skip `loadline report` at the end")
     p.add_argument("--no-charts", action="store_true", help="the report without its PNG charts (seconds faster)")
@@ -127,9 +136,14 @@ def main(args: argparse.Namespace) -> int:
     _imply_open_loop(args, shape, conf_locustfile)
     if HELP_FLAGS & set(args.locust_args):  # `loadline run -- --help`: the options, and nothing started
         return _locust_help(_locust_command(args, PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
-    _precheck(_locust_command(args, args.host or PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
-    name = "-".join(x for x in (args.scenario or ("conf" if conf_locustfile else "chat"), shape) if x)
+    with tempfile.TemporaryDirectory(prefix="loadline-trace-") as scratch:
+        if args.trace:  # the precheck plans the trace shape's phases from the schedule
+            args.trace_schedule = str(trace_input.write_schedule(args.schedule, Path(scratch)))
+        _precheck(_locust_command(args, args.host or PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
+    name = "-".join(x for x in dict.fromkeys((args.scenario or ("conf" if conf_locustfile else "chat"), shape)) if x)
     run_dir = runfolder.new_run_dir(args.out, name)
+    if args.trace:
+        args.trace_schedule = str(trace_input.write_schedule(args.schedule, run_dir))
     print(f"loadline: run folder {run_dir}", file=sys.stderr)
     sim: SimProcess | None = None
     try:
@@ -198,6 +212,7 @@ def _manifest_status(run_dir: Path) -> str:
 
 def _validate(args: argparse.Namespace) -> None:
     args.time_scale = validate_time_scale(args.time_scale)  # the one validation (loadline/core/runsettings.py)
+    _validate_trace(args)
     if args.rate is not None or args.arrival is not None:
         if args.scenario not in (None, OPEN_LOOP):
             raise UsageError(f"--rate/--arrival are for --scenario {OPEN_LOOP} (got --scenario {args.scenario})")
@@ -236,6 +251,26 @@ def _validate(args: argparse.Namespace) -> None:
             )
     SLO.from_file(args.slo)  # types and ranges now, not after a 30-minute run
     _conf_value(args.config, "locustfile")  # a conf file that is not one: said before anything starts
+
+
+def _validate_trace(args: argparse.Namespace) -> None:
+    """--trace: the file read and checked, its schedule warped, before anything starts; the trace
+    scenario and shape implied. Trace options without --trace are refused, not ignored."""
+    args.schedule, args.trace_schedule = None, ""
+    if not args.trace:
+        if args.scenario == TRACE:
+            raise UsageError("--scenario trace replays a trace: give --trace FILE")
+        given = [flag for flag, value in (("--trace-window", args.trace_window), ("--trace-surge", args.trace_surge))
+                 if value]  # fmt: skip
+        if args.trace_speed != 1.0 or args.trace_block_tokens or given:
+            raise UsageError("--trace-speed/--trace-window/--trace-surge/--trace-block-tokens need --trace FILE")
+        return
+    if args.scenario not in (None, TRACE) or args.shape not in (None, TRACE):
+        raise UsageError("--trace replays the trace's own schedule: no --scenario or --shape with it")
+    if args.rate is not None or args.arrival is not None:
+        raise UsageError("--trace sends at the trace's times: no --rate or --arrival with it")
+    args.scenario = args.shape = TRACE
+    args.schedule = trace_input.schedule_of(args)
 
 
 HELP_FLAGS = frozenset({"-h", "--help"})  # after `--`: Locust's help (commands/precheck.py), not a run
@@ -303,9 +338,17 @@ def _sim_args(args: argparse.Namespace, run_dir: Path) -> list[str]:
     options = args.sim_option or [o.strip() for o in _conf_value(args.config, "sim-option").split(",") if o.strip()]
     if profile:
         out += ["--profile", profile]
+    if args.schedule is not None and not any(o.split("=")[0].strip() == "max_model_len" for o in options):
+        # the embedded server stands in for one sized for the trace: its longest request fits
+        longest = max(r.input_tokens + max(1, r.output_tokens) for r in args.schedule.requests)
+        if longest > SIM_MODEL_LEN:
+            out += ["--set", f"max_model_len={-(-longest // 1024) * 1024}"]
     for option in options:
         out += ["--set", option]
     return out
+
+
+SIM_MODEL_LEN = 8192  # the simulator profiles' max_model_len (configs/sim/*.toml)
 
 
 def _warn_time_scale(args: argparse.Namespace) -> None:
@@ -374,6 +417,8 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
         cmd += ["--arrival", args.arrival]
     if args.slo:
         cmd += ["--slo-file", args.slo]
+    if args.trace_schedule:
+        cmd += ["--trace-schedule", args.trace_schedule]
     # A time-scaled phase lasts seconds: scrape often enough to see it (later --scrape-interval wins).
     cmd += ["--scrape-interval", f"{max(0.5, 5.0 / args.time_scale):g}"]
     return cmd + list(args.locust_args)
@@ -386,7 +431,7 @@ def _load_options(args: argparse.Namespace) -> list[str]:
     shape = args.shape or _conf_value(args.config, "shape")
     for name, default in LOAD_OPTIONS:
         value = getattr(args, name.replace("-", "_"))
-        if name == "users" and value is None and args.scenario == OPEN_LOOP:
+        if name == "users" and value is None and args.scenario == OPEN_LOOP and args.shape != TRACE:
             value = max(1, args.workers)  # one arrival scheduler per process: the rate splits evenly
         if value is None and not shape and not _conf_value(args.config, name):
             value = default

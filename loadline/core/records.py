@@ -149,6 +149,7 @@ class RequestRecord:
     reasoning_ms: float | None = None  # TTFT -> first answer token (or the last reasoning one, when no answer came)
     cached_tokens: int | None = None  # prompt tokens the server read from its prefix cache; None: not reported
     tool_calls: int = 0  # tool calls the reply made (streamed `delta.tool_calls`)
+    trace_index: int | None = None  # trace replays: the trace request this one replays (its line order, 0-based)
 
     def to_row(self) -> list[object]:
         return list(_row_of(self))

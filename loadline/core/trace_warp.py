@@ -169,7 +169,10 @@ def warp(
             f"--trace-window {start:g}s..{'' if end is None else f'{end:g}s'} holds none of the trace's requests "
             f"(it spans 0..{trace.duration_s:.6g} s)"
         )
-    length = (end if end is not None else picked[-1].at_s) - start
+    if end is None:  # to the last request and one mean gap after it, so the last is inside the replay
+        span = picked[-1].at_s - picked[0].at_s
+        end = picked[-1].at_s + (span / (len(picked) - 1) if len(picked) > 1 and span > 0 else 1.0)
+    length = end - start
     for s in surges:
         if s.at_s >= length:
             raise UsageError(f"--trace-surge {s.factor:g}x@{s.at_s:g}s starts after the replay's {length:g} s")
@@ -215,7 +218,7 @@ def phases_of(schedule: Schedule) -> list[PhaseSpan]:
         until = min(edges[k + 1][0], end) if k + 1 < len(edges) else end
         at = min(at, end)
         last = k + 1 == len(edges)
-        count = sum(1 for d in dues if at <= d < until or (last and d == until))
+        count = sum(1 for d in dues if at <= d < until or (last and d >= until))
         if until > at or count:
             spans.append(PhaseSpan(label, kind, at, until, count))
     return spans

@@ -116,6 +116,7 @@ class ClockSync:
         self.estimates: dict[str, OffsetEstimate] = {}
         self.uncorrected: dict[str, int] = {}  # rows that arrived before the worker's first sample
         self.ready: set[str] = set()  # Locust node ids of the workers that answer probes (READY_MSG)
+        self.workers: dict[str, str] = {}  # Locust node id -> worker id (its replies say it)
         self._greenlet: gevent.Greenlet | None = None
 
     def install(self) -> ClockSync:
@@ -167,12 +168,18 @@ class ClockSync:
             return
         worker = str(data.get("worker") or msg.node_id)
         self.estimates.setdefault(worker, OffsetEstimate()).add(sample)
+        self.workers[msg.node_id] = worker
         if self.on_reply_data is not None:
             self.on_reply_data(msg.node_id, worker, data)
 
     def offset(self, worker: str) -> float | None:
         estimate = self.estimates.get(worker)
         return estimate.offset_s if estimate is not None else None
+
+    def node_offset(self, node_id: str) -> float | None:
+        """The offset of the worker behind a Locust node id (None: not heard yet)."""
+        worker = self.workers.get(node_id)
+        return self.offset(worker) if worker is not None else None
 
     def correct(self, worker: str, rows: list, columns: tuple[int, ...]) -> None:
         """Rewrite rows[i][c] for c in `columns` (worker wall times; None stays None) onto the master's clock."""

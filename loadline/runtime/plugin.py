@@ -25,6 +25,7 @@ from loadline.runtime import (  # locust_fixes also patches at import
     locust_fixes,
     refusal,
     selfcheck,
+    trace,
 )
 from loadline.runtime.gc_pauses import freeze_startup_heap
 from loadline.runtime.transport import FLUSH_MSG, RecordBuffer, WorkerShipper
@@ -52,6 +53,7 @@ def _on_init(environment, **_) -> None:
         environment.loadline_shipper = shipper
         runner.register_message(FLUSH_MSG, shipper.on_flush_request, concurrent=True)
         arrivals.install_worker(runner)
+        trace.install_worker(runner)
         clocksync.install_worker(runner, worker_id(), shipper.status)
         # Locust's own worker `quitting` listener tells the master "quit" before the users stop, and
         # the master then stops listening: stop (and ship) first. Listeners registered later run
@@ -118,6 +120,7 @@ def _on_test_stopping(environment, **_) -> None:
 @events.test_stop.add_listener
 def _on_test_stop(environment, **_) -> None:
     arrivals.stop()
+    trace.stop()
     if isinstance(environment.runner, WorkerRunner):
         environment.loadline_shipper.stop()
         return

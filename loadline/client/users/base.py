@@ -85,6 +85,7 @@ class Lane:
 
     conn: Connection
     due_wall: float | None = None  # time.time() the arrival schedule said the request was due
+    trace_index: int | None = None  # trace replays: the trace request being sent
 
 
 class LLMUser(User):
@@ -269,6 +270,7 @@ class LLMUser(User):
             start_wall=0.0,
             attempt=attempt,
             due_wall=lane.due_wall if lane is not None else None,
+            trace_index=lane.trace_index if lane is not None else None,
         )
         assert s is not None  # check_settings passed
         max_tokens = plan.max_tokens if plan is not None else s.max_tokens

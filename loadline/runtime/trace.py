@@ -1,0 +1,51 @@
+"""A trace replay's start and shares, from the master to every process's trace users.
+
+At the replay's first phase the master picks a start a little ahead (LEAD_S: the workers get the
+message and open their schedule first) and sends each worker a `loadline_trace` message: its share
+(k of n, workers in Locust's client-id order) and the start on that worker's clock (the master's
+start plus the worker's clock offset, loadline/runtime/clocksync.py, when one is known yet).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from locust.runners import MasterRunner
+
+from loadline.client.trace_control import CONTROL
+
+log = logging.getLogger("loadline")
+
+TRACE_MSG = "loadline_trace"
+LEAD_S = 2.0  # wall seconds from the decision to the first due time
+
+
+def install_worker(runner) -> None:
+    runner.register_message(TRACE_MSG, _on_trace)
+
+
+def _on_trace(environment, msg, **_) -> None:
+    data = msg.data or {}
+    CONTROL.set(float(data["start_wall"]), int(data.get("share", 0)), int(data.get("shares", 1)))
+
+
+def publish(environment, lead_s: float = LEAD_S) -> float:
+    """Start the replay `lead_s` from now in every process; returns the start on the master's clock."""
+    runner = environment.runner
+    start = time.time() + lead_s
+    if isinstance(runner, MasterRunner):
+        clients = sorted(c.id for c in runner.clients.all if c.state != "missing")
+        clock = getattr(getattr(environment, "loadline_collector", None), "clock", None)
+        for k, client in enumerate(clients):
+            offset = clock.node_offset(client) if clock is not None else None
+            data = {"start_wall": start + (offset or 0.0), "share": k, "shares": len(clients)}
+            runner.send_message(TRACE_MSG, data, client_id=client)
+        log.info("trace replay starts in %.1f s, split over %d workers", lead_s, len(clients))
+    else:
+        CONTROL.set(start, 0, 1)
+    return start
+
+
+def stop() -> None:
+    CONTROL.reset()
