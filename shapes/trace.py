@@ -15,7 +15,6 @@ from typing import Any
 
 from locust.runners import MasterRunner
 
-from loadline.core import runfolder
 from loadline.core.errors import UsageError
 from loadline.core.trace_warp import read
 from loadline.runtime import trace
@@ -67,10 +66,7 @@ class TraceShape(PhasedShape):
         if self.state is None or self.state.index != 0:
             return
         assert self.runner is not None
-        self.start_wall = trace.publish(self.runner.environment)
-        active = runfolder.active()
-        if active is not None:
-            runfolder.update_manifest(active.path, trace_start_wall=self.start_wall)
+        self.start_wall = trace.publish(self.runner.environment)  # the start phase ends there (phases.csv)
 
     def entry_wall(self, index: int) -> float:
         if index == 0 or self.start_wall is None or index >= len(self.offsets):

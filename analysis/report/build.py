@@ -28,7 +28,7 @@ from loadline.analysis.report.html import render_html
 from loadline.analysis.report.junit import junit_xml
 from loadline.analysis.report.markdown import render_markdown, verdict_sentence
 from loadline.analysis.report.workers import worker_lines
-from loadline.analysis.stats import arrivals, knee, recovery
+from loadline.analysis.stats import arrivals, knee, recovery, trace_replay
 from loadline.analysis.stats.lengths import length_table
 from loadline.analysis.stats.phases import error_classes, phase_table
 from loadline.analysis.verdict import answer as run_answer
@@ -286,6 +286,12 @@ def analyse(
         verdict["notes"] += [lag_note] if lag_note else []
     verdict["open_loop"] = open_loop
     verdict["notes"] += (open_loop or {}).get("notes") or []
+    verdict["trace"] = guarded(
+        "trace replay",
+        lambda: trace_replay.summary(run.path, run.requests, run.phases, run.manifest, run.server_metrics, open_loop),
+        {},
+    )
+    verdict["notes"] += [n for n in verdict["trace"].get("notes") or [] if "never sent" in n]  # rates: open loop's
     # the answer decides the status and exit code (loadline/core/answer.py): set from it, not before it
     answer = run_answer.compute(
         verdict,

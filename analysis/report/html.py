@@ -13,7 +13,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from loadline.analysis.report import card, open_loop, sections
+from loadline.analysis.report import card, open_loop, sections, trace_section
 from loadline.analysis.report import formatting as f
 from loadline.analysis.report.recovery_table import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 from loadline.core.answer import Status, Trust
@@ -153,6 +153,11 @@ def render_html(verdict: dict, chart_paths: list[Path]) -> str:
         "open_loop_header": open_loop.HEADER,
         "open_loop_rows": open_loop.rows(verdict),
         "open_loop_note": open_loop.NOTE,
+        "trace_summary_header": trace_section.SUMMARY_HEADER,
+        "trace_summary_rows": trace_section.summary_rows(verdict),
+        "trace_rate_header": trace_section.RATE_HEADER,
+        "trace_rate_rows": trace_section.rate_rows(verdict),
+        "trace_note": trace_section.NOTE,
         "phase_header": [t for t, _, _ in f.phase_columns(verdict.get("phases", []))],
         "phase_rows": [
             [fmt(p.get(key)) for _, key, fmt in f.phase_columns(verdict.get("phases", []))]

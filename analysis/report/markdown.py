@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadline.analysis.report import card, open_loop, sections
+from loadline.analysis.report import card, open_loop, sections, trace_section
 from loadline.analysis.report import formatting as f
 from loadline.analysis.report.recovery_table import RECOVERY_HEADER, RECOVERY_NOTE, recovery_rows
 from loadline.analysis.verdict import validity
@@ -132,6 +132,12 @@ def render_markdown(verdict: dict) -> str:
     if open_loop.rows(verdict):
         lines += ["", "### Open loop (arrival rate)", ""] + _table(open_loop.rows(verdict), open_loop.HEADER)
         lines += ["", open_loop.NOTE]
+    if trace_section.summary_rows(verdict):
+        lines += ["", "### Trace replay", ""] + _table(
+            trace_section.summary_rows(verdict), trace_section.SUMMARY_HEADER
+        )
+        lines += [""] + _table(trace_section.rate_rows(verdict), trace_section.RATE_HEADER)
+        lines += ["", trace_section.NOTE]
     lines += ["", "### Phases", ""]
     columns = f.phase_columns(verdict.get("phases", []))
     rows = [[fmt(p.get(key)) for _, key, fmt in columns] for p in verdict.get("phases", [])]

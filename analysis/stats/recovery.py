@@ -5,7 +5,8 @@ kill an instance, and check that the service recovers within seconds. Pure funct
 records and the phase timeline in, one dict per event out.
 
 An **event** is a phase whose target users are at least `surge_factor` x the previous phase's
-(a surge; the previous phase must have had users) and/or a phase during which shapes/drill.py sent
+(a surge; the previous phase must have had users), or a `burst` phase offering a higher arrival rate
+than the previous one (a trace replay's surge, whose users stay one scheduler per process) and/or a phase during which shapes/drill.py sent
 (or skipped) a fault action: a row of the run folder's faults.csv (loadline.core.schema.FaultRow)
 whose `ts` lies in the phase. For each event:
 
@@ -87,6 +88,8 @@ def find_events(
             before, now = phases.iloc[position - 1]["target_users"], phase["target_users"]
             if pd.notna(before) and pd.notna(now) and before > 0 and now >= surge_factor * before:
                 factor = float(now) / float(before)
+            elif phase["kind"] == "burst" and (rates := _rate_surge(phases, position)) is not None:
+                factor = rates
         start, end = float(phase["start_wall"]), float(phase["end_wall"])
         mine = faults[(sent_at >= start) & (sent_at < end)].sort_values("ts", kind="stable")
         if factor is None and mine.empty:
@@ -223,6 +226,17 @@ def _rounded(level: dict) -> dict:
 
 def _int_or_none(value) -> int | None:
     return None if value is None or pd.isna(value) else int(value)
+
+
+def _rate_surge(phases: pd.DataFrame, position: int) -> float | None:
+    """An open-loop burst (a trace's surge: shapes/trace.py): the rate it offers over the previous phase's,
+    when higher. Its users do not change (one scheduler per process); its arrival rate does."""
+    if "target_rate" not in phases.columns:
+        return None
+    before, now = phases.iloc[position - 1]["target_rate"], phases.iloc[position]["target_rate"]
+    if pd.notna(before) and pd.notna(now) and before > 0 and now > before:
+        return float(now) / float(before)
+    return None
 
 
 def event_recovery(
