@@ -235,7 +235,7 @@ def _rate_surge(phases: pd.DataFrame, position: int) -> float | None:
         return None
     before, now = phases.iloc[position - 1]["target_rate"], phases.iloc[position]["target_rate"]
     if pd.notna(before) and pd.notna(now) and before > 0 and now > before:
-        return float(now) / float(before)
+        return round(float(now) / float(before), 2)
     return None
 
 
