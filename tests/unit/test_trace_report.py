@@ -18,7 +18,7 @@ def test_offered_and_sent_are_compared_per_bin_and_per_second():
     assert table["bin_s"] == 2.0
     first = table["bins"][0]
     assert (first["trace_per_min"], first["scheduled_per_min"], first["sent_per_min"]) == (120.0, 120.0, 90.0)
-    assert table["seconds"] == 41 and table["seconds_matching"] == 39 and table["max_second_diff"] == 1
+    assert table["seconds"] == 40 and table["seconds_matching"] == 38 and table["max_second_diff"] == 1
 
 
 def _metrics(rows):
