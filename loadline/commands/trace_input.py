@@ -114,8 +114,9 @@ def _read_csv(file: Path, fmt: str, block: int) -> Trace:
 
 def schedule_of(args: argparse.Namespace) -> Schedule:
     """The run's schedule from the command line's --trace options (UsageError for any bad one)."""
+    window, surges = parse_window(args.trace_window), parse_surges(args.trace_surge)  # the options first: cheap
     trace = read_trace(args.trace, args.trace_format, args.trace_block_tokens)
-    return warp(trace, parse_window(args.trace_window), args.trace_speed, parse_surges(args.trace_surge))
+    return warp(trace, window, args.trace_speed, surges)
 
 
 def write_schedule(schedule: Schedule, run_dir: Path) -> Path:

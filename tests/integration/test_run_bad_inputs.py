@@ -26,6 +26,13 @@ def _files(tmp_path: Path) -> dict[str, str]:
         "stages-garbage.toml": "[[stage]\nduration = \x01\n",
         "profile-bad.conf": "locustfile = locustfiles/chat.py,locustfiles/shape.py\nshape = stepped\nstep-hold = abc\n",
         "profile-negative.conf": "max-tokens = -5\n",
+        "trace-json.jsonl": '{"timestamp": 0, "input_length": 10, "output_length": 2}\n{"timestamp": 5, "input_le\n',
+        "trace-missing.jsonl": '{"timestamp": 0, "input_length": 10, "output_length": 2}\n{"timestamp": 5, "input_length": 9}\n',
+        "trace-backwards.jsonl": (
+            '{"timestamp": 900, "input_length": 10, "output_length": 2}\n'
+            '{"timestamp": 500, "input_length": 10, "output_length": 2}\n'
+        ),
+        "trace-azure.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,374,-4\n",
     }
     for name, text in files.items():
         (tmp_path / name).write_text(text)
@@ -38,6 +45,7 @@ CASES = [
     (["--config", "{profile-bad.conf}"], "locust: argument --step-hold: invalid float value: 'abc'"),
     (["--config", "{profile-negative.conf}"], "--max-tokens must be >= 0"),
     (["--", "--think-mean", "abc"], "locust: argument --think-mean: invalid float value"),
+    (["--trace", "{trace-backwards.jsonl}"], "line 2: timestamp goes backwards"),  # the real command, end to end
 ]
 # refused by run.py's _validate, before the precheck: no process of its own to start (1.7 s each as one)
 IN_PROCESS_CASES = [
@@ -45,6 +53,13 @@ IN_PROCESS_CASES = [
     (["--slo", "{slo-garbage.toml}"], "not valid TOML"),
     (["--slo", "{slo-type.toml}"], "e2e_p95_ms must be a number"),
     (["--run-time", "abc"], "--run-time"),
+    (["--trace", "{trace-json.jsonl}"], "line 2: not JSON"),
+    (["--trace", "{trace-missing.jsonl}"], "line 2: missing field 'output_length'"),
+    (["--trace", "{trace-backwards.jsonl}"], "line 2: timestamp goes backwards"),
+    (["--trace", "{trace-azure.csv}"], "line 2: GeneratedTokens must be >= 0"),
+    (["--trace", "{trace-json.jsonl}", "--rate", "3"], "no --rate"),
+    (["--trace-surge", "3x@10m+2m"], "need --trace FILE"),
+    (["--trace", "{trace-missing.jsonl}", "--trace-window", "9h..8h"], "--trace-window"),
 ]
 
 
