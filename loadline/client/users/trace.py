@@ -105,6 +105,10 @@ class TraceUser(LLMUser):
             lane = self.lanes.pop() if self.lanes else self.open_lane()
             lane.due_wall, lane.trace_index = due, r.trace_index
             self.pool.spawn(self._send, lane, body, plan, r)  # blocks while the pool is full: sent late
+            # the next prompt is built once this one is on its way: building it now would hold the loop
+            # (milliseconds for a long prompt) just when this request is due
+            _until(due)
+            gevent.sleep(0)
         self.pool.join()
         log.info("trace share %d/%d: all %d requests sent", CONTROL.share + 1, CONTROL.shares, len(mine))
         self._idle()
