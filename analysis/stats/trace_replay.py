@@ -147,8 +147,10 @@ def summary(
     planned = Counter(r.trace_index for r in scheduled)
     unsent = sum(max(0, n - sent.get(i, 0)) for i, n in planned.items())
     due = np.array([r.due_s for r in scheduled])
-    seen: set[int] = set()
-    original = np.array([r.due_s for r in scheduled if not (r.trace_index in seen or seen.add(r.trace_index))])
+    firsts: dict[int, float] = {}
+    for r in scheduled:  # a surge's copies share their trace request's index: the first is the trace's own
+        firsts.setdefault(r.trace_index, r.due_s)
+    original = np.array(list(firsts.values()))
     sent_s = (first["start_wall"].to_numpy(dtype=float) - float(start)) * scale if start else np.array([])
     duration = float(header.get("duration_s") or (due.max() if len(due) else 0.0))
     ok = first[first["status"].astype(str) == Status.OK]

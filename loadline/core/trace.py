@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loadline.core.errors import UsageError
 
@@ -84,12 +85,22 @@ def block_size_at(r: TraceRequest, position: int, block_tokens: int) -> int:
     return max(0, min(block_tokens, r.input_tokens - position * block_tokens))
 
 
-def check_row(row: Mapping[str, object], fmt: str, line: int, source: str, block_tokens: int) -> tuple:
+# a checked row: (timestamp: ms, or azure's date-time; input, output, hash_ids, session, turn)
+Row = tuple[Any, int, int, tuple[int, ...], str, int]
+# (line, row with its timestamp in seconds)
+Checked = tuple[int, tuple[float, int, int, tuple[int, ...], str, int]]
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def check_row(row: Mapping[str, object], fmt: str, line: int, source: str, block_tokens: int) -> Row:
     """(timestamp, input, output, hash_ids, session, turn) of one row, or a UsageError naming its line."""
     where = f"trace {source} line {line}"
     ts_key, in_key, out_key = FIELDS[fmt]
     for key in (ts_key, in_key, out_key):
-        if key not in row or row[key] is None or (isinstance(row[key], float) and math.isnan(row[key])):
+        if key not in row or _missing(row[key]):
             raise UsageError(f"{where}: missing field {key!r} (a {fmt} trace has {', '.join(FIELDS[fmt])})")
     timestamp = row[ts_key] if fmt == "azure" else _number(row[ts_key], ts_key, where)
     n_in, n_out = _count(row[in_key], in_key, where), _count(row[out_key], out_key, where)
@@ -108,7 +119,7 @@ def check_row(row: Mapping[str, object], fmt: str, line: int, source: str, block
     return timestamp, n_in, n_out, hash_ids, session, turn
 
 
-def build(source: str, fmt: str, block_tokens: int, rows: Iterable[tuple[int, tuple]]) -> Trace:
+def build(source: str, fmt: str, block_tokens: int, rows: Iterable[Checked]) -> Trace:
     """A Trace from checked rows ((line, check_row's tuple), timestamps in seconds); the order checked."""
     requests: list[TraceRequest] = []
     first = previous = None
@@ -134,7 +145,7 @@ def read_jsonl(path: Path, fmt: str, block_tokens: int) -> Trace:
     return build(str(path), fmt, block_tokens, _jsonl_rows(path, fmt, block_tokens))
 
 
-def _jsonl_rows(path: Path, fmt: str, block_tokens: int):
+def _jsonl_rows(path: Path, fmt: str, block_tokens: int) -> Iterator[Checked]:
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 BLOCK = 512
 
@@ -25,7 +26,7 @@ def mooncake_rows(
     turns: tuple[int, int] = (1, 4),
     output: tuple[int, int] = (16, 128),
     think_s: float = 5.0,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """`requests` rows at about `rate` requests/s (timestamps in ms, in time order)."""
     rng = random.Random(seed)
     next_id = 0
@@ -37,7 +38,7 @@ def mooncake_rows(
         return ids
 
     systems = [fresh(rng.randint(*system_blocks)) for _ in range(system_prompts)]
-    rows: list[tuple[float, dict]] = []
+    rows: list[tuple[float, dict[str, Any]]] = []
     t = 0.0
     mean_turns = sum(turns) / 2
     while len(rows) < requests:
@@ -56,6 +57,6 @@ def mooncake_rows(
     return [{"timestamp": round(at * 1000), **row} for at, row in rows[:requests]]
 
 
-def write_mooncake(path: Path, rows: list[dict]) -> Path:
+def write_mooncake(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

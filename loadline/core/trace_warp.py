@@ -27,6 +27,7 @@ import re
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loadline.core.errors import UsageError
 from loadline.core.trace import Trace, TraceRequest
@@ -57,12 +58,12 @@ class Scheduled:
     turn: int
     trace_index: int  # the trace request it replays (copies of a surge share it)
 
-    def row(self) -> list:
+    def row(self) -> list[Any]:
         return [round(self.due_s, 6), self.input_tokens, self.output_tokens, list(self.hash_ids), self.session,
                 self.turn, self.trace_index]  # fmt: skip
 
     @classmethod
-    def of_row(cls, row: list) -> Scheduled:
+    def of_row(cls, row: list[Any]) -> Scheduled:
         due, n_in, n_out, hashes, session, turn, index = row
         return cls(float(due), int(n_in), int(n_out), tuple(hashes), str(session), int(turn), int(index))
 
@@ -93,7 +94,7 @@ class Schedule:
     duration_s: float  # replay seconds: the window's length (or its last request) / speed
     phases: list[PhaseSpan] = field(default_factory=list)
 
-    def header(self) -> dict:
+    def header(self) -> dict[str, Any]:
         return {
             "format": self.format,
             "block_tokens": self.block_tokens,
@@ -241,7 +242,7 @@ def write(schedule: Schedule, path: Path) -> None:
             out.write(json.dumps(r.row(), separators=(",", ":")) + "\n")
 
 
-def read(path: str | Path) -> tuple[dict, list[Scheduled]]:
+def read(path: str | Path) -> tuple[dict[str, Any], list[Scheduled]]:
     """The schedule file's header and requests; UsageError when it is not one."""
     try:
         with Path(path).open(encoding="utf-8") as handle:
