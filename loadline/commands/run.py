@@ -338,7 +338,9 @@ def _sim_args(args: argparse.Namespace, run_dir: Path) -> list[str]:
     options = args.sim_option or [o.strip() for o in _conf_value(args.config, "sim-option").split(",") if o.strip()]
     if profile:
         out += ["--profile", profile]
-    if args.schedule is not None and not any(o.split("=")[0].strip() == "max_model_len" for o in options):
+    if getattr(args, "schedule", None) is not None and not any(
+        o.split("=")[0].strip() == "max_model_len" for o in options
+    ):
         # the embedded server stands in for one sized for the trace: its longest request fits
         longest = max(r.input_tokens + max(1, r.output_tokens) for r in args.schedule.requests)
         if longest > SIM_MODEL_LEN:
@@ -417,7 +419,7 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
         cmd += ["--arrival", args.arrival]
     if args.slo:
         cmd += ["--slo-file", args.slo]
-    if args.trace_schedule:
+    if getattr(args, "trace_schedule", ""):
         cmd += ["--trace-schedule", args.trace_schedule]
     # A time-scaled phase lasts seconds: scrape often enough to see it (later --scrape-interval wins).
     cmd += ["--scrape-interval", f"{max(0.5, 5.0 / args.time_scale):g}"]

@@ -27,6 +27,7 @@ BUILT_IN = {
     "soak": "SoakShape",
     "stages": "StagesShape",
     "stepped": "StepShape",
+    "trace": "TraceShape",
 }
 
 
@@ -52,7 +53,7 @@ def run_parser() -> argparse.ArgumentParser:
 def test_a_shape_in_a_fixture_file_reaches_the_cli_locusts_options_and_the_class_picker(square, capsys):
     # `loadline run --shape`: a choice, listed in --help with its docstring's first line
     text = loadline_run_help(capsys)
-    assert "--shape {pulse,rate-steps,rate-sweep,soak,square,stages,stepped}" in text
+    assert "--shape {pulse,rate-steps,rate-sweep,soak,square,stages,stepped,trace}" in text
     assert re.search(r"\n  square +Does the service keep up when load flips between two levels\?\n", text)
     assert run_parser().parse_args(["--shape", "square"]).shape == "square"
     # Locust's --help and web UI form: its options, from Locust's own parser (listeners fire as in Locust)
@@ -90,6 +91,7 @@ def test_the_entry_file_puts_the_selected_shape_first_and_keeps_every_other():
         "RateSweepShape",
         "SoakShape",
         "StagesShape",
+        "TraceShape",
     ]
     assert list(registry.locustfile_classes([])) == [
         "PulseShape",
@@ -98,6 +100,7 @@ def test_the_entry_file_puts_the_selected_shape_first_and_keeps_every_other():
         "SoakShape",
         "StagesShape",
         "StepShape",
+        "TraceShape",
     ]
     with pytest.raises(UsageError, match="--shape zigzag: unknown shape"):
         registry.locustfile_classes(["--shape", "zigzag"])
