@@ -59,7 +59,10 @@ def test_bad_shape_options_exit_2_with_one_line_and_no_traceback(tmp_path):
 def test_an_unknown_shape_is_one_line_and_exit_2(tmp_path):
     done = locust(tmp_path, "zigzag")
     assert done.returncode == 2
-    assert "--shape zigzag: unknown shape (known: pulse, rate-steps, rate-sweep, soak, stages, stepped, trace)" in done.stderr
+    assert (
+        "--shape zigzag: unknown shape (known: pulse, rate-steps, rate-sweep, soak, stages, stepped, trace)"
+        in done.stderr
+    )
     assert "Traceback" not in done.stderr
 
 
