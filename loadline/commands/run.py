@@ -338,19 +338,11 @@ def _sim_args(args: argparse.Namespace, run_dir: Path) -> list[str]:
     options = args.sim_option or [o.strip() for o in _conf_value(args.config, "sim-option").split(",") if o.strip()]
     if profile:
         out += ["--profile", profile]
-    if getattr(args, "schedule", None) is not None and not any(
-        o.split("=")[0].strip() == "max_model_len" for o in options
-    ):
-        # the embedded server stands in for one sized for the trace: its longest request fits
-        longest = max(r.input_tokens + max(1, r.output_tokens) for r in args.schedule.requests)
-        if longest > SIM_MODEL_LEN:
-            out += ["--set", f"max_model_len={-(-longest // 1024) * 1024}"]
+    if getattr(args, "schedule", None) is not None:  # the embedded server stands in for one sized for the trace
+        out += trace_input.sim_overrides(args.schedule, profile, options)
     for option in options:
         out += ["--set", option]
     return out
-
-
-SIM_MODEL_LEN = 8192  # the simulator profiles' max_model_len (configs/sim/*.toml)
 
 
 def _warn_time_scale(args: argparse.Namespace) -> None:

@@ -119,6 +119,27 @@ def schedule_of(args: argparse.Namespace) -> Schedule:
     return warp(trace, window, args.trace_speed, surges)
 
 
+def sim_overrides(schedule: Schedule, profile: str, options: list[str]) -> list[str]:
+    """`--set` options that size the embedded simulator for the trace, unless the user set them:
+    - max_model_len: the longest request (input + output) fits, rounded up to 1,024;
+    - num_gpu_blocks: the KV cache holds every distinct block of the trace on top of the profile's
+      own room, so the cache's hit rate is the trace's reuse, not the profile's memory limit (a
+      smaller cache is rehearsed with --sim-option num_gpu_blocks=N)."""
+    from loadline.simulator.config import DEFAULT_PROFILE, build_config
+
+    given = {o.split("=", 1)[0].strip(): o.split("=", 1)[1] for o in options if "=" in o}
+    config = build_config(profile or DEFAULT_PROFILE, given)
+    out = []
+    longest = max(r.input_tokens + max(1, r.output_tokens) for r in schedule.requests)
+    if "max_model_len" not in given and longest > config.max_model_len:
+        out.append(f"max_model_len={-(-longest // 1024) * 1024}")
+    distinct = len({h for r in schedule.requests for h in r.hash_ids})
+    needed = -(-distinct * schedule.block_tokens // config.block_size)
+    if not {"num_gpu_blocks", "gpu_memory_utilization"} & set(given) and needed > config.num_kv_blocks() // 2:
+        out.append(f"num_gpu_blocks={needed + config.num_kv_blocks()}")
+    return [arg for option in out for arg in ("--set", option)]
+
+
 def write_schedule(schedule: Schedule, run_dir: Path) -> Path:
     path = run_dir / SCHEDULE_FILE
     write(schedule, path)
