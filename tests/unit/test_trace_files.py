@@ -126,3 +126,19 @@ def test_synthetic_traces_read_back_with_their_reuse(tmp_path):
     assert len(trace.requests) == 400
     blocks, tokens = block_reuse(trace.requests, 512)
     assert 0.3 < blocks < 0.8 and tokens > blocks  # shared system prompts and histories; unique last blocks
+
+
+def test_the_embedded_simulator_is_sized_for_the_trace_unless_told(tmp_path):
+    from loadline.commands.trace_input import sim_overrides
+    from loadline.core.trace_warp import warp
+
+    rows = [{"timestamp": i, "input_length": 20_000, "output_length": 100, "hash_ids": list(range(i * 40, i * 40 + 39))}
+            for i in range(400)]  # fmt: skip
+    schedule = warp(read_trace(str(_jsonl(tmp_path, rows))), (0.0, None), 1.0, [])
+    sized = sim_overrides(schedule, "", [])
+    assert "max_model_len=20480" in sized
+    blocks = int(next(a for a in sized if a.startswith("num_gpu_blocks=")).split("=")[1])
+    assert blocks >= 400 * 39 * 512 // 16  # every distinct block, on top of the profile's room
+    assert sim_overrides(schedule, "", ["max_model_len=32768", "num_gpu_blocks=999999"]) == []
+    small = warp(read_trace(str(_jsonl(tmp_path, MOONCAKE, "small.jsonl"))), (0.0, None), 1.0, [])
+    assert sim_overrides(small, "", []) == []  # it fits the profile as it is
