@@ -16,7 +16,7 @@ from typing import Any
 from locust.runners import MasterRunner
 
 from loadline.core.errors import UsageError
-from loadline.core.trace_warp import read
+from loadline.core.trace_warp import load
 from loadline.runtime import trace
 from loadline.shapes.base import PhasedShape
 from loadline.shapes.options import ShapeOption, require, time_scale
@@ -44,8 +44,8 @@ class TraceShape(PhasedShape):
     def plan(self, options: Any) -> list[Phase]:
         path = str(getattr(options, "trace_schedule", "") or "")
         if not path:
-            raise UsageError("--shape trace replays a trace: run it with loadline run --trace FILE")
-        header, _ = read(path)
+            raise UsageError("--shape trace replays a trace: loadline run --trace FILE, or --trace-schedule FILE")
+        header, _ = load(path)
         drain = DRAIN.read(options)
         require(drain >= 0, "--trace-drain must be >= 0")
         scale = time_scale(options)

@@ -174,8 +174,9 @@ def add_arguments(parser: Any) -> None:
     add(
         "--trace-schedule",
         default="",
-        include_in_web_ui=False,
-        help="trace users: the replay schedule (loadline run --trace FILE writes it into the run folder)",
+        include_in_web_ui=True,
+        help="trace users (locustfiles/trace.py with the trace shape): a JSONL trace (Mooncake or Loadline format) "
+        "replayed as recorded, or the schedule `loadline run --trace FILE` writes (window, speed, surges)",
     )
     add(
         "--request-id-header",

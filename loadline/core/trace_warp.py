@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loadline.core.errors import UsageError
-from loadline.core.trace import Trace, TraceRequest
+from loadline.core.trace import BLOCK_TOKENS, Trace, TraceRequest, read_jsonl, sniff_jsonl
 
 _SPAN = re.compile(r"(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s?)?")
 _SURGE = re.compile(r"(?P<factor>\d+(?:\.\d+)?)x@(?P<at>[0-9.hms]+)\+(?P<for>[0-9.hms]+)")
@@ -240,6 +240,21 @@ def write(schedule: Schedule, path: Path) -> None:
         out.write(json.dumps(schedule.header()) + "\n")
         for r in schedule.requests:
             out.write(json.dumps(r.row(), separators=(",", ":")) + "\n")
+
+
+def load(path: str | Path) -> tuple[dict[str, Any], list[Scheduled]]:
+    """A schedule file, or a JSONL trace (Mooncake or Loadline format) replayed as recorded: what a
+    Locust run started without `loadline run` (the web UI's trace-schedule field) can be given."""
+    try:
+        with Path(path).open(encoding="utf-8") as handle:
+            first = json.loads(handle.readline() or "null")
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"trace schedule {path} unreadable: {exc}") from None
+    if isinstance(first, dict) and "phases" in first:
+        return read(path)
+    fmt = sniff_jsonl(Path(path))
+    schedule = warp(read_jsonl(Path(path), fmt, BLOCK_TOKENS[fmt]), (0.0, None), 1.0, [])
+    return schedule.header(), schedule.requests
 
 
 def read(path: str | Path) -> tuple[dict[str, Any], list[Scheduled]]:

@@ -125,3 +125,18 @@ class _Exact:
 
     def __init__(self, count) -> None:
         self.count = count
+
+
+def test_a_jsonl_trace_loads_as_its_own_schedule(tmp_path):
+    from loadline.core.trace_warp import load
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"timestamp": 0, "input_length": 9, "output_length": 1}\n{"timestamp": 1500, "input_length": 7, "output_length": 2}\n'
+    )
+    header, requests = load(path)
+    assert [(r.due_s, r.input_tokens) for r in requests] == [(0.0, 9), (1.5, 7)]
+    assert header["format"] == "mooncake" and [p["label"] for p in header["phases"]] == ["replay"]
+    schedule = warp(_trace(n=20), (0.0, None), 2.0, [])
+    write(schedule, tmp_path / "s.jsonl")
+    assert load(tmp_path / "s.jsonl")[1] == schedule.requests

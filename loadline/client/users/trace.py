@@ -25,7 +25,7 @@ from loadline.client.trace_control import CONTROL
 from loadline.client.trace_prompts import BlockTexts
 from loadline.client.users.base import Lane, LLMUser, PromptPlan
 from loadline.core.errors import UsageError
-from loadline.core.trace_warp import Scheduled, read, share
+from loadline.core.trace_warp import Scheduled, load, share
 
 log = logging.getLogger("loadline")
 
@@ -41,7 +41,7 @@ _schedules: dict[str, tuple[dict, list[Scheduled]]] = {}  # per process: a sched
 
 def schedule_file(path: str) -> tuple[dict, list[Scheduled]]:
     if path not in _schedules:
-        _schedules[path] = read(path)
+        _schedules[path] = load(path)
     return _schedules[path]
 
 
@@ -74,7 +74,7 @@ class TraceUser(LLMUser):
         TraceUser.live.add(self)
         path = str(getattr(self.environment.parsed_options, "trace_schedule", "") or "")
         if not path:
-            log.error("loadline: trace users need --trace-schedule (loadline run --trace FILE writes it)")
+            log.error("loadline: trace users need --trace-schedule (a JSONL trace, or loadline run --trace FILE)")
             self._idle()
         try:
             header, requests = schedule_file(path)
