@@ -127,7 +127,7 @@ def sim_overrides(schedule: Schedule, profile: str, options: list[str]) -> list[
       smaller cache is rehearsed with --sim-option num_gpu_blocks=N)."""
     from loadline.simulator.config import DEFAULT_PROFILE, build_config
 
-    given = {o.split("=", 1)[0].strip(): o.split("=", 1)[1] for o in options if "=" in o}
+    given: dict[str, object] = {o.split("=", 1)[0].strip(): o.split("=", 1)[1] for o in options if "=" in o}
     config = build_config(profile or DEFAULT_PROFILE, given)
     out = []
     longest = max(r.input_tokens + max(1, r.output_tokens) for r in schedule.requests)
