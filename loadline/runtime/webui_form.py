@@ -56,6 +56,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("Arrivals (open loop)", ("arrival", "arrival_*", "burstiness", "max_inflight")),
+    ("Trace replay (TraceShape)", ("trace_*",)),
     (
         "SLO, time scale and run folder",
         ("slo_file", "time_scale", "out", "scrape_url", "scrape_interval", "clock_offset_warn", "sim_admin_url"),
