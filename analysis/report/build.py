@@ -163,7 +163,7 @@ def _require_outcomes(run: RunData, table: pd.DataFrame) -> None:
     if (table["ok"].fillna(0) + table["errors"].fillna(0)).sum() > 0:
         return
     total = len(run.requests)
-    inside = int(table["requests"].fillna(0).sum())
+    inside = _in_phases(table)
     if run.has_records and inside == 0:
         raise UsageError(
             f"none of the {total} request records started inside a phase of {runfolder.PHASES} "
@@ -172,10 +172,16 @@ def _require_outcomes(run: RunData, table: pd.DataFrame) -> None:
     raise UsageError(f"empty run: no request completed ({total} attempt(s), all cancelled)")
 
 
+def _in_phases(table: pd.DataFrame) -> int:
+    """Records that started inside a phase: its judged window's and those after it."""
+    after = table["after_window"].fillna(0).sum() if "after_window" in table else 0
+    return int(table["requests"].fillna(0).sum() + after)
+
+
 def _consistency(run: RunData, table: pd.DataFrame) -> list[str]:
     """Records the run wrote but the report does not count, said out loud."""
     notes = []
-    outside = len(run.requests) - int(table["requests"].fillna(0).sum()) if run.has_records else 0
+    outside = len(run.requests) - _in_phases(table) if run.has_records else 0
     if outside > 0:
         notes.append(f"{outside} request record(s) started outside every phase and are not counted")
     written = run.manifest.get("requests_written")

@@ -15,7 +15,9 @@ DEFINITIONS = {
     "error rate": "errors / (ok + errors), per HTTP attempt (a retry is an attempt of its own)",
     "goodput": "ok requests per second whose E2E, TTFT and TPOT each met the SLO's tightest threshold for that metric",
     "percentiles": "from raw per-request samples of ok requests, linear interpolation (numpy default); "
-    "a record belongs to the phase in which it started",
+    "a record belongs to the phase in which it started; a step the stop rule judged is judged on the "
+    "requests that started before its last `loadline run -- --step-settle` seconds, as the rule judged it live (those later "
+    "ran into the next step's load)",
     "gate": "each latency/error criterion must hold in every phase; the measured value is the worst phase's",
 }
 
