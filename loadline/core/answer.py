@@ -160,11 +160,9 @@ class Evidence:
     threshold: str
 
     def text(self) -> str:
-        return (
-            f"{self.signal}: {self.measured} (threshold {self.threshold})"
-            if self.threshold
-            else f"{self.signal}: {self.measured}"
-        )
+        if self.threshold:
+            return f"{self.signal}: {self.measured} (threshold {self.threshold})"
+        return f"{self.signal}: {self.measured}" if self.measured else self.signal  # said in words
 
 
 @dataclass(frozen=True)
