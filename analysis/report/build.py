@@ -229,7 +229,12 @@ def _capacity_points(
     chosen = _points(judged, slo, streaming, has_records)
     if len(judged) == len(table):
         return chosen, []
-    return chosen, short_phases.set_aside(table, _points(table, slo, streaming, has_records), chosen)
+    aside = short_phases.set_aside(table, _points(table, slo, streaming, has_records), chosen)
+    note = f"{len(aside)} phase(s) set aside: they ran below their planned users (workers lost or short)"
+    for name in (*short_phases.POINTS, "safe"):
+        if not chosen[name].get("found"):
+            chosen[name] = {**chosen[name], "reason": f"{chosen[name].get('reason') or 'none'}; {note}"}
+    return chosen, aside
 
 
 def analyse(

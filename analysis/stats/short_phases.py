@@ -1,7 +1,8 @@
 """Phases that ran below their planned users because of a worker, from the manifest the master wrote
 (loadline/runtime/fleet.py): a worker lost during the phase (`workers_lost`), missing for a while and
 back (`workers_back`: Locust took its users away meanwhile), or short of its users with
---allow-partial-workers (`worker_shortfalls`: that phase and every later one).
+--allow-partial-workers (`worker_shortfalls`: that phase and every later one). A run without a
+shape has one phase, the whole run: every such event meets it.
 
 Such a phase's row says a load it did not carry for all its time (a lost worker's users are not
 given to the others until the next phase starts). Its row carries why (`workers_short`), and it is
@@ -16,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from loadline.analysis.data.load import WHOLE_RUN
+
 COLUMN = "workers_short"
 POINTS = ("knee", "break point", "max compliant load")
 
@@ -24,30 +27,37 @@ def _clock(ts: Any) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ts)) + " UTC" if isinstance(ts, (int, float)) else "?"
 
 
-def reasons(manifest: dict[str, Any] | None) -> dict[str, list[str]]:
-    """{"<phase index>:<label>": [why, ...]} for every phase a worker left short."""
+def events(manifest: dict[str, Any] | None) -> list[tuple[list[str], str]]:
+    """(phases, why) of every worker that left phases short, as the master wrote them."""
     manifest = manifest or {}
-    out: dict[str, list[str]] = {}
-
-    def add(phases: Any, why: str) -> None:
-        for key in phases or []:
-            out.setdefault(str(key), []).append(why)
-
+    out: list[tuple[list[str], str]] = []
     for entry in manifest.get("workers_lost") or []:
         if isinstance(entry, dict):  # older manifests list bare ids, without phases
-            add(entry.get("phases"), f"worker {entry.get('worker')} lost at {_clock(entry.get('lost_at'))}")
+            out.append(
+                (entry.get("phases") or [], f"worker {entry.get('worker')} lost at {_clock(entry.get('lost_at'))}")
+            )
     for entry in manifest.get("workers_back") or []:
         if isinstance(entry, dict):
-            add(
-                entry.get("phases"),
+            why = (
                 f"worker {entry.get('worker')} missing from {_clock(entry.get('lost_at'))} "
-                f"to {_clock(entry.get('rejoined_at'))}",
+                f"to {_clock(entry.get('rejoined_at'))}"
             )
+            out.append((entry.get("phases") or [], why))
     for entry in manifest.get("worker_shortfalls") or []:
         if isinstance(entry, dict):
             share = entry.get("share_ran")
             ran = f": {share:.0%} of the planned users ran" if isinstance(share, (int, float)) else ""
-            add(entry.get("phases"), f"worker {entry.get('worker')} {entry.get('kind')}{ran}")
+            out.append((entry.get("phases") or [], f"worker {entry.get('worker')} {entry.get('kind')}{ran}"))
+    return out
+
+
+def reasons(manifest: dict[str, Any] | None, whole_run: str | None = None) -> dict[str, list[str]]:
+    """{"<phase index>:<label>": [why, ...]} for every phase a worker left short. `whole_run`: the key
+    of the one phase of a run without a shape (no phases.csv), which every such event meets."""
+    out: dict[str, list[str]] = {}
+    for phases, why in events(manifest):
+        for key in [whole_run] if whole_run else phases:
+            out.setdefault(str(key), []).append(why)
     return out
 
 
@@ -57,8 +67,11 @@ def _key(row: pd.Series) -> str:
 
 def mark(table: pd.DataFrame, manifest: dict[str, Any] | None) -> pd.DataFrame:
     """The phase table with COLUMN ("" for a phase that ran its planned users) when any phase ran short."""
-    why = reasons(manifest)
-    if not why or table.empty or "phase_index" not in table:
+    if table.empty or "phase_index" not in table:
+        return table
+    whole = _key(table.iloc[0]) if len(table) == 1 and table.iloc[0].get("kind") == WHOLE_RUN else None
+    why = reasons(manifest, whole)
+    if not why:
         return table
     flags = ["; ".join(why.get(_key(row), [])) for _, row in table.iterrows()]
     if not any(flags):

@@ -148,6 +148,7 @@ def test_allow_partial_workers_goes_on_and_records_the_share_that_ran_and_the_ph
     assert fields["worker_errors"] == [] and short["share_ran"] == 0.5 and short["phases"] == ["1:8 users", "2:x"]
     assert notes == ["worker h-2-cd: users failed at start"]
     line = worker_lines(fields, None, lambda: None)[0]
+    assert ": users failed at start (the run went on" in line
     assert "50% of the 8 planned users ran from 00:01:40 UTC" in line and "phases set aside: 1:8 users, 2:x" in line
 
 
