@@ -62,7 +62,7 @@ class Silent:
         return (
             f"ran {self.users} user(s) but sent no records for {self.quiet_s:.0f} s while the other workers "
             f"sent {self.others_sent} (about {self.expected:.0f} expected from it at its share of the users; "
-            f"checked after {self.window_s:.0f} s)"
+            f"the rule waits at least {self.window_s:.0f} s)"
         )
 
 

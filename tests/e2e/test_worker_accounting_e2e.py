@@ -1,7 +1,7 @@
 """Every worker accounted for, with a real master, real workers and the simulator (loopback).
 
 - One worker's users raise in on_start (a file missing on its host only): the run stops with exit 2
-  naming that worker and the reason.
+  naming that worker and the reason. The same when its users run but never send a request.
 - The same with --allow-partial-workers: the run goes on, the manifest and the report say that half
   the planned users ran; a worker given its own --max-tokens is named with the value that ran instead.
 - A worker SIGKILLed during a stepped, time-scaled run: its phase carries it in its row and is not the
@@ -24,8 +24,11 @@ from surfaces import assert_surfaces_agree
 from loadline.core.answer import Answer
 
 BROKEN_ENV = "LOADLINE_TEST_BROKEN_HOST"
+STUCK_ENV = "LOADLINE_TEST_STUCK_HOST"
 LOCUSTFILE = f'''
 import os
+
+import gevent
 
 import loadline.runtime.plugin  # noqa: F401
 from loadline.client import users
@@ -35,16 +38,18 @@ class HostBoundChat(users.ChatSessionUser):
     def on_start(self):
         if os.environ.get("{BROKEN_ENV}"):
             raise FileNotFoundError("/etc/llm/credentials: no such file on this host")
+        if os.environ.get("{STUCK_ENV}"):  # a lookup that never answers: the users run, nothing is sent
+            gevent.sleep(3600)
         super().on_start()
 '''
 USER_ARGS = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "16"]
 RUN_TIMEOUT_S = 90
 
 
-def _cluster(tmp_path, sim, run_dir, *extra, worker_args=None, run_time="20s"):
+def _cluster(tmp_path, sim, run_dir, *extra, worker_args=None, run_time="20s", trouble=BROKEN_ENV):
     locustfile = tmp_path / "host_bound.py"
     locustfile.write_text(LOCUSTFILE)
-    broken = {**os.environ, BROKEN_ENV: "1"}
+    broken = {**os.environ, trouble: "1"}
     return start_locust_cluster(
         locustfile,
         ["-u", "4", "-r", "4", "-t", run_time, "--host", sim.url, "--run-dir", str(run_dir), *USER_ARGS, *extra],
@@ -75,6 +80,25 @@ def test_a_worker_whose_users_raise_at_start_stops_the_run_with_exit_2_naming_it
     )
     assert f"worker {error['worker']} cannot run: 2 of 2 user(s) failed at start" in log
     assert manifest["status"] == "failed" and "Traceback" not in log
+
+
+def test_a_worker_that_runs_users_but_sends_nothing_stops_the_run_with_exit_2(sim_server, tmp_path):
+    sim = sim_server("tiny")
+    run_dir = tmp_path / "run"
+    master, workers = _cluster(tmp_path, sim, run_dir, trouble=STUCK_ENV, run_time="40s")
+    try:
+        master.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        for proc in [master, *workers]:
+            stop(proc)
+    log = (tmp_path / "master.log").read_text(errors="replace")
+    assert master.returncode == 2, tail(tmp_path / "master.log")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    [error] = manifest["worker_errors"]
+    assert f"-{workers[0].pid}-" in error["worker"] and error["kind"] == "sends no records", error
+    assert error["reason"].startswith("ran 2 user(s) but sent no records for ")
+    assert error["at"] - manifest["started_at"] < 30, "found long before the run's 40 s were over"
+    assert f"worker {error['worker']} cannot run: ran 2 user(s)" in log and "Traceback" not in log
 
 
 def test_allow_partial_workers_goes_on_and_the_report_says_which_share_ran(sim_server, tmp_path):
