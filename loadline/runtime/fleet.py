@@ -45,6 +45,7 @@ OPTIONS_MSG = "loadline_worker_options"  # worker_checks.py sends it
 POLL_S = 1.0
 MAX_RUNTIME_S = 7 * 24 * 3600.0
 EXIT_UNUSABLE = 2
+SHAPE_STOP_WAIT_S = 5.0
 
 
 @dataclass
@@ -102,19 +103,44 @@ def add_arguments(parser: Any) -> None:
     )
 
 
+def quit_headless(environment: Any) -> None:
+    """End a headless run the way its own end does. A shape run ends from its shape greenlet (its next
+    tick says None, and Locust's shape worker quits): Locust's main waits on that greenlet and exits
+    when it ends, so a quit from any other greenlet kills it, and main exits while the run folder's
+    last flush still waits on a worker (one that died a moment before holds it for seconds): the
+    manifest then stays `running`. A shape greenlet busy ramping users ticks late: after
+    SHAPE_STOP_WAIT_S the run is quit from here anyway."""
+    runner = environment.runner
+    shape = getattr(environment, "shape_class", None)
+    greenlet = getattr(runner, "shape_greenlet", None)
+    if shape is None or greenlet is None or greenlet.dead:
+        gevent.spawn(runner.quit)
+        return
+    shape.tick = lambda: None
+    gevent.spawn_later(SHAPE_STOP_WAIT_S, _quit_unless_stopping, runner)
+
+
+def _quit_unless_stopping(runner: Any) -> None:
+    if getattr(runner, "state", None) not in ("stopping", "stopped", "cleanup"):
+        runner.quit()
+
+
 def planned_users(runner: Any) -> int:
     return int(getattr(runner, "target_user_count", 0) or 0)
 
 
-def activity(runner: Any, seen: dict[str, WorkerSeen]) -> list[Activity]:
-    """Connected workers' users now (Locust's per-worker counts) and records this run."""
+def activity(runner: Any, seen: dict[str, WorkerSeen], now: float) -> list[Activity]:
+    """Connected workers' users now (Locust's per-worker counts), records this run, when last heard."""
     out = []
     for client in list(runner.clients.all):
         if client.state == "missing":
             continue
         users = sum((getattr(client, "user_classes_count", None) or {}).values())
         entry = seen.get(client.id)
-        out.append(Activity(client.id, entry.worker if entry else client.id, users, entry.rows if entry else 0))
+        if entry is None:  # not heard from yet: its users cannot have finished anything
+            out.append(Activity(client.id, client.id, users, 0, float("inf")))
+            continue
+        out.append(Activity(client.id, entry.worker, users, entry.rows, now - entry.last_seen))
     return out
 
 
@@ -194,7 +220,7 @@ class Fleet:
             return
         if environment.web_ui is None:  # headless: stop with the unusable-input exit code
             environment.process_exit_code = EXIT_UNUSABLE
-            gevent.spawn(environment.runner.quit)
+            quit_headless(environment)
         else:  # web UI: stop this test; the LLM tab shows why
             refusal.refuse(environment, f"worker {worker} cannot run: {reason}")
             gevent.spawn(environment.runner.stop)
@@ -262,7 +288,8 @@ class Fleet:
         """Workers that run users but send no records while the others do (silence.py)."""
         if not self.active():
             return
-        for silent in self.silence.update(self.wall(), activity(self.runner, self.seen)):
+        now = self.wall()
+        for silent in self.silence.update(now, activity(self.runner, self.seen, now)):
             kind = "sends no records"
             if self.allow_partial:
                 self._short(silent.worker, silent.reason, kind, silent.users)

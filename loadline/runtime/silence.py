@@ -18,7 +18,10 @@ heartbeats are fine, and Locust counts its users as running. The master compares
   (a ramp, a late spawn) is never flagged before its first records could have come.
 
 Needs another worker that sends: with one worker, or when all are silent, nothing is flagged (the
-run's own checks then see no records). A worker with no users is never silent.
+run's own checks then see no records). A worker with no users is never silent. Nor is one the master
+has not heard from within HEARD_WITHIN shipping intervals: a live worker ships a batch every interval,
+empty or not, so one that sends nothing at all is dead or cut off, and Locust's heartbeats declare it
+lost a few seconds later (fleet.py): calling it silent first would stop a run a lost worker must not stop.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 EXPECTED_MIN = 30.0
+HEARD_WITHIN = 2.5  # shipping intervals: one batch late is a busy worker, more is a lost one
 CYCLES = 2.0
 SHIPPING_SLACK = 3.0
 
@@ -38,6 +42,7 @@ class Activity:
     worker: str
     users: int
     rows: int
+    heard_s_ago: float = 0.0  # since the master last heard from it (a batch or a clock reply)
 
 
 @dataclass
@@ -60,7 +65,8 @@ class Silent:
     @property
     def reason(self) -> str:
         return (
-            f"ran {self.users} user(s) but sent no records for {self.quiet_s:.0f} s while the other workers "
+            f"ran {self.users} user(s) but sent no records for {self.quiet_s:.0f} s (its batches came, empty) "
+            f"while the other workers "
             f"sent {self.others_sent} (about {self.expected:.0f} expected from it at its share of the users; "
             f"the rule waits at least {self.window_s:.0f} s)"
         )
@@ -108,4 +114,6 @@ class SilenceRule:
         window_s = CYCLES * cycle_s + SHIPPING_SLACK * self.shipping_interval_s
         if expected < EXPECTED_MIN or quiet_s < window_s:
             return None
+        if w.heard_s_ago > HEARD_WITHIN * self.shipping_interval_s:
+            return None  # not even empty batches: lost, not silent (the heartbeats will say)
         return Silent(w.node, w.worker, w.users, quiet_s, others_sent, expected, window_s)

@@ -6,21 +6,25 @@
   the planned users ran; a worker given its own --max-tokens is named with the value that ran instead.
 - A worker SIGKILLed during a stepped, time-scaled run: its phase carries it in its row and is not the
   knee, break point or max compliant load; every surface states the same answer.
+- A worker error in a shape run while another worker has just died: the run still ends with its
+  manifest written (the stop goes through the shape, as its own end does).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
-from process_helpers import start_locust_cluster, stop, tail, wait_until
+from process_helpers import free_port, start, start_locust_cluster, stop, tail, wait_until
 from spine_helpers import REPO, requests_table
 from surfaces import assert_surfaces_agree
 
+from loadline.analysis.report.build import build_report
 from loadline.core.answer import Answer
 
 BROKEN_ENV = "LOADLINE_TEST_BROKEN_HOST"
@@ -208,4 +212,74 @@ def test_a_sigkilled_workers_phase_is_flagged_and_not_the_knee(sim_server, tmp_p
         assert not point.found or point.load.phase not in hit, point
     assert {p.phase for p in answer.set_aside} == set(lost["phases"])
     assert_surfaces_agree(run_dir, report.returncode)
+    # the same run judged as if nothing had been lost: whatever it would have taken from the hit phases
+    # is what the answer says they would have been
+    plain = tmp_path / "as-if-nothing-was-lost"
+    shutil.copytree(run_dir, plain, ignore=shutil.ignore_patterns("report"))
+    (plain / "manifest.json").write_text(json.dumps({**manifest, "workers_lost": []}))
+    naive = Answer.from_dict(build_report(plain, charts=False).verdict["answer"])
+    named = {"knee": naive.knee, "break point": naive.break_point, "max compliant load": naive.max_compliant}
+    would = {name for name, point in named.items() if point.found and point.load.phase in hit}
+    assert would == {name for p in answer.set_aside for name in p.would_be}, (named, answer.set_aside)
     print(f"lost {lost['worker']} in {lost['phases']}; knee {answer.knee.text()}; set aside {answer.set_aside}")
+
+
+def test_a_worker_error_while_another_worker_is_dead_still_writes_the_manifest(sim_server, tmp_path):
+    """The dead worker holds the stop's flush (up to 15 s: the master's heartbeat check is slowed here so
+    that it is not declared lost first); a stop from outside the shape greenlet let Locust's main exit
+    meanwhile, and the manifest stayed `running`, the worker error unrecorded."""
+    sim = sim_server("tiny")
+    run_dir = tmp_path / "run"
+    locustfile = tmp_path / "host_bound.py"
+    locustfile.write_text(LOCUSTFILE)
+    files = f"{locustfile},{REPO / 'locustfiles' / 'shape.py'}"
+    port = free_port()
+    master = start(
+        [
+            sys.executable,
+            "-c",
+            "import sys, locust.runners as r; r.HEARTBEAT_LIVENESS = 40; sys.argv[0] = 'locust'; "
+            "from locust.main import main; main()",
+            *("-f", files, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)),
+            *("--headless", "--expect-workers", "3", "--shape", "stepped", "--baseline-hold", "4"),
+            *("--step-start-users", "3", "--step-hold", "60", "--step-max-users", "6", "--step-stop-on-slo", "false"),
+            *(
+                "--host",
+                sim.url,
+                "--run-dir",
+                str(run_dir),
+                "--think-mean",
+                "0",
+                "--prompt-mix",
+                "short=1",
+                "--max-tokens",
+                "16",
+            ),
+        ],
+        REPO,
+        tmp_path / "master.log",
+    )
+    worker = [sys.executable, "-m", "locust", "-f", files, "--worker", "--master-host", "127.0.0.1"]
+    workers = [
+        start(
+            [*worker, "--master-port", str(port)],
+            REPO,
+            tmp_path / f"worker{i}.log",
+            env={**os.environ, **({STUCK_ENV: "1"} if i == 0 else {})},
+        )
+        for i in range(3)
+    ]
+    try:
+        wait_until(lambda: (run_dir / "requests.csv").exists() and len(requests_table(run_dir)) > 20, 30, "records")
+        os.kill(workers[2].pid, signal.SIGKILL)
+        master.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        for proc in [master, *workers]:
+            stop(proc)
+    assert master.returncode == 2, tail(tmp_path / "master.log")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed", tail(tmp_path / "master.log")
+    [error] = manifest["worker_errors"]
+    assert f"-{workers[0].pid}-" in error["worker"] and error["kind"] == "sends no records"
+    [dead] = manifest["workers_lost"]
+    assert f"-{workers[2].pid}-" in dead["worker"] and dead["how"] == "no flush at stop"

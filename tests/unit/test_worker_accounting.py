@@ -79,6 +79,20 @@ def test_a_worker_that_gets_users_late_is_judged_from_then_and_a_single_worker_n
     assert late_and_silent[1][0] > 60.0 + 2 * 2.0
 
 
+def test_a_worker_that_sends_nothing_at_all_is_lost_not_silent():
+    """Killed: no empty batches, no clock replies. The heartbeats declare it lost a few seconds later;
+    calling it silent first would stop a run that a lost worker must not stop."""
+    rule = SilenceRule(1.0)
+    for t in range(1, 300):
+        dead = Activity("b", "b", 4, 0, heard_s_ago=float(t))
+        assert rule.update(float(t), [Activity("a", "a", 4, t * 10), dead]) == []
+    alive = SilenceRule(1.0)
+    flagged = [
+        alive.update(float(t), [Activity("a", "a", 4, t * 10), Activity("b", "b", 4, 0, 0.8)]) for t in range(1, 30)
+    ]
+    assert sum(map(len, flagged)) == 1
+
+
 def test_a_worker_with_no_users_is_not_silent():
     rule = SilenceRule(1.0)
     for t in range(1, 300):
