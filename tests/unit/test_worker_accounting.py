@@ -307,3 +307,27 @@ def test_loadline_run_ends_with_the_workers_reason_when_the_master_stopped_on_it
     (tmp_path / "manifest.json").write_text(json.dumps({"status": "finished", "worker_errors": []}))
     assert run_command._worker_error(tmp_path) == ""
     assert run_command._worker_error(tmp_path / "absent") == ""
+
+
+def test_a_headless_shape_run_is_ended_by_its_shape_and_quit_only_if_the_shape_is_stuck(monkeypatch):
+    monkeypatch.setattr(fleet_mod, "SHAPE_STOP_WAIT_S", 0.05)
+    quits = []
+    shape = SimpleNamespace(tick=lambda: (4, 1.0))
+    busy = gevent.spawn(gevent.sleep, 5)
+    try:
+        runner = SimpleNamespace(shape_greenlet=busy, state="running", quit=lambda: quits.append(1))
+        fleet_mod.quit_headless(SimpleNamespace(runner=runner, shape_class=shape))
+        assert shape.tick() is None and quits == []  # the shape's next tick ends the run
+        runner.state = "stopping"  # ...as Locust's shape worker does
+        gevent.sleep(0.1)
+        assert quits == []
+        runner.state = "running"  # a shape greenlet stuck in a long ramp: quit from here
+        fleet_mod.quit_headless(SimpleNamespace(runner=runner, shape_class=shape))
+        gevent.sleep(0.1)
+        assert quits == [1]
+    finally:
+        busy.kill()
+    no_shape = SimpleNamespace(runner=SimpleNamespace(shape_greenlet=None, quit=lambda: quits.append(2)))
+    fleet_mod.quit_headless(no_shape)
+    gevent.sleep(0)
+    assert quits == [1, 2]
