@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 
-from loadline.core.answer import Answer, verdict_schema
+from loadline.core.answer import Answer, set_aside_text, verdict_schema
 
 CARD_ROWS = (
     "Status",
@@ -25,6 +25,7 @@ CARD_ROWS = (
     "Per replica",
     "Replicas",
     "Rate sweep's answer",
+    "Phases set aside",
 )
 
 
@@ -64,6 +65,8 @@ def expected_card(answer: Answer) -> dict[str, str]:
         out["Replicas"] = answer.replicas.text()
     if answer.sweep is not None:
         out["Rate sweep's answer"] = answer.sweep.text()
+    if answer.set_aside:
+        out["Phases set aside"] = set_aside_text(answer.set_aside)
     return out
 
 
@@ -79,7 +82,8 @@ def assert_surfaces_agree(run_dir: Path, exit_code: int, log: str | None = None,
         assert card["Trust"].startswith(expected["Trust"]), (name, card["Trust"])
         if answer.exit_code != 2 or answer.trust.value != "not assessed":  # an unusable run states no capacity
             assert card["Safe operating point"].startswith(answer.safe.text()), (name, card)
-        for key in ("Max SLO-compliant load", "Replicas", "Rate sweep's answer"):
+        assert ("Phases set aside" in card) is bool(answer.set_aside), (name, card)
+        for key in ("Max SLO-compliant load", "Replicas", "Rate sweep's answer", "Phases set aside"):
             if key in expected:
                 assert card.get(key) == expected[key], (name, key, card.get(key), expected[key])
     md_head = (run_dir / "report" / "summary.md").read_text().splitlines()[0]

@@ -113,10 +113,20 @@ TOKEN_KIND_COLUMNS = [
 ]
 
 
+def _text_or_dash(value: object) -> str:
+    return str(value) if value else "-"
+
+
+# shown only when a phase ran short of its workers' users (analysis/stats/short_phases.py)
+SHORT_COLUMN = ("workers", "workers_short", _text_or_dash)
+
+
 def phase_columns(phases: list[dict]) -> list:
-    """PHASE_COLUMNS, plus the reasoning / tool-call / prompt-cache columns the phases carry."""
+    """PHASE_COLUMNS, plus the reasoning / tool-call / prompt-cache columns the phases carry, and which
+    workers a phase ran short of."""
     present = {key for phase in phases for key in phase}
-    return PHASE_COLUMNS + [column for column in TOKEN_KIND_COLUMNS if column[1] in present]
+    extra = [column for column in TOKEN_KIND_COLUMNS if column[1] in present]
+    return PHASE_COLUMNS + extra + ([SHORT_COLUMN] if SHORT_COLUMN[1] in present else [])
 
 
 def measured(criterion: dict) -> str:
