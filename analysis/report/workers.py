@@ -73,7 +73,7 @@ def worker_lines(manifest: dict, requests: pd.DataFrame, truth: Callable[[], pd.
         )
         phases = ", ".join(short.get("phases") or []) or "the rest of the run"
         lines.append(
-            f"Worker {short.get('worker')}: {short.get('kind')} (the run went on: --allow-partial-workers): "
+            f"Worker {short.get('worker')}: {short.get('kind')} (the run went on: `loadline run -- --allow-partial-workers`): "
             f"{ran}; {short.get('reason')}; phases set aside: {phases}"
         )
     for worker, differ in sorted((manifest.get("worker_option_mismatches") or {}).items()):
