@@ -149,11 +149,11 @@ class RateShape(StepShape):
         Requests started in the window's last E2E P95 may still be in flight (not yet counted): the
         expectation leaves that stretch out."""
         assert self.settings is not None
-        settle = min(self.settings.settle_s, (end_wall - start_wall) / 2)
-        summary = self._window(start_wall, end_wall - settle)
+        window_end = self.judged_until(start_wall, end_wall)
+        summary = self._window(start_wall, window_end)
         if summary is None:
             return None
-        seconds = model_span(end_wall - settle - start_wall, self.time_scale)  # summary.rps is model /s
+        seconds = model_span(window_end - start_wall, self.time_scale)  # summary.rps is model /s
         in_flight_s = min(seconds / 2, (summary.e2e_p95_ms or 0.0) / 1000)
         return summary.rps * seconds, rate * (seconds - in_flight_s)
 

@@ -181,10 +181,7 @@ class StepShape(PhasedShape):
     def on_phase_end(self, phase: Phase, start_wall: float, end_wall: float) -> str | None:
         if not phase.judged or self.settings is None or self.slo is None:
             return None
-        # Requests are assigned to the window by start time; leave out the last seconds, whose
-        # requests may not have finished and reached the master yet (they would bias towards fast).
-        settle = min(self.settings.settle_s, (end_wall - start_wall) / 2)
-        window_end = end_wall - settle
+        window_end = self.judged_until(start_wall, end_wall)
         summary = self._window(start_wall, window_end, judges_itl(self.slo, self.streaming))
         if summary is None and self._window(0.0, start_wall) is not None:
             summary = NO_REQUESTS  # records flow, yet none in this step: everything is stuck
@@ -216,6 +213,19 @@ class StepShape(PhasedShape):
             )
         )
         return reason
+
+    def judged_until(self, start_wall: float, end_wall: float) -> float:
+        """The end of the phase's judged window, written on its phases.csv row so the report judges the same one.
+
+        Requests are assigned to a window by start time; those of the step's last `--step-settle` seconds
+        may not have finished and reached the master yet (they would bias it towards fast), and their
+        replies run into the next step's load: neither the rule nor the report's row counts them."""
+        assert self.settings is not None  # plan() set it before the first phase
+        window_end = end_wall - min(self.settings.settle_s, (end_wall - start_wall) / 2)
+        state = self.state
+        if state is not None and state.timeline.open is not None and window_end < end_wall:
+            state.timeline.open.judged_until_wall = window_end
+        return window_end
 
     def _window(self, start_wall: float, end_wall: float, itl: bool = False) -> Any:
         """The live window; pooled ITL percentiles (costly) only when `itl` (the SLO judges ITL)."""

@@ -46,10 +46,13 @@ def start_locust_cluster(
     log_dir: Path,
     workers: int = 2,
     master_heartbeat_timeout_s: float | None = None,
+    worker_env: list[dict | None] | None = None,
+    worker_args: list[list[str]] | None = None,
 ) -> tuple[subprocess.Popen, list[subprocess.Popen]]:
     """A headless Locust master on a free loopback port and `workers` workers, each logging to
     log_dir/master.log, log_dir/worker{i}.log. The master expects all of them before it starts.
-    `master_heartbeat_timeout_s`: how long the workers wait on a silent master (Locust's default: 60 s)."""
+    `master_heartbeat_timeout_s`: how long the workers wait on a silent master (Locust's default: 60 s).
+    `worker_env`, `worker_args`: per worker, its environment (None: ours) and extra command-line options."""
     port = free_port()
     master = start(
         [
@@ -74,9 +77,18 @@ def start_locust_cluster(
     worker = [*locust_command(master_heartbeat_timeout_s), "-f", str(locustfile)]
     started = [
         start(
-            [*worker, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+            [
+                *worker,
+                "--worker",
+                "--master-host",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                *((worker_args or [])[i] if i < len(worker_args or []) else []),
+            ],
             cwd,
             log_dir / f"worker{i}.log",
+            env=(worker_env or [])[i] if i < len(worker_env or []) else None,
         )
         for i in range(workers)
     ]

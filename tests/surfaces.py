@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 
-from loadline.core.answer import Answer, verdict_schema
+from loadline.core.answer import Answer, set_aside_text, verdict_schema
 
 CARD_ROWS = (
     "Status",
@@ -25,6 +25,7 @@ CARD_ROWS = (
     "Per replica",
     "Replicas",
     "Rate sweep's answer",
+    "Phases set aside",
 )
 
 
@@ -64,6 +65,8 @@ def expected_card(answer: Answer) -> dict[str, str]:
         out["Replicas"] = answer.replicas.text()
     if answer.sweep is not None:
         out["Rate sweep's answer"] = answer.sweep.text()
+    if answer.set_aside:
+        out["Phases set aside"] = set_aside_text(answer.set_aside)
     return out
 
 
@@ -79,7 +82,8 @@ def assert_surfaces_agree(run_dir: Path, exit_code: int, log: str | None = None,
         assert card["Trust"].startswith(expected["Trust"]), (name, card["Trust"])
         if answer.exit_code != 2 or answer.trust.value != "not assessed":  # an unusable run states no capacity
             assert card["Safe operating point"].startswith(answer.safe.text()), (name, card)
-        for key in ("Max SLO-compliant load", "Replicas", "Rate sweep's answer"):
+        assert ("Phases set aside" in card) is bool(answer.set_aside), (name, card)
+        for key in ("Max SLO-compliant load", "Replicas", "Rate sweep's answer", "Phases set aside"):
             if key in expected:
                 assert card.get(key) == expected[key], (name, key, card.get(key), expected[key])
     md_head = (run_dir / "report" / "summary.md").read_text().splitlines()[0]
@@ -91,4 +95,28 @@ def assert_surfaces_agree(run_dir: Path, exit_code: int, log: str | None = None,
         assert f"loadline: {answer.log_line()}" in log
     if plan is not None and answer.per_replica_rps:
         assert plan["per_replica_qps"] == round(answer.per_replica_rps, 3)
+    if (run_dir / "manifest.json").exists():
+        assert_stop_reason_agrees(run_dir)
     return answer
+
+
+QUOTED = re.compile(r"\b(TTFT|TTFO|ITL|TPOT|E2E) (P\d\d) ([\d,.]+) ms >")
+
+
+def assert_stop_reason_agrees(run_dir: Path, tolerance: float = 0.02) -> int:
+    """The live stop rule's numbers (manifest `stop_reason`) are the report's for the step that broke: both
+    judge the same window (docs/shapes.md, "The stepped stop rule"); replies still running when the step
+    ended are in the report's only, hence the tolerance. Returns how many numbers were compared."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    reason = manifest.get("stop_reason") or ""
+    label, _, text = reason.partition(": ")
+    quoted = QUOTED.findall(text)
+    if not quoted:
+        return 0
+    phases = json.loads((run_dir / "report" / "verdict.json").read_text())["phases"]
+    row = next(p for p in phases if p["label"] == label)
+    for metric, percentile, value in quoted:
+        live = float(value.replace(",", ""))
+        report = row[f"{metric.lower()}_{percentile.lower()}_ms"]
+        assert abs(report - live) <= tolerance * live + 1.0, (label, metric, percentile, live, report)
+    return len(quoted)

@@ -40,7 +40,9 @@ from loadline.analysis.data.load import RunData
 from loadline.analysis.data.metric_names import CONCEPTS
 from loadline.core.runsettings import is_scaled, model_value, time_scale_of
 
-TIMESTAMPS = frozenset({"start_wall", "end_wall", "due_wall", "ts"})  # wall-clock seconds (time.time())
+TIMESTAMPS = frozenset(
+    {"start_wall", "end_wall", "due_wall", "judged_until_wall", "ts"}
+)  # wall-clock seconds (time.time())
 ITL_COLUMN = "itl_us"  # space-separated integer microseconds, one per gap
 
 

@@ -28,7 +28,7 @@ from loadline.analysis.report.html import render_html
 from loadline.analysis.report.junit import junit_xml
 from loadline.analysis.report.markdown import render_markdown, verdict_sentence
 from loadline.analysis.report.workers import worker_lines
-from loadline.analysis.stats import arrivals, knee, recovery, trace_replay
+from loadline.analysis.stats import arrivals, knee, recovery, short_phases, trace_replay
 from loadline.analysis.stats.lengths import length_table
 from loadline.analysis.stats.phases import error_classes, phase_table
 from loadline.analysis.verdict import answer as run_answer
@@ -163,7 +163,7 @@ def _require_outcomes(run: RunData, table: pd.DataFrame) -> None:
     if (table["ok"].fillna(0) + table["errors"].fillna(0)).sum() > 0:
         return
     total = len(run.requests)
-    inside = int(table["requests"].fillna(0).sum())
+    inside = _in_phases(table)
     if run.has_records and inside == 0:
         raise UsageError(
             f"none of the {total} request records started inside a phase of {runfolder.PHASES} "
@@ -172,10 +172,16 @@ def _require_outcomes(run: RunData, table: pd.DataFrame) -> None:
     raise UsageError(f"empty run: no request completed ({total} attempt(s), all cancelled)")
 
 
+def _in_phases(table: pd.DataFrame) -> int:
+    """Records that started inside a phase: its judged window's and those after it."""
+    after = table["after_window"].fillna(0).sum() if "after_window" in table else 0
+    return int(table["requests"].fillna(0).sum() + after)
+
+
 def _consistency(run: RunData, table: pd.DataFrame) -> list[str]:
     """Records the run wrote but the report does not count, said out loud."""
     notes = []
-    outside = len(run.requests) - int(table["requests"].fillna(0).sum()) if run.has_records else 0
+    outside = len(run.requests) - _in_phases(table) if run.has_records else 0
     if outside > 0:
         notes.append(f"{outside} request record(s) started outside every phase and are not counted")
     written = run.manifest.get("requests_written")
@@ -208,6 +214,35 @@ def resolve_slo(
     return given, SloSource(name, "given", note)
 
 
+def _points(table: pd.DataFrame, slo: SLO, streaming: bool | None, has_records: bool) -> dict[str, dict]:
+    """The knee, break point, max compliant load and safe operating point of these phases."""
+    found = {
+        "knee": knee.find_knee(table) if has_records else {"found": False, "reason": "no per-request records"},
+        "break point": knee.find_break_point(table, slo, streaming),
+        "max compliant load": knee.max_compliant_throughput(table, slo, streaming),
+    }
+    with_time = knee.broke_with_time(table, found["break point"], slo, streaming)
+    found["safe"] = knee.safe_operating_point(table, found["break point"], found["max compliant load"], with_time)
+    return found
+
+
+def _capacity_points(
+    table: pd.DataFrame, slo: SLO, streaming: bool | None, has_records: bool
+) -> tuple[dict[str, dict], list[dict]]:
+    """The capacity points from the phases that ran their planned users, and the phases set aside
+    (analysis/stats/short_phases.py), each saying which point it would have been."""
+    judged = short_phases.judged(table)
+    chosen = _points(judged, slo, streaming, has_records)
+    if len(judged) == len(table):
+        return chosen, []
+    aside = short_phases.set_aside(table, _points(table, slo, streaming, has_records), chosen)
+    note = f"{len(aside)} phase(s) set aside: they ran below their planned users (workers lost or short)"
+    for name in (*short_phases.POINTS, "safe"):
+        if not chosen[name].get("found"):
+            chosen[name] = {**chosen[name], "reason": f"{chosen[name].get('reason') or 'none'}; {note}"}
+    return chosen, aside
+
+
 def analyse(
     run: RunData, slo: SLO, slo_source: SloSource | None = None, model: RunData | None = None
 ) -> tuple[pd.DataFrame, dict]:
@@ -215,7 +250,7 @@ def analyse(
     `verdict["answer"]` is the run's answer (loadline/core/answer.py); its exit code is the report's.
     `model`: the run in model time when the caller already has it (timescale.model_run)."""
     model = model_run(run) if model is None else model
-    table = phase_table(model, slo)
+    table = short_phases.mark(phase_table(model, slo), run.manifest)  # phases a worker left short say so
     _require_outcomes(run, table)
     scale = time_scale(run.manifest)
     recovered, recovery_problems = _recovery(model, slo)
@@ -230,8 +265,7 @@ def analyse(
     stopped = validity.completion_criterion(run.manifest)  # an interrupted run never passes
     criteria += [stopped] if stopped else []
     passed = gate.gate_passed(criteria)
-    knee_point = knee.find_knee(table) if run.has_records else {"found": False, "reason": "no per-request records"}
-    break_point = knee.find_break_point(table, slo, streaming)
+    points, aside = _capacity_points(table, slo, streaming, run.has_records)
     verdict = {
         "run": str(run.path),
         "name": run.manifest.get("name", run.path.resolve().name),
@@ -245,12 +279,11 @@ def analyse(
             "streaming": streaming,
             "not_applied": gate.not_applied(slo, streaming),
         },
-        "knee": knee_point,
-        "break_point": break_point,
-        "max_slo_throughput": (best := knee.max_compliant_throughput(table, slo, streaming)),
-        "safe_operating_point": knee.safe_operating_point(
-            table, break_point, best, knee.broke_with_time(table, break_point, slo, streaming)
-        ),
+        "knee": points["knee"],
+        "break_point": points["break point"],
+        "max_slo_throughput": points["max compliant load"],
+        "safe_operating_point": points["safe"],
+        "set_aside": aside,
         "phases": table.to_dict(orient="records"),
         "error_classes": error_classes(run).to_dict(orient="records"),
         "lengths": length_table(run).to_dict(orient="records"),

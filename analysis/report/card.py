@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadline.analysis.report import sections
-from loadline.core.answer import Answer, Status, Trust
+from loadline.core.answer import Answer, Status, Trust, set_aside_text
 
 
 def answer_of(verdict: dict[str, Any]) -> Answer:
@@ -54,6 +54,8 @@ def rows(verdict: dict[str, Any]) -> list[tuple[str, str]]:
         ("Break point", answer.break_point.text()),
         ("Knee", answer.knee.text()),
     ]
+    if answer.set_aside:
+        out.append(("Phases set aside", set_aside_text(answer.set_aside)))
     if answer.per_replica_rps is not None:
         out.append(("Per replica", f"{answer.per_replica_rps:.3g} req/s ({answer.per_replica_basis})"))
     if answer.replicas is not None:

@@ -15,7 +15,9 @@ DEFINITIONS = {
     "error rate": "errors / (ok + errors), per HTTP attempt (a retry is an attempt of its own)",
     "goodput": "ok requests per second whose E2E, TTFT and TPOT each met the SLO's tightest threshold for that metric",
     "percentiles": "from raw per-request samples of ok requests, linear interpolation (numpy default); "
-    "a record belongs to the phase in which it started",
+    "a record belongs to the phase in which it started; a step the stop rule judged is judged on the "
+    "requests that started before its last `loadline run -- --step-settle` seconds, as the rule judged it live (those later "
+    "ran into the next step's load)",
     "gate": "each latency/error criterion must hold in every phase; the measured value is the worst phase's",
 }
 
@@ -111,10 +113,20 @@ TOKEN_KIND_COLUMNS = [
 ]
 
 
+def _text_or_dash(value: object) -> str:
+    return str(value) if value else "-"
+
+
+# shown only when a phase ran short of its workers' users (analysis/stats/short_phases.py)
+SHORT_COLUMN = ("workers", "workers_short", _text_or_dash)
+
+
 def phase_columns(phases: list[dict]) -> list:
-    """PHASE_COLUMNS, plus the reasoning / tool-call / prompt-cache columns the phases carry."""
+    """PHASE_COLUMNS, plus the reasoning / tool-call / prompt-cache columns the phases carry, and which
+    workers a phase ran short of."""
     present = {key for phase in phases for key in phase}
-    return PHASE_COLUMNS + [column for column in TOKEN_KIND_COLUMNS if column[1] in present]
+    extra = [column for column in TOKEN_KIND_COLUMNS if column[1] in present]
+    return PHASE_COLUMNS + extra + ([SHORT_COLUMN] if SHORT_COLUMN[1] in present else [])
 
 
 def measured(criterion: dict) -> str:

@@ -63,10 +63,10 @@ def _tested(verdict: dict) -> list[list[str]]:
         value = manifest.get(key)
         if value not in (None, "", [], {}):
             text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-            if key == "stop_reason":  # the live rule's window is not the report's: say so beside its numbers
+            if key == "stop_reason":  # read live: the same window as the report's, minus replies not ended then
                 text += (
-                    " (the live stop rule's reading, on the phase without its last seconds, whose replies "
-                    "had not all ended; the answer above judges every request the phase started)"
+                    " (the live stop rule's reading when the step ended, on the window the report judges; "
+                    "replies still running then are in the report's figures only)"
                 )
             rows.append([title, text])
     options = manifest.get("options") or {}

@@ -50,7 +50,7 @@ def verdict_sentence(verdict: dict) -> str:
     if validity.get("usable") is False:  # no capacity sentence from a run that never reached the engine
         return f"UNUSABLE RUN: {validity.get('reason')}."
     phases = verdict.get("phases") or []
-    requests = sum(int(p["requests"]) for p in phases if not f.missing(p.get("requests")))
+    requests = sum(int(p[key]) for p in phases for key in ("requests", "after_window") if not f.missing(p.get(key)))
     head = sections.headline(verdict)  # PASS, FAIL, INCOMPLETE, STOPPED BY USER or INTERRUPTED (by SIGTERM/SIGINT)
     criteria = verdict["slo"]["criteria"]
     clauses = [_clause(c) for c in criteria if c.get("passed") is not None]

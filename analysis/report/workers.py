@@ -1,4 +1,4 @@
-"""The report's "Workers" lines: lost workers, workers that could not run, clock offsets.
+"""The report's "Workers" lines: lost workers, workers that could not run or ran short, clock offsets.
 
 Facts written by the master into manifest.json (loadline/runtime/fleet.py, clocksync.py); with the
 embedded simulator's truth log the loss of a lost worker is counted exactly (its requests the
@@ -64,6 +64,21 @@ def worker_lines(manifest: dict, requests: pd.DataFrame, truth: Callable[[], pd.
         )
     for error in manifest.get("worker_errors") or []:
         lines.append(f"Worker {error.get('worker')} could not run: {error.get('reason')}")
+    for short in manifest.get("worker_shortfalls") or []:
+        share = short.get("share_ran")
+        ran = (
+            f"{share:.0%} of the {short.get('users_planned')} planned users ran from {_clock(short.get('at'))}"
+            if isinstance(share, (int, float))
+            else f"{short.get('users_short')} user(s) missing from {_clock(short.get('at'))}"
+        )
+        phases = ", ".join(short.get("phases") or []) or "the rest of the run"
+        lines.append(
+            f"Worker {short.get('worker')}: {short.get('kind')} (the run went on: `loadline run -- --allow-partial-workers`): "
+            f"{ran}; {short.get('reason')}; phases set aside: {phases}"
+        )
+    for worker, differ in sorted((manifest.get("worker_option_mismatches") or {}).items()):
+        shown = ", ".join(f"--{k.replace('_', '-')} {v[0]!r} (ran with {v[1]!r})" for k, v in differ.items())
+        lines.append(f"Worker {worker} was started with its own option values, replaced by the master's: {shown}")
     offsets = {w: e for w, e in (manifest.get("clock_offsets") or {}).items() if e.get("offset_s") is not None}
     if offsets:
         shown = ", ".join(

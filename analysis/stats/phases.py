@@ -1,7 +1,10 @@
 """Per-phase statistics from the request records: counts, rates and latency percentiles.
 
 Definitions (the report repeats them):
-- A record belongs to the phase during which it *started* (`start_wall` in [start, end)).
+- A record belongs to the phase during which it *started* (`start_wall` in [start, end)). A phase the
+  stepped stop rule judged is described by its judged window (`judged_until_wall`, --step-settle
+  before its end), as the rule judged it live: requests started later ran into the next phase's load
+  and are counted in `after_window`, not in its figures.
 - ok / errors / cancelled follow `status`; cancelled attempts (the test stopped or ramped down
   mid-stream) count as neither, so error_rate = errors / (ok + errors). Nor do `invalid_request`
   errors (the server refused the request itself, e.g. a prompt over its context): they are the
@@ -43,6 +46,7 @@ PHASE_TABLE_COLUMNS = [
     "users",
     "target_rate",
     "requests",
+    "after_window",
     "ok",
     "errors",
     "cancelled",
@@ -127,10 +131,25 @@ def uncensored(rows: pd.DataFrame, phase_end: float, tolerance_s: float = CUT_TO
     return rows["start_wall"] < cut["start_wall"].min()
 
 
-def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Raw latency samples of the ok, uncensored requests of one phase: e2e/ttft/tpot in ms, itl in int us."""
-    where = assign_phases(run) if where is None else where
+def judged_until(phase: pd.Series) -> float:
+    """The end of the phase's judged window: its `judged_until_wall` (the stop rule's window, written by the
+    shape), else its end."""
+    value = phase.get("judged_until_wall")
+    return float(value) if value is not None and pd.notna(value) else float(phase["end_wall"])
+
+
+def judged_rows(run: RunData, position: int, where: np.ndarray) -> pd.DataFrame:
+    """The records a phase's figures are computed from: those that started in its judged window."""
     rows = run.requests[where == position]
+    until = judged_until(run.phases.iloc[position])
+    return rows[rows["start_wall"].to_numpy(dtype=float) < until] if until < float("inf") else rows
+
+
+def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Raw latency samples of the ok, uncensored requests of one phase's judged window: e2e/ttft/tpot in ms,
+    itl in int us."""
+    where = assign_phases(run) if where is None else where
+    rows = judged_rows(run, position, where)
     cut_tolerance = CUT_TOLERANCE_S * run.wall_second  # the tick is the generator's, on its wall clock
     rows = rows[
         uncensored(rows, float(run.phases.iloc[position]["end_wall"]), cut_tolerance) & (rows["status"] == Status.OK)
@@ -148,13 +167,13 @@ def _target_rate(phase: pd.Series) -> float:
 
 def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict:
     phase = run.phases.iloc[position]
-    rows = run.requests[where == position]
+    rows = judged_rows(run, position, where)
     status = rows["status"].astype(str)
     ok_rows = rows[(status == Status.OK).to_numpy()]
     invalid = rows["error_class"].astype(str) == INVALID_REQUEST
     ok, cancelled = len(ok_rows), int((status == Status.CANCELLED).sum())
     errors = int(((status == Status.ERROR) & ~invalid).sum())
-    duration = float(phase["end_wall"]) - float(phase["start_wall"])
+    duration = judged_until(phase) - float(phase["start_wall"])
     per_s = (lambda n: n / duration) if duration > 0 else (lambda n: float("nan"))
     meets = np.ones(len(ok_rows), dtype=bool)
     for column, limit in goodput_thresholds(slo, streaming_of(run.manifest)).items():
@@ -170,6 +189,7 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict
         "users": _users(phase),
         "target_rate": _target_rate(phase),
         "requests": len(rows),
+        "after_window": int((where == position).sum()) - len(rows),
         "ok": ok,
         "errors": errors,
         "cancelled": cancelled,
@@ -204,7 +224,7 @@ def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
 def _token_kind_values(run: RunData, position: int, where: np.ndarray, columns: tuple[str, ...]) -> dict[str, float]:
     """The phase's reasoning / tool-call / cache columns (analysis/stats/token_kinds.py), over the
     same rows as its other figures: ok rows, and for latencies the uncensored ones."""
-    rows = run.requests[where == position]
+    rows = judged_rows(run, position, where)
     is_ok = rows["status"].astype(str) == Status.OK
     timed = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & is_ok]
     return token_kinds.phase_values(rows[is_ok], timed, columns)

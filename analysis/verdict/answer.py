@@ -25,6 +25,7 @@ from loadline.core.answer import (
     Point,
     Replicas,
     SafePoint,
+    SetAside,
     SloSource,
     Status,
     TimeSplit,
@@ -130,13 +131,28 @@ def _sweep_status(sweep: Point, slo: SLO) -> tuple[Status, str]:
 
 
 # --- trust --------------------------------------------------------------------------------------
-def trust_of(verdict: dict[str, Any], untrusted_note: str | None) -> tuple[Trust, tuple[str, ...]]:
+def set_aside_of(verdict: dict[str, Any]) -> tuple[SetAside, ...]:
+    """The phases a worker left short (analysis/stats/short_phases.py), as build.analyse set them aside."""
+    return tuple(
+        SetAside(str(p["phase"]), str(p["reason"]), tuple(str(w) for w in p.get("would_be") or ()))
+        for p in verdict.get("set_aside") or ()
+    )
+
+
+def trust_of(
+    verdict: dict[str, Any], untrusted_note: str | None, aside: tuple[SetAside, ...] = ()
+) -> tuple[Trust, tuple[str, ...]]:
     v = verdict.get("validity") or {}
     if not v or v.get("error") or v.get("usable") is False:
         return Trust.NOT_ASSESSED, ((str(v.get("error")),) if v.get("error") else ())
     if untrusted_note:
         return Trust.UNTRUSTED, (untrusted_note,)
     doubts = tuple(str(x["message"]) for x in v.get("findings") or [] if x.get("severity") == "untrustworthy")
+    if aside:  # the SLO gate judged phases that carried less than their rows say
+        doubts += (
+            f"{len(aside)} phase(s) ran below their planned users (a worker lost or short): "
+            + ", ".join(p.phase for p in aside),
+        )
     return (Trust.DOUBTFUL, doubts) if doubts else (Trust.TRUSTED, ())
 
 
@@ -307,7 +323,8 @@ def compute(verdict: dict[str, Any], slo: SLO, slo_source: SloSource, untrusted_
     manifest = verdict.get("manifest") or {}
     sweep = sweep_of(manifest)
     status, reason = status_of(verdict, slo, sweep)
-    trust, reasons = trust_of(verdict, untrusted_note)
+    aside = set_aside_of(verdict)
+    trust, reasons = trust_of(verdict, untrusted_note, aside)
     if sweep is not None and sweep.found:
         best = sweep_best(sweep, verdict.get("phases") or [])
         safe = sweep_safe(best)
@@ -336,4 +353,5 @@ def compute(verdict: dict[str, Any], slo: SLO, slo_source: SloSource, untrusted_
         replicas=replicas_of(target, per_replica, basis),
         trust_reasons=reasons,
         next_steps=next_steps(status, trust, layer, verdict),
+        set_aside=aside,
     )

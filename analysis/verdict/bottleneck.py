@@ -234,7 +234,9 @@ def _headroom(ctx: Context) -> Finding:
         f.window = heaviest
         f.evidence.append(
             f"no SLO criterion failed and no limit showed up to {heaviest.label}: no engine queue or KV saturation, "
-            f"latency within {ctx.th.latency_rise:g}x of {ctx.baseline.label if ctx.baseline else 'the baseline'}, "
+            f"latency within {ctx.th.latency_rise:g}x of the baseline"
+            + (f" ({ctx.baseline.label})" if ctx.baseline else "")
+            + ", "
             f"errors below {ctx.th.error_rate:.0%}" + (f", {rps:.2f} req/s" if rps else "")
         )
     else:

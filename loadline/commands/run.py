@@ -176,6 +176,9 @@ def main(args: argparse.Namespace) -> int:
             f"the disk holding {run_dir} is full (No space left on device): the run folder could not be "
             f"finished; what was written is kept and readable: loadline report {run_dir} --out DIR"
         )
+    worker_error = _worker_error(run_dir)
+    if code == 2 and worker_error:
+        raise UsageError(f"{worker_error}; what was measured is kept in {run_dir}")
     if code == 2 or not (run_dir / runfolder.REQUESTS).exists():
         raise UsageError(
             f"locust stopped before the test ran (exit {code}); see the messages above. Run folder: {run_dir}"
@@ -201,6 +204,16 @@ def _disk_full(run_dir: Path) -> bool:
         return shutil.disk_usage(run_dir).free < DISK_FULL_BYTES
     except OSError:
         return False
+
+
+def _worker_error(run_dir: Path) -> str:
+    """The first worker error the master wrote (runtime/fleet.py), as one line; '' when none."""
+    try:
+        errors = json.loads((run_dir / runfolder.MANIFEST).read_text()).get("worker_errors") or []
+    except (OSError, ValueError):
+        return ""
+    first = errors[0] if errors and isinstance(errors[0], dict) else None
+    return f"worker {first.get('worker')} cannot run: {first.get('reason')}" if first else ""
 
 
 def _manifest_status(run_dir: Path) -> str:

@@ -160,11 +160,9 @@ class Evidence:
     threshold: str
 
     def text(self) -> str:
-        return (
-            f"{self.signal}: {self.measured} (threshold {self.threshold})"
-            if self.threshold
-            else f"{self.signal}: {self.measured}"
-        )
+        if self.threshold:
+            return f"{self.signal}: {self.measured} (threshold {self.threshold})"
+        return f"{self.signal}: {self.measured}" if self.measured else self.signal  # said in words
 
 
 @dataclass(frozen=True)
@@ -187,6 +185,27 @@ class TimeSplit:
 
 
 @dataclass(frozen=True)
+class SetAside:
+    """A phase that ran below its planned users (a worker lost or short): no knee, break point or max
+    compliant load is taken from it; `would_be` names those it would have been."""
+
+    phase: str
+    reason: str
+    would_be: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        would = f"; it would have been the {' and '.join(self.would_be)}" if self.would_be else ""
+        return f"{self.phase} ({self.reason}{would})"
+
+
+def set_aside_text(phases: tuple[SetAside, ...]) -> str:
+    return (
+        "; ".join(p.text() for p in phases)
+        + ": ran below the planned users, not used as knee, break point or max compliant load"
+    )
+
+
+@dataclass(frozen=True)
 class Answer:
     status: Status
     trust: Trust
@@ -205,6 +224,7 @@ class Answer:
     replicas: Replicas | None = None  # with a target rate (the SLO's target_qps)
     trust_reasons: tuple[str, ...] = ()
     next_steps: tuple[str, ...] = ()
+    set_aside: tuple[SetAside, ...] = ()  # phases a worker left short (analysis/stats/short_phases.py)
     schema_version: int = field(default=SCHEMA_VERSION)
 
     @property
@@ -228,6 +248,8 @@ class Answer:
             parts.append(f"{self.replicas.replicas} replicas for {self.replicas.target_rps:g} req/s")
         if self.layer.name:
             parts.append(f"limit {self.layer.name}")
+        if self.set_aside:
+            parts.append(f"set aside (workers lost or short): {', '.join(p.phase for p in self.set_aside)}")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -271,6 +293,10 @@ class Answer:
             ),
             trust_reasons=tuple(data.get("trust_reasons") or ()),
             next_steps=tuple(data.get("next_steps") or ()),
+            set_aside=tuple(
+                SetAside(str(p["phase"]), str(p["reason"]), tuple(p.get("would_be") or ()))
+                for p in data.get("set_aside") or ()
+            ),
             schema_version=int(data.get("schema_version", SCHEMA_VERSION)),
         )
 

@@ -56,6 +56,10 @@ class PhaseRow:
     users_end: int | None  # users actually running when the phase ended
     note: str = ""  # human-readable only: e.g. the stop rule's reason; machine-read facts have tables
     target_rate: float | None = None  # rate shapes: the arrival rate offered (model requests/s); empty otherwise
+    # Phases the stop rule judges: the end of the window it judged, --step-settle before the phase's end.
+    # Requests started later ran into the next phase's load; the report's row leaves them out as the rule
+    # did (analysis/stats/phases.py). Empty: the whole phase is its window.
+    judged_until_wall: float | None = None
 
     def as_csv(self) -> tuple[object, ...]:
         return tuple(_csv_cell(v) for v in astuple(self))

@@ -26,6 +26,7 @@ from loadline.runtime import (  # locust_fixes also patches at import
     refusal,
     selfcheck,
     trace,
+    worker_checks,
 )
 from loadline.runtime.gc_pauses import freeze_startup_heap
 from loadline.runtime.transport import FLUSH_MSG, RecordBuffer, WorkerShipper
@@ -33,10 +34,22 @@ from loadline.runtime.transport import FLUSH_MSG, RecordBuffer, WorkerShipper
 log = logging.getLogger("loadline")
 
 
+# Loadline's options as added to Locust's parser: {dest: default}, and the secret ones (worker_checks.py)
+OPTION_DEFAULTS: dict[str, object] = {}
+SECRET_OPTIONS: set[str] = set()
+
+
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_) -> None:
+    before = {action.dest for action in parser._actions}  # argparse's list: the one record of what was added
     loadline_options.add_arguments(parser)
     clocksync.add_arguments(parser)
+    fleet.add_arguments(parser)
+    for action in parser._actions:
+        if action.dest not in before:
+            OPTION_DEFAULTS[action.dest] = action.default
+            if getattr(action, "is_secret", False):
+                SECRET_OPTIONS.add(action.dest)
 
 
 @events.init.add_listener
@@ -60,6 +73,9 @@ def _on_init(environment, **_) -> None:
         # first at quitting (fired in reverse).
         environment.events.quitting.add_listener(lambda environment, **_: environment.runner.stop())
         selfcheck.install(environment, worker_id(), on_worker=True)
+        worker_checks.StartFailures(environment, worker_id()).install()
+        if environment.parsed_options is not None:
+            worker_checks.OptionCheck(environment, worker_id(), OPTION_DEFAULTS, frozenset(SECRET_OPTIONS)).install()
         return
     locust_fixes.deliver_sigint_to_main_greenlet()  # a Ctrl-C must not kill a user mid-request
     _master_side().install(environment)

@@ -31,6 +31,7 @@ import pandas as pd
 import pytest
 from process_helpers import start, tail, wait_until
 from spine_helpers import REPO, requests_table, truth_table
+from surfaces import assert_surfaces_agree
 
 from loadline.core.identity import request_tag_of_worker
 
@@ -157,7 +158,14 @@ class Cluster:
         return self.start("master", MASTER_NS, self.command("master"), cwd, env)
 
     def start_worker(
-        self, name: str, ns: str, gateway: str, cwd: Path = REPO, shift: str = "", pid1: bool = False
+        self,
+        name: str,
+        ns: str,
+        gateway: str,
+        cwd: Path = REPO,
+        shift: str = "",
+        pid1: bool = False,
+        extra_env: dict | None = None,
     ) -> subprocess.Popen:
         argv = self.command("worker", master_host=gateway)
         if pid1:  # PID 1 in a PID namespace of its own, like a container
@@ -166,7 +174,7 @@ class Cluster:
         if shift:  # libfaketime preloaded: time.time() shifted, monotonic clocks untouched. (Not the
             # `faketime` wrapper: its semaphore is named by pid, and both PID-1 workers are pid 1.)
             env.update(LD_PRELOAD=_libfaketime(), FAKETIME=shift, DONT_FAKE_MONOTONIC="1")
-        return self.start(name, ns, argv, cwd, env)
+        return self.start(name, ns, argv, cwd, {**env, **(extra_env or {})})
 
     def run_dir(self) -> Path:
         return next(p.parent for p in self.runs.glob("*/manifest.json"))
@@ -299,6 +307,15 @@ def test_shifted_clocks_and_a_killed_worker_across_hosts(hosts, tmp_path):
     summary = (run_dir / "report" / "summary.md").read_text()
     assert f"Workers lost: {victim_id} at " in summary
     assert f"{len(never_recorded)} request(s) the server saw were never recorded" in summary
+    # its phases say so in their rows, and none of them is the knee, break point or max compliant load
+    verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
+    short = {p["label"] for p in verdict["phases"] if p.get("workers_short")}
+    assert short == {key.split(":", 1)[1] for key in lost["phases"]}, verdict["phases"]
+    answer = assert_surfaces_agree(run_dir, report.returncode)
+    for point in (answer.knee, answer.break_point, answer.max_compliant):
+        assert not point.found or point.load.phase not in short, point
+    if answer.status.value != "unusable":
+        assert {p.phase for p in answer.set_aside} == set(lost["phases"])
     print(
         f"lost worker: {len(never_recorded)} requests never recorded, estimated {lost['requests_lost_estimate']} "
         f"({lost['in_flight']} in flight, {lost['unshipped_estimate']} unshipped); offsets "
@@ -330,3 +347,43 @@ def test_a_config_error_only_a_worker_sees_fails_the_run_with_exit_2(hosts, tmp_
     manifest = json.loads(next(cluster.runs.glob("*/manifest.json")).read_text())
     assert manifest["status"] == "failed"
     assert manifest["worker_errors"][0]["reason"] == "dataset not found: conversations.jsonl"
+
+
+HOST_BOUND = """
+import os
+
+import loadline.runtime.plugin  # noqa: F401
+from loadline.client import users
+
+
+class HostBoundChat(users.ChatSessionUser):
+    def on_start(self):
+        if os.environ.get("LOADLINE_TEST_BROKEN_HOST"):
+            raise FileNotFoundError("/etc/llm/credentials: no such file on this host")
+        super().on_start()
+"""
+
+
+def test_a_worker_whose_users_raise_at_start_fails_the_run_with_exit_2_naming_it(hosts, tmp_path):
+    """Users that need a file only one host lacks: that worker's users raise in on_start, the other's run."""
+    locustfile = tmp_path / "host_bound.py"
+    locustfile.write_text(HOST_BOUND)
+    conf = tmp_path / "cross.conf"
+    conf.write_text(CONF.format(repo=REPO).replace(f"{REPO}/locustfiles/chat.py", str(locustfile)))
+    cluster = Cluster(tmp_path, conf, workers=2)
+    try:
+        cluster.start_sim()
+        master = cluster.start_master()
+        broken = cluster.start_worker("broken", NS_A, "10.213.1.1", extra_env={"LOADLINE_TEST_BROKEN_HOST": "1"})
+        cluster.start_worker("healthy", NS_B, "10.213.2.1")
+        master.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        cluster.close()
+    log = (tmp_path / "master.log").read_text(errors="replace")
+    assert master.returncode == 2, tail(tmp_path / "master.log")
+    manifest = json.loads(next(cluster.runs.glob("*/manifest.json")).read_text())
+    [error] = manifest["worker_errors"]
+    assert f"-{broken.pid}-" in error["worker"], error  # `ip netns exec` execs: the pid is the worker's
+    assert "user(s) failed at start: HostBoundChat.on_start raised FileNotFoundError" in error["reason"]
+    assert f"worker {error['worker']} cannot run: " in log
+    assert manifest["status"] == "failed" and "Traceback" not in log

@@ -23,6 +23,9 @@ import sys
 import pandas as pd
 import pytest
 from spine_helpers import REPO, requests_table, truth_table
+from surfaces import assert_surfaces_agree
+
+from loadline.commands.main import main as cli
 
 FLAT = [
     "weights_gib=0.001",
@@ -83,7 +86,7 @@ def hogged_run(sim_server, tmp_path, kernel: bool):
     # than a token gap: several tokens then share one kernel stamp, see above)
     end = records.start_wall + records.e2e_ms / 1000
     steady = (records.status == "ok") & (records.start_wall > records.start_wall.min() + 1.0) & (end < end.max() - 1.0)
-    return records[steady].merge(truth_table(sim.truth_path), on="request_id", suffixes=("", "_truth"))
+    return records[steady].merge(truth_table(sim.truth_path), on="request_id", suffixes=("", "_truth")), run_dir
 
 
 def stamp_errors_ms(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -95,8 +98,8 @@ def stamp_errors_ms(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 @pytest.mark.exclusive  # its own CPU hog is the point: no other test beside it (tests/run_shards.py)
 def test_kernel_stamps_stay_true_under_a_cpu_hog_and_read_time_stamps_do_not(sim_server, tmp_path):
-    kernel = hogged_run(sim_server, tmp_path, kernel=True)
-    user = hogged_run(sim_server, tmp_path, kernel=False)
+    kernel, _ = hogged_run(sim_server, tmp_path, kernel=True)
+    user, user_dir = hogged_run(sim_server, tmp_path, kernel=False)
     assert len(kernel) > 20 and len(user) > 20  # steady-state streams; ~40-70 on a busy 2-core box
     assert (kernel.clock == "kernel").all() and (user.clock == "user").all()
 
@@ -109,3 +112,6 @@ def test_kernel_stamps_stay_true_under_a_cpu_hog_and_read_time_stamps_do_not(sim
     first_u, _ = stamp_errors_ms(user)
     assert first_u.quantile(0.99) > 2 * TOLERANCE_MS, first_u.describe()
     assert user.read_delay_ms.isna().all()
+
+    # a generator busy half the time: its report states one answer on every surface
+    assert_surfaces_agree(user_dir, cli(["report", str(user_dir), "--no-charts"]))

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from surfaces import assert_stop_reason_agrees, assert_surfaces_agree
+
+from loadline.commands.main import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALE = 20  # the simulator runs 20x faster too; loadline.runtime.live (the stop rule) reports model time (x 20)
@@ -132,6 +135,10 @@ def test_stepped_stops_at_the_step_that_breaks_the_slo_and_says_so(stepped_local
     assert rows[-1]["note"].startswith("TTFT P95 ") and rows[-1]["note"].endswith(f" ms > {TTFT_P95_LIMIT_MS:,} ms")
     manifest = json.loads((stepped_local / "manifest.json").read_text())
     assert manifest["stop_reason"] == f"step-3 (16 users): {rows[-1]['note']}"
+    code = cli(["report", str(stepped_local), "--no-charts"])
+    assert code in (1, 2)  # a break fails the SLO (2: a box too busy for trustworthy numbers)
+    assert_surfaces_agree(stepped_local, code)  # one answer on every surface of a real stepped run
+    assert assert_stop_reason_agrees(stepped_local) == 1  # the report quotes the rule's TTFT P95
     # the verdict agrees with the run folder's own records
     assert model_ttft_p95_ms(stepped_local, rows[-1]) > TTFT_P95_LIMIT_MS
     assert all(model_ttft_p95_ms(stepped_local, r) <= TTFT_P95_LIMIT_MS for r in rows[1:-1])

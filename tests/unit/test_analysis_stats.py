@@ -172,3 +172,25 @@ def test_a_folder_from_before_the_asked_lengths_has_no_length_table(run):
     from loadline.analysis.stats.lengths import length_table
 
     assert length_table(run).empty  # the fixture's records never say what they asked for
+
+
+@pytest.mark.parametrize("settle_s", [1.0, 2.5, 4.0])
+def test_a_judged_step_is_described_by_the_stop_rules_window(tmp_path, settle_s):
+    """Requests started in a judged step's last --step-settle seconds ran into the next step's load: the row
+    leaves them out as the live rule did, counts them in after_window, and every record stays accounted for."""
+
+    starts = T0 + np.arange(0, 10, 0.1)  # 100 requests, 10 per second
+    e2e = np.where(starts < T0 + 10 - settle_s, 100.0, 5000.0)  # the tail is slow: the next step's load
+    rows = make_requests(starts, e2e, ttft_ms=e2e / 2, output_tokens=3, itl_us="1000 3000")
+    judged = _phase(0, T0, T0 + 10, 2) | {"judged_until_wall": T0 + 10 - settle_s}
+    table = phase_table(load_run(write_run(tmp_path / "run", rows, [judged])), SLO())
+    row = table.iloc[0]
+    inside = int((starts < T0 + 10 - settle_s).sum())
+    assert (row["requests"], row["after_window"]) == (inside, 100 - inside)
+    assert row["e2e_max_ms"] == 100.0 and row["ttft_p99_ms"] == 50.0  # none of the tail's replies
+    assert row["rps"] == pytest.approx(inside / (10 - settle_s))  # over the window's duration
+
+
+def test_a_phase_without_a_judged_window_is_judged_whole(run):
+    table = phase_table(run)
+    assert list(table["after_window"]) == [0, 0] and list(table["requests"]) == [100, 7]

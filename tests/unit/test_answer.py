@@ -165,3 +165,18 @@ def test_a_negative_outside_share_is_the_measurements_limit(share, shown, caveat
     split = {"run": {"ttft": {"outside_share": share}}, "sentence": "s"}
     ts = time_split_of(split)
     assert ts.outside_share == shown and bool(ts.caveat) is caveat
+
+
+@pytest.mark.parametrize(
+    ("evidence", "text"),
+    [
+        (("KV usage p90", "97 %", ">= 90 %"), "KV usage p90: 97 % (threshold >= 90 %)"),
+        (("running requests p50", "8"), "running requests p50: 8"),
+        (("no limit showed up to step-4, 1.22 req/s",), "no limit showed up to step-4, 1.22 req/s"),
+    ],
+)
+def test_evidence_reads_as_measured_against_threshold_or_as_words(evidence, text):
+    from loadline.core.answer import Evidence
+
+    signal, measured, threshold = (*evidence, "", "")[:3]
+    assert Evidence(signal, measured, threshold).text() == text  # never a dangling "...:"

@@ -179,6 +179,37 @@ def test_a_preemption_after_the_write_moves_sent_back_to_before_the_write(monkey
     assert -PREEMPTED_S / 2 < to_wall(wire.sent_perf, wire) - truth[0] <= 0.001
 
 
+@pytest.mark.parametrize(("kernel", "shift_s"), [(False, 0.0), (True, 2.0), (True, -3.0)])
+def test_a_preemption_around_the_write_is_taken_back_when_timed_at_read_time(kernel, shift_s, monkeypatch):
+    """Timed at read time (no kernel stamps, or stamps a shifted clock cannot place) no reply stamp can
+    show that the OS took the CPU between the write and the "sent" stamp: "sent" goes back to before
+    the write, so it never lies after the server had the request (a TTFT shorter than the service's)."""
+    late = {"on": False}
+    real_perf, real_wall = time.perf_counter, time.time
+    monkeypatch.setattr(connection, "perf_counter", lambda: real_perf() + (PREEMPTED_S if late["on"] else 0.0))
+    monkeypatch.setattr(
+        connection,
+        "time",
+        type(
+            "LateTime", (), {"time": staticmethod(lambda: real_wall() + shift_s + (PREEMPTED_S if late["on"] else 0))}
+        ),
+    )
+    write = gevent.socket.socket.sendall
+
+    def preempted_after_write(self, data, flags=0):  # type: ignore[no-untyped-def]
+        write(self, data, flags)
+        if bytes(data[:5]) == b"POST ":
+            late["on"] = True
+
+    monkeypatch.setattr(gevent.socket.socket, "sendall", preempted_after_write)
+    received: list[float] = []
+    result, wire, truth, rec = late_stream(think_s=2 * PREEMPTED_S, received=received, kernel=kernel)
+    assert wire.clock == "user"
+    # sent at or before the server had the request, not PREEMPTED_S after it
+    assert to_wall(wire.sent_perf, wire) - shift_s - received[0] <= 0.005
+    assert rec.ttft_ms >= 2 * PREEMPTED_S * 1000 - 5  # the server's thinking is all in TTFT
+
+
 def test_a_sent_stamp_before_the_reply_is_kept():
     received: list[float] = []
     result, wire, truth, rec = late_stream(think_s=2 * PREEMPTED_S, received=received)

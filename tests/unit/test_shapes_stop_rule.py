@@ -111,6 +111,13 @@ def test_stepped_run_ends_at_the_step_that_breaks_the_slo_and_says_so(run_dir):
     # steps only (not the baseline), each window = the 18 s step minus the 2 s settle
     calls = shape.window_function.calls
     assert len(calls) == 3 and all(end - start == pytest.approx(16.0) for start, end in calls)
+    # the window each step was judged on is on its row, so the report judges the same requests
+    assert rows[0]["judged_until_wall"] == ""
+    for row, (start, end) in zip(rows[1:], calls):
+        assert float(row["start_wall"]) == pytest.approx(start) and float(row["judged_until_wall"]) == pytest.approx(
+            end
+        )
+        assert float(row["end_wall"]) - float(row["judged_until_wall"]) == pytest.approx(2.0)
 
 
 def test_stop_rule_state_lists_each_judged_step_for_the_web_ui(run_dir):

@@ -59,7 +59,10 @@ def stream(url: str) -> tuple[StreamResult, float, BaseException | None]:
     return result, time.perf_counter() - start, error
 
 
-@pytest.mark.parametrize("gap_s, tokens", [(0.1, 8), (0.25, 3)])
+# Gaps at most 2/3 of the timeout: a busy machine delays the server thread's writes by tens of ms
+# (seen: a 0.25 s gap against the 0.3 s timeout timed out beside other test processes), and this test
+# is about a long stream of short silences, not about how close to the timeout a silence may come.
+@pytest.mark.parametrize("gap_s, tokens", [(0.1, 8), (0.2, 4)])
 def test_a_stream_that_keeps_coming_never_times_out_however_long_it_lasts(gap_s, tokens):
     result, took, error = stream(serve([gap_s] * tokens))
     assert error is None and result.finish_reason == "stop" and len(result.arrivals) == tokens + 1
