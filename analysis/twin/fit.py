@@ -1,0 +1,397 @@
+"""`loadline twin fit`: a simulator profile whose engine reproduces a run, each number with its evidence.
+
+Pure: a loaded run in, a `TwinProfile` out. The cost model is the simulator's (simulator/costmodel.py),
+re-expressed on a unit machine so each fitted time maps onto one profile key: bandwidth 1,000 GB/s
+and compute 1,000 TFLOP/s at efficiency 1, so weights_gib carries the weight-read time M0,
+kv_bytes_per_token the time per KV token read K, params_b the compute per prefill token C,
+step_overhead_ms the rest of an empty step F, per_seq_overhead_us the per-sequence term S. The
+engine's configuration (cap, KV blocks, block size) is read where its metrics state it, inferred
+where they imply it, and otherwise assumed and said so (docs/twin.md lists which is which).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from loadline.analysis.data.load import RunData
+from loadline.analysis.data.timescale import model_run
+from loadline.analysis.twin import workload
+from loadline.analysis.twin.model import ASSUMED, BOUNDED, FITTED, MEASURED, FittedRange, Parameter, TwinProfile
+from loadline.analysis.twin.overlap import in_flight_at, mean_overlap
+from loadline.analysis.twin.regress import DecodeFit, PrefillFit, fit_decode, fit_prefill
+from loadline.analysis.verdict.capacity import replicas_in_run
+from loadline.analysis.verdict.signals import Signals
+from loadline.core.errors import UsageError
+
+BANDWIDTH = 1e12  # bytes/s of the twin's unit machine (hbm_bandwidth_gbs 1000, memory_efficiency 1)
+FLOPS = 1e15  # FLOP/s of the twin's unit machine (peak_tflops 1000, compute_efficiency 1)
+GIB = 1 << 30
+MIN_REQUESTS = 20  # fewer usable requests fit nothing trustworthy
+DEFAULT_CHUNK = {
+    "llama.cpp": 2048,
+    "vllm": 8192,
+}  # each engine's default prefill batch (n_batch; max_num_batched_tokens)
+
+
+def _requests(run: RunData) -> pd.DataFrame:
+    req = run.requests
+    ok = req[(req["status"].astype(str) == "ok") & req["ttft_ms"].notna() & req["e2e_ms"].notna()].copy()
+    if len(ok) < MIN_REQUESTS:
+        raise UsageError(f"{run.path}: {len(ok)} successful streamed requests; a twin needs at least {MIN_REQUESTS}")
+    ok["t0"] = ok["start_wall"].astype(float)
+    ok["tf"] = ok["t0"] + ok["ttft_ms"].astype(float) / 1e3
+    ok["te"] = ok["t0"] + ok["e2e_ms"].astype(float) / 1e3
+    ok["prompt"] = ok["prompt_tokens"].astype(float).fillna(0.0)
+    ok["output"] = ok["output_tokens"].astype(float).fillna(0.0)
+    return ok.reset_index(drop=True)
+
+
+def _engine(signals: Signals) -> str:
+    dialects = signals.engines()
+    if dialects:
+        return dialects[0]
+    return "vllm" if signals.has("ttft") else "unknown"
+
+
+def _cap(signals: Signals, replicas: int, max_running: float) -> tuple[int | None, Parameter]:
+    cap = signals.running_cap()
+    if cap is not None:
+        per_replica = max(1, round(cap.value / replicas))
+        return per_replica, Parameter(
+            "max_num_seqs", per_replica, MEASURED, f"{cap.how}: {cap.value:g} over {replicas} replica(s)"
+        )
+    at_least = max(1, math.ceil(max_running))
+    value = max(1024, at_least)
+    return None, Parameter(
+        "max_num_seqs",
+        value,
+        BOUNDED,
+        f"nothing ever waited in the engine's queue: the cap is at least {at_least} (the most running); "
+        f"set to {value}, i.e. no cap the run could see",
+    )
+
+
+def _cache_config(signals: Signals, run: RunData) -> dict[str, str]:
+    table = run.server_metrics
+    if table is None or table.empty or "metric" not in table:
+        return {}
+    rows = table[table["metric"] == "vllm:cache_config_info"]
+    if rows.empty:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in json.loads(str(rows.iloc[-1]["labels"])).items()}
+    except ValueError:
+        return {}
+
+
+def _kv(config: dict[str, str], req: pd.DataFrame, cap: int) -> list[Parameter]:
+    if "num_gpu_blocks" in config and "block_size" in config:
+        blocks, size = int(float(config["num_gpu_blocks"])), int(float(config["block_size"]))
+        how = "the engine's cache_config_info metric"
+        return [
+            Parameter("num_gpu_blocks", blocks, MEASURED, f"{how}: num_gpu_blocks={blocks}"),
+            Parameter("block_size", size, MEASURED, f"{how}: block_size={size}"),
+            Parameter(
+                "max_model_len", blocks * size, BOUNDED, "the whole KV pool (the engine's own limit is not exported)"
+            ),
+        ]
+    longest = int((req["prompt"] + req["output"]).max())
+    size = 16
+    blocks = max(256, math.ceil(longest * cap * 2 / size))
+    return [
+        Parameter(
+            "num_gpu_blocks",
+            blocks,
+            ASSUMED,
+            f"no KV pool size in the metrics: room for {cap} sequences of twice the longest request ({longest} tokens), "
+            "so KV never limits the twin; a what-if that fills the KV cache is not predicted",
+        ),
+        Parameter("block_size", size, ASSUMED, "not exported; vLLM's default"),
+        Parameter("max_model_len", blocks * size, ASSUMED, "the whole KV pool"),
+    ]
+
+
+def _output_lengths(req: pd.DataFrame) -> list[Parameter]:
+    out = req["output"][req["output"] > 0]
+    finish = req.get("finish_reason", pd.Series(dtype=str)).astype(str)
+    stopped = (finish == "stop").mean() if len(finish) else 0.0
+    if len(out) == 0 or stopped < 0.5:
+        top = int(out.max()) if len(out) else 256
+        text = f"{1 - stopped:.0%} of the replies ran to max_tokens: the engine's own reply length is not identified"
+        return [
+            Parameter(
+                "output_len_mean",
+                float(8 * top),
+                ASSUMED,
+                text + f"; set far above the longest ({top}), so max_tokens decides",
+            ),
+            Parameter("output_len_sigma", 0.1, ASSUMED, text),
+            Parameter("output_len_max", 8 * top, ASSUMED, text),
+        ]
+    logs = np.log(out.to_numpy(dtype=float))
+    sigma = float(np.clip(logs.std(), 0.05, 2.0))
+    mean = float(out.mean())
+    how = f"{len(out)} replies, {stopped:.0%} ended by the engine (stop); lognormal by moments of log length"
+    return [
+        Parameter("output_len_mean", round(mean, 2), FITTED, how),
+        Parameter("output_len_sigma", round(sigma, 3), FITTED, how),
+        Parameter(
+            "output_len_max",
+            max(2048, int(out.max())),
+            ASSUMED,
+            "the simulator's clip; the client's max_tokens caps below it",
+        ),
+    ]
+
+
+def _outside_engine_s(signals: Signals, req: pd.DataFrame) -> tuple[float, str]:
+    """Client TTFT minus the engine's own (time split): the client and network share, which a twin run pays again."""
+    if not signals.has("ttft"):
+        return (
+            0.0,
+            "the engine exports no TTFT histogram: the time outside it is not separable, all of it is in request_overhead_ms",
+        )
+    hist = signals.histogram("ttft", float(req["t0"].min()) - 1, float(req["te"].max()) + 1)
+    if hist is None or not hist.count or hist.mean is None:
+        return 0.0, "no engine TTFT observations: time outside the engine not separable"
+    outside = max(0.0, float(req["ttft_ms"].mean()) / 1e3 - hist.mean)
+    return outside, f"client TTFT mean {req['ttft_ms'].mean():.1f} ms - engine TTFT mean {hist.mean * 1e3:.1f} ms"
+
+
+def _decode(req: pd.DataFrame, replicas: int) -> tuple[DecodeFit, np.ndarray, np.ndarray]:
+    ctx = (req["prompt"] + req["output"] / 2).to_numpy(float)
+    tf, te = req["tf"].to_numpy(float), req["te"].to_numpy(float)
+    batch = mean_overlap(tf, te, tf, te, np.ones(len(req))) / replicas
+    kv = mean_overlap(tf, te, tf, te, ctx) / replicas
+    usable = (req["output"].to_numpy() >= 3) & req["itl_p50_ms"].notna().to_numpy() & (te > tf)
+    if usable.sum() < MIN_REQUESTS:
+        raise UsageError(
+            f"{len(req)} requests, {int(usable.sum())} with 3+ tokens and inter-token gaps: too few to fit decode"
+        )
+    fit = fit_decode(req["itl_p50_ms"].to_numpy(float)[usable] / 1e3, batch[usable], kv[usable])
+    return fit, batch, kv
+
+
+def _prefill(req: pd.DataFrame, replicas: int, cap: int | None, decode: DecodeFit) -> PrefillFit:
+    t0, tf, te = (req[c].to_numpy(float) for c in ("t0", "tf", "te"))
+    ctx = (req["prompt"] + req["output"] / 2).to_numpy(float)
+    batch = mean_overlap(t0, tf, tf, te, np.ones(len(req))) / replicas
+    kv = mean_overlap(t0, tf, tf, te, ctx) / replicas
+    in_flight = in_flight_at(t0, t0, te) / replicas  # this request included
+    unqueued = in_flight <= (cap if cap is not None else np.inf)
+    if unqueued.sum() < MIN_REQUESTS:
+        unqueued = in_flight <= np.quantile(in_flight, 0.25)
+    return fit_prefill(
+        req["ttft_ms"].to_numpy(float)[unqueued] / 1e3,
+        req["prompt"].to_numpy(float)[unqueued],
+        batch[unqueued],
+        kv[unqueued],
+        decode,
+    )
+
+
+def _range(run: RunData, req: pd.DataFrame, batch: np.ndarray, cap: int | None) -> FittedRange:
+    phases = run.phases
+    users = pd.to_numeric(phases.get("target_users", pd.Series(dtype=float)), errors="coerce").max()
+    max_rps = 0.0
+    for _, ph in phases.iterrows():
+        start, end = float(ph["start_wall"]), float(ph["end_wall"])
+        done = ((req["te"] >= start) & (req["te"] < end)).sum()
+        if end > start:
+            max_rps = max(max_rps, done / (end - start))
+    p = req["prompt"].to_numpy(float)
+    o = req["output"].to_numpy(float)
+    return FittedRange(
+        max_users=float(users)
+        if pd.notna(users)
+        else float(in_flight_at(req["t0"].to_numpy(), req["t0"].to_numpy(), req["te"].to_numpy()).max()),
+        max_rps=round(max_rps, 3),
+        max_running=round(float(np.quantile(batch, 0.99)), 2),
+        prompt_tokens=(int(np.quantile(p, 0.05)), int(np.quantile(p, 0.95))),
+        output_tokens=(int(np.quantile(o, 0.05)), int(np.quantile(o, 0.95))),
+        cap=cap,
+    )
+
+
+def fit(run: RunData) -> TwinProfile:
+    model = model_run(run)  # model time: a time-scaled run's twin runs at its model's speed
+    req = _requests(model)
+    signals = Signals(model.server_metrics)
+    replicas, replicas_how = replicas_in_run(model)
+    engine = _engine(signals)
+    decode, batch, _ = _decode(req, replicas)
+    cap, cap_param = _cap(signals, replicas, float(np.quantile(batch, 0.99)))
+    prefill = _prefill(req, replicas, cap, decode)
+    outside_s, outside_how = _outside_engine_s(signals, req)
+    config = _cache_config(signals, model)
+    params = _cost_parameters(decode, prefill, outside_s, outside_how)
+    params.append(cap_param)
+    params += _kv(config, req, cap or int(cap_param.value))
+    params += _output_lengths(req)
+    params += _fixed(engine, replicas, replicas_how, config, req, params, model.server_metrics)
+    return TwinProfile(
+        run=str(run.path),
+        engine=engine,
+        replicas=replicas,
+        parameters=params,
+        fitted_range=_range(model, req, batch, cap),
+        workload=workload.of_manifest(run.manifest),
+        regressions={
+            "decode": {
+                "base_ms": decode.base_s * 1e3,
+                "per_seq_us": decode.per_seq_s * 1e6,
+                "per_kv_token_ns": decode.per_kv_token_s * 1e9,
+                "r2": decode.r2,
+                "n": decode.n,
+                "median_rel_residual": decode.rel_residual,
+            },
+            "prefill": {
+                "weights_ms": prefill.weights_s * 1e3,
+                "per_token_us": prefill.per_token_s * 1e6,
+                "before_queue_ms": prefill.before_queue_s * 1e3,
+                "n": prefill.n,
+                "mean_rel_residual": prefill.rel_residual,
+                "compute_bound_share": prefill.compute_bound_share,
+            },
+        },
+    )
+
+
+def _cost_parameters(decode: DecodeFit, prefill: PrefillFit, outside_s: float, outside_how: str) -> list[Parameter]:
+    d = f"decode: median inter-token gap of {decode.n} requests vs the batch and KV they shared (R2 {decode.r2:.2f}, median residual {decode.rel_residual:.0%})"
+    p = f"prefill: TTFT of {prefill.n} requests that did not queue vs their prompt tokens (mean residual {prefill.rel_residual:.0%})"
+    per_token = Parameter(
+        "params_b",
+        round(prefill.per_token_s * FLOPS / 2e9, 6),
+        FITTED,
+        f"{p}: {prefill.per_token_s * 1e6:.3g} us per prefill token",
+    )
+    if prefill.compute_bound_share < 0.05:
+        per_token = Parameter(
+            "params_b",
+            per_token.value,
+            BOUNDED,
+            f"{p}: every prompt's prefill was hidden under the step's fixed cost, so only an upper bound ({prefill.per_token_s * 1e6:.3g} us/token) is known",
+        )
+    request_overhead = max(0.0, prefill.before_queue_s - outside_s)
+    return [
+        Parameter(
+            "weights_gib",
+            round(prefill.weights_s * BANDWIDTH / GIB, 6),
+            FITTED,
+            f"{p}: {prefill.weights_s * 1e3:.3g} ms of the empty step is hidden under a compute-bound prefill (the max of memory and compute)",
+        ),
+        Parameter(
+            "step_overhead_ms",
+            round((decode.base_s - prefill.weights_s) * 1e3, 4),
+            FITTED,
+            f"{d}: empty step {decode.base_s * 1e3:.3g} ms minus the weight read",
+        ),
+        Parameter(
+            "per_seq_overhead_us", round(decode.per_seq_s * 1e6, 3), FITTED, f"{d}: slope per sequence in the batch"
+        ),
+        Parameter(
+            "kv_bytes_per_token",
+            max(1, round(decode.per_kv_token_s * BANDWIDTH)),
+            FITTED,
+            f"{d}: {decode.per_kv_token_s * 1e9:.3g} ns per KV token read",
+        ),
+        per_token,
+        Parameter(
+            "request_overhead_ms",
+            round(request_overhead * 1e3, 3),
+            FITTED,
+            f"{p}: {prefill.before_queue_s * 1e3:.3g} ms before the queue, less {outside_s * 1e3:.3g} ms outside the engine ({outside_how})",
+        ),
+    ]
+
+
+def _chunk(table: pd.DataFrame | None, engine: str, longest_prompt: int) -> tuple[int, str, str]:
+    """The prefill chunk (tokens per step): bounded by the step-size histogram when prompts outgrew every step."""
+    default = DEFAULT_CHUNK.get(engine, 8192)
+    assumed = (default, ASSUMED, f"the prefill chunk is not exported and no step showed it; {engine}'s default")
+    if table is None or table.empty or "metric" not in table:
+        return assumed
+    rows = table[table["metric"] == "vllm:iteration_tokens_total_bucket"]
+    if rows.empty:
+        return assumed
+    last = rows[rows["ts"] == rows["ts"].max()]
+    les = last["labels"].map(lambda t: json.loads(str(t)).get("le", "+Inf"))
+    counts = pd.Series(last["value"].to_numpy(float), index=les.to_numpy())
+    finite = counts[[le != "+Inf" for le in counts.index]]
+    finite.index = finite.index.astype(float)
+    finite = finite.sort_index()
+    total = float(counts.get("+Inf", finite.max()))
+    full = finite[finite >= total]
+    if full.empty or longest_prompt <= full.index[0]:
+        return assumed
+    upper = float(full.index[0])
+    below = finite[finite.index < upper]
+    lower = float(below.index[-1]) if len(below) else 0.0
+    chunk = 1 << max(0, math.ceil(math.log2(max(lower, 1.0))))
+    chunk = int(min(max(chunk, lower + 1), upper))
+    return (
+        chunk,
+        BOUNDED,
+        (
+            f"every engine step held <= {upper:g} tokens though prompts reached {longest_prompt}: prompts were split; "
+            f"the largest steps held > {lower:g}: the chunk is taken as {chunk}, the next power of two"
+        ),
+    )
+
+
+def _fixed(
+    engine: str,
+    replicas: int,
+    replicas_how: str,
+    config: dict[str, str],
+    req: pd.DataFrame,
+    params: list[Parameter],
+    config_table: pd.DataFrame | None = None,
+) -> list[Parameter]:
+    """The unit machine and what the run cannot show."""
+    values = {p.name: p.value for p in params}
+    pool_gib = float(values["num_gpu_blocks"]) * float(values["block_size"]) * float(values["kv_bytes_per_token"]) / GIB
+    memory = (float(values["weights_gib"]) + 0.1 + pool_gib) / 0.7  # FB used stays below the SLO's 85 %
+    chunk, chunk_grade, chunk_how = _chunk(config_table, engine, int(req["prompt"].max()))
+    caching = config.get("enable_prefix_caching", "True") == "True"
+    unit = "the twin's unit machine: each fitted time maps onto one key"
+    return [
+        Parameter("model_name", "loadline/twin", ASSUMED, "a name; the client reads it from /v1/models"),
+        Parameter(
+            "replicas", replicas, MEASURED if replicas_how != "assumed" else ASSUMED, f"replicas: {replicas_how}"
+        ),
+        Parameter("hbm_bandwidth_gbs", 1000.0, ASSUMED, unit),
+        Parameter("memory_efficiency", 1.0, ASSUMED, unit),
+        Parameter("peak_tflops", 1000.0, ASSUMED, unit),
+        Parameter("compute_efficiency", 1.0, ASSUMED, unit),
+        Parameter("num_layers", 1, ASSUMED, unit),
+        Parameter("per_layer_overhead_us", 0.0, ASSUMED, unit + " (per-layer time is in step_overhead_ms)"),
+        Parameter("tp_comm_us_per_layer", 0.0, ASSUMED, unit),
+        Parameter("tensor_parallel_size", 1, ASSUMED, unit),
+        Parameter("activation_gib", 0.1, ASSUMED, unit),
+        Parameter(
+            "gpu_memory_gib",
+            round(memory, 3),
+            ASSUMED,
+            "sized so simulated memory use stays at 70 %: the run's memory is not modelled",
+        ),
+        Parameter("max_num_batched_tokens", chunk, chunk_grade, chunk_how),
+        Parameter(
+            "enable_prefix_caching",
+            caching,
+            MEASURED if config else ASSUMED,
+            "cache_config_info" if config else "assumed on",
+        ),
+    ]
+
+
+def summary_rows(profile: TwinProfile) -> list[dict[str, Any]]:
+    return [
+        {"parameter": p.name, "value": p.value, "grade": p.grade, "evidence": p.evidence} for p in profile.parameters
+    ]
