@@ -31,6 +31,7 @@ from loadline.core.errors import UsageError
 BANDWIDTH = 1e12  # bytes/s of the twin's unit machine (hbm_bandwidth_gbs 1000, memory_efficiency 1)
 FLOPS = 1e15  # FLOP/s of the twin's unit machine (peak_tflops 1000, compute_efficiency 1)
 GIB = 1 << 30
+WALL_ITL_MS = 4.0  # a prediction's median inter-token gap in wall time, at least (see _time_scale)
 MIN_REQUESTS = 20  # fewer usable requests fit nothing trustworthy
 DEFAULT_CHUNK = {
     "llama.cpp": 2048,
@@ -60,6 +61,12 @@ def _engine(signals: Signals) -> str:
 
 def _cap(signals: Signals, replicas: int, max_running: float) -> tuple[int | None, Parameter]:
     cap = signals.running_cap()
+    most = float(signals.gauge_series("running").max()) if signals.has("running") else 0.0
+    if cap is not None and cap.value < most:
+        # Requests waited while fewer than the most ever seen ran: something else (KV blocks, the token
+        # budget) held them back; the cap itself is only bounded from below.
+        max_running = max(max_running, most / replicas)
+        cap = None
     if cap is not None:
         per_replica = max(1, round(cap.value / replicas))
         return per_replica, Parameter(
@@ -71,7 +78,7 @@ def _cap(signals: Signals, replicas: int, max_running: float) -> tuple[int | Non
         "max_num_seqs",
         value,
         BOUNDED,
-        f"nothing ever waited in the engine's queue: the cap is at least {at_least} (the most running); "
+        f"no scrape showed requests waiting while the most ran (a queue behind a full batch): the cap is at least {at_least}; "
         f"set to {value}, i.e. no cap the run could see",
     )
 
@@ -240,7 +247,7 @@ def fit(run: RunData) -> TwinProfile:
         replicas=replicas,
         parameters=params,
         fitted_range=_range(model, req, batch, cap),
-        workload=workload.of_manifest(run.manifest),
+        workload={**workload.of_manifest(run.manifest), "twin_time_scale": _time_scale(req)},
         regressions={
             "decode": {
                 "base_ms": decode.base_s * 1e3,
@@ -260,6 +267,14 @@ def fit(run: RunData) -> TwinProfile:
             },
         },
     )
+
+
+def _time_scale(req: pd.DataFrame) -> float:
+    """How much a prediction may compress time: 5 (the Makefile demo's choice on a 2-core machine), less for
+    a fast engine, so the median inter-token gap stays >= WALL_ITL_MS of wall time; the client's own
+    delays (a few ms on a busy host) grow with the scale and must stay small beside it."""
+    itl = float(req["itl_p50_ms"].median()) if req["itl_p50_ms"].notna().any() else 0.0
+    return float(min(5, max(1, math.floor(itl / WALL_ITL_MS))))
 
 
 def _cost_parameters(decode: DecodeFit, prefill: PrefillFit, outside_s: float, outside_how: str) -> list[Parameter]:

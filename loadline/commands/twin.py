@@ -41,7 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fit.add_argument(
         "--replay", action="store_true", help="run the twin on the run's load and measure the fit per phase"
     )
-    fit.add_argument("--time-scale", type=float, default=None, help="the replay's time compression (default 5)")
+    fit.add_argument(
+        "--time-scale",
+        type=float,
+        default=None,
+        help="the replay's time compression (default: the twin's, see docs/twin.md)",
+    )
     fit.add_argument("--json", action="store_true", help="print twin.json")
     pred = sub.add_parser("predict", help="answer a what-if with a time-compressed run of the twin")
     pred.add_argument("twin", metavar="TWIN", help="the folder `twin fit` wrote (or its twin.json)")
@@ -52,14 +57,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pred.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any simulator profile key")
     pred.add_argument("--shape", help="load shape (default: the fitted run's)")
     pred.add_argument("--scenario", help="user behaviour (default: the fitted run's)")
-    pred.add_argument("--time-scale", type=float, default=None, help="time compression of the prediction (default 5)")
+    pred.add_argument(
+        "--time-scale",
+        type=float,
+        default=None,
+        help="time compression of the prediction (default: the twin's, see docs/twin.md)",
+    )
     pred.add_argument("--out", help="where the prediction's files go (default TWIN/predictions/<time>)")
     pred.add_argument("--json", action="store_true", help="print the prediction as JSON")
     parser.epilog = "predict: load changes go after `--` as Locust options, e.g. -- --prompt-mix long=1 --step-hold 60"
 
 
 def what_if_of(args: argparse.Namespace) -> Any:
-    from loadline.commands.twin_predict import DEFAULT_TIME_SCALE, WhatIf
+    from loadline.commands.twin_predict import WhatIf
     from loadline.simulator.config import coerce, parse_assignment
 
     changes: dict[str, Any] = {}
@@ -72,10 +82,9 @@ def what_if_of(args: argparse.Namespace) -> Any:
     for text in args.set:
         key, value = parse_assignment(text)
         changes[key] = coerce(key, value)
-    scale = args.time_scale if args.time_scale is not None else DEFAULT_TIME_SCALE
-    if not scale > 0:
-        raise UsageError(f"--time-scale must be > 0 (got {scale})")
-    return WhatIf(changes, list(getattr(args, "locust_args", []) or []), args.shape, args.scenario, scale)
+    if args.time_scale is not None and not args.time_scale > 0:
+        raise UsageError(f"--time-scale must be > 0 (got {args.time_scale})")
+    return WhatIf(changes, list(getattr(args, "locust_args", []) or []), args.shape, args.scenario, args.time_scale)
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -89,8 +98,7 @@ def _fit(args: argparse.Namespace) -> int:
     profile = fit(load_run(args.run))
     out = Path(args.out) if args.out else Path(args.run) / "twin"
     if args.replay:
-        scale = args.time_scale if args.time_scale is not None else twin_predict.DEFAULT_TIME_SCALE
-        replay_dir = twin_predict.run_twin(profile, twin_predict.WhatIf(time_scale=scale), out / "replay")
+        replay_dir = twin_predict.run_twin(profile, twin_predict.WhatIf(time_scale=args.time_scale), out / "replay")
         profile.goodness = goodness(Path(args.run), replay_dir)
         profile.notes.append(f"replayed in {replay_dir}")
     toml, js = profile.write(out)

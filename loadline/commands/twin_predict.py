@@ -4,7 +4,8 @@ The prediction is an ordinary time-compressed `loadline run` against `loadline s
 twin.toml`, so it answers with exactly a report's figures (knee, break point, max SLO-compliant load,
 limiting layer) and its run folder can be opened like any other. Time scale: 5 by default, the
 Makefile's demo choice (at 10-20x a busy 2-core machine's client delays, multiplied by the scale,
-moved the break point between runs).
+moved the break point between runs), lowered for a fast engine so its median inter-token gap stays
+at least 4 ms of wall time (`twin fit` records the choice as the workload's `twin_time_scale`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class WhatIf:
     locust_args: list[str] = field(default_factory=list)  # load changes, after the replayed ones
     shape: str | None = None
     scenario: str | None = None
-    time_scale: float = DEFAULT_TIME_SCALE
+    time_scale: float | None = None  # None: the twin's own choice (fit.py), else DEFAULT_TIME_SCALE
 
 
 def load_profile(path: str) -> tuple[TwinProfile, Path]:
@@ -63,12 +64,26 @@ def profile_text(profile: TwinProfile, changes: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def time_scale_of(profile: TwinProfile, what_if: WhatIf) -> float:
+    if what_if.time_scale is not None:
+        return what_if.time_scale
+    return float(profile.workload.get("twin_time_scale") or DEFAULT_TIME_SCALE)
+
+
 def _command(profile: TwinProfile, toml: Path, what_if: WhatIf, out: Path) -> list[str]:
     load = profile.workload
     scenario = what_if.scenario or load.get("scenario") or "chat"
     shape = what_if.shape or load.get("shape")
     cmd = [sys.executable, "-m", "loadline.commands.main", "run", "--sim-profile", str(toml)]
-    cmd += ["--time-scale", f"{what_if.time_scale:g}", "--scenario", scenario, "--out", str(out), "--no-charts"]
+    cmd += [
+        "--time-scale",
+        f"{time_scale_of(profile, what_if):g}",
+        "--scenario",
+        scenario,
+        "--out",
+        str(out),
+        "--no-charts",
+    ]
     if shape:
         cmd += ["--shape", shape]
     else:
