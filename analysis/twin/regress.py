@@ -69,19 +69,27 @@ def fit_prefill(
     a few requests that waited behind a long prefill must not pull the line."""
     decode_step = decode.base_s + decode.per_seq_s * batch + decode.per_kv_token_s * kv
     wait = 0.5 * decode_step * np.clip(batch, 0.0, 1.0)  # half the step in flight, when one was
-    best: tuple[float, float, float, float] | None = None  # loss, M0, C, const
-    for m0 in np.linspace(0.0, decode.base_s, M0_GRID):
-        fixed = decode.base_s - m0 + decode.per_seq_s * (batch + 1)
-        memory = m0 + decode.per_kv_token_s * (kv + tokens)
-        y = ttft_s - wait - fixed
-        for c in C_GRID:
-            step = np.maximum(memory, c * (tokens + batch))
-            const = float(np.median(y - step))
-            loss = float(np.mean(np.abs(y - step - const)))
-            if best is None or loss < best[0]:
-                best = (loss, float(m0), float(c), const)
-    assert best is not None
-    loss, m0, c, const = best
+
+    def search(m0_grid: np.ndarray, c_grid: np.ndarray) -> tuple[float, float, float, float]:
+        best: tuple[float, float, float, float] | None = None  # loss, M0, C, const
+        for m0 in m0_grid:
+            fixed = decode.base_s - m0 + decode.per_seq_s * (batch + 1)
+            memory = m0 + decode.per_kv_token_s * (kv + tokens)
+            y = ttft_s - wait - fixed
+            for c in c_grid:
+                step = np.maximum(memory, c * (tokens + batch))
+                const = float(np.median(y - step))
+                loss = float(np.mean(np.abs(y - step - const)))
+                if best is None or loss < best[0]:
+                    best = (loss, float(m0), float(c), const)
+        assert best is not None
+        return best
+
+    _, m0, c, _ = search(np.linspace(0.0, decode.base_s, M0_GRID), C_GRID)
+    # then a finer grid around the coarse optimum (C's coarse steps are 12 % apart)
+    m0_step = decode.base_s / (M0_GRID - 1)
+    fine_m0 = np.clip(np.linspace(m0 - m0_step, m0 + m0_step, 11), 0.0, decode.base_s)
+    loss, m0, c, const = search(fine_m0, np.geomspace(c / 1.13, c * 1.13, 25))
     memory = m0 + decode.per_kv_token_s * (kv + tokens)
     compute_share = float(np.mean(c * (tokens + batch) > memory))
     rel = float(loss / max(np.median(ttft_s), 1e-12))
