@@ -31,7 +31,7 @@ from loadline.core.errors import UsageError
 BANDWIDTH = 1e12  # bytes/s of the twin's unit machine (hbm_bandwidth_gbs 1000, memory_efficiency 1)
 FLOPS = 1e15  # FLOP/s of the twin's unit machine (peak_tflops 1000, compute_efficiency 1)
 GIB = 1 << 30
-WALL_ITL_MS = 4.0  # a prediction's median inter-token gap in wall time, at least (see _time_scale)
+WALL_ITL_MS = 2.0  # a prediction's light-load inter-token gap in wall time, at least (see _time_scale)
 MIN_REQUESTS = 20  # fewer usable requests fit nothing trustworthy
 DEFAULT_CHUNK = {
     "llama.cpp": 2048,
@@ -274,10 +274,14 @@ def fit(run: RunData) -> TwinProfile:
 
 def _time_scale(req: pd.DataFrame) -> float:
     """How much a prediction may compress time: 5 (the Makefile demo's choice on a 2-core machine), less for
-    a fast engine, so its light-load inter-token gap (p10 of the requests' medians) stays >= WALL_ITL_MS of wall time; the client's own
-    delays (a few ms on a busy host) grow with the scale and must stay small beside it."""
-    itl = float(req["itl_p50_ms"].quantile(0.1)) if req["itl_p50_ms"].notna().any() else 0.0  # the light-load gap
-    return float(min(5, max(1, math.floor(itl / WALL_ITL_MS))))
+    a fast engine, so its light-load inter-token gap (p10 of the requests' medians) stays >= WALL_ITL_MS of
+    wall time: the client's and the simulator's own per-token costs (a fraction of a millisecond on a busy
+    host) must stay small beside it. Below 1 the twin runs slower than real time (a power of two)."""
+    itl = float(req["itl_p50_ms"].quantile(0.1)) if req["itl_p50_ms"].notna().any() else 0.0
+    ratio = itl / WALL_ITL_MS
+    if ratio >= 1:
+        return float(min(5, math.floor(ratio)))
+    return float(2.0 ** max(-4, round(math.log2(max(ratio, 1e-6)))))
 
 
 def _cost_parameters(decode: DecodeFit, prefill: PrefillFit, outside_s: float, outside_how: str) -> list[Parameter]:

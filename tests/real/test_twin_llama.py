@@ -14,8 +14,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent.parent
 TOLERANCE = 0.15
 MAX_TOKENS = 64  # the tiny model never emits EOS: every reply is this long
-STEPS = ("--step-start-users", "1", "--step-max-users", "16", "--step-hold", "30", "--baseline-hold", "10")
-LOAD = (*STEPS, "--max-tokens", str(MAX_TOKENS), "--event-interval", "0.1", "--scrape-interval", "2")
+# 2, 4, 8 users: at 16 on this model (sub-millisecond steps) the client itself lags (the run's trust says so).
+STEPS = ("--step-start-users", "2", "--step-max-users", "8", "--step-hold", "20", "--baseline-hold", "10")
+LOAD = (*STEPS, "--max-tokens", str(MAX_TOKENS), "--event-interval", "0.5", "--scrape-interval", "1")
 FITTED_MIX = ("--prompt-mix", "short=0.7,medium=0.3")
 LONGER_MIX = ("--prompt-mix", "medium=1")
 WHAT_IFS = {  # name -> (slots, load options, twin changes)
@@ -48,7 +49,9 @@ def test_twin_fitted_at_eight_slots_predicts_four_two_and_longer_prompts(
         locust=(*LOAD, *FITTED_MIX),
         timeout=600,
     )
-    assert fitted.returncode in (0, 1), fitted.output[-2000:]
+    assert fitted.returncode in (0, 1, 2) and (fitted.folder / "report" / "verdict.json").is_file(), fitted.output[
+        -2000:
+    ]
     twin = real_dir / "twin"
     done = subprocess.run(
         [sys.executable, "-m", "loadline", "twin", "fit", str(fitted.folder), "--out", str(twin)],
@@ -73,7 +76,7 @@ def test_twin_fitted_at_eight_slots_predicts_four_two_and_longer_prompts(
             locust=(*LOAD, *mix),
             timeout=600,
         )
-        assert real.returncode in (0, 1), real.output[-2000:]
+        assert real.returncode in (0, 1, 2) and (real.folder / "report" / "verdict.json").is_file(), real.output[-2000:]
         sets = [arg for change in changes for arg in ("--set", change)]
         out = real_dir / f"predict-{name.replace(' ', '-')}"
         done = subprocess.run(
@@ -94,7 +97,7 @@ def test_twin_fitted_at_eight_slots_predicts_four_two_and_longer_prompts(
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=1800,
         )
         assert done.returncode == 0, done.stderr[-2000:]
         prediction = json.loads(done.stdout)

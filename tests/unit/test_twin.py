@@ -141,3 +141,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["twin", "predict", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("loadline twin: error:") for line in err)
+
+
+def test_plan_with_a_folder_that_holds_no_twin_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["plan", "--target-qps", "10", "--twin", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no twin at" in err[0]
