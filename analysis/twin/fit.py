@@ -156,6 +156,19 @@ def _output_lengths(req: pd.DataFrame) -> list[Parameter]:
     ]
 
 
+def _before_queue_s(signals: Signals, req: pd.DataFrame) -> float | None:
+    """The API server's time before the engine's queue, where the engine's histograms say it: its TTFT
+    (from arrival) less its queue time and its prefill time (from scheduling to the first token)."""
+    if not all(signals.has(c) for c in ("ttft", "queue_time", "prefill_time")):
+        return None
+    start, end = float(req["t0"].min()) - 1, float(req["te"].max()) + 1
+    means = [signals.histogram(c, start, end) for c in ("ttft", "queue_time", "prefill_time")]
+    if any(h is None or not h.count or h.mean is None for h in means):
+        return None
+    ttft, queue, prefill = (float(h.mean) for h in means)  # type: ignore[union-attr, arg-type]
+    return max(0.0, ttft - queue - prefill)
+
+
 def _outside_engine_s(signals: Signals, req: pd.DataFrame) -> tuple[float, str]:
     """Client TTFT minus the engine's own (time split): the client and network share, which a twin run pays again."""
     if not signals.has("ttft"):
@@ -184,7 +197,14 @@ def _decode(req: pd.DataFrame, replicas: int) -> tuple[DecodeFit, np.ndarray, np
     return fit, batch, kv
 
 
-def _prefill(req: pd.DataFrame, replicas: int, cap: int | None, decode: DecodeFit) -> PrefillFit:
+def _prefill(
+    req: pd.DataFrame,
+    replicas: int,
+    cap: int | None,
+    decode: DecodeFit,
+    before_queue_s: float | None = None,
+    chunk: int = 0,
+) -> PrefillFit:
     t0, tf, te = (req[c].to_numpy(float) for c in ("t0", "tf", "te"))
     ctx = (req["prompt"] + req["output"] / 2).to_numpy(float)
     batch = mean_overlap(t0, tf, tf, te, np.ones(len(req))) / replicas
@@ -202,6 +222,8 @@ def _prefill(req: pd.DataFrame, replicas: int, cap: int | None, decode: DecodeFi
         batch[unqueued],
         kv[unqueued],
         decode,
+        before_queue_s,
+        chunk,
     )
 
 
@@ -236,10 +258,13 @@ def fit(run: RunData) -> TwinProfile:
     engine = _engine(signals)
     decode, batch, _ = _decode(req, replicas)
     cap, cap_param = _cap(signals, replicas, float(np.quantile(batch, 0.99)))
-    prefill = _prefill(req, replicas, cap, decode)
     outside_s, outside_how = _outside_engine_s(signals, req)
+    engine_before_queue = _before_queue_s(signals, req)
+    before_queue = None if engine_before_queue is None else outside_s + engine_before_queue
+    chunk = _chunk(model.server_metrics, engine, int(req["prompt"].max()))[0]
+    prefill = _prefill(req, replicas, cap, decode, before_queue, chunk)
     config = _cache_config(signals, model)
-    params = _cost_parameters(decode, prefill, outside_s, outside_how)
+    params = _cost_parameters(decode, prefill, outside_s, outside_how, engine_before_queue is not None)
     params.append(cap_param)
     params += _kv(config, req, cap or int(cap_param.value))
     params += _output_lengths(req)
@@ -284,7 +309,9 @@ def _time_scale(req: pd.DataFrame) -> float:
     return float(2.0 ** max(-4, round(math.log2(max(ratio, 1e-6)))))
 
 
-def _cost_parameters(decode: DecodeFit, prefill: PrefillFit, outside_s: float, outside_how: str) -> list[Parameter]:
+def _cost_parameters(
+    decode: DecodeFit, prefill: PrefillFit, outside_s: float, outside_how: str, measured_before_queue: bool = False
+) -> list[Parameter]:
     d = f"decode: median inter-token gap of {decode.n} requests vs the batch and KV they shared (R2 {decode.r2:.2f}, median residual {decode.rel_residual:.0%})"
     p = f"prefill: TTFT of {prefill.n} requests that did not queue vs their prompt tokens (mean residual {prefill.rel_residual:.0%})"
     per_token = Parameter(
@@ -327,8 +354,12 @@ def _cost_parameters(decode: DecodeFit, prefill: PrefillFit, outside_s: float, o
         Parameter(
             "request_overhead_ms",
             round(request_overhead * 1e3, 3),
-            FITTED,
-            f"{p}: {prefill.before_queue_s * 1e3:.3g} ms before the queue, less {outside_s * 1e3:.3g} ms outside the engine ({outside_how})",
+            MEASURED if measured_before_queue else FITTED,
+            (
+                f"the engine's histograms: TTFT less queue time less prefill time, means ({request_overhead * 1e3:.3g} ms)"
+                if measured_before_queue
+                else f"{p}: {prefill.before_queue_s * 1e3:.3g} ms before the queue, less {outside_s * 1e3:.3g} ms outside the engine ({outside_how})"
+            ),
         ),
     ]
 

@@ -63,22 +63,32 @@ def fit_decode(itl_s: np.ndarray, batch: np.ndarray, kv: np.ndarray) -> DecodeFi
 
 
 def fit_prefill(
-    ttft_s: np.ndarray, tokens: np.ndarray, batch: np.ndarray, kv: np.ndarray, decode: DecodeFit
+    ttft_s: np.ndarray,
+    tokens: np.ndarray,
+    batch: np.ndarray,
+    kv: np.ndarray,
+    decode: DecodeFit,
+    before_queue_s: float | None = None,
+    chunk: int = 0,
 ) -> PrefillFit:
-    """Grid over M0 in [0, base] and C; const = the median of what is left. Least absolute deviation:
-    a few requests that waited behind a long prefill must not pull the line."""
+    """Grid over M0 in [0, base] and C; const = the median of what is left, or `before_queue_s` when the
+    engine's histograms measured it (then M0 and C no longer trade against it: for compute-bound prompts
+    only const - M0 is seen). Least absolute deviation: a few requests that waited behind a long prefill
+    must not pull the line. A prompt longer than `chunk` takes ceil(tokens / chunk) steps, each paying the
+    step's fixed and per-sequence cost and the max of its own memory and compute."""
+    chunks = np.maximum(1.0, np.ceil(tokens / chunk)) if chunk > 0 else np.ones_like(tokens)
     decode_step = decode.base_s + decode.per_seq_s * batch + decode.per_kv_token_s * kv
     wait = 0.5 * decode_step * np.clip(batch, 0.0, 1.0)  # half the step in flight, when one was
 
     def search(m0_grid: np.ndarray, c_grid: np.ndarray) -> tuple[float, float, float, float]:
         best: tuple[float, float, float, float] | None = None  # loss, M0, C, const
         for m0 in m0_grid:
-            fixed = decode.base_s - m0 + decode.per_seq_s * (batch + 1)
+            fixed = chunks * (decode.base_s - m0 + decode.per_seq_s * (batch + 1))
             memory = m0 + decode.per_kv_token_s * (kv + tokens)
             y = ttft_s - wait - fixed
             for c in c_grid:
-                step = np.maximum(memory, c * (tokens + batch))
-                const = float(np.median(y - step))
+                step = chunks * np.maximum(memory, c * (tokens / chunks + batch))
+                const = float(np.median(y - step)) if before_queue_s is None else before_queue_s
                 loss = float(np.mean(np.abs(y - step - const)))
                 if best is None or loss < best[0]:
                     best = (loss, float(m0), float(c), const)

@@ -53,6 +53,21 @@ def test_prefill_fit_recovers_the_compute_per_token_and_the_time_before_the_queu
     assert fit.compute_bound_share > 0.5
 
 
+def test_prefill_fit_counts_a_chunked_prompts_steps_when_the_time_before_the_queue_is_known() -> None:
+    rng = np.random.default_rng(3)
+    decode = DecodeFit(base_s=0.0187, per_seq_s=0.0, per_kv_token_s=0.0, r2=1.0, n=10, rel_residual=0.0)
+    tokens = np.concatenate([rng.uniform(8, 48, 200), rng.uniform(200, 500, 100), rng.uniform(1000, 2000, 50)])
+    m0, c, before, chunk = 0.0067, 100e-6, 0.023, 512
+    chunks = np.ceil(tokens / chunk)
+    ttft = before + chunks * (np.maximum(m0, c * tokens / chunks) + decode.base_s - m0)
+    ttft += rng.normal(0, 3e-4, len(tokens))
+    fit = fit_prefill(ttft, tokens, np.zeros(len(tokens)), np.zeros(len(tokens)), decode, before, chunk)
+    assert fit.per_token_s == pytest.approx(c, rel=0.05)
+    assert fit.weights_s == pytest.approx(m0, abs=0.0015)
+    unchunked = fit_prefill(ttft, tokens, np.zeros(len(tokens)), np.zeros(len(tokens)), decode, before)
+    assert unchunked.per_token_s > 1.1 * c  # one step per prompt: the chunks' fixed costs land on C
+
+
 def test_overlap_is_the_time_averaged_count_of_windows() -> None:
     start, end = np.array([0.0, 0.5, 2.0]), np.array([1.0, 1.5, 3.0])
     batch = mean_overlap(start, end, start, end, np.ones(3))
