@@ -301,12 +301,13 @@ def _time_scale(req: pd.DataFrame) -> float:
     """How much a prediction may compress time: 5 (the Makefile demo's choice on a 2-core machine), less for
     a fast engine, so its light-load inter-token gap (p10 of the requests' medians) stays >= WALL_ITL_MS of
     wall time: the client's and the simulator's own per-token costs (a fraction of a millisecond on a busy
-    host) must stay small beside it. Below 1 the twin runs slower than real time (a power of two)."""
+    host) must stay small beside it. Below 1 the twin runs slower than real time (a power of two, x0.25 at
+    the slowest: a prediction of a 5-minute run then takes 20)."""
     itl = float(req["itl_p50_ms"].quantile(0.1)) if req["itl_p50_ms"].notna().any() else 0.0
     ratio = itl / WALL_ITL_MS
     if ratio >= 1:
         return float(min(5, math.floor(ratio)))
-    return float(2.0 ** max(-4, round(math.log2(max(ratio, 1e-6)))))
+    return float(2.0 ** max(-2, round(math.log2(max(ratio, 1e-6)))))  # never slower than x0.25: it must end
 
 
 def _cost_parameters(

@@ -6,7 +6,7 @@ Both are the simulator's cost model (simulator/costmodel.py) read backwards:
 
 Decode (each request's median inter-token gap against the batch B and KV it shared the engine with):
 memory-bound, so ITL = (M0 + F) + S x B + K x kv, a linear least-squares fit with non-negative
-coefficients (a negative one is dropped and the rest refitted: an engine never gets faster with more work).
+coefficients (an engine never gets faster with more work, nor takes negative time for an empty step).
 Prefill (TTFT of requests that did not queue): TTFT = const + wait + max(M0 + K x kv, C x tokens) + F + S x (B+1),
 where const is the time before the engine's queue and wait the rest of the step in flight at arrival;
 M0 and C come from a grid search (the max makes it non-linear), const is the median residual.
@@ -14,6 +14,7 @@ M0 and C come from a grid search (the max makes it non-linear), const is the med
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,18 +44,24 @@ class PrefillFit:
 
 
 def fit_decode(itl_s: np.ndarray, batch: np.ndarray, kv: np.ndarray) -> DecodeFit:
-    columns = {"base": np.ones_like(batch), "seq": batch, "kv": kv}
-    keep = list(columns)
-    coef = np.zeros(3)
-    for _ in range(3):  # drop negative coefficients (at most two passes change anything)
-        x = np.column_stack([columns[k] for k in keep])
-        sol, *_ = np.linalg.lstsq(x, itl_s, rcond=None)
-        if (sol >= 0).all() or len(keep) == 1:
-            coef = np.array([sol[keep.index(k)] if k in keep else 0.0 for k in columns])
-            break
-        keep = [k for k, v in zip(keep, sol) if v >= 0 or k == "base"]
-    coef = np.clip(coef, 0.0, None)
-    predicted = coef[0] + coef[1] * batch + coef[2] * kv
+    """Least squares with every coefficient >= 0: the best of the fits over each subset of the three
+    columns whose coefficients all come out non-negative (exact non-negative least squares for three)."""
+    columns = np.column_stack([np.ones_like(batch), batch, kv])
+    best: tuple[float, np.ndarray] | None = None
+    for subset in itertools.product((False, True), repeat=3):
+        use = [i for i in range(3) if subset[i]]
+        coef = np.zeros(3)
+        if use:
+            sol, *_ = np.linalg.lstsq(columns[:, use], itl_s, rcond=None)
+            if (sol < 0).any():
+                continue
+            coef[use] = sol
+        sse = float(((itl_s - columns @ coef) ** 2).sum())
+        if best is None or sse < best[0]:
+            best = (sse, coef)
+    assert best is not None  # the empty subset always qualifies
+    coef = best[1]
+    predicted = columns @ coef
     residual = itl_s - predicted
     total = float(((itl_s - itl_s.mean()) ** 2).sum())
     r2 = 1.0 - float((residual**2).sum()) / total if total > 0 else 0.0
