@@ -1,6 +1,6 @@
 """The simulator as ground truth for the twin: fit on a run of one profile, predict what-ifs (a smaller
 batch cap, a smaller KV cache, two replicas), and compare each with an actual run of the simulator so
-changed, per phase: throughput and median ITL within 10 %, median TTFT within 20 %. docs/twin.md has
+changed, per phase: throughput and median ITL within 10 %, median TTFT within 15 %. docs/twin.md has
 the measured table; this test rewrites runs/twin-validation.md with today's."""
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ WHAT_IFS = {
     "num_gpu_blocks=96": ["num_gpu_blocks=96", "max_model_len=1536"],
     "replicas=2": ["replicas=2"],
 }
-# Held per phase below the break point: throughput and the median ITL to 10 %; the median TTFT to 20 %,
-# as measured (docs/twin.md: the twin reads 4-19 % slow there); the P95s are reported beside them.
-TOLERANCE = {"rps": 0.10, "itl_p50_ms": 0.10, "ttft_p50_ms": 0.20}
+# Held per phase below the break point: throughput and the median ITL to 10 %; the median TTFT to 15 %
+# (measured within 10 %, the median of a one-minute step moves a few % between runs); the P95s are
+# reported beside them (docs/twin.md).
+TOLERANCE = {"rps": 0.10, "itl_p50_ms": 0.10, "ttft_p50_ms": 0.15}
 
 
 def _run(out: Path, *sim_options: str) -> Path:
