@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("loadline.commands.sim", "serve the simulated OpenAI-compatible inference server"),
     "report": ("loadline.commands.report", "turn a run folder into tables, charts, SLO verdict (exit 1 on fail)"),
     "compare": ("loadline.commands.compare", "compare two run folders phase by phase (exit 1 on regression)"),
+    "twin": ("loadline.commands.twin", "fit a simulator twin to a run; predict what-ifs with it"),
     "plan": ("loadline.commands.plan", "capacity plan: replicas for a target rate, GPU memory estimate"),
 }
 
@@ -55,7 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(module_name)
         parser = argparse.ArgumentParser(prog=f"loadline {name}", description=getattr(module, "HELP", help_text))
         module.add_arguments(parser)
+        # A command with positionals and sub-actions takes its pass-through options after `--` here:
+        # argparse refuses `--` followed by options once more than one positional is declared.
+        tail: list[str] = []
+        if getattr(module, "PASS_THROUGH", "") and "--" in rest:
+            rest, tail = rest[: rest.index("--")], rest[rest.index("--") + 1 :]
         args = parser.parse_args(rest)
+        if getattr(module, "PASS_THROUGH", ""):
+            setattr(args, module.PASS_THROUGH, tail)
         return int(module.main(args) or 0)
     except UsageError as exc:
         print(f"loadline {name}: error: {exc}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 from loadline.analysis.data.load import load_run
@@ -16,7 +17,7 @@ from loadline.core.errors import UsageError
 HELP = """Capacity plan: replicas = target / per-replica x 1.2, rounded up at the horizontal
 efficiency assumed (2 replicas = 1.6-1.8x one), + 1 spare, water levels (green < 70 %, yellow 70-85 %, red > 85 %)
 and, with --params-b, the GPU memory for weights + KV cache + 20 % runtime.
-The per-replica figure is given (--per-replica-qps) or read from a run folder (--run: the run's answer,
+The per-replica figure is given (--per-replica-qps), predicted by a fitted twin (--twin, docs/twin.md), or read from a run folder (--run: the run's answer,
 its max SLO-compliant load divided by the replicas behind the target, as its report says), with a
 caution line for what that answer says against trusting its numbers (trust, no safe load).
 Example: loadline plan --target-qps 500 --per-replica-qps 240   ->  5 replicas (3 if replicas scaled
@@ -27,6 +28,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-qps", type=float, help="peak requests/s the service must carry")
     parser.add_argument("--per-replica-qps", type=float, help="max SLO-compliant requests/s of one replica")
     parser.add_argument("--run", metavar="RUN_DIR", help="read the per-replica figure from this run folder's knee")
+    parser.add_argument(
+        "--twin",
+        metavar="TWIN_DIR",
+        help="predict the per-replica figure with a fitted twin (`loadline twin fit`): a time-compressed run of it",
+    )
+    parser.add_argument(
+        "--twin-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="what-if change to the twin's profile before it predicts (repeatable), e.g. max_num_seqs=16",
+    )
     parser.add_argument("--margin", type=float, default=capacity.MARGIN, help="safety multiplier (default 1.2)")
     parser.add_argument(
         "--spares", type=int, default=capacity.SPARES, help="spare replicas for availability (default 1: N+1)"
@@ -70,6 +83,29 @@ def _per_replica_from_run(run_dir: str, answer: Answer) -> tuple[float, str]:
     return answer.per_replica_rps, answer.per_replica_basis
 
 
+def _per_replica_from_twin(twin: str, sets: list[str]) -> tuple[float, str, list[str]]:
+    """The twin's predicted max SLO-compliant load per replica, with its stated error as a caution."""
+    from loadline.commands import twin_predict
+    from loadline.simulator.config import coerce, parse_assignment
+
+    profile, folder = twin_predict.load_profile(twin)
+    changes = {key: coerce(key, value) for key, value in (parse_assignment(text) for text in sets)}
+    result = twin_predict.predict(
+        profile, twin_predict.WhatIf(changes), folder / "plans" / time.strftime("%Y%m%d-%H%M%S")
+    )
+    per_replica = result["figures"]["per_replica_rps"]
+    if not per_replica:
+        raise UsageError(f"the twin's prediction ({result['run']}) found no SLO-compliant load; give --per-replica-qps")
+    compliant = [p for p in result["phases"] if p["phase"] and p["phase"] in result["figures"]["max_compliant"]]
+    error = compliant[0]["error"] if compliant else result["base_error"]
+    doubts = [f"predicted by the twin ({result['run']}): +-{error:.0%} on its figures"]
+    doubts += [
+        f"the twin's prediction is outside its fitted range: {r}" for p in compliant for r in p["outside_fitted_range"]
+    ]
+    basis = f"the twin of {profile.run}{' with ' + ', '.join(sets) if sets else ''}: max SLO-compliant load per replica"
+    return float(per_replica), basis, doubts
+
+
 def run_doubts(run_dir: str, answer: Answer) -> list[str]:
     """What the run's answer says against trusting its numbers (trust), or against any load being safe
     (a break that came with time): a plan built on that run inherits the doubt. [] when nothing; a
@@ -86,10 +122,13 @@ def run_doubts(run_dir: str, answer: Answer) -> list[str]:
 
 
 def build(args: argparse.Namespace) -> dict:
-    if args.per_replica_qps is None and not args.run:
-        raise UsageError("give --per-replica-qps Q or --run RUN_DIR")
+    if args.per_replica_qps is None and not args.run and not getattr(args, "twin", None):
+        raise UsageError("give --per-replica-qps Q, --run RUN_DIR or --twin TWIN_DIR")
     basis = "given on the command line"
     per_replica = args.per_replica_qps
+    twin_doubts: list[str] = []
+    if per_replica is None and getattr(args, "twin", None):
+        per_replica, basis, twin_doubts = _per_replica_from_twin(args.twin, args.twin_set)
     answer = answer_of_run(args.run) if per_replica is None else None  # read (or computed) once
     if answer is not None:
         per_replica, basis = _per_replica_from_run(args.run, answer)
@@ -98,6 +137,8 @@ def build(args: argparse.Namespace) -> dict:
     out: dict = {"per_replica_qps": round(per_replica, 3), "basis": basis}
     if answer is not None:
         out["doubts"] = run_doubts(args.run, answer)
+    if twin_doubts:
+        out["doubts"] = twin_doubts
     if args.target_qps is not None:
         try:
             out["plan"] = capacity.plan(

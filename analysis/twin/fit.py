@@ -1,0 +1,269 @@
+"""`loadline twin fit`: a simulator profile whose engine reproduces a run, each number with its evidence.
+
+Pure: a loaded run in, a `TwinProfile` out. The cost model is the simulator's (simulator/costmodel.py),
+re-expressed on a unit machine so each fitted time maps onto one profile key: bandwidth 1,000 GB/s
+and compute 1,000 TFLOP/s at efficiency 1, so weights_gib carries the weight-read time M0,
+kv_bytes_per_token the time per KV token read K, params_b the compute per prefill token C,
+step_overhead_ms the rest of an empty step F, per_seq_overhead_us the per-sequence term S. The
+engine's configuration (cap, KV blocks, block size) is read where its metrics state it, inferred
+where they imply it, and otherwise assumed and said so (docs/twin.md lists which is which).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from loadline.analysis.data.load import RunData
+from loadline.analysis.data.timescale import model_run
+from loadline.analysis.twin import engine_config, workload
+from loadline.analysis.twin.model import BOUNDED, FITTED, MEASURED, FittedRange, Parameter, TwinProfile
+from loadline.analysis.twin.overlap import in_flight_at, mean_overlap
+from loadline.analysis.twin.regress import DecodeFit, PrefillFit, fit_decode, fit_prefill
+from loadline.analysis.verdict.capacity import replicas_in_run
+from loadline.analysis.verdict.signals import Signals
+from loadline.core.errors import UsageError
+
+BANDWIDTH = 1e12  # bytes/s of the twin's unit machine (hbm_bandwidth_gbs 1000, memory_efficiency 1)
+FLOPS = 1e15  # FLOP/s of the twin's unit machine (peak_tflops 1000, compute_efficiency 1)
+GIB = 1 << 30
+WALL_ITL_MS = 2.0  # a prediction's light-load inter-token gap in wall time, at least (see _time_scale)
+MIN_REQUESTS = 20  # fewer usable requests fit nothing trustworthy
+
+
+def _requests(run: RunData) -> pd.DataFrame:
+    req = run.requests
+    ok = req[(req["status"].astype(str) == "ok") & req["ttft_ms"].notna() & req["e2e_ms"].notna()].copy()
+    if len(ok) < MIN_REQUESTS:
+        raise UsageError(f"{run.path}: {len(ok)} successful streamed requests; a twin needs at least {MIN_REQUESTS}")
+    ok["t0"] = ok["start_wall"].astype(float)
+    ok["tf"] = ok["t0"] + ok["ttft_ms"].astype(float) / 1e3
+    ok["te"] = ok["t0"] + ok["e2e_ms"].astype(float) / 1e3
+    ok["prompt"] = ok["prompt_tokens"].astype(float).fillna(0.0)
+    ok["output"] = ok["output_tokens"].astype(float).fillna(0.0)
+    return ok.reset_index(drop=True)
+
+
+def _engine(signals: Signals) -> str:
+    dialects = signals.engines()
+    if dialects:
+        return dialects[0]
+    return "vllm" if signals.has("ttft") else "unknown"
+
+
+def _before_queue_s(signals: Signals, req: pd.DataFrame) -> float | None:
+    """The API server's time before the engine's queue, where the engine's histograms say it: its TTFT
+    (from arrival) less its queue time and its prefill time (from scheduling to the first token)."""
+    if not all(signals.has(c) for c in ("ttft", "queue_time", "prefill_time")):
+        return None
+    start, end = float(req["t0"].min()) - 1, float(req["te"].max()) + 1
+    means = [signals.histogram(c, start, end) for c in ("ttft", "queue_time", "prefill_time")]
+    if any(h is None or not h.count or h.mean is None for h in means):
+        return None
+    ttft, queue, prefill = (float(h.mean) for h in means)  # type: ignore[union-attr, arg-type]
+    return max(0.0, ttft - queue - prefill)
+
+
+def _outside_engine_s(signals: Signals, req: pd.DataFrame) -> tuple[float, str]:
+    """Client TTFT minus the engine's own (time split): the client and network share, which a twin run pays again."""
+    if not signals.has("ttft"):
+        return (
+            0.0,
+            "the engine exports no TTFT histogram: the time outside it is not separable, all of it is in request_overhead_ms",
+        )
+    hist = signals.histogram("ttft", float(req["t0"].min()) - 1, float(req["te"].max()) + 1)
+    if hist is None or not hist.count or hist.mean is None:
+        return 0.0, "no engine TTFT observations: time outside the engine not separable"
+    outside = max(0.0, float(req["ttft_ms"].mean()) / 1e3 - hist.mean)
+    return outside, f"client TTFT mean {req['ttft_ms'].mean():.1f} ms - engine TTFT mean {hist.mean * 1e3:.1f} ms"
+
+
+def _decode(req: pd.DataFrame, replicas: int) -> tuple[DecodeFit, np.ndarray, np.ndarray]:
+    ctx = (req["prompt"] + req["output"] / 2).to_numpy(float)
+    tf, te = req["tf"].to_numpy(float), req["te"].to_numpy(float)
+    batch = mean_overlap(tf, te, tf, te, np.ones(len(req))) / replicas
+    kv = mean_overlap(tf, te, tf, te, ctx) / replicas
+    usable = (req["output"].to_numpy() >= 3) & req["itl_p50_ms"].notna().to_numpy() & (te > tf)
+    if usable.sum() < MIN_REQUESTS:
+        raise UsageError(
+            f"{len(req)} requests, {int(usable.sum())} with 3+ tokens and inter-token gaps: too few to fit decode"
+        )
+    fit = fit_decode(req["itl_p50_ms"].to_numpy(float)[usable] / 1e3, batch[usable], kv[usable])
+    return fit, batch, kv
+
+
+def _prefill(
+    req: pd.DataFrame,
+    replicas: int,
+    cap: int | None,
+    decode: DecodeFit,
+    before_queue_s: float | None = None,
+    chunk: int = 0,
+) -> PrefillFit:
+    t0, tf, te = (req[c].to_numpy(float) for c in ("t0", "tf", "te"))
+    ctx = (req["prompt"] + req["output"] / 2).to_numpy(float)
+    batch = mean_overlap(t0, tf, tf, te, np.ones(len(req))) / replicas
+    kv = mean_overlap(t0, tf, tf, te, ctx) / replicas
+    in_flight = in_flight_at(t0, t0, te) / replicas  # this request included
+    # Alone in its prefill: a prompt prefilled in the same steps as another's shows both prompts' cost,
+    # which the twin's scheduler adds by itself (one request's own window always overlaps itself once).
+    shared = mean_overlap(t0, tf, t0, tf, np.ones(len(req))) - 1.0
+    unqueued = (in_flight <= (cap if cap is not None else np.inf)) & (shared < 0.05)
+    if unqueued.sum() < MIN_REQUESTS:
+        unqueued = in_flight <= np.quantile(in_flight, 0.25)
+    return fit_prefill(
+        req["ttft_ms"].to_numpy(float)[unqueued] / 1e3,
+        req["prompt"].to_numpy(float)[unqueued],
+        batch[unqueued],
+        kv[unqueued],
+        decode,
+        before_queue_s,
+        chunk,
+    )
+
+
+def _range(run: RunData, req: pd.DataFrame, batch: np.ndarray, cap: int | None) -> FittedRange:
+    phases = run.phases
+    users = pd.to_numeric(phases.get("target_users", pd.Series(dtype=float)), errors="coerce").max()
+    max_rps = 0.0
+    for _, ph in phases.iterrows():
+        start, end = float(ph["start_wall"]), float(ph["end_wall"])
+        done = ((req["te"] >= start) & (req["te"] < end)).sum()
+        if end > start:
+            max_rps = max(max_rps, done / (end - start))
+    p = req["prompt"].to_numpy(float)
+    o = req["output"].to_numpy(float)
+    return FittedRange(
+        max_users=float(users)
+        if pd.notna(users)
+        else float(in_flight_at(req["t0"].to_numpy(), req["t0"].to_numpy(), req["te"].to_numpy()).max()),
+        max_rps=round(max_rps, 3),
+        max_running=round(float(np.quantile(batch, 0.99)), 2),
+        prompt_tokens=(int(np.quantile(p, 0.05)), int(np.quantile(p, 0.95))),
+        output_tokens=(int(np.quantile(o, 0.05)), int(np.quantile(o, 0.95))),
+        cap=cap,
+    )
+
+
+def fit(run: RunData) -> TwinProfile:
+    model = model_run(run)  # model time: a time-scaled run's twin runs at its model's speed
+    req = _requests(model)
+    signals = Signals(model.server_metrics)
+    replicas, replicas_how = replicas_in_run(model)
+    engine = _engine(signals)
+    decode, batch, _ = _decode(req, replicas)
+    cap, cap_param = engine_config.cap(signals, replicas, float(np.quantile(batch, 0.99)))
+    outside_s, outside_how = _outside_engine_s(signals, req)
+    engine_before_queue = _before_queue_s(signals, req)
+    before_queue = None if engine_before_queue is None else outside_s + engine_before_queue
+    chunk = engine_config.prefill_chunk(model.server_metrics, engine, int(req["prompt"].max()))[0]
+    prefill = _prefill(req, replicas, cap, decode, before_queue, chunk)
+    config = engine_config.cache_config(signals, model)
+    params = _cost_parameters(decode, prefill, outside_s, outside_how, engine_before_queue is not None)
+    params.append(cap_param)
+    params += engine_config.kv(config, req, cap or int(cap_param.value))
+    params += engine_config.output_lengths(req)
+    params += engine_config.fixed(engine, replicas, replicas_how, config, req, params, model.server_metrics)
+    return TwinProfile(
+        run=str(run.path),
+        engine=engine,
+        replicas=replicas,
+        parameters=params,
+        fitted_range=_range(model, req, batch, cap),
+        workload={**workload.of_manifest(run.manifest), "twin_time_scale": _time_scale(req)},
+        regressions={
+            "decode": {
+                "base_ms": decode.base_s * 1e3,
+                "per_seq_us": decode.per_seq_s * 1e6,
+                "per_kv_token_ns": decode.per_kv_token_s * 1e9,
+                "r2": decode.r2,
+                "n": decode.n,
+                "median_rel_residual": decode.rel_residual,
+            },
+            "prefill": {
+                "weights_ms": prefill.weights_s * 1e3,
+                "per_token_us": prefill.per_token_s * 1e6,
+                "before_queue_ms": prefill.before_queue_s * 1e3,
+                "n": prefill.n,
+                "mean_rel_residual": prefill.rel_residual,
+                "compute_bound_share": prefill.compute_bound_share,
+            },
+        },
+    )
+
+
+def _time_scale(req: pd.DataFrame) -> float:
+    """How much a prediction may compress time: 5 (the Makefile demo's choice on a 2-core machine), less for
+    a fast engine, so its light-load inter-token gap (p10 of the requests' medians) stays >= WALL_ITL_MS of
+    wall time: the client's and the simulator's own per-token costs (a fraction of a millisecond on a busy
+    host) must stay small beside it. Below 1 the twin runs slower than real time (a power of two, x0.25 at
+    the slowest: a prediction of a 5-minute run then takes 20)."""
+    itl = float(req["itl_p50_ms"].quantile(0.1)) if req["itl_p50_ms"].notna().any() else 0.0
+    ratio = itl / WALL_ITL_MS
+    if ratio >= 1:
+        return float(min(5, math.floor(ratio)))
+    return float(2.0 ** max(-2, round(math.log2(max(ratio, 1e-6)))))  # never slower than x0.25: it must end
+
+
+def _cost_parameters(
+    decode: DecodeFit, prefill: PrefillFit, outside_s: float, outside_how: str, measured_before_queue: bool = False
+) -> list[Parameter]:
+    d = f"decode: median inter-token gap of {decode.n} requests vs the batch and KV they shared (R2 {decode.r2:.2f}, median residual {decode.rel_residual:.0%})"
+    p = f"prefill: TTFT of {prefill.n} requests that did not queue vs their prompt tokens (mean residual {prefill.rel_residual:.0%})"
+    per_token = Parameter(
+        "params_b",
+        round(prefill.per_token_s * FLOPS / 2e9, 6),
+        FITTED,
+        f"{p}: {prefill.per_token_s * 1e6:.3g} us per prefill token",
+    )
+    if prefill.compute_bound_share < 0.05:
+        per_token = Parameter(
+            "params_b",
+            per_token.value,
+            BOUNDED,
+            f"{p}: every prompt's prefill was hidden under the step's fixed cost, so only an upper bound ({prefill.per_token_s * 1e6:.3g} us/token) is known",
+        )
+    request_overhead = max(0.0, prefill.before_queue_s - outside_s)
+    return [
+        Parameter(
+            "weights_gib",
+            round(prefill.weights_s * BANDWIDTH / GIB, 6),
+            FITTED,
+            f"{p}: {prefill.weights_s * 1e3:.3g} ms of the empty step is hidden under a compute-bound prefill (the max of memory and compute)",
+        ),
+        Parameter(
+            "step_overhead_ms",
+            round((decode.base_s - prefill.weights_s) * 1e3, 4),
+            FITTED,
+            f"{d}: empty step {decode.base_s * 1e3:.3g} ms minus the weight read",
+        ),
+        Parameter(
+            "per_seq_overhead_us", round(decode.per_seq_s * 1e6, 3), FITTED, f"{d}: slope per sequence in the batch"
+        ),
+        Parameter(
+            "kv_bytes_per_token",
+            max(1, round(decode.per_kv_token_s * BANDWIDTH)),
+            FITTED,
+            f"{d}: {decode.per_kv_token_s * 1e9:.3g} ns per KV token read",
+        ),
+        per_token,
+        Parameter(
+            "request_overhead_ms",
+            round(request_overhead * 1e3, 3),
+            MEASURED if measured_before_queue else FITTED,
+            (
+                f"the engine's histograms: TTFT less queue time less prefill time, means ({request_overhead * 1e3:.3g} ms)"
+                if measured_before_queue
+                else f"{p}: {prefill.before_queue_s * 1e3:.3g} ms before the queue, less {outside_s * 1e3:.3g} ms outside the engine ({outside_how})"
+            ),
+        ),
+    ]
+
+
+def summary_rows(profile: TwinProfile) -> list[dict[str, Any]]:
+    return [
+        {"parameter": p.name, "value": p.value, "grade": p.grade, "evidence": p.evidence} for p in profile.parameters
+    ]

@@ -1,0 +1,164 @@
+"""The twin's pure parts: the regressions recover known cost-model terms, the overlap counts, the stated
+error widens outside the fitted range, the workload replays the run's load, and the written profile is
+one the simulator accepts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadline.analysis.twin import workload
+from loadline.analysis.twin.model import ASSUMED, FITTED, MEASURED, FittedRange, Parameter, TwinProfile
+from loadline.analysis.twin.overlap import in_flight_at, mean_overlap
+from loadline.analysis.twin.regress import DecodeFit, fit_decode, fit_prefill
+from loadline.analysis.twin.uncertainty import BASE_ERROR, changes_outside, for_phase
+from loadline.commands.main import main
+from loadline.simulator.config import build_config
+
+pytestmark = pytest.mark.unit
+
+
+def test_decode_fit_recovers_the_step_terms() -> None:
+    rng = np.random.default_rng(1)
+    batch = rng.uniform(1, 8, 500)
+    kv = batch * rng.uniform(50, 1500, 500)
+    itl = 0.0187 + 50e-6 * batch + 3.3e-6 * kv + rng.normal(0, 2e-4, 500)
+    fit = fit_decode(itl, batch, kv)
+    assert fit.base_s == pytest.approx(0.0187, rel=0.03)
+    assert fit.per_seq_s == pytest.approx(50e-6, rel=0.3)
+    assert fit.per_kv_token_s == pytest.approx(3.3e-6, rel=0.03)
+    assert fit.r2 > 0.9
+
+
+def test_decode_fit_never_returns_a_negative_term() -> None:
+    batch = np.linspace(1, 8, 50)
+    itl = 0.02 - 1e-4 * batch  # faster with more work: not an engine; the slope is dropped, not negated
+    fit = fit_decode(itl, batch, np.zeros(50))
+    assert fit.per_seq_s == 0.0 and fit.per_kv_token_s == 0.0 and fit.base_s > 0
+
+
+def test_prefill_fit_recovers_the_compute_per_token_and_the_time_before_the_queue() -> None:
+    rng = np.random.default_rng(2)
+    decode = DecodeFit(base_s=0.0187, per_seq_s=0.0, per_kv_token_s=0.0, r2=1.0, n=10, rel_residual=0.0)
+    tokens = rng.uniform(20, 1500, 400)
+    batch, kv = np.zeros(400), np.zeros(400)
+    m0, c, before = 0.0067, 100e-6, 0.023
+    ttft = before + np.maximum(m0, c * tokens) + (decode.base_s - m0) + rng.normal(0, 3e-4, 400)
+    fit = fit_prefill(ttft, tokens, batch, kv, decode)
+    assert fit.per_token_s == pytest.approx(c, rel=0.1)
+    assert fit.before_queue_s == pytest.approx(before, abs=0.003)
+    assert fit.compute_bound_share > 0.5
+
+
+def test_prefill_fit_counts_a_chunked_prompts_steps_when_the_time_before_the_queue_is_known() -> None:
+    rng = np.random.default_rng(3)
+    decode = DecodeFit(base_s=0.0187, per_seq_s=0.0, per_kv_token_s=0.0, r2=1.0, n=10, rel_residual=0.0)
+    tokens = np.concatenate([rng.uniform(8, 48, 200), rng.uniform(200, 500, 100), rng.uniform(1000, 2000, 50)])
+    m0, c, before, chunk = 0.0067, 100e-6, 0.023, 512
+    chunks = np.ceil(tokens / chunk)
+    ttft = before + chunks * (np.maximum(m0, c * tokens / chunks) + decode.base_s - m0)
+    ttft += rng.normal(0, 3e-4, len(tokens))
+    fit = fit_prefill(ttft, tokens, np.zeros(len(tokens)), np.zeros(len(tokens)), decode, before, chunk)
+    assert fit.per_token_s == pytest.approx(c, rel=0.05)
+    assert fit.weights_s == pytest.approx(m0, abs=0.0015)
+    unchunked = fit_prefill(ttft, tokens, np.zeros(len(tokens)), np.zeros(len(tokens)), decode, before)
+    assert unchunked.per_token_s > 1.1 * c  # one step per prompt: the chunks' fixed costs land on C
+
+
+def test_overlap_is_the_time_averaged_count_of_windows() -> None:
+    start, end = np.array([0.0, 0.5, 2.0]), np.array([1.0, 1.5, 3.0])
+    batch = mean_overlap(start, end, start, end, np.ones(3))
+    assert batch == pytest.approx([1.5, 1.5, 1.0])  # each window holds itself; the first two share half
+    assert list(in_flight_at(np.array([0.75, 1.75, 2.5]), start, end)) == [2, 0, 1]
+
+
+def _profile(**range_overrides) -> TwinProfile:
+    rng = dict(max_users=8.0, max_rps=4.0, max_running=7.5, prompt_tokens=(20, 1500), output_tokens=(9, 49), cap=8)
+    rng.update(range_overrides)
+    params = [
+        Parameter("weights_gib", 6.0, FITTED, "x"),
+        Parameter("step_overhead_ms", 12.0, FITTED, "x"),
+        Parameter("per_seq_overhead_us", 50.0, FITTED, "x"),
+        Parameter("kv_bytes_per_token", 3300000, FITTED, "x"),
+        Parameter("params_b", 50.0, FITTED, "x"),
+        Parameter("request_overhead_ms", 20.0, FITTED, "x"),
+        Parameter("max_num_seqs", 8, MEASURED, "x"),
+        Parameter("num_gpu_blocks", 256, MEASURED, "x"),
+        Parameter("block_size", 16, MEASURED, "x"),
+        Parameter("max_model_len", 4096, ASSUMED, "x"),
+        Parameter("replicas", 1, MEASURED, "x"),
+        Parameter("hbm_bandwidth_gbs", 1000.0, ASSUMED, "x"),
+        Parameter("memory_efficiency", 1.0, ASSUMED, "x"),
+        Parameter("peak_tflops", 1000.0, ASSUMED, "x"),
+        Parameter("compute_efficiency", 1.0, ASSUMED, "x"),
+        Parameter("gpu_memory_gib", 40.0, ASSUMED, "x"),
+        Parameter("model_name", "loadline/twin", ASSUMED, "x"),
+        Parameter("enable_prefix_caching", True, MEASURED, "x"),
+    ]
+    return TwinProfile("runs/x", "vllm", 1, params, FittedRange(**rng), {"scenario": "single"})
+
+
+def test_a_phase_inside_the_fitted_range_keeps_the_base_error() -> None:
+    u = for_phase(_profile(), BASE_ERROR, 1.0, [], users=4, rps=2.0, replicas=1, prompt_p95=1400)
+    assert u.inside and u.error == BASE_ERROR
+
+
+def test_more_load_than_the_run_reached_widens_the_error_and_says_so() -> None:
+    u = for_phase(_profile(), BASE_ERROR, 1.0, [], users=32, rps=16.0, replicas=1, prompt_p95=1400)
+    assert not u.inside and u.error > 2 * BASE_ERROR
+    assert "4x the most the run carried" in u.outside[0]
+    # the same load over 4 replicas is what one replica carried: inside again
+    assert for_phase(_profile(), BASE_ERROR, 1.0, [], users=32, rps=16.0, replicas=4, prompt_p95=1400).inside
+
+
+def test_a_cap_far_from_the_fitted_one_and_an_unidentified_key_are_named() -> None:
+    factor, reasons = changes_outside(_profile(), {"max_num_seqs": 64, "max_model_len": 2048})
+    assert factor > 2
+    assert any("max_num_seqs 8 -> 64" in r for r in reasons)
+    assert any("max_model_len was not identified" in r for r in reasons)
+    assert changes_outside(_profile(), {"replicas": 3}) == (1.0, [])
+
+
+def test_the_written_profile_is_one_the_simulator_accepts(tmp_path: Path) -> None:
+    profile = _profile()
+    toml, _ = profile.write(tmp_path)
+    config = build_config(str(toml), {})
+    assert (config.max_num_seqs, config.num_gpu_blocks, config.step_overhead_ms) == (8, 256, 12.0)
+    assert TwinProfile.from_dict(asdict(profile)) == profile
+
+
+def test_the_workload_replays_the_runs_load_options() -> None:
+    manifest = {
+        "time_scale": 5.0,
+        "options": {
+            "locustfile": "/x/locustfiles/single_shot.py,/x/locustfiles/shape.py",
+            "shape": "stepped",
+            "step_start_users": 2,
+            "step_stop_on_slo": True,
+            "event_interval": 1.0,
+            "ignore_eos": True,
+            "host": "http://127.0.0.1:1",
+            "prompt_tokens": None,
+        },
+    }
+    load = workload.of_manifest(manifest)
+    assert (load["scenario"], load["shape"], load["time_scale"]) == ("single", "stepped", 5.0)
+    args = load["locust_args"]
+    assert "--ignore-eos" in args and "--host" not in args and "--prompt-tokens" not in args
+    assert args[args.index("--step-start-users") + 1] == "2" and "--step-stop-on-slo" not in args
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["twin", "fit", str(tmp_path / "missing")]) == 2
+    assert main(["twin", "predict", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("loadline twin: error:") for line in err)
+
+
+def test_plan_with_a_folder_that_holds_no_twin_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["plan", "--target-qps", "10", "--twin", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no twin at" in err[0]
