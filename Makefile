@@ -4,7 +4,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint lint-layers install browser faketime real-engine test-real build-tools
+.PHONY: demo test test-fast lint lint-layers install browser faketime real-engine test-real twin-validation build-tools
 
 # A stepped test (2, 4, 8, 16... users until the SLO breaks) against the small simulated engine,
 # 5x faster than real time (about four minutes); the report is in model time.
@@ -49,6 +49,12 @@ real-engine: install build-tools
 	    > runs/real-suite.txt 2>&1; code=$$?; cat runs/real-suite.txt; exit $$code; }
 
 test-real: real-engine
+
+# The digital twin against the simulator as ground truth, every what-if (make test runs one of them):
+# fit on a stepped run, predict a smaller batch cap, a smaller KV cache and two replicas, rerun each
+# for real. About 5 minutes; the table goes to runs/twin-validation.md (docs/twin.md).
+twin-validation: install
+	LOADLINE_TWIN_ALL=1 $(BIN)/python -m pytest -v -p no:cacheprovider tests/e2e/test_twin_sim_truth.py
 
 build-tools:
 	@command -v cmake >/dev/null && command -v c++ >/dev/null || \
