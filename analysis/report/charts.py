@@ -18,9 +18,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data.load import RunData
+from loadline.analysis.data.load import RunData, gap_column
 from loadline.analysis.data.timescale import time_scale
-from loadline.analysis.stats.phases import pooled_itl_ms
 from loadline.core.records import Status
 
 MAX_BUCKETS = 150
@@ -177,7 +176,9 @@ def latency_cdfs(run: RunData, path: Path) -> Path:
     step = max(1, len(ok) // CDF_MAX_REQUESTS)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     _cdf(left, ok["ttft_ms"].to_numpy(dtype=float), "TTFT")
-    _cdf(right, pooled_itl_ms(ok["itl_us"].to_numpy()[::step]), "ITL per gap")
+    sample = np.zeros(len(run.requests), dtype=bool)  # every step-th ok request
+    sample[np.flatnonzero((run.requests["status"] == Status.OK).to_numpy())[::step]] = True
+    _cdf(right, gap_column(run).pooled(sample) / 1000.0, "ITL per gap")
     sampled = f", gaps of every {step}th request" if step > 1 else ""
     left.set(title="TTFT distribution (CDF)", xlabel="TTFT (ms)", ylabel="fraction of requests")
     right.set(title=f"ITL distribution (CDF{sampled})", xlabel="inter-token gap (ms)", ylabel="fraction of gaps")

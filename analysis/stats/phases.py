@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data.load import RunData
+from loadline.analysis.data.gaps import GapHistogram, parse_gaps
+from loadline.analysis.data.load import RunData, gap_column
 from loadline.analysis.stats import token_kinds
 from loadline.core.judge import applicability
 from loadline.core.records import ErrorClass, Status
@@ -51,25 +52,22 @@ PHASE_TABLE_COLUMNS = [
     "output_tokens_per_s",
     "goodput_rps",
 ] + [f"{m}_{p}_ms" for m in METRICS for p, _ in PERCENTILES]
-_ITL_CHUNK_ROWS = 50_000  # bounds the joined string parsed at once (~15 MB at 300 B/row)
 
 
 def pooled_itl_us(itl_us: pd.Series | np.ndarray) -> np.ndarray:
     """Every gap of every request as one int32 array (microseconds), parsed by numpy in C, chunked."""
-    values = np.asarray(itl_us, dtype=object)
-    parts: list[np.ndarray] = []
-    for start in range(0, len(values), _ITL_CHUNK_ROWS):
-        text = " ".join(v for v in values[start : start + _ITL_CHUNK_ROWS] if isinstance(v, str) and v)
-        if text:
-            parts.append(np.fromstring(text, dtype=np.int64, sep=" ").astype(np.int32))
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+    return parse_gaps(itl_us)
 
 
 def pooled_itl_ms(itl_us: pd.Series | np.ndarray) -> np.ndarray:
     return pooled_itl_us(itl_us) / 1000.0
 
 
-def percentiles(samples: np.ndarray) -> dict[str, float]:
+def percentiles(samples: np.ndarray | GapHistogram) -> dict[str, float]:
+    """numpy's default (linear) percentiles of the samples; of a histogram's gaps, the same, exactly."""
+    if isinstance(samples, GapHistogram):
+        values = samples.percentiles(tuple(q for _, q in PERCENTILES))
+        return {name: float(v) for (name, _), v in zip(PERCENTILES, values)}
     samples = np.asarray(samples)
     samples = samples[~np.isnan(samples)] if samples.dtype.kind == "f" else samples
     if samples.size == 0:
@@ -127,16 +125,48 @@ def uncensored(rows: pd.DataFrame, phase_end: float, tolerance_s: float = CUT_TO
     return rows["start_wall"] < cut["start_wall"].min()
 
 
-def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Raw latency samples of the ok, uncensored requests of one phase: e2e/ttft/tpot in ms, itl in int us."""
-    where = assign_phases(run) if where is None else where
-    rows = run.requests[where == position]
+_TIMED_COLUMNS = ("status", "start_wall", "end_wall", "e2e_ms", "ttft_ms", "tpot_ms")
+
+
+def _timed_rows(run: RunData, position: int, where: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
+    """The ok, uncensored requests of one phase (the rows its latency percentiles are over): their
+    positions in run.requests, and those rows' status, times and latencies."""
+    inside = np.flatnonzero(where == position)
+    rows = run.requests.iloc[inside][list(_TIMED_COLUMNS)]
     cut_tolerance = CUT_TOLERANCE_S * run.wall_second  # the tick is the generator's, on its wall clock
-    rows = rows[
+    keep = (
         uncensored(rows, float(run.phases.iloc[position]["end_wall"]), cut_tolerance) & (rows["status"] == Status.OK)
-    ]
-    samples = {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
-    samples["itl"] = pooled_itl_us(rows["itl_us"])  # int32 us: a quarter of the memory of float64 ms
+    ).to_numpy()
+    return inside[keep], rows[keep]
+
+
+def _scalar_samples(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    return {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
+
+
+def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Raw latency samples of the ok, uncensored requests of one phase: e2e/ttft/tpot in ms, itl in int us
+    (every gap materialised: for comparing two runs' phases, not for the phase table of a large run)."""
+    where = assign_phases(run) if where is None else where
+    positions, rows = _timed_rows(run, position, where)
+    samples = _scalar_samples(rows)
+    mask = np.zeros(len(run.requests), dtype=bool)
+    mask[positions] = True
+    samples["itl"] = gap_column(run).pooled(mask)  # int32 us: a quarter of the memory of float64 ms
+    return samples
+
+
+def _timed_samples(run: RunData, where: np.ndarray) -> list[dict[str, np.ndarray | GapHistogram]]:
+    """Every phase's latency samples; its gaps as an exact histogram, all phases' in one streamed pass."""
+    keys = np.full(len(run.requests), -1, dtype=np.int32)
+    samples: list[dict[str, np.ndarray | GapHistogram]] = []
+    for position in range(len(run.phases)):
+        positions, rows = _timed_rows(run, position, where)
+        keys[positions] = position
+        samples.append(dict(_scalar_samples(rows)))
+    itl = gap_column(run).histograms(keys)
+    for position, phase in enumerate(samples):
+        phase["itl"] = itl.get(position, GapHistogram())
     return samples
 
 
@@ -146,7 +176,9 @@ def _target_rate(phase: pd.Series) -> float:
     return float(value) if value is not None and pd.notna(value) else float("nan")
 
 
-def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict:
+def _phase_row(
+    run: RunData, position: int, where: np.ndarray, slo: SLO, samples: dict[str, np.ndarray | GapHistogram]
+) -> dict:
     phase = run.phases.iloc[position]
     rows = run.requests[where == position]
     status = rows["status"].astype(str)
@@ -178,7 +210,6 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict
         "output_tokens_per_s": per_s(float(ok_rows["output_tokens"].sum())),
         "goodput_rps": per_s(int(meets.sum())),
     }
-    samples = phase_samples(run, position, where)
     for metric in METRICS:
         per_ms = 1000.0 if metric == "itl" else 1.0  # itl samples are integer microseconds
         for name, value in percentiles(samples[metric]).items():
@@ -194,7 +225,8 @@ def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
     if not run.has_records:
         return locust_phase_table(run)
     where = assign_phases(run)
-    rows = [_phase_row(run, position, where, slo) for position in range(len(run.phases))]
+    samples = _timed_samples(run, where)
+    rows = [_phase_row(run, position, where, slo, samples[position]) for position in range(len(run.phases))]
     extra = token_kinds.which(run.requests, slo)
     for position, row in enumerate(rows):
         row.update(_token_kind_values(run, position, where, extra) if extra else {})

@@ -1,0 +1,157 @@
+"""requests.csv into a compact table, in streamed batches (pyarrow's multi-threaded CSV reader).
+
+What makes a 10 M-row table fit: the inter-token gaps (`itl_us`, most of the file's bytes) are not
+converted at all: analysis/data/gaps.py reads them again, streamed, when a figure needs them. Texts
+with few distinct values become categories (a small code per row), the unique request ids Arrow
+strings (bytes, not one Python object per row), numbers float64 as before (so every figure is the
+same to the last bit), and columns that are empty in every row float32 NaN (half the bytes; NaN
+either way). The whole-table pandas reader stays the path for a table pyarrow refuses (a row with
+the wrong number of fields, a non-number in a number column, bytes that are not UTF-8): it skips and
+counts the bad rows (analysis/data/load.py).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn, csv_gap_batches
+from loadline.core import schema
+
+BATCH_BYTES = 4 << 20  # one parse block: more (16-32 MB) piles up read-ahead blocks and triples the peak
+_FLOATS = schema.columns(schema.REQUESTS, schema.FLOAT)
+_INTS = schema.columns(schema.REQUESTS, schema.INT)
+_TEXTS = schema.columns(schema.REQUESTS, schema.STR)
+UNIQUE_TEXT = "request_id"
+# Columns no analysis reads (the user's view of the CSV keeps them): not converted, not held.
+UNREAD = frozenset(
+    {
+        "user_id",
+        "user_class",
+        "endpoint",
+        "model",
+        "stale_retries",
+        "connect_ms",
+        "itl_mean_ms",
+        "itl_max_ms",
+        "tokens_source",
+        "content_chunks",
+        "finish_reason",
+    }
+)
+WIDE_INTS = frozenset({"output_tokens"})  # summed over many rows: int64 as before; other counts fit int32
+
+
+class Refused(Exception):
+    """pyarrow would not read the table as declared: the caller falls back to the tolerant reader."""
+
+
+@dataclass
+class StreamedRequests:
+    frame: pd.DataFrame  # every column but itl_us; rows as in the file
+    gaps: GapColumn  # the itl_us of the same rows
+
+
+def _header(path: Path) -> list[str]:
+    with open(path, "rb") as handle:
+        first = handle.readline().decode("utf-8", errors="replace")
+    return next(csv.reader([first]), [])
+
+
+def _types(header: list[str]) -> dict[str, pa.DataType]:
+    types: dict[str, pa.DataType] = {}
+    for name in header:
+        if name in _FLOATS or name in _INTS:  # ints may be empty in a row: read as numbers, filled below
+            types[name] = pa.float64()
+        elif name == UNIQUE_TEXT:
+            types[name] = pa.string()
+        elif name in _TEXTS:
+            types[name] = pa.dictionary(pa.int32(), pa.string())
+    return types
+
+
+def _compact_batch(batch: pa.RecordBatch) -> dict[str, pa.Array]:
+    """One parsed block in its compact Arrow form: counts as int32 (int64 where summed), a number
+    column empty in every row of the block as Arrow nulls (no buffer at all)."""
+    out: dict[str, pa.Array] = {}
+    for name, column in zip(batch.schema.names, batch.columns):
+        if name in _INTS:
+            wide = pa.int64() if name in WIDE_INTS else pa.int32()
+            column = pc.cast(pc.fill_null(column, 0.0), wide, safe=False)  # as astype: a fraction truncated
+        elif pa.types.is_floating(column.type) and column.null_count == len(column):
+            column = pa.nulls(len(column))
+        out[name] = column
+    return out
+
+
+def _to_pandas(name: str, chunks: list[pa.Array]) -> pd.Series | pd.api.extensions.ExtensionArray | np.ndarray:
+    """One column of the table, from its blocks' chunks, in the dtype the analyses get."""
+    if all(pa.types.is_null(chunk.type) for chunk in chunks):  # empty in every row: no bytes per row
+        return pd.arrays.SparseArray(np.full(sum(len(c) for c in chunks), np.nan), fill_value=np.nan)
+    kinds = {chunk.type for chunk in chunks if not pa.types.is_null(chunk.type)}
+    kind = kinds.pop()
+    column = pa.chunked_array([chunk.cast(kind) if pa.types.is_null(chunk.type) else chunk for chunk in chunks], kind)
+    if name == UNIQUE_TEXT:
+        return pd.array(column.combine_chunks(), dtype=pd.StringDtype("pyarrow"))
+    if pa.types.is_dictionary(kind):
+        # one dictionary for all blocks; categories sorted, as the pandas reader sorts them (crosstabs
+        # and groupbys follow that order), codes as small as the categories allow
+        values = column.unify_dictionaries().to_pandas()
+        values = values.cat.set_categories(sorted(values.cat.categories))
+        return values.array
+    return column.to_numpy()
+
+
+def read_streamed(path: Path, open_limited) -> StreamedRequests:
+    """The table without itl_us, and where its gaps are. Raises Refused for a table to read tolerantly."""
+    header = _header(path)
+    if not header or len(set(header)) != len(header):
+        raise Refused("no header, or a repeated column name")
+    try:  # a line per row, the common case, splits into blocks for both threads at once
+        return _read_streamed(path, open_limited, header, newlines_in_values=False)
+    except Refused:  # a quoted newline (an error message's) breaks a row there: read quote-aware
+        return _read_streamed(path, open_limited, header, newlines_in_values=True)
+
+
+def _read_streamed(path: Path, open_limited, header: list[str], newlines_in_values: bool) -> StreamedRequests:
+    with open_limited(path) as handle:
+        wanted = [c for c in header if c != ITL_COLUMN and c not in UNREAD]
+        try:
+            reader = pacsv.open_csv(
+                handle,
+                read_options=pacsv.ReadOptions(block_size=BATCH_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=newlines_in_values),
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=wanted,
+                    column_types=_types(header),
+                    null_values=[""],
+                    strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
+                ),
+            )
+            names = reader.schema.names
+            chunks: dict[str, list[pa.Array]] = {name: [] for name in names}
+            for batch in reader:  # converted block by block: never the whole table in its wide form
+                for name, column in _compact_batch(batch).items():
+                    chunks[name].append(column)
+        except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
+            raise Refused(str(exc)) from None
+    rows = sum(len(chunk) for chunk in chunks[names[0]]) if names else 0
+    data = {}
+    for name in names:  # one column at a time, each column's Arrow chunks freed once converted
+        data[name] = _to_pandas(name, chunks.pop(name))
+    frame = pd.DataFrame(data, copy=False)
+    del data
+    if ITL_COLUMN in header:
+        gaps = csv_gap_batches(path, open_limited, BATCH_BYTES, newlines_in_values)
+        gaps = GapColumn(gaps.batches_of_source, rows)
+    else:
+        gaps = GapColumn.in_memory(np.full(rows, "", dtype=object))
+    return StreamedRequests(frame, gaps)
