@@ -215,6 +215,7 @@ def csv_gap_batches(
                 convert_options=pacsv.ConvertOptions(
                     include_columns=[ITL_COLUMN], column_types={ITL_COLUMN: pa.string()}, strings_can_be_null=True
                 ),
+                memory_pool=pa.system_memory_pool(),
             )
             for batch in reader:
                 yield batch.column(0)

@@ -133,7 +133,8 @@ def _read_requests(path: Path, missing: list[str]) -> tuple[pd.DataFrame, GapCol
     when pyarrow refuses the file (garbage rows to skip and count, an empty or foreign file)."""
     try:
         if path.stat().st_size > 0:
-            streamed = requests_csv.read_streamed(path, open_up_to_last_newline)
+            ids = (path.parent / runfolder.TRUTH).exists()  # request ids join the truth log, and nothing else
+            streamed = requests_csv.read_streamed(path, open_up_to_last_newline, ids)
             frame, gaps = _checked_requests(path, streamed.frame, missing)
             return frame, _aligned(streamed.gaps, frame)
     except requests_csv.Refused:
@@ -161,7 +162,7 @@ def _checked_requests(path: Path, frame: pd.DataFrame, missing: list[str]) -> tu
     if frame.empty:
         return _empty_requests().drop(columns=[ITL_COLUMN]), None
     for name in COLUMNS:
-        if name not in frame.columns and name != ITL_COLUMN and name not in requests_csv.UNREAD:
+        if name not in frame.columns and name not in requests_csv.UNREAD | {ITL_COLUMN, requests_csv.UNIQUE_TEXT}:
             frame[name] = np.nan if name in _FLOAT_COLUMNS else ""
     broken = frame["start_wall"].isna().to_numpy()
     if broken.any():

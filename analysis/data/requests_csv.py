@@ -13,6 +13,7 @@ counts the bad rows (analysis/data/load.py).
 from __future__ import annotations
 
 import csv
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+from pandas.api.types import union_categoricals
 
 from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn, csv_gap_batches
 from loadline.core import schema
@@ -77,52 +79,56 @@ def _types(header: list[str]) -> dict[str, pa.DataType]:
     return types
 
 
-def _compact_batch(batch: pa.RecordBatch) -> dict[str, pa.Array]:
-    """One parsed block in its compact Arrow form: counts as int32 (int64 where summed), a number
-    column empty in every row of the block as Arrow nulls (no buffer at all)."""
-    out: dict[str, pa.Array] = {}
+def _compact_batch(batch: pa.RecordBatch) -> dict[str, object]:
+    """One parsed block in its compact form, as numpy/pandas pieces (the Arrow block is freed at once):
+    counts int32 (int64 where summed), numbers float64 with NaN for empty (None: empty in the whole
+    block), texts categories, the request ids Arrow strings."""
+    out: dict[str, object] = {}
     for name, column in zip(batch.schema.names, batch.columns):
         if name in _INTS:
             wide = pa.int64() if name in WIDE_INTS else pa.int32()
-            column = pc.cast(pc.fill_null(column, 0.0), wide, safe=False)  # as astype: a fraction truncated
-        elif pa.types.is_floating(column.type) and column.null_count == len(column):
-            column = pa.nulls(len(column))
-        out[name] = column
+            out[name] = pc.cast(pc.fill_null(column, 0.0), wide, safe=False).to_numpy().copy()  # as astype
+        elif pa.types.is_floating(column.type):
+            # a copy: a view would keep the reader's whole block alive (twice the table's memory)
+            out[name] = None if column.null_count == len(column) else np.array(column.to_numpy(zero_copy_only=False))
+        elif pa.types.is_dictionary(column.type):
+            out[name] = column.to_pandas().array
+        else:
+            out[name] = column
     return out
 
 
-def _to_pandas(name: str, chunks: list[pa.Array]) -> pd.Series | pd.api.extensions.ExtensionArray | np.ndarray:
-    """One column of the table, from its blocks' chunks, in the dtype the analyses get."""
-    if all(pa.types.is_null(chunk.type) for chunk in chunks):  # empty in every row: no bytes per row
-        return pd.arrays.SparseArray(np.full(sum(len(c) for c in chunks), np.nan), fill_value=np.nan)
-    kinds = {chunk.type for chunk in chunks if not pa.types.is_null(chunk.type)}
-    kind = kinds.pop()
-    column = pa.chunked_array([chunk.cast(kind) if pa.types.is_null(chunk.type) else chunk for chunk in chunks], kind)
-    if name == UNIQUE_TEXT:
-        return pd.array(column.combine_chunks(), dtype=pd.StringDtype("pyarrow"))
-    if pa.types.is_dictionary(kind):
-        # one dictionary for all blocks; categories sorted, as the pandas reader sorts them (crosstabs
-        # and groupbys follow that order), codes as small as the categories allow
-        values = column.unify_dictionaries().to_pandas()
-        values = values.cat.set_categories(sorted(values.cat.categories))
-        return values.array
-    return column.to_numpy()
+def _column(name: str, pieces: list, sizes: list[int]) -> object:
+    """One column of the table from its blocks' pieces, in the dtype the analyses get."""
+    first = next((piece for piece in pieces if piece is not None), None)
+    if first is None:  # a number column empty in every row: no bytes per row
+        return pd.arrays.SparseArray(np.full(sum(sizes), np.nan), fill_value=np.nan)
+    if isinstance(first, pd.Categorical):
+        # categories sorted, as the pandas reader sorts them (crosstabs and groupbys follow that order)
+        return union_categoricals(pieces, sort_categories=True)
+    if isinstance(first, pa.Array):
+        return pd.array(pa.concat_arrays(pieces), dtype=pd.StringDtype("pyarrow"))
+    return np.concatenate([np.full(n, np.nan) if piece is None else piece for piece, n in zip(pieces, sizes)])
 
 
-def read_streamed(path: Path, open_limited) -> StreamedRequests:
-    """The table without itl_us, and where its gaps are. Raises Refused for a table to read tolerantly."""
+def read_streamed(path: Path, open_limited, ids: bool = True) -> StreamedRequests:
+    """The table without itl_us, and where its gaps are. Raises Refused for a table to read tolerantly.
+    `ids`: read request_id (only a truth log is joined on it: 16-44 bytes a row otherwise unused)."""
     header = _header(path)
     if not header or len(set(header)) != len(header):
         raise Refused("no header, or a repeated column name")
     try:  # a line per row, the common case, splits into blocks for both threads at once
-        return _read_streamed(path, open_limited, header, newlines_in_values=False)
+        return _read_streamed(path, open_limited, header, False, ids)
     except Refused:  # a quoted newline (an error message's) breaks a row there: read quote-aware
-        return _read_streamed(path, open_limited, header, newlines_in_values=True)
+        return _read_streamed(path, open_limited, header, True, ids)
 
 
-def _read_streamed(path: Path, open_limited, header: list[str], newlines_in_values: bool) -> StreamedRequests:
+def _read_streamed(
+    path: Path, open_limited, header: list[str], newlines_in_values: bool, ids: bool
+) -> StreamedRequests:
+    skipped = UNREAD if ids else UNREAD | {UNIQUE_TEXT}
     with open_limited(path) as handle:
-        wanted = [c for c in header if c != ITL_COLUMN and c not in UNREAD]
+        wanted = [c for c in header if c != ITL_COLUMN and c not in skipped]
         try:
             reader = pacsv.open_csv(
                 handle,
@@ -135,20 +141,26 @@ def _read_streamed(path: Path, open_limited, header: list[str], newlines_in_valu
                     strings_can_be_null=False,
                     quoted_strings_can_be_null=False,
                 ),
+                memory_pool=pa.system_memory_pool(),  # freed blocks go back to the OS, not to a cache
             )
             names = reader.schema.names
-            chunks: dict[str, list[pa.Array]] = {name: [] for name in names}
+            pieces: dict[str, list] = {name: [] for name in names}
+            sizes: list[int] = []
             for batch in reader:  # converted block by block: never the whole table in its wide form
-                for name, column in _compact_batch(batch).items():
-                    chunks[name].append(column)
+                sizes.append(batch.num_rows)
+                for name, piece in _compact_batch(batch).items():
+                    pieces[name].append(piece)
+                del batch
         except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
             raise Refused(str(exc)) from None
-    rows = sum(len(chunk) for chunk in chunks[names[0]]) if names else 0
-    data = {}
-    for name in names:  # one column at a time, each column's Arrow chunks freed once converted
-        data[name] = _to_pandas(name, chunks.pop(name))
-    frame = pd.DataFrame(data, copy=False)
-    del data
+    rows = sum(sizes)
+    # One column at a time, each column's Arrow chunks freed once converted. Inserted one by one, not
+    # through DataFrame(dict): that copies every float column into one 2-D block (twice the memory).
+    frame = pd.DataFrame(index=pd.RangeIndex(rows))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pd.errors.PerformanceWarning)  # "fragmented": on purpose
+        for name in names:
+            frame[name] = _column(name, pieces.pop(name), sizes)
     if ITL_COLUMN in header:
         gaps = csv_gap_batches(path, open_limited, BATCH_BYTES, newlines_in_values)
         gaps = GapColumn(gaps.batches_of_source, rows)
