@@ -62,6 +62,20 @@ def to_model(gaps: np.ndarray, scale: float) -> np.ndarray:
     return np.rint(gaps.astype(np.int64) * scale).astype(np.int64).astype(np.int32)
 
 
+def count_gaps(gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(counts per microsecond 0..max below DENSE_LIMIT_US, the gaps outside that range as int64)."""
+    if gaps.size == 0:
+        return np.zeros(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    if int(gaps.min()) >= 0 and int(gaps.max()) < DENSE_LIMIT_US:
+        return np.bincount(gaps), np.empty(0, dtype=np.int64)
+    inside = (gaps >= 0) & (gaps < DENSE_LIMIT_US)
+    return np.bincount(gaps[inside]), gaps[~inside].astype(np.int64)
+
+
+def _parse_and_count(strings: pa.Array, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    return count_gaps(to_model(parse_arrow(strings), scale))
+
+
 class GapHistogram:
     """Exact counts of integer gaps: a dense counter per microsecond, sparse (value, count) beyond."""
 
@@ -71,20 +85,19 @@ class GapHistogram:
         self._sparse_size = 0
 
     def add(self, gaps: np.ndarray) -> None:
-        if gaps.size == 0:
-            return
-        inside = (gaps >= 0) & (gaps < DENSE_LIMIT_US)
-        dense = gaps if inside.all() else gaps[inside]
-        if dense.size:
-            counts = np.bincount(dense)
-            if counts.size > self.dense.size:
-                counts[: self.dense.size] += self.dense
-                self.dense = counts
-            else:
-                self.dense[: counts.size] += counts
-        if dense.size != gaps.size:
-            self._sparse.append(gaps[~inside].astype(np.int64))
-            self._sparse_size += int((~inside).sum())
+        self.add_counts(*count_gaps(gaps))
+
+    def add_counts(self, counts: np.ndarray, sparse: np.ndarray) -> None:
+        """Counts per microsecond from 0 (count_gaps), and the gaps outside that range."""
+        if counts.size > self.dense.size:
+            counts = counts.copy()
+            counts[: self.dense.size] += self.dense
+            self.dense = counts
+        elif counts.size:
+            self.dense[: counts.size] += counts
+        if sparse.size:
+            self._sparse.append(sparse)
+            self._sparse_size += int(sparse.size)
             if self._sparse_size > 4 * _PARSE_ROWS:
                 self._sparse = [np.repeat(*self._sparse_counts())]  # bound the list, not the values
 
@@ -177,18 +190,18 @@ class GapColumn:
 
     def histograms(self, keys: np.ndarray) -> dict[int, GapHistogram]:
         """One exact histogram per key of the gaps of the rows with that key (keys: one per table row,
-        -1 for rows left out). One pass; the next batch is parsed on a second thread while this one is
-        counted (Arrow and numpy's parser release the GIL)."""
+        -1 for rows left out). One pass; batches are parsed and counted on two threads while the
+        reader splits the next (Arrow, numpy's parser and bincount release the GIL)."""
         out: dict[int, GapHistogram] = {}
         with ThreadPoolExecutor(max_workers=2) as pool:
             pending: list[tuple[int, Future]] = []
             for key, strings in self._keyed_batches(keys):
-                pending.append((key, pool.submit(parse_arrow, strings)))
+                pending.append((key, pool.submit(_parse_and_count, strings, self.scale)))
                 if len(pending) > 2:  # at most three batches' gaps in memory
-                    done_key, gaps = pending.pop(0)
-                    out.setdefault(done_key, GapHistogram()).add(to_model(gaps.result(), self.scale))
-            for done_key, gaps in pending:
-                out.setdefault(done_key, GapHistogram()).add(to_model(gaps.result(), self.scale))
+                    done_key, counted = pending.pop(0)
+                    out.setdefault(done_key, GapHistogram()).add_counts(*counted.result())
+            for done_key, counted in pending:
+                out.setdefault(done_key, GapHistogram()).add_counts(*counted.result())
         return out
 
     def pooled(self, mask: np.ndarray) -> np.ndarray:

@@ -180,16 +180,18 @@ def _phase_row(
     run: RunData, position: int, where: np.ndarray, slo: SLO, samples: dict[str, np.ndarray | GapHistogram]
 ) -> dict:
     phase = run.phases.iloc[position]
-    rows = run.requests[where == position]
-    status = rows["status"].astype(str)
+    limits = goodput_thresholds(slo, streaming_of(run.manifest))
+    needed = ["status", "error_class", "output_tokens", *limits]  # not a whole-width copy of the phase
+    rows = run.requests.loc[where == position, [c for c in dict.fromkeys(needed) if c in run.requests.columns]]
+    status = rows["status"]
     ok_rows = rows[(status == Status.OK).to_numpy()]
-    invalid = rows["error_class"].astype(str) == INVALID_REQUEST
+    invalid = rows["error_class"] == INVALID_REQUEST
     ok, cancelled = len(ok_rows), int((status == Status.CANCELLED).sum())
     errors = int(((status == Status.ERROR) & ~invalid).sum())
     duration = float(phase["end_wall"]) - float(phase["start_wall"])
     per_s = (lambda n: n / duration) if duration > 0 else (lambda n: float("nan"))
     meets = np.ones(len(ok_rows), dtype=bool)
-    for column, limit in goodput_thresholds(slo, streaming_of(run.manifest)).items():
+    for column, limit in limits.items():
         values = ok_rows[column].to_numpy(dtype=float)
         meets &= ~(values > limit)  # a missing value (no TPOT for 1 token) is no miss
     row = {
@@ -237,7 +239,7 @@ def _token_kind_values(run: RunData, position: int, where: np.ndarray, columns: 
     """The phase's reasoning / tool-call / cache columns (analysis/stats/token_kinds.py), over the
     same rows as its other figures: ok rows, and for latencies the uncensored ones."""
     rows = run.requests[where == position]
-    is_ok = rows["status"].astype(str) == Status.OK
+    is_ok = rows["status"] == Status.OK
     timed = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & is_ok]
     return token_kinds.phase_values(rows[is_ok], timed, columns)
 

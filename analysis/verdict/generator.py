@@ -117,7 +117,7 @@ def behind_phases(requests: pd.DataFrame, phases: pd.DataFrame) -> list[dict]:
     if not len(requests) or "read_delay_ms" not in requests or not len(phases):
         return []
     delay = pd.to_numeric(requests["read_delay_ms"], errors="coerce")
-    ok = (requests["status"].astype(str) == Status.OK) & delay.notna()
+    ok = (requests["status"] == Status.OK) & delay.notna()
     if not ok.any():
         return []
     rows = requests[ok]
