@@ -107,8 +107,17 @@ class GapHistogram:
         return np.unique(np.concatenate(self._sparse), return_counts=True)
 
     def merge(self, other: GapHistogram) -> None:
-        values, counts = other.sorted_counts()
-        self.add(np.repeat(values, counts).astype(np.int64)) if values.size else None
+        self.add_counts(other.dense, np.concatenate(other._sparse) if other._sparse else np.empty(0, dtype=np.int64))
+
+    def positive(self) -> GapHistogram:
+        """The gaps above zero only (what a log-scale chart can draw)."""
+        out = GapHistogram()
+        out.merge(self)
+        if out.dense.size:
+            out.dense = out.dense.copy()
+            out.dense[0] = 0
+        out._sparse = [part[part > 0] for part in out._sparse]
+        return out
 
     def sorted_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """(distinct values ascending, how many gaps of each)."""
@@ -126,12 +135,15 @@ class GapHistogram:
     def percentiles(self, qs: tuple[float, ...]) -> np.ndarray:
         """np.percentile(all gaps as int32, qs) exactly (linear interpolation, Hyndman-Fan type 7): the
         same virtual index (n - 1) * q, neighbours and lerp as numpy's, on the sorted sample's ranks."""
+        return self.quantiles(np.true_divide(np.asarray(qs, dtype=float), 100))
+
+    def quantiles(self, quantiles: np.ndarray) -> np.ndarray:
+        """np.quantile(all gaps as int32, quantiles), exactly (see percentiles)."""
         values, counts = self.sorted_counts()
         n = int(counts.sum())
         if n == 0:
-            return np.full(len(qs), np.nan)
+            return np.full(len(quantiles), np.nan)
         ends = np.cumsum(counts)  # rank r (0-based) holds values[searchsorted(ends, r, "right")]
-        quantiles = np.true_divide(np.asarray(qs, dtype=float), 100)
         virtual = (n - 1) * quantiles
         previous = np.floor(virtual)
         following = previous + 1

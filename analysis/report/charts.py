@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from loadline.analysis.data.gaps import GapHistogram
 from loadline.analysis.data.load import RunData, gap_column
 from loadline.analysis.data.timescale import time_scale
 from loadline.core.records import Status
@@ -177,15 +178,24 @@ def _cdf(ax, samples: np.ndarray, label: str) -> None:
     ax.plot(np.quantile(samples, grid), grid, label=f"{label} (n={samples.size:,})")
 
 
-def latency_cdfs(run: RunData, path: Path) -> Path:
+def latency_cdfs(run: RunData, path: Path, itl: GapHistogram | None = None) -> Path:
+    """`itl`: the phase table's gaps (its attrs[ITL_HISTOGRAM]): every gap of the phases' latency rows,
+    drawn exactly; without it, the gaps of every step-th ok request are read again."""
     ok = _ok(run)
     step = max(1, len(ok) // CDF_MAX_REQUESTS)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     _cdf(left, ok["ttft_ms"].to_numpy(dtype=float), "TTFT")
-    sample = np.zeros(len(run.requests), dtype=bool)  # every step-th ok request
-    sample[np.flatnonzero((run.requests["status"] == Status.OK).to_numpy())[::step]] = True
-    _cdf(right, gap_column(run).pooled(sample) / 1000.0, "ITL per gap")
-    sampled = f", gaps of every {step}th request" if step > 1 else ""
+    if itl is not None:
+        drawn = itl.positive()
+        grid = np.linspace(0.0, 1.0, 501)
+        if drawn.count:
+            right.plot(drawn.quantiles(grid) / 1000.0, grid, label=f"ITL per gap (n={drawn.count:,})")
+        sampled = ", every gap"  # of the phases' latency rows, as the phase table's ITL
+    else:
+        sample = np.zeros(len(run.requests), dtype=bool)  # every step-th ok request
+        sample[np.flatnonzero((run.requests["status"] == Status.OK).to_numpy())[::step]] = True
+        _cdf(right, gap_column(run).pooled(sample) / 1000.0, "ITL per gap")
+        sampled = f", gaps of every {step}th request" if step > 1 else ""
     left.set(title="TTFT distribution (CDF)", xlabel="TTFT (ms)", ylabel="fraction of requests")
     right.set(title=f"ITL distribution (CDF{sampled})", xlabel="inter-token gap (ms)", ylabel="fraction of gaps")
     for ax in (left, right):

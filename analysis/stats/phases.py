@@ -125,6 +125,7 @@ def uncensored(rows: pd.DataFrame, phase_end: float, tolerance_s: float = CUT_TO
     return rows["start_wall"] < cut["start_wall"].min()
 
 
+ITL_HISTOGRAM = "itl_histogram"  # phase_table's attrs: the gaps of every phase's latency rows, exactly
 _TIMED_COLUMNS = ("status", "start_wall", "end_wall", "e2e_ms", "ttft_ms", "tpot_ms")
 
 
@@ -232,7 +233,12 @@ def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
     extra = token_kinds.which(run.requests, slo)
     for position, row in enumerate(rows):
         row.update(_token_kind_values(run, position, where, extra) if extra else {})
-    return pd.DataFrame(rows, columns=PHASE_TABLE_COLUMNS + list(extra))
+    table = pd.DataFrame(rows, columns=PHASE_TABLE_COLUMNS + list(extra))
+    pooled = GapHistogram()
+    for phase in samples:
+        pooled.merge(phase["itl"])  # type: ignore[arg-type]
+    table.attrs[ITL_HISTOGRAM] = pooled  # every phase's gaps, for the ITL chart (no second pass over them)
+    return table
 
 
 def _token_kind_values(run: RunData, position: int, where: np.ndarray, columns: tuple[str, ...]) -> dict[str, float]:
