@@ -30,6 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from loadline.analysis.data.memory import return_freed_memory
+
 ITL_COLUMN = "itl_us"
 DENSE_LIMIT_US = 1 << 22  # one counter per microsecond below 4.2 s; longer gaps are kept sorted, sparse
 _PARSE_ROWS = 50_000  # rows joined and parsed at once (~35 MB of text at 100 gaps a row)
@@ -214,6 +216,7 @@ class GapColumn:
                     out.setdefault(done_key, GapHistogram()).add_counts(*counted.result())
             for done_key, counted in pending:
                 out.setdefault(done_key, GapHistogram()).add_counts(*counted.result())
+        return_freed_memory()  # the blocks of text and gaps this pass parsed
         return out
 
     def pooled(self, mask: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data import requests_csv
+from loadline.analysis.data import memory, requests_csv
 from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn
 from loadline.core import runfolder, schema
 from loadline.core.errors import UsageError
@@ -377,7 +377,9 @@ def load_run(path: str | Path) -> RunData:
     requests_file = root / runfolder.REQUESTS
     gaps = None
     if requests_file.exists():
+        memory.keep_large_blocks_on_mmap()
         requests, gaps = _read_requests(requests_file, missing)
+        memory.return_freed_memory()  # the reader's blocks and the columns' pieces
     else:
         missing.append(f"{runfolder.REQUESTS} (absent: no per-request records, so no TTFT/ITL/TPOT, knee or goodput)")
         requests = _empty_requests()

@@ -53,7 +53,7 @@ def q(values: pd.Series | np.ndarray, q: float) -> float | None:
 
 def client_overhead(requests: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     """Per ok request: start_wall, ttft_overhead_ms, e2e_overhead_ms = client's time - the server's own."""
-    ok = requests[requests["status"] == Status.OK][["request_id", "start_wall", "ttft_ms", "e2e_ms"]]
+    ok = requests.loc[(requests["status"] == Status.OK).to_numpy(), ["request_id", "start_wall", "ttft_ms", "e2e_ms"]]
     served = truth[truth["first_token"].notna() & truth["arrival"].notna()]
     merged = ok.astype({"request_id": str}).merge(served, on="request_id", how="inner")
     return pd.DataFrame(
