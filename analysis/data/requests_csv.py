@@ -25,6 +25,7 @@ import pyarrow.csv as pacsv
 from pandas.api.types import union_categoricals
 
 from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn, csv_gap_batches
+from loadline.analysis.data.memory import return_freed_memory
 from loadline.core import schema
 
 BATCH_BYTES = 4 << 20  # one parse block: more (16-32 MB) piles up read-ahead blocks and triples the peak
@@ -161,6 +162,9 @@ def _read_streamed(
         warnings.simplefilter("ignore", pd.errors.PerformanceWarning)  # "fragmented": on purpose
         for name in names:
             frame[name] = _column(name, pieces.pop(name), sizes)
+            # a column's block-sized pieces were small heap blocks spread over the heap: hand their pages
+            # back before the next column arrives, or the table is held twice at its end
+            return_freed_memory()
     if ITL_COLUMN in header:
         gaps = csv_gap_batches(path, open_limited, BATCH_BYTES, newlines_in_values)
         gaps = GapColumn(gaps.batches_of_source, rows)
