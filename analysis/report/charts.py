@@ -97,7 +97,7 @@ def _ok(run: RunData, columns: tuple[str, ...] = _CHART_COLUMNS) -> pd.DataFrame
 def latency_over_time(run: RunData, path: Path) -> Path:
     t0, t1 = _timeline(run)
     width = _bucket_width(t0, t1)
-    ok = _ok(run)
+    ok = _ok(run, ("end_wall", "e2e_ms", "ttft_ms"))
     fig, ax = plt.subplots(figsize=(10, 4.2))
     _shade_phases(ax, run, lambda t: t - t0)
     if len(ok):
@@ -181,7 +181,7 @@ def _cdf(ax, samples: np.ndarray, label: str) -> None:
 def latency_cdfs(run: RunData, path: Path, itl: GapHistogram | None = None) -> Path:
     """`itl`: the phase table's gaps (its attrs[ITL_HISTOGRAM]): every gap of the phases' latency rows,
     drawn exactly; without it, the gaps of every step-th ok request are read again."""
-    ok = _ok(run)
+    ok = _ok(run, ("ttft_ms",))
     step = max(1, len(ok) // CDF_MAX_REQUESTS)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     _cdf(left, ok["ttft_ms"].to_numpy(dtype=float), "TTFT")
