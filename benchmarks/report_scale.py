@@ -1,109 +1,65 @@
-"""Time `build_report` on a 1,000,000-row requests table (target: < 60 s, < 2 GB peak RSS).
+"""Time `loadline report` on a large run folder, and read its peak memory.
 
-    .venv/bin/python benchmarks/report_scale.py [--rows 1000000] [--keep DIR]
+    .venv/bin/python benchmarks/report_scale.py [--rows 1000000] [--keep DIR] [--rounds 1] [--no-charts]
 
-Generates a stepped run folder (10 phases, realistic row width: each request carries 20-200
-inter-token gaps in `itl_us`), then runs `loadline report` in a child process so the peak RSS
-measured (getrusage of children) is the report's alone. Prints a table.
+Generates a realistic stepped run folder (tests/synthetic_wide.py: every requests.csv column,
+10 steps of 600 s, 0.2 % errors, requests cut at each step's end, 20-200 inter-token gaps per
+request in `itl_us`, ~1 KB a row; phases.csv, manifest.json, server_metrics.csv), then runs
+`loadline report` in a child process so that its peak RSS (getrusage of the children) is the
+report's alone. Generation is not timed (10 M rows: ~2.5 min, 9.9 GB); `--keep DIR` keeps the
+folder for the next run. Prints one row per round with the 1-minute load average (a shared box:
+read wall times beside it).
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
+import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # synthetic runs are a test helper
-from synthetic import make_requests, write_run  # noqa: E402
-
-PHASES = 10
+from synthetic_wide import wide_run  # noqa: E402
 
 
-def _itl_pool(rng: np.random.Generator, size: int = 2000) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct gap strings to draw from: parsing cost depends on length, not on uniqueness."""
-    lengths = rng.integers(19, 200, size)
-    strings = np.array([" ".join(map(str, rng.integers(8_000, 60_000, k))) for k in lengths], dtype=object)
-    return strings, lengths + 1
-
-
-def generate(run_dir: Path, rows: int, seed: int = 7) -> Path:
-    rng = np.random.default_rng(seed)
-    t0, phase_s = 1_700_000_000.0, 600.0
-    start = np.sort(rng.uniform(t0, t0 + PHASES * phase_s, rows))
-    phase = ((start - t0) // phase_s).astype(int)
-    load = 1.0 + phase / 3.0  # latency climbs with the step
-    e2e = rng.lognormal(np.log(800.0 * load), 0.35)
-    ttft = e2e * rng.uniform(0.05, 0.3, rows)
-    strings, tokens = _itl_pool(rng)
-    pick = rng.integers(0, len(strings), rows)
-    status = np.where(rng.random(rows) < 0.002, "error", "ok")
-    requests = make_requests(
-        start,
-        e2e,
-        ttft_ms=ttft,
-        tpot_ms=(e2e - ttft) / (tokens[pick] - 1),
-        output_tokens=tokens[pick],
-        itl_us=strings[pick],
-        status=status,
-        error_class=np.where(status == "error", "timeout", ""),
+def report_once(run_dir: Path, charts: bool) -> tuple[float, float, float, int]:
+    """(wall s, CPU s, peak RSS MB, exit code) of one `loadline report` in a fresh child."""
+    code = (
+        "import resource, subprocess, sys, time\n"
+        "t = time.perf_counter()\n"
+        "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode\n"
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(time.perf_counter() - t, u.ru_utime + u.ru_stime, u.ru_maxrss / 1024, rc)\n"
     )
-    requests["request_id"] = np.char.add("r", np.arange(rows).astype(str))
-    phases = [
-        {
-            "index": i,
-            "label": f"step-{i + 1} ({10 * (i + 1)} users)",
-            "kind": "step",
-            "start_wall": t0 + i * phase_s,
-            "end_wall": t0 + (i + 1) * phase_s,
-            "target_users": 10 * (i + 1),
-            "spawn_rate": 10,
-            "users_start": 10 * (i + 1),
-            "users_end": 10 * (i + 1),
-            "note": "",
-        }
-        for i in range(PHASES)
-    ]
-    return write_run(run_dir, requests, phases, {"name": f"scale-{rows}"})
+    cmd = [sys.executable, "-m", "loadline", "report", str(run_dir), *([] if charts else ["--no-charts"])]
+    out = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True, timeout=1800, check=True)
+    wall, cpu, rss, rc = out.stdout.split()
+    return float(wall), float(cpu), float(rss), int(rc)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--keep", help="generate into (or reuse) this folder instead of a temporary one")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--no-charts", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(args.keep or tmp) / "run"
-        started = time.perf_counter()
+        run_dir = Path(args.keep or tmp)
         if not (run_dir / "requests.csv").exists():
-            generate(run_dir, args.rows)
-        generated = time.perf_counter() - started
-        size_mb = (run_dir / "requests.csv").stat().st_size / 1e6
-        started = time.perf_counter()
-        child = subprocess.run(
-            [sys.executable, "-m", "loadline", "report", str(run_dir)],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        elapsed = time.perf_counter() - started
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        if child.returncode not in (0, 1):
-            print(child.stderr, file=sys.stderr)
-            return 1
-        rows = len(pd.read_csv(run_dir / "requests.csv", usecols=["start_wall"]))
-        print("| rows | requests.csv | generate | build_report (loadline report) | peak RSS | exit |")
-        print("|---|---|---|---|---|---|")
-        print(
-            f"| {rows:,} | {size_mb:,.0f} MB | {generated:.1f} s | {elapsed:.1f} s | {peak_mb:,.0f} MB | {child.returncode} |"
-        )
+            wide_run(run_dir, args.rows)
+        size_gb = (run_dir / "requests.csv").stat().st_size / 1e9
+        print("| rows | requests.csv | `loadline report` wall | CPU | peak RSS | exit | load avg 1m |")
+        print("|---|---|---|---|---|---|---|")
+        for _ in range(args.rounds):
+            wall, cpu, rss, rc = report_once(run_dir, charts=not args.no_charts)
+            load = os.getloadavg()[0]
+            print(
+                f"| {args.rows:,} | {size_gb:.2f} GB | {wall:.1f} s | {cpu:.1f} s | {rss:,.0f} MB | {rc} | {load:.2f} |",
+                flush=True,
+            )
     return 0
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from loadline.analysis.data import memory, requests_csv
+from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn
 from loadline.core import runfolder, schema
 from loadline.core.errors import UsageError
 from loadline.core.records import COLUMNS
@@ -45,10 +47,22 @@ class RunData:
     # One wall-clock second in this run's times: 1 as read, the time scale in the model-time view
     # (loadline.analysis.data.timescale.model_run). For the generator's own wall-clock facts, e.g. a tick.
     wall_second: float = 1.0
+    # The inter-token gaps of `requests`' rows, streamed when a figure needs them (analysis/data/gaps.py);
+    # None: they are `requests["itl_us"]` (a table built in memory). Read them through `gap_column`.
+    gaps: GapColumn | None = None
 
     @property
     def has_records(self) -> bool:
         return not self.requests.empty
+
+
+def gap_column(run: RunData) -> GapColumn:
+    """The run's inter-token gaps, aligned with `run.requests`' rows."""
+    if run.gaps is not None:
+        return run.gaps
+    if ITL_COLUMN in run.requests.columns:
+        return GapColumn.in_memory(run.requests[ITL_COLUMN])
+    return GapColumn.in_memory(np.full(len(run.requests), "", dtype=object))
 
 
 class _UpToLastNewline(io.RawIOBase):
@@ -89,6 +103,11 @@ def _last_newline_end(f, size: int) -> int:
     return 0
 
 
+def open_up_to_last_newline(path: Path) -> io.BufferedReader:
+    """The file as a buffered reader that ends at its last complete line."""
+    return io.BufferedReader(_UpToLastNewline(path), buffer_size=1 << 20)
+
+
 def read_csv_tolerant(path: Path, **kwargs) -> pd.DataFrame:
     """Read a CSV that may be being appended to: ignore a truncated last line, one-line errors."""
     try:
@@ -109,7 +128,53 @@ def read_csv_tolerant(path: Path, **kwargs) -> pd.DataFrame:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _read_requests(path: Path, missing: list[str]) -> pd.DataFrame:
+def _read_requests(path: Path, missing: list[str]) -> tuple[pd.DataFrame, GapColumn]:
+    """The table without `itl_us`, and its gaps: streamed by pyarrow, or by the tolerant pandas reader
+    when pyarrow refuses the file (garbage rows to skip and count, an empty or foreign file)."""
+    try:
+        if path.stat().st_size > 0:
+            ids = (path.parent / runfolder.TRUTH).exists()  # request ids join the truth log, and nothing else
+            streamed = requests_csv.read_streamed(path, open_up_to_last_newline, ids)
+            frame, gaps = _checked_requests(path, streamed.frame, missing)
+            return frame, _aligned(streamed.gaps, frame)
+    except requests_csv.Refused:
+        pass
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    frame = _read_requests_pandas(path, missing)
+    gaps = GapColumn.in_memory(frame.pop(ITL_COLUMN).to_numpy() if ITL_COLUMN in frame.columns else [])
+    return frame.reset_index(drop=True), gaps
+
+
+def _aligned(gaps: GapColumn, frame: pd.DataFrame) -> GapColumn:
+    """The gap column for the rows the checks kept (their source rows are the frame's index)."""
+    rows = frame.attrs.pop("source_rows", None)
+    return gaps if rows is None else GapColumn(gaps.batches_of_source, gaps.source_rows, rows, gaps.scale)
+
+
+def _checked_requests(path: Path, frame: pd.DataFrame, missing: list[str]) -> tuple[pd.DataFrame, None]:
+    """The streamed table's checks, as the pandas path makes them."""
+    if frame.empty and not len(frame.columns):
+        return _empty_requests().drop(columns=[ITL_COLUMN]), None
+    absent = [c for c in ("start_wall", "status", "e2e_ms") if c not in frame.columns]
+    if absent:
+        raise UsageError(f"{path} lacks the column(s) {', '.join(absent)}: not a loadline requests table")
+    if frame.empty:
+        return _empty_requests().drop(columns=[ITL_COLUMN]), None
+    for name in COLUMNS:
+        if name not in frame.columns and name not in requests_csv.UNREAD | {ITL_COLUMN, requests_csv.UNIQUE_TEXT}:
+            frame[name] = np.nan if name in _FLOAT_COLUMNS else ""
+    broken = frame["start_wall"].isna().to_numpy()
+    if broken.any():
+        missing.append(f"{path.name}: {int(broken.sum())} malformed row(s) without start_wall skipped")
+        kept = np.flatnonzero(~broken)
+        frame = frame.iloc[kept].reset_index(drop=True)
+        frame.attrs["source_rows"] = kept
+    frame["end_wall"] = frame["start_wall"] + frame["e2e_ms"].fillna(0.0).astype("float64") / 1000.0
+    return frame, None
+
+
+def _read_requests_pandas(path: Path, missing: list[str]) -> pd.DataFrame:
     dtypes = {c: "float64" for c in _FLOAT_COLUMNS}
     dtypes.update({c: "category" for c in _CATEGORY_COLUMNS})
     dtypes.update({c: "object" for c in _UNIQUE_TEXT})
@@ -310,8 +375,11 @@ def load_run(path: str | Path) -> RunData:
     missing: list[str] = []
     manifest = _read_manifest(root, missing)
     requests_file = root / runfolder.REQUESTS
+    gaps = None
     if requests_file.exists():
-        requests = _read_requests(requests_file, missing)
+        memory.keep_large_blocks_on_mmap()
+        requests, gaps = _read_requests(requests_file, missing)
+        memory.return_freed_memory()  # the reader's blocks and the columns' pieces
     else:
         missing.append(f"{runfolder.REQUESTS} (absent: no per-request records, so no TTFT/ITL/TPOT, knee or goodput)")
         requests = _empty_requests()
@@ -327,4 +395,6 @@ def load_run(path: str | Path) -> RunData:
     generator = _read_table(root / runfolder.GENERATOR_METRICS, schema.GENERATOR, missing)
     # only drills write faults.csv: its absence is normal, not a gap in the run folder
     faults = _read_table(root / runfolder.FAULTS, schema.FAULTS, missing, absent_is_missing=False)
-    return RunData(root, manifest, requests, phases, server, generator, locust_stats, missing, locust_history, faults)
+    return RunData(
+        root, manifest, requests, phases, server, generator, locust_stats, missing, locust_history, faults, gaps=gaps
+    )

@@ -158,6 +158,7 @@ def model_run(run: RunData) -> RunData:
         generator=stamps_to_model(run.generator, clock),
         server_metrics=server_metrics_to_model(run.server_metrics, clock),
         wall_second=clock.scale,
+        gaps=run.gaps.scaled(clock.scale) if run.gaps is not None else None,  # each gap x scale as it is read
     )
 
 

@@ -309,7 +309,7 @@ def analyse(
         verdict["bottleneck"] = validity.qualify(
             _bottleneck(model, table, verdict["slo"]["criteria"], floor), verdict["validity"]
         )
-        failed = int((run.requests["status"].astype(str) == Status.ERROR).sum()) if run.has_records else 0
+        failed = int((run.requests["status"] == Status.ERROR).sum()) if run.has_records else 0
         verdict["bottleneck"] = explain_by_faults(verdict["bottleneck"], recovered, failed)
         verdict["capacity"] = _replicas_behind_target(model)
         # a lagging generator: a warning, or exit 2 when a criterion lies within its error (validity.py)

@@ -18,9 +18,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data.load import RunData
+from loadline.analysis.data.gaps import GapHistogram
+from loadline.analysis.data.load import RunData, gap_column
 from loadline.analysis.data.timescale import time_scale
-from loadline.analysis.stats.phases import pooled_itl_ms
 from loadline.core.records import Status
 
 MAX_BUCKETS = 150
@@ -84,14 +84,20 @@ def _label(run: RunData) -> str:
     return _time_label(time_scale(run.manifest))
 
 
-def _ok(run: RunData) -> pd.DataFrame:
-    return run.requests[(run.requests["status"] == Status.OK).to_numpy()]
+_CHART_COLUMNS = ("status", "start_wall", "end_wall", "ttft_ms", "e2e_ms", "output_tokens")
+
+
+def _ok(run: RunData, columns: tuple[str, ...] = _CHART_COLUMNS) -> pd.DataFrame:
+    """The ok requests, with only the columns a chart draws (a whole-width copy of a 10 M-row table
+    would cost a gigabyte)."""
+    wanted = [c for c in columns if c in run.requests.columns]
+    return run.requests[wanted].loc[(run.requests["status"] == Status.OK).to_numpy()]
 
 
 def latency_over_time(run: RunData, path: Path) -> Path:
     t0, t1 = _timeline(run)
     width = _bucket_width(t0, t1)
-    ok = _ok(run)
+    ok = _ok(run, ("end_wall", "e2e_ms", "ttft_ms"))
     fig, ax = plt.subplots(figsize=(10, 4.2))
     _shade_phases(ax, run, lambda t: t - t0)
     if len(ok):
@@ -172,13 +178,24 @@ def _cdf(ax, samples: np.ndarray, label: str) -> None:
     ax.plot(np.quantile(samples, grid), grid, label=f"{label} (n={samples.size:,})")
 
 
-def latency_cdfs(run: RunData, path: Path) -> Path:
-    ok = _ok(run)
+def latency_cdfs(run: RunData, path: Path, itl: GapHistogram | None = None) -> Path:
+    """`itl`: the phase table's gaps (its attrs[ITL_HISTOGRAM]): every gap of the phases' latency rows,
+    drawn exactly; without it, the gaps of every step-th ok request are read again."""
+    ok = _ok(run, ("ttft_ms",))
     step = max(1, len(ok) // CDF_MAX_REQUESTS)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     _cdf(left, ok["ttft_ms"].to_numpy(dtype=float), "TTFT")
-    _cdf(right, pooled_itl_ms(ok["itl_us"].to_numpy()[::step]), "ITL per gap")
-    sampled = f", gaps of every {step}th request" if step > 1 else ""
+    if itl is not None:
+        drawn = itl.positive()
+        grid = np.linspace(0.0, 1.0, 501)
+        if drawn.count:
+            right.plot(drawn.quantiles(grid) / 1000.0, grid, label=f"ITL per gap (n={drawn.count:,})")
+        sampled = ", every gap"  # of the phases' latency rows, as the phase table's ITL
+    else:
+        sample = np.zeros(len(run.requests), dtype=bool)  # every step-th ok request
+        sample[np.flatnonzero((run.requests["status"] == Status.OK).to_numpy())[::step]] = True
+        _cdf(right, gap_column(run).pooled(sample) / 1000.0, "ITL per gap")
+        sampled = f", gaps of every {step}th request" if step > 1 else ""
     left.set(title="TTFT distribution (CDF)", xlabel="TTFT (ms)", ylabel="fraction of requests")
     right.set(title=f"ITL distribution (CDF{sampled})", xlabel="inter-token gap (ms)", ylabel="fraction of gaps")
     for ax in (left, right):
@@ -191,12 +208,17 @@ def latency_cdfs(run: RunData, path: Path) -> Path:
 def tokens_over_time(run: RunData, path: Path) -> Path:
     t0, t1 = _timeline(run)
     width = _bucket_width(t0, t1)
-    ok = _ok(run)
+    ok = _ok(run, ("end_wall", "output_tokens"))
     fig, ax = plt.subplots(figsize=(10, 3.6))
     _shade_phases(ax, run, lambda t: t - t0)
-    bucket = ((ok["end_wall"].to_numpy() - t0) // width) * width
-    tokens = ok.groupby(bucket)["output_tokens"].sum() / width
-    ax.step(tokens.index + width / 2, tokens.to_numpy(), where="mid", label="output tokens/s (ok requests)")
+    # tokens per bucket by counting, not a groupby (which hashes 10 M float keys): the buckets that
+    # hold a request, as the groupby gave them
+    steps = ((ok["end_wall"].to_numpy() - t0) // width).astype(np.int64)
+    first = int(steps.min()) if len(steps) else 0
+    sums = np.bincount(steps - first, weights=ok["output_tokens"].to_numpy(dtype=float))
+    held = np.flatnonzero(np.bincount(steps - first))
+    starts = (held + first).astype(float) * width
+    ax.step(starts + width / 2, sums[held] / width, where="mid", label="output tokens/s (ok requests)")
     _legend(ax, **BESIDE)
     ax.set(
         title=f"Output tokens/s over time ({width:g} s buckets, by completion time)",

@@ -16,6 +16,7 @@ from loadline.analysis.report import charts, server_charts
 from loadline.analysis.report.guard import guarded
 from loadline.analysis.report.recovery_chart import recovery_chart
 from loadline.analysis.stats import knee
+from loadline.analysis.stats.phases import ITL_HISTOGRAM
 
 
 def draw_charts(run: RunData, table: pd.DataFrame, verdict: dict, out_dir: Path) -> tuple[list[Path], list[str]]:
@@ -33,7 +34,10 @@ def draw_charts(run: RunData, table: pd.DataFrame, verdict: dict, out_dir: Path)
                     curve, verdict["knee"], verdict["break_point"], slo_lines, out_dir / "throughput_vs_concurrency.png"
                 ),
             ),
-            ("chart 'latency CDFs'", lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png")),
+            (
+                "chart 'latency CDFs'",
+                lambda: charts.latency_cdfs(run, out_dir / "latency_cdf.png", table.attrs.get(ITL_HISTOGRAM)),
+            ),
             ("chart 'tokens over time'", lambda: charts.tokens_over_time(run, out_dir / "tokens_over_time.png")),
             ("chart 'errors over time'", lambda: charts.errors_over_time(run, out_dir / "errors_over_time.png")),
         ]

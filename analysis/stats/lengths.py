@@ -51,7 +51,7 @@ def length_table(run: RunData) -> pd.DataFrame:
     where = assign_phases(run)
     rows = []
     for position in range(len(run.phases)):
-        ok = requests[(where == position) & (requests["status"].astype(str) == "ok").to_numpy()]
+        ok = requests[(where == position) & (requests["status"] == "ok").to_numpy()]
         counters = sorted(c for c in ok["token_counter"].astype(str).unique() if c)
         prompt_asked, prompt_got = ok["prompt_tokens_requested"], ok["prompt_tokens"]
         reply_asked, reply_got = ok["output_tokens_requested"], ok["output_tokens"].astype(float)

@@ -4,7 +4,7 @@ Definitions (the report repeats them):
 - A record belongs to the phase during which it *started* (`start_wall` in [start, end)). A phase the
   stepped stop rule judged is described by its judged window (`judged_until_wall`, --step-settle
   before its end), as the rule judged it live: requests started later ran into the next phase's load
-  and are counted in `after_window`, not in its figures.
+  and are counted in `after_window`, not in its figures (`judged_phases`).
 - ok / errors / cancelled follow `status`; cancelled attempts (the test stopped or ramped down
   mid-stream) count as neither, so error_rate = errors / (ok + errors). Nor do `invalid_request`
   errors (the server refused the request itself, e.g. a prompt over its context): they are the
@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data.load import RunData
+from loadline.analysis.data.gaps import GapHistogram, parse_gaps
+from loadline.analysis.data.load import RunData, gap_column
 from loadline.analysis.stats import token_kinds
 from loadline.core.judge import applicability
 from loadline.core.records import ErrorClass, Status
@@ -55,25 +56,22 @@ PHASE_TABLE_COLUMNS = [
     "output_tokens_per_s",
     "goodput_rps",
 ] + [f"{m}_{p}_ms" for m in METRICS for p, _ in PERCENTILES]
-_ITL_CHUNK_ROWS = 50_000  # bounds the joined string parsed at once (~15 MB at 300 B/row)
 
 
 def pooled_itl_us(itl_us: pd.Series | np.ndarray) -> np.ndarray:
     """Every gap of every request as one int32 array (microseconds), parsed by numpy in C, chunked."""
-    values = np.asarray(itl_us, dtype=object)
-    parts: list[np.ndarray] = []
-    for start in range(0, len(values), _ITL_CHUNK_ROWS):
-        text = " ".join(v for v in values[start : start + _ITL_CHUNK_ROWS] if isinstance(v, str) and v)
-        if text:
-            parts.append(np.fromstring(text, dtype=np.int64, sep=" ").astype(np.int32))
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+    return parse_gaps(itl_us)
 
 
 def pooled_itl_ms(itl_us: pd.Series | np.ndarray) -> np.ndarray:
     return pooled_itl_us(itl_us) / 1000.0
 
 
-def percentiles(samples: np.ndarray) -> dict[str, float]:
+def percentiles(samples: np.ndarray | GapHistogram) -> dict[str, float]:
+    """numpy's default (linear) percentiles of the samples; of a histogram's gaps, the same, exactly."""
+    if isinstance(samples, GapHistogram):
+        values = samples.percentiles(tuple(q for _, q in PERCENTILES))
+        return {name: float(v) for (name, _), v in zip(PERCENTILES, values)}
     samples = np.asarray(samples)
     samples = samples[~np.isnan(samples)] if samples.dtype.kind == "f" else samples
     if samples.size == 0:
@@ -105,6 +103,30 @@ def assign_phases(run: RunData) -> np.ndarray:
     return np.where(inside, pos, -1)
 
 
+def judged_until(phase: pd.Series) -> float:
+    """The end of the phase's judged window: its `judged_until_wall` (the stop rule's window, written by the
+    shape), else its end."""
+    value = phase.get("judged_until_wall")
+    return float(value) if value is not None and pd.notna(value) else float(phase["end_wall"])
+
+
+def in_judged_windows(run: RunData, where: np.ndarray) -> np.ndarray:
+    """`where` with -1 for the records that started after their phase's judged window."""
+    until = np.array([judged_until(phase) for _, phase in run.phases.iterrows()], dtype=float)
+    if not len(until) or np.all(until >= run.phases["end_wall"].to_numpy(dtype=float)):
+        return where
+    starts = run.requests["start_wall"].to_numpy(dtype=float)
+    placed = where >= 0
+    after = np.zeros(len(where), dtype=bool)
+    after[placed] = starts[placed] >= until[where[placed]]
+    return np.where(after, -1, where)
+
+
+def judged_phases(run: RunData) -> np.ndarray:
+    """Position of the phase whose judged window each record started in, -1 when in none."""
+    return in_judged_windows(run, assign_phases(run))
+
+
 def _users(phase: pd.Series) -> float:
     for name in ("users_end", "users_start", "target_users"):
         value = phase.get(name)
@@ -131,31 +153,50 @@ def uncensored(rows: pd.DataFrame, phase_end: float, tolerance_s: float = CUT_TO
     return rows["start_wall"] < cut["start_wall"].min()
 
 
-def judged_until(phase: pd.Series) -> float:
-    """The end of the phase's judged window: its `judged_until_wall` (the stop rule's window, written by the
-    shape), else its end."""
-    value = phase.get("judged_until_wall")
-    return float(value) if value is not None and pd.notna(value) else float(phase["end_wall"])
+ITL_HISTOGRAM = "itl_histogram"  # phase_table's attrs: the gaps of every phase's latency rows, exactly
+_TIMED_COLUMNS = ("status", "start_wall", "end_wall", "e2e_ms", "ttft_ms", "tpot_ms")
 
 
-def judged_rows(run: RunData, position: int, where: np.ndarray) -> pd.DataFrame:
-    """The records a phase's figures are computed from: those that started in its judged window."""
-    rows = run.requests[where == position]
-    until = judged_until(run.phases.iloc[position])
-    return rows[rows["start_wall"].to_numpy(dtype=float) < until] if until < float("inf") else rows
+def _timed_rows(run: RunData, position: int, where: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
+    """The ok, uncensored requests of one phase (the rows its latency percentiles are over): their
+    positions in run.requests, and those rows' status, times and latencies."""
+    inside = np.flatnonzero(where == position)
+    rows = run.requests[list(_TIMED_COLUMNS)].iloc[inside]  # the columns first: not a whole-width copy
+    cut_tolerance = CUT_TOLERANCE_S * run.wall_second  # the tick is the generator's, on its wall clock
+    keep = (
+        uncensored(rows, float(run.phases.iloc[position]["end_wall"]), cut_tolerance) & (rows["status"] == Status.OK)
+    ).to_numpy()
+    return inside[keep], rows[keep]
+
+
+def _scalar_samples(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    return {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
 
 
 def phase_samples(run: RunData, position: int, where: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Raw latency samples of the ok, uncensored requests of one phase's judged window: e2e/ttft/tpot in ms,
-    itl in int us."""
-    where = assign_phases(run) if where is None else where
-    rows = judged_rows(run, position, where)
-    cut_tolerance = CUT_TOLERANCE_S * run.wall_second  # the tick is the generator's, on its wall clock
-    rows = rows[
-        uncensored(rows, float(run.phases.iloc[position]["end_wall"]), cut_tolerance) & (rows["status"] == Status.OK)
-    ]
-    samples = {m: rows[f"{m}_ms"].dropna().to_numpy(dtype=float) for m in ("e2e", "ttft", "tpot")}
-    samples["itl"] = pooled_itl_us(rows["itl_us"])  # int32 us: a quarter of the memory of float64 ms
+    """Raw latency samples of the ok, uncensored requests of one phase: e2e/ttft/tpot in ms, itl in int us
+    (every gap materialised: for comparing two runs' phases, not for the phase table of a large run)."""
+    where = judged_phases(run) if where is None else where
+    positions, rows = _timed_rows(run, position, where)
+    samples = _scalar_samples(rows)
+    mask = np.zeros(len(run.requests), dtype=bool)
+    mask[positions] = True
+    samples["itl"] = gap_column(run).pooled(mask)  # int32 us: a quarter of the memory of float64 ms
+    return samples
+
+
+def _timed_samples(run: RunData, where: np.ndarray) -> list[dict[str, dict[str, float] | GapHistogram]]:
+    """Every phase's latency percentiles (computed phase by phase: the samples are not kept) and its
+    gaps as an exact histogram, all phases' in one streamed pass."""
+    keys = np.full(len(run.requests), -1, dtype=np.int32)
+    samples: list[dict[str, dict[str, float] | GapHistogram]] = []
+    for position in range(len(run.phases)):
+        positions, rows = _timed_rows(run, position, where)
+        keys[positions] = position
+        samples.append({metric: percentiles(values) for metric, values in _scalar_samples(rows).items()})
+    itl = gap_column(run).histograms(keys)
+    for position, phase in enumerate(samples):
+        phase["itl"] = itl.get(position, GapHistogram())
     return samples
 
 
@@ -165,18 +206,22 @@ def _target_rate(phase: pd.Series) -> float:
     return float(value) if value is not None and pd.notna(value) else float("nan")
 
 
-def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict:
+def _phase_row(
+    run: RunData, position: int, where: np.ndarray, slo: SLO, samples: dict[str, dict[str, float] | GapHistogram]
+) -> dict:
     phase = run.phases.iloc[position]
-    rows = judged_rows(run, position, where)
-    status = rows["status"].astype(str)
+    limits = goodput_thresholds(slo, streaming_of(run.manifest))
+    needed = ["status", "error_class", "output_tokens", *limits]  # not a whole-width copy of the phase
+    rows = run.requests.loc[where == position, [c for c in dict.fromkeys(needed) if c in run.requests.columns]]
+    status = rows["status"]
     ok_rows = rows[(status == Status.OK).to_numpy()]
-    invalid = rows["error_class"].astype(str) == INVALID_REQUEST
+    invalid = rows["error_class"] == INVALID_REQUEST
     ok, cancelled = len(ok_rows), int((status == Status.CANCELLED).sum())
     errors = int(((status == Status.ERROR) & ~invalid).sum())
     duration = judged_until(phase) - float(phase["start_wall"])
     per_s = (lambda n: n / duration) if duration > 0 else (lambda n: float("nan"))
     meets = np.ones(len(ok_rows), dtype=bool)
-    for column, limit in goodput_thresholds(slo, streaming_of(run.manifest)).items():
+    for column, limit in limits.items():
         values = ok_rows[column].to_numpy(dtype=float)
         meets &= ~(values > limit)  # a missing value (no TPOT for 1 token) is no miss
     row = {
@@ -189,7 +234,6 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict
         "users": _users(phase),
         "target_rate": _target_rate(phase),
         "requests": len(rows),
-        "after_window": int((where == position).sum()) - len(rows),
         "ok": ok,
         "errors": errors,
         "cancelled": cancelled,
@@ -198,10 +242,10 @@ def _phase_row(run: RunData, position: int, where: np.ndarray, slo: SLO) -> dict
         "output_tokens_per_s": per_s(float(ok_rows["output_tokens"].sum())),
         "goodput_rps": per_s(int(meets.sum())),
     }
-    samples = phase_samples(run, position, where)
     for metric in METRICS:
         per_ms = 1000.0 if metric == "itl" else 1.0  # itl samples are integer microseconds
-        for name, value in percentiles(samples[metric]).items():
+        values = samples[metric]
+        for name, value in (values if isinstance(values, dict) else percentiles(values)).items():
             row[f"{metric}_{name}_ms"] = value / per_ms
     return row
 
@@ -213,19 +257,27 @@ def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
     slo = slo or SLO()
     if not run.has_records:
         return locust_phase_table(run)
-    where = assign_phases(run)
-    rows = [_phase_row(run, position, where, slo) for position in range(len(run.phases))]
+    started_in = assign_phases(run)
+    where = in_judged_windows(run, started_in)
+    samples = _timed_samples(run, where)
+    rows = [_phase_row(run, position, where, slo, samples[position]) for position in range(len(run.phases))]
     extra = token_kinds.which(run.requests, slo)
     for position, row in enumerate(rows):
+        row["after_window"] = int((started_in == position).sum()) - row["requests"]
         row.update(_token_kind_values(run, position, where, extra) if extra else {})
-    return pd.DataFrame(rows, columns=PHASE_TABLE_COLUMNS + list(extra))
+    table = pd.DataFrame(rows, columns=PHASE_TABLE_COLUMNS + list(extra))
+    pooled = GapHistogram()
+    for phase in samples:
+        pooled.merge(phase["itl"])  # type: ignore[arg-type]
+    table.attrs[ITL_HISTOGRAM] = pooled  # every phase's gaps, for the ITL chart (no second pass over them)
+    return table
 
 
 def _token_kind_values(run: RunData, position: int, where: np.ndarray, columns: tuple[str, ...]) -> dict[str, float]:
     """The phase's reasoning / tool-call / cache columns (analysis/stats/token_kinds.py), over the
     same rows as its other figures: ok rows, and for latencies the uncensored ones."""
-    rows = judged_rows(run, position, where)
-    is_ok = rows["status"].astype(str) == Status.OK
+    rows = run.requests[where == position]
+    is_ok = rows["status"] == Status.OK
     timed = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & is_ok]
     return token_kinds.phase_values(rows[is_ok], timed, columns)
 

@@ -215,7 +215,7 @@ def recovery_window(good: np.ndarray, hold_windows: int) -> tuple[int | None, in
 
 
 def _errors_by_class(rows: pd.DataFrame) -> dict[str, int]:
-    failed = rows[rows["status"].astype(str) == Status.ERROR]
+    failed = rows[rows["status"] == Status.ERROR]
     classes = failed["error_class"].fillna("").astype(str).replace("", "unknown")
     return {name: int(n) for name, n in classes.value_counts().sort_index().items()}
 
@@ -297,8 +297,8 @@ def event_recovery(
         "baseline_recovery_s": None if back_to_baseline is None else back_to_baseline * rule.window_s,
         "window_s": rule.window_s,
         "hold_s": rule.hold_s,
-        "requests": int((in_phase["status"].astype(str) != Status.CANCELLED).sum()),
-        "failed": int((in_phase["status"].astype(str) == Status.ERROR).sum()),
+        "requests": int((in_phase["status"] != Status.CANCELLED).sum()),
+        "failed": int((in_phase["status"] == Status.ERROR).sum()),
         "errors_by_class": _errors_by_class(in_phase),
         "windows": [_rounded({**row, "healthy": bool(ok)}) for row, ok in zip(after.to_dict("records"), good)],
     }

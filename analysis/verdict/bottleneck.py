@@ -275,7 +275,7 @@ FAILURE_HINTS: dict[str, tuple[str, str]] = {
 def _failure_mix(ctx: Context) -> tuple[str, list[str]]:
     """The failed requests by class, and the actions their leading class suggests."""
     rows = ctx.requests_in(*ctx.span)
-    failed = rows[rows["status"].astype(str) == Status.ERROR] if not rows.empty else rows
+    failed = rows[rows["status"] == Status.ERROR] if not rows.empty else rows
     if failed.empty:
         return "", []
     counts = failed["error_class"].astype(str).replace("", "unknown").value_counts()

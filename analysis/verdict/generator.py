@@ -117,10 +117,10 @@ def behind_phases(requests: pd.DataFrame, phases: pd.DataFrame) -> list[dict]:
     if not len(requests) or "read_delay_ms" not in requests or not len(phases):
         return []
     delay = pd.to_numeric(requests["read_delay_ms"], errors="coerce")
-    ok = (requests["status"].astype(str) == Status.OK) & delay.notna()
+    ok = (requests["status"] == Status.OK) & delay.notna()
     if not ok.any():
         return []
-    rows = requests[ok]
+    rows = requests.loc[ok.to_numpy(), [c for c in ("start_wall", "itl_p50_ms") if c in requests.columns]]
     starts = pd.to_numeric(rows["start_wall"], errors="coerce").to_numpy(dtype=float)
     itl = pd.to_numeric(rows.get("itl_p50_ms", pd.Series(np.nan, index=rows.index)), errors="coerce")
     out = []

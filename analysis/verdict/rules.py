@@ -361,7 +361,7 @@ def outside_engine(ctx: Context, r: Reading, base: Reading) -> Finding:
         return f
     server = s.histogram(concept, r.window.start, r.window.end)
     rows = ctx.requests_in(r.window.start, r.window.end)
-    ok = rows[rows["status"].astype(str) == Status.OK] if len(rows) else rows
+    ok = rows[rows["status"] == Status.OK] if len(rows) else rows
     client = ok.get(f"{concept}_ms")
     client = client.astype(float).dropna() if client is not None else None
     if server is None or server.mean is None or client is None or client.empty:

@@ -162,7 +162,7 @@ def _users_changed(ctx: Context, start: float, end: float) -> bool:
 def _error_counts(rows: pd.DataFrame) -> dict[str, int]:
     if rows.empty:
         return {}
-    failed = rows[rows["status"].astype(str) == Status.ERROR]
+    failed = rows[rows["status"] == Status.ERROR]
     status = pd.to_numeric(failed["http_status"], errors="coerce").fillna(0)
     cls = failed["error_class"].astype(str)
     return {

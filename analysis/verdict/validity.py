@@ -59,8 +59,15 @@ def _media_type(value: object) -> str:
     return str(value or "").split(";")[0].strip().lower()
 
 
+_JUDGED_COLUMNS = ("status", "error_class", "http_status", "content_type", "error_detail", "error_message")
+
+
 def _judged(requests: pd.DataFrame) -> pd.DataFrame:
-    return requests[requests["status"].astype(str).isin((Status.OK, Status.ERROR))] if len(requests) else requests
+    """The ok and failed attempts, with the columns the setup checks read (not a whole-width copy)."""
+    if not len(requests):
+        return requests
+    columns = [c for c in _JUDGED_COLUMNS if c in requests.columns]
+    return requests.loc[requests["status"].isin((Status.OK, Status.ERROR)).to_numpy(), columns]
 
 
 def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict | None:
@@ -73,17 +80,14 @@ def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict
     if rows.empty:
         return None
     status = pd.to_numeric(rows["http_status"], errors="coerce").fillna(0).astype(int)
-    error = rows["status"].astype(str) == Status.ERROR
+    error = rows["status"] == Status.ERROR
     media = rows.get("content_type", pd.Series("", index=rows.index)).map(_media_type)
     # the tool's own invalid requests have a finding of their own (invalid_requests), with the server's words
-    rejected = error & status.isin(SETUP_STATUSES) & (rows["error_class"].astype(str) != INVALID_REQUEST)
+    rejected = error & status.isin(SETUP_STATUSES) & (rows["error_class"] != INVALID_REQUEST)
     foreign = (
         error
         & status.between(200, 299)
-        & (
-            (rows["error_class"].astype(str) == ErrorClass.NOT_EVENT_STREAM)
-            | ((media != "") & ~media.isin(API_MEDIA_TYPES))
-        )
+        & ((rows["error_class"] == ErrorClass.NOT_EVENT_STREAM) | ((media != "") & ~media.isin(API_MEDIA_TYPES)))
     )
     bad = rejected | foreign
     share = float(bad.sum()) / len(rows)
@@ -144,7 +148,7 @@ def invalid_requests(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> d
     rows = _judged(requests)
     if rows.empty or "error_class" not in rows:
         return None
-    refused = rows[rows["error_class"].astype(str) == INVALID_REQUEST]
+    refused = rows[rows["error_class"] == INVALID_REQUEST]
     if refused.empty:
         return None
     share = len(refused) / len(rows)

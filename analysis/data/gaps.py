@@ -1,0 +1,251 @@
+"""The inter-token gaps (`itl_us`) of a run, streamed instead of held.
+
+A request row carries every gap of its reply as space-separated integer microseconds: 8-10 bytes per
+token, 80 % of requests.csv. The table the analyses get has no such column; a `GapColumn` reads the
+gaps again when a figure needs them, in bounded batches, either from the CSV (only that column: the
+CSV parser skips the others' conversion) or from a table in memory (tests, small runs).
+
+Per-phase ITL percentiles are exact over every gap, as before: gaps are integers, so a histogram with
+one bin per microsecond (`GapHistogram`) holds the whole sorted sample, and its order statistics are
+numpy's default (linear, Hyndman-Fan type 7) percentiles, to the last bit. Memory is the range of the
+gaps, not their number (one counter per microsecond up to 4.2 s, a sorted list of the rarer longer
+ones), so a 50 M-row run fits like a 50 k-row one.
+
+In model time (a time-scaled run) each gap is x scale, rounded to an integer microsecond, as
+analysis/data/timescale.py converts a table's `itl_us`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from loadline.analysis.data.memory import return_freed_memory
+
+ITL_COLUMN = "itl_us"
+DENSE_LIMIT_US = 1 << 22  # one counter per microsecond below 4.2 s; longer gaps are kept sorted, sparse
+_PARSE_ROWS = 50_000  # rows joined and parsed at once (~35 MB of text at 100 gaps a row)
+
+
+def parse_gaps(strings: np.ndarray | pd.Series | list) -> np.ndarray:
+    """Every gap of these rows, in row order, as one int32 array (microseconds), parsed by numpy in C."""
+    values = np.asarray(strings, dtype=object)
+    return parse_arrow(pa.array([v if isinstance(v, str) else None for v in values], type=pa.string()))
+
+
+def parse_arrow(strings: pa.Array) -> np.ndarray:
+    """parse_gaps of an Arrow string array: each row's text and a space, end to end in one buffer
+    (Arrow's C++, no Python string per row), read by numpy's C parser. Both release the GIL."""
+    parts: list[np.ndarray] = []
+    for start in range(0, len(strings), _PARSE_ROWS):
+        joined = pc.binary_join_element_wise(strings[start : start + _PARSE_ROWS], " ", "")
+        offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset : joined.offset + len(joined) + 1]
+        text = joined.buffers()[2]
+        if text is not None and offsets[-1] > offsets[0]:
+            window = text.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+            parts.append(np.fromstring(window, dtype=np.int64, sep=" ").astype(np.int32))
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+
+
+def to_model(gaps: np.ndarray, scale: float) -> np.ndarray:
+    """Gaps x scale, as integer microseconds (analysis/data/timescale.py's rule for `itl_us`)."""
+    if scale == 1.0:
+        return gaps
+    return np.rint(gaps.astype(np.int64) * scale).astype(np.int64).astype(np.int32)
+
+
+def count_gaps(gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(counts per microsecond 0..max below DENSE_LIMIT_US, the gaps outside that range as int64)."""
+    if gaps.size == 0:
+        return np.zeros(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    if int(gaps.min()) >= 0 and int(gaps.max()) < DENSE_LIMIT_US:
+        return np.bincount(gaps), np.empty(0, dtype=np.int64)
+    inside = (gaps >= 0) & (gaps < DENSE_LIMIT_US)
+    return np.bincount(gaps[inside]), gaps[~inside].astype(np.int64)
+
+
+def _parse_and_count(strings: pa.Array, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    return count_gaps(to_model(parse_arrow(strings), scale))
+
+
+class GapHistogram:
+    """Exact counts of integer gaps: a dense counter per microsecond, sparse (value, count) beyond."""
+
+    def __init__(self) -> None:
+        self.dense = np.zeros(0, dtype=np.int64)
+        self._sparse: list[np.ndarray] = []
+        self._sparse_size = 0
+
+    def add(self, gaps: np.ndarray) -> None:
+        self.add_counts(*count_gaps(gaps))
+
+    def add_counts(self, counts: np.ndarray, sparse: np.ndarray) -> None:
+        """Counts per microsecond from 0 (count_gaps), and the gaps outside that range."""
+        if counts.size > self.dense.size:
+            counts = counts.copy()
+            counts[: self.dense.size] += self.dense
+            self.dense = counts
+        elif counts.size:
+            self.dense[: counts.size] += counts
+        if sparse.size:
+            self._sparse.append(sparse)
+            self._sparse_size += int(sparse.size)
+            if self._sparse_size > 4 * _PARSE_ROWS:
+                self._sparse = [np.repeat(*self._sparse_counts())]  # bound the list, not the values
+
+    def _sparse_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self._sparse:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        return np.unique(np.concatenate(self._sparse), return_counts=True)
+
+    def merge(self, other: GapHistogram) -> None:
+        self.add_counts(other.dense, np.concatenate(other._sparse) if other._sparse else np.empty(0, dtype=np.int64))
+
+    def positive(self) -> GapHistogram:
+        """The gaps above zero only (what a log-scale chart can draw)."""
+        out = GapHistogram()
+        out.merge(self)
+        if out.dense.size:
+            out.dense = out.dense.copy()
+            out.dense[0] = 0
+        out._sparse = [part[part > 0] for part in out._sparse]
+        return out
+
+    def sorted_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct values ascending, how many gaps of each)."""
+        dense_values = np.flatnonzero(self.dense)
+        sparse_values, sparse_counts = self._sparse_counts()
+        below = sparse_values < 0
+        values = np.concatenate([sparse_values[below], dense_values, sparse_values[~below]])
+        counts = np.concatenate([sparse_counts[below], self.dense[dense_values], sparse_counts[~below]])
+        return values, counts
+
+    @property
+    def count(self) -> int:
+        return int(self.dense.sum()) + sum(int(part.size) for part in self._sparse)
+
+    def percentiles(self, qs: tuple[float, ...]) -> np.ndarray:
+        """np.percentile(all gaps as int32, qs) exactly (linear interpolation, Hyndman-Fan type 7): the
+        same virtual index (n - 1) * q, neighbours and lerp as numpy's, on the sorted sample's ranks."""
+        return self.quantiles(np.true_divide(np.asarray(qs, dtype=float), 100))
+
+    def quantiles(self, quantiles: np.ndarray) -> np.ndarray:
+        """np.quantile(all gaps as int32, quantiles), exactly (see percentiles)."""
+        values, counts = self.sorted_counts()
+        n = int(counts.sum())
+        if n == 0:
+            return np.full(len(quantiles), np.nan)
+        ends = np.cumsum(counts)  # rank r (0-based) holds values[searchsorted(ends, r, "right")]
+        virtual = (n - 1) * quantiles
+        previous = np.floor(virtual)
+        following = previous + 1
+        above = virtual >= n - 1
+        previous[above] = n - 1
+        following[above] = n - 1
+        at = values.astype(np.int32)
+        a = at[np.searchsorted(ends, previous.astype(np.int64), side="right")]
+        b = at[np.searchsorted(ends, following.astype(np.int64), side="right")]
+        gamma = np.where(above, 0.0, virtual - np.floor(virtual))
+        diff = b - a
+        out = np.add(a, diff * gamma)
+        np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5, casting="unsafe")
+        return out
+
+
+@dataclass(frozen=True)
+class GapColumn:
+    """Where a run's gaps are, aligned with its requests table's rows.
+
+    `batches_of_source()` yields the gap strings of consecutive rows of the source as Arrow string
+    arrays; `rows` maps a table row to its source row when the loader dropped some. `scale` is
+    applied to each gap parsed (the model-time view)."""
+
+    batches_of_source: Callable[[], Iterator[pa.Array]]
+    source_rows: int
+    rows: np.ndarray | None = None  # table row -> source row; None when they are the same
+    scale: float = 1.0
+
+    @staticmethod
+    def in_memory(strings: pd.Series | np.ndarray | list) -> GapColumn:
+        values = np.asarray(strings, dtype=object)
+        array = pa.array([v if isinstance(v, str) else None for v in values], type=pa.string())
+        return GapColumn(lambda: iter([array]), len(values))
+
+    def scaled(self, scale: float) -> GapColumn:
+        return dataclasses.replace(self, scale=self.scale * scale)
+
+    def _source_keys(self, keys: np.ndarray) -> np.ndarray:
+        """Per-table-row group keys (-1: skip) spread onto the source's rows."""
+        if self.rows is None:
+            return keys
+        spread = np.full(self.source_rows, -1, dtype=keys.dtype)
+        spread[self.rows] = keys
+        return spread
+
+    def _keyed_batches(self, keys: np.ndarray) -> Iterator[tuple[int, pa.Array]]:
+        """(key, gap strings of that key's rows) batch by batch, rows with a key >= 0 only."""
+        keys = self._source_keys(np.asarray(keys))
+        offset = 0
+        for strings in self.batches_of_source():
+            mine = keys[offset : offset + len(strings)]
+            offset += len(strings)
+            for key in np.unique(mine[mine >= 0]):
+                yield int(key), strings.filter(pa.array(mine == key))
+
+    def histograms(self, keys: np.ndarray) -> dict[int, GapHistogram]:
+        """One exact histogram per key of the gaps of the rows with that key (keys: one per table row,
+        -1 for rows left out). One pass; batches are parsed and counted on two threads while the
+        reader splits the next (Arrow, numpy's parser and bincount release the GIL)."""
+        out: dict[int, GapHistogram] = {}
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            pending: list[tuple[int, Future]] = []
+            for key, strings in self._keyed_batches(keys):
+                pending.append((key, pool.submit(_parse_and_count, strings, self.scale)))
+                if len(pending) > 2:  # at most three batches' gaps in memory
+                    done_key, counted = pending.pop(0)
+                    out.setdefault(done_key, GapHistogram()).add_counts(*counted.result())
+            for done_key, counted in pending:
+                out.setdefault(done_key, GapHistogram()).add_counts(*counted.result())
+        return_freed_memory()  # the blocks of text and gaps this pass parsed
+        return out
+
+    def pooled(self, mask: np.ndarray) -> np.ndarray:
+        """Every gap of the table rows in `mask` (a boolean per row), in row order, as int32 microseconds.
+        Materialised: for one phase or a sample of rows, not for a whole large run."""
+        keys = np.where(np.asarray(mask, dtype=bool), 0, -1)
+        parts = [to_model(parse_arrow(strings), self.scale) for _, strings in self._keyed_batches(keys)]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+
+
+def csv_gap_batches(
+    path: Path, open_limited: Callable[[Path], io.BufferedIOBase], batch_bytes: int, newlines_in_values: bool
+) -> GapColumn:
+    """A GapColumn over requests.csv's `itl_us`, read again by pyarrow at every use (the other columns
+    are split but never converted). `open_limited` opens the file up to its last complete line, as the
+    table's reader did, so both see the same rows."""
+
+    def batches() -> Iterator[pa.Array]:
+        with open_limited(path) as handle:
+            reader = pacsv.open_csv(
+                handle,
+                read_options=pacsv.ReadOptions(block_size=batch_bytes),
+                parse_options=pacsv.ParseOptions(newlines_in_values=newlines_in_values),  # as the table's reader
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=[ITL_COLUMN], column_types={ITL_COLUMN: pa.string()}, strings_can_be_null=True
+                ),
+                memory_pool=pa.system_memory_pool(),
+            )
+            for batch in reader:
+                yield batch.column(0)
+
+    return GapColumn(batches, 0)

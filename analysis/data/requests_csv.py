@@ -1,0 +1,173 @@
+"""requests.csv into a compact table, in streamed batches (pyarrow's multi-threaded CSV reader).
+
+What makes a 10 M-row table fit: the inter-token gaps (`itl_us`, most of the file's bytes) are not
+converted at all: analysis/data/gaps.py reads them again, streamed, when a figure needs them. Texts
+with few distinct values become categories (a small code per row), the unique request ids Arrow
+strings (bytes, not one Python object per row), numbers float64 as before (so every figure is the
+same to the last bit), and columns that are empty in every row float32 NaN (half the bytes; NaN
+either way). The whole-table pandas reader stays the path for a table pyarrow refuses (a row with
+the wrong number of fields, a non-number in a number column, bytes that are not UTF-8): it skips and
+counts the bad rows (analysis/data/load.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+from pandas.api.types import union_categoricals
+
+from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn, csv_gap_batches
+from loadline.analysis.data.memory import return_freed_memory
+from loadline.core import schema
+
+BATCH_BYTES = 4 << 20  # one parse block: more (16-32 MB) piles up read-ahead blocks and triples the peak
+_FLOATS = schema.columns(schema.REQUESTS, schema.FLOAT)
+_INTS = schema.columns(schema.REQUESTS, schema.INT)
+_TEXTS = schema.columns(schema.REQUESTS, schema.STR)
+UNIQUE_TEXT = "request_id"
+# Columns no analysis reads (the user's view of the CSV keeps them): not converted, not held.
+UNREAD = frozenset(
+    {
+        "user_id",
+        "user_class",
+        "endpoint",
+        "model",
+        "stale_retries",
+        "connect_ms",
+        "itl_mean_ms",
+        "itl_max_ms",
+        "tokens_source",
+        "content_chunks",
+        "finish_reason",
+    }
+)
+WIDE_INTS = frozenset({"output_tokens"})  # summed over many rows: int64 as before; other counts fit int32
+
+
+class Refused(Exception):
+    """pyarrow would not read the table as declared: the caller falls back to the tolerant reader."""
+
+
+@dataclass
+class StreamedRequests:
+    frame: pd.DataFrame  # every column but itl_us; rows as in the file
+    gaps: GapColumn  # the itl_us of the same rows
+
+
+def _header(path: Path) -> list[str]:
+    with open(path, "rb") as handle:
+        first = handle.readline().decode("utf-8", errors="replace")
+    return next(csv.reader([first]), [])
+
+
+def _types(header: list[str]) -> dict[str, pa.DataType]:
+    types: dict[str, pa.DataType] = {}
+    for name in header:
+        if name in _FLOATS or name in _INTS:  # ints may be empty in a row: read as numbers, filled below
+            types[name] = pa.float64()
+        elif name == UNIQUE_TEXT:
+            types[name] = pa.string()
+        elif name in _TEXTS:
+            types[name] = pa.dictionary(pa.int32(), pa.string())
+    return types
+
+
+def _compact_batch(batch: pa.RecordBatch) -> dict[str, object]:
+    """One parsed block in its compact form, as numpy/pandas pieces (the Arrow block is freed at once):
+    counts int32 (int64 where summed), numbers float64 with NaN for empty (None: empty in the whole
+    block), texts categories, the request ids Arrow strings."""
+    out: dict[str, object] = {}
+    for name, column in zip(batch.schema.names, batch.columns):
+        if name in _INTS:
+            wide = pa.int64() if name in WIDE_INTS else pa.int32()
+            out[name] = pc.cast(pc.fill_null(column, 0.0), wide, safe=False).to_numpy().copy()  # as astype
+        elif pa.types.is_floating(column.type):
+            # a copy: a view would keep the reader's whole block alive (twice the table's memory)
+            out[name] = None if column.null_count == len(column) else np.array(column.to_numpy(zero_copy_only=False))
+        elif pa.types.is_dictionary(column.type):
+            out[name] = column.to_pandas().array
+        else:
+            out[name] = column
+    return out
+
+
+def _column(name: str, pieces: list, sizes: list[int]) -> object:
+    """One column of the table from its blocks' pieces, in the dtype the analyses get."""
+    first = next((piece for piece in pieces if piece is not None), None)
+    if first is None:  # a number column empty in every row: no bytes per row
+        return pd.arrays.SparseArray(np.full(sum(sizes), np.nan), fill_value=np.nan)
+    if isinstance(first, pd.Categorical):
+        # categories sorted, as the pandas reader sorts them (crosstabs and groupbys follow that order)
+        return union_categoricals(pieces, sort_categories=True)
+    if isinstance(first, pa.Array):
+        return pd.array(pa.concat_arrays(pieces), dtype=pd.StringDtype("pyarrow"))
+    return np.concatenate([np.full(n, np.nan) if piece is None else piece for piece, n in zip(pieces, sizes)])
+
+
+def read_streamed(path: Path, open_limited, ids: bool = True) -> StreamedRequests:
+    """The table without itl_us, and where its gaps are. Raises Refused for a table to read tolerantly.
+    `ids`: read request_id (only a truth log is joined on it: 16-44 bytes a row otherwise unused)."""
+    header = _header(path)
+    if not header or len(set(header)) != len(header):
+        raise Refused("no header, or a repeated column name")
+    try:  # a line per row, the common case, splits into blocks for both threads at once
+        return _read_streamed(path, open_limited, header, False, ids)
+    except Refused:  # a quoted newline (an error message's) breaks a row there: read quote-aware
+        return _read_streamed(path, open_limited, header, True, ids)
+
+
+def _read_streamed(
+    path: Path, open_limited, header: list[str], newlines_in_values: bool, ids: bool
+) -> StreamedRequests:
+    skipped = UNREAD if ids else UNREAD | {UNIQUE_TEXT}
+    with open_limited(path) as handle:
+        wanted = [c for c in header if c != ITL_COLUMN and c not in skipped]
+        try:
+            reader = pacsv.open_csv(
+                handle,
+                read_options=pacsv.ReadOptions(block_size=BATCH_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=newlines_in_values),
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=wanted,
+                    column_types=_types(header),
+                    null_values=[""],
+                    strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
+                ),
+                memory_pool=pa.system_memory_pool(),  # freed blocks go back to the OS, not to a cache
+            )
+            names = reader.schema.names
+            pieces: dict[str, list] = {name: [] for name in names}
+            sizes: list[int] = []
+            for batch in reader:  # converted block by block: never the whole table in its wide form
+                sizes.append(batch.num_rows)
+                for name, piece in _compact_batch(batch).items():
+                    pieces[name].append(piece)
+                del batch
+        except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
+            raise Refused(str(exc)) from None
+    rows = sum(sizes)
+    # One column at a time, each column's Arrow chunks freed once converted. Inserted one by one, not
+    # through DataFrame(dict): that copies every float column into one 2-D block (twice the memory).
+    frame = pd.DataFrame(index=pd.RangeIndex(rows))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pd.errors.PerformanceWarning)  # "fragmented": on purpose
+        for name in names:
+            frame[name] = _column(name, pieces.pop(name), sizes)
+            # a column's block-sized pieces were small heap blocks spread over the heap: hand their pages
+            # back before the next column arrives, or the table is held twice at its end
+            return_freed_memory()
+    if ITL_COLUMN in header:
+        gaps = csv_gap_batches(path, open_limited, BATCH_BYTES, newlines_in_values)
+        gaps = GapColumn(gaps.batches_of_source, rows)
+    else:
+        gaps = GapColumn.in_memory(np.full(rows, "", dtype=object))
+    return StreamedRequests(frame, gaps)

@@ -1,0 +1,49 @@
+"""Every figure of the report stays what the whole-table pandas path computed.
+
+tests/data/wide_run_figures.json holds verdict.json (less the run's folder) of two synthetic run
+folders (tests/synthetic_wide.py: every column, errors, requests cut at each step's end, 20-200 gaps
+per request; one unscaled, one at --time-scale 10), written by the report when it still read the
+whole requests table, inter-token gaps included, into one DataFrame. Regenerate it only for a
+deliberate change of a figure: `python tests/integration/test_report_figures_at_scale.py --write`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from synthetic_wide import wide_run  # noqa: E402
+
+from loadline.analysis.report.build import build_report  # noqa: E402
+
+EXPECTED = Path(__file__).resolve().parent.parent / "data" / "wide_run_figures.json"
+CASES = {"unscaled": {"seed": 7, "time_scale": 1.0}, "x10": {"seed": 3, "time_scale": 10.0}}
+ROWS = 20_000
+
+
+def figures(run_dir: Path) -> dict:
+    build_report(run_dir, charts=False)
+    verdict = json.loads((run_dir / "report" / "verdict.json").read_text())
+    verdict.pop("run")  # the folder's path
+    verdict.pop("chart_problems")  # says charts were not drawn
+    return verdict
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_verdict_figure_matches_the_whole_table_path(tmp_path, case):
+    expected = json.loads(EXPECTED.read_text())[case]
+    got = figures(wide_run(tmp_path / case, ROWS, **CASES[case]))
+    assert got["phases"] == expected["phases"]  # the per-phase percentiles, ITL included, first: the clearest diff
+    assert got == expected
+
+
+if __name__ == "__main__" and "--write" in sys.argv:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = {case: figures(wide_run(Path(tmp) / case, ROWS, **spec)) for case, spec in CASES.items()}
+    EXPECTED.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
