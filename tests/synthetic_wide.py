@@ -101,6 +101,7 @@ def _chunk(rng: np.random.Generator, first: int, start: np.ndarray, phase_s: flo
         "read_delay_ms": rng.exponential(0.4, n),
         "due_wall": nan,
         "lateness_ms": nan,
+        "trace_index": nan,
         "itl_us": itl.astype(str),
         "prompt_tokens_requested": nan,
         "output_tokens_requested": np.full(n, 256.0),

@@ -22,7 +22,7 @@ import pandas as pd
 
 from loadline.analysis.data.load import RunData
 from loadline.analysis.data.timescale import model_run
-from loadline.analysis.stats.phases import assign_phases, phase_samples, phase_table
+from loadline.analysis.stats.phases import judged_phases, phase_samples, phase_table
 
 LATENCY_METRICS = ("e2e", "ttft", "tpot", "itl")
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
@@ -171,8 +171,8 @@ def compare_runs(base: RunData, new: RunData, threshold: float = 0.10) -> Compar
     base, new = model_run(base), model_run(new)
     base_table, new_table = phase_table(base), phase_table(new)
     pairs, unmatched = match_phases(base_table, new_table)
-    where_base = assign_phases(base) if base.has_records else None
-    where_new = assign_phases(new) if new.has_records else None
+    where_base = judged_phases(base) if base.has_records else None
+    where_new = judged_phases(new) if new.has_records else None
     rows: list[dict] = []
     for i, j in pairs:
         b, n = base_table.iloc[i], new_table.iloc[j]
