@@ -30,7 +30,16 @@ def browser_field(option: str) -> str:
 
 # Options left at their default: a secret (its own test: tests/e2e/test_webui.py), and strings whose
 # empty default means "off" (a dataset, a scrape target, a stages file, a trace need files or servers of their own).
-LEFT_EMPTY = {"api_key", "model", "dataset", "scrape_url", "sim_admin_url", "stages_file", "tokenizer", "trace_schedule"}
+LEFT_EMPTY = {
+    "api_key",
+    "model",
+    "dataset",
+    "scrape_url",
+    "sim_admin_url",
+    "stages_file",
+    "tokenizer",
+    "trace_schedule",
+}
 
 
 def form_value(name: str, default, out: Path):
