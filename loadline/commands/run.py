@@ -8,10 +8,7 @@ so that stdout stays ours: the run folder's path is always the last line.
 from __future__ import annotations
 
 import argparse
-import configparser
-import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -20,13 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from loadline.commands import target, trace_input
+from loadline.commands import run_checks, run_outcome, target, trace_input
+from loadline.commands.run_checks import conf_value
 from loadline.core import resources, runfolder
 from loadline.core.childpython import LOCUST, PYTHON
 from loadline.core.errors import UsageError
 from loadline.core.lifeline import child_env
-from loadline.core.redact import redact
-from loadline.core.runsettings import validate_time_scale
 from loadline.core.slo import SLO
 from loadline.runtime import preflight
 from loadline.runtime.simprocess import SimProcess, start_simulator
@@ -40,8 +36,8 @@ SCENARIOS = {
     "rate": "rate.py",
     "trace": "trace.py",
 }
-OPEN_LOOP = "rate"  # the arrival-rate scenario: one scheduler user per process (users/arrivals.py)
-TRACE = "trace"  # --trace FILE: the trace scenario and shape (users/trace.py, shapes/trace.py)
+OPEN_LOOP = run_checks.OPEN_LOOP
+TRACE = trace_input.TRACE
 SHAPE_ENTRY_FILE = "shape.py"  # every registered shape; Locust's --shape NAME puts NAME first (shapes/registry.py)
 # Without a shape: these, unless the command line or the conf file (--config) says otherwise.
 DEFAULT_USERS, DEFAULT_SPAWN_RATE, DEFAULT_RUN_TIME = 10, 10.0, "60s"
@@ -129,10 +125,10 @@ def _shapes() -> dict[str, ShapeEntry]:
 
 
 def main(args: argparse.Namespace) -> int:
-    _validate(args)
+    run_checks.validate(args)
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
-    conf_locustfile = _conf_value(args.config, "locustfile")
-    shape = args.shape or _conf_value(args.config, "shape")
+    conf_locustfile = conf_value(args.config, "locustfile")
+    shape = args.shape or conf_value(args.config, "shape")
     _imply_open_loop(args, shape, conf_locustfile)
     if HELP_FLAGS & set(args.locust_args):  # `loadline run -- --help`: the options, and nothing started
         return _locust_help(_locust_command(args, PRECHECK_HOST, Path(args.out) / "precheck", conf_locustfile))
@@ -171,119 +167,12 @@ def main(args: argparse.Namespace) -> int:
     if interrupted and not (run_dir / runfolder.REQUESTS).exists():  # stopped while Locust was still starting
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing was measured
         raise KeyboardInterrupt(interrupted[0])  # main.py: "loadline run: interrupted", exit 130
-    if code != 0 and _disk_full(run_dir):
-        raise UsageError(
-            f"the disk holding {run_dir} is full (No space left on device): the run folder could not be "
-            f"finished; what was written is kept and readable: loadline report {run_dir} --out DIR"
-        )
-    worker_error = _worker_error(run_dir)
-    if code == 2 and worker_error:
-        raise UsageError(f"{worker_error}; what was measured is kept in {run_dir}")
-    if code == 2 or not (run_dir / runfolder.REQUESTS).exists():
-        raise UsageError(
-            f"locust stopped before the test ran (exit {code}); see the messages above. Run folder: {run_dir}"
-        )
-    status = _manifest_status(run_dir)
-    if code not in (0, 1) or status not in ("finished", "interrupted"):
-        raise UsageError(
-            f"locust ended abnormally (exit {code}, run folder status {status!r}); "
-            f"what was measured is kept in {run_dir}"
-        )
+    run_outcome.raise_if_not_run(run_dir, code)
     exit_code = 0
     if not args.no_report:
         exit_code = _report(run_dir, charts=not args.no_charts)
     print(run_dir)
     return exit_code
-
-
-DISK_FULL_BYTES = 1 << 20  # less than this free after a failed run: the disk filled up (a run writes MBs)
-
-
-def _disk_full(run_dir: Path) -> bool:
-    try:
-        return shutil.disk_usage(run_dir).free < DISK_FULL_BYTES
-    except OSError:
-        return False
-
-
-def _worker_error(run_dir: Path) -> str:
-    """The first worker error the master wrote (runtime/fleet.py), as one line; '' when none."""
-    try:
-        errors = json.loads((run_dir / runfolder.MANIFEST).read_text()).get("worker_errors") or []
-    except (OSError, ValueError):
-        return ""
-    first = errors[0] if errors and isinstance(errors[0], dict) else None
-    return f"worker {first.get('worker')} cannot run: {first.get('reason')}" if first else ""
-
-
-def _manifest_status(run_dir: Path) -> str:
-    try:
-        return str(json.loads((run_dir / runfolder.MANIFEST).read_text()).get("status"))
-    except (OSError, ValueError):
-        return "missing"
-
-
-def _validate(args: argparse.Namespace) -> None:
-    args.time_scale = validate_time_scale(args.time_scale)  # the one validation (loadline/core/runsettings.py)
-    _validate_trace(args)
-    if args.rate is not None or args.arrival is not None:
-        if args.scenario not in (None, OPEN_LOOP):
-            raise UsageError(f"--rate/--arrival are for --scenario {OPEN_LOOP} (got --scenario {args.scenario})")
-        args.scenario = OPEN_LOOP
-    if args.rate is not None and not (args.rate > 0 and args.rate < float("inf")):
-        raise UsageError(f"--rate must be > 0 requests/s (got {args.rate})")
-    if args.workers < 0:
-        raise UsageError(f"--workers must be >= 0 (got {args.workers})")
-    if args.users is not None and args.users < 1:
-        raise UsageError(f"--users must be >= 1 (got {args.users})")
-    if args.spawn_rate is not None and not args.spawn_rate > 0:
-        raise UsageError(f"--spawn-rate must be > 0 (got {args.spawn_rate})")
-    if args.run_time is not None:
-        try:
-            seconds = parse_timespan(args.run_time)
-        except ValueError:
-            raise UsageError(f"--run-time: expected a duration like 90s, 5m or 1h30m (got {args.run_time!r})") from None
-        if seconds <= 0:
-            raise UsageError(f"--run-time must be longer than 0 s (got {args.run_time!r})")
-    if args.host and (args.sim_profile or args.sim_option):
-        raise UsageError("--sim-profile/--sim-option configure the embedded simulator; they make no sense with --host")
-    if args.host and not args.host.startswith(("http://", "https://")):
-        raise UsageError(f"--host must be a URL like http://127.0.0.1:8000 (got {redact(args.host)!r})")
-    for option in args.sim_option:
-        if "=" not in option:
-            raise UsageError(f"--sim-option takes KEY=VALUE (got {option!r})")
-    # A user's relative path: the current directory first, then Loadline's shipped configs/.
-    args.config = str(resources.resolve(args.config, "profile")) if args.config else args.config
-    args.slo = str(resources.resolve(args.slo, "slo")) if args.slo else args.slo
-    for what, path, shelf in (("config file", args.config, "profile"), ("SLO file", args.slo, "slo")):
-        if path and Path(path).is_dir():
-            raise UsageError(f"{what} {path} is a directory: give a file")
-        if path and not Path(path).is_file():
-            raise UsageError(
-                f"{what} not found: {path} (a path, or one of Loadline's: {resources.shipped_names(shelf)})"
-            )
-    SLO.from_file(args.slo)  # types and ranges now, not after a 30-minute run
-    _conf_value(args.config, "locustfile")  # a conf file that is not one: said before anything starts
-
-
-def _validate_trace(args: argparse.Namespace) -> None:
-    """--trace: the file read and checked, its schedule warped, before anything starts; the trace
-    scenario and shape implied. Trace options without --trace are refused, not ignored."""
-    args.schedule, args.trace_schedule = None, ""
-    if not args.trace:
-        if args.scenario == TRACE:
-            raise UsageError("--scenario trace replays a trace: give --trace FILE")
-        given = [flag for flag, value in (("--trace-window", args.trace_window), ("--trace-surge", args.trace_surge))
-                 if value]  # fmt: skip
-        if args.trace_speed != 1.0 or args.trace_block_tokens or given:
-            raise UsageError("--trace-speed/--trace-window/--trace-surge/--trace-block-tokens need --trace FILE")
-        return
-    if args.scenario not in (None, TRACE) or args.shape not in (None, TRACE):
-        raise UsageError("--trace replays the trace's own schedule: no --scenario or --shape with it")
-    if args.rate is not None or args.arrival is not None:
-        raise UsageError("--trace sends at the trace's times: no --rate or --arrival with it")
-    args.scenario = args.shape = TRACE
-    args.schedule = trace_input.schedule_of(args)
 
 
 HELP_FLAGS = frozenset({"-h", "--help"})  # after `--`: Locust's help (commands/precheck.py), not a run
@@ -318,37 +207,12 @@ def _precheck(cmd: list[str]) -> None:
 # Locust's own timespan grammar (locust.util.timespan), checked here before anything starts. Not
 # imported: importing any part of locust monkey-patches this process with gevent, and this process
 # only supervises. tests/unit/test_run_options.py keeps the two in agreement.
-TIMESPAN = re.compile(r"(?:(?P<hours>\d+)h)?(?:(?P<minutes>\d+)m)?(?:(?P<seconds>\d+)s)?")
-
-
-def parse_timespan(text: str) -> int:
-    """Seconds in `20`, `20s`, `3m`, `1h30m`...; ValueError otherwise."""
-    if text.isdigit():
-        return int(text)
-    match = TIMESPAN.fullmatch(text)
-    if not text or match is None or not any(match.groupdict().values()):
-        raise ValueError(f"invalid time span {text!r}")
-    parts = {k: int(v or 0) for k, v in match.groupdict().items()}
-    return parts["hours"] * 3600 + parts["minutes"] * 60 + parts["seconds"]
-
-
-def _conf_value(path: str | None, key: str) -> str:
-    if not path:
-        return ""
-    parser = configparser.ConfigParser(strict=False, interpolation=None)
-    try:
-        parser.read_string("[conf]\n" + Path(path).read_text())
-    except (configparser.Error, UnicodeDecodeError) as exc:
-        raise UsageError(f"config file {path} is not a Locust conf file: {exc}") from None
-    return parser.get("conf", key, fallback="").strip()
-
-
 def _sim_args(args: argparse.Namespace, run_dir: Path) -> list[str]:
     # --admin: drills' stage fault actions (shapes/drill.py) reach it through --sim-admin-url
     out = ["--truth", str(run_dir / runfolder.TRUTH), "--time-scale", str(args.time_scale), "--admin"]
     # A profile (conf file) may name the simulator it was written for; the command line wins.
-    profile = args.sim_profile or _conf_value(args.config, "sim-profile")
-    options = args.sim_option or [o.strip() for o in _conf_value(args.config, "sim-option").split(",") if o.strip()]
+    profile = args.sim_profile or conf_value(args.config, "sim-profile")
+    options = args.sim_option or [o.strip() for o in conf_value(args.config, "sim-option").split(",") if o.strip()]
     if profile:
         out += ["--profile", profile]
     if getattr(args, "schedule", None) is not None:  # the embedded server stands in for one sized for the trace
@@ -377,7 +241,7 @@ def _locust_command(args: argparse.Namespace, host: str, run_dir: Path, conf_loc
         files.append(str(resources.locustfile(SCENARIOS[args.scenario or "chat"])))
         # a profile's shape (`shape = ...` in the conf file) needs the entry file too when --scenario
         # replaces the profile's files: Locust refused its shape options, after the simulator started
-        if args.shape or _conf_value(args.config, "shape"):
+        if args.shape or conf_value(args.config, "shape"):
             files.append(str(resources.locustfile(SHAPE_ENTRY_FILE)))
     cmd = list(LOCUST)
     if args.config:
@@ -435,12 +299,12 @@ def _load_options(args: argparse.Namespace) -> list[str]:
     """--users, --spawn-rate, --run-time for Locust: the command line over the conf file over our
     defaults, as Locust itself orders them. A shape drives the load itself: only explicit values go."""
     out = []
-    shape = args.shape or _conf_value(args.config, "shape")
+    shape = args.shape or conf_value(args.config, "shape")
     for name, default in LOAD_OPTIONS:
         value = getattr(args, name.replace("-", "_"))
         if name == "users" and value is None and args.scenario == OPEN_LOOP and args.shape != TRACE:
             value = max(1, args.workers)  # one arrival scheduler per process: the rate splits evenly
-        if value is None and not shape and not _conf_value(args.config, name):
+        if value is None and not shape and not conf_value(args.config, name):
             value = default
         if value is not None:
             out += [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]

@@ -15,6 +15,8 @@ from loadline.core.errors import UsageError
 from loadline.core.trace import BLOCK_TOKENS, FIELDS, FORMATS, Trace, build, check_row, read_jsonl, sniff_jsonl
 from loadline.core.trace_warp import Schedule, parse_surges, parse_window, warp, write
 
+TRACE = "trace"  # --trace FILE: the trace scenario and shape (users/trace.py, shapes/trace.py)
+
 SCHEDULE_FILE = "trace-schedule.jsonl"
 
 
@@ -144,3 +146,23 @@ def write_schedule(schedule: Schedule, run_dir: Path) -> Path:
     path = run_dir / SCHEDULE_FILE
     write(schedule, path)
     return path
+
+
+def validate(args: argparse.Namespace) -> None:
+    """--trace: the file read and checked, its schedule warped, before anything starts; the trace
+    scenario and shape implied. Trace options without --trace are refused, not ignored."""
+    args.schedule, args.trace_schedule = None, ""
+    if not args.trace:
+        if args.scenario == TRACE:
+            raise UsageError("--scenario trace replays a trace: give --trace FILE")
+        given = [flag for flag, value in (("--trace-window", args.trace_window), ("--trace-surge", args.trace_surge))
+                 if value]  # fmt: skip
+        if args.trace_speed != 1.0 or args.trace_block_tokens or given:
+            raise UsageError("--trace-speed/--trace-window/--trace-surge/--trace-block-tokens need --trace FILE")
+        return
+    if args.scenario not in (None, TRACE) or args.shape not in (None, TRACE):
+        raise UsageError("--trace replays the trace's own schedule: no --scenario or --shape with it")
+    if args.rate is not None or args.arrival is not None:
+        raise UsageError("--trace sends at the trace's times: no --rate or --arrival with it")
+    args.scenario = args.shape = TRACE
+    args.schedule = schedule_of(args)

@@ -8,7 +8,7 @@ import argparse
 import pytest
 from locust.util.timespan import parse_timespan as locust_parse_timespan
 
-from loadline.commands import run
+from loadline.commands import run, run_checks
 from loadline.core.errors import UsageError
 
 
@@ -46,9 +46,9 @@ def test_run_time_grammar_is_locusts(text):
         expected = locust_parse_timespan(text)
     except ValueError:
         with pytest.raises(ValueError):
-            run.parse_timespan(text)
+            run_checks.parse_timespan(text)
     else:
-        assert run.parse_timespan(text) == expected
+        assert run_checks.parse_timespan(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_run_time_grammar_is_locusts(text):
 )
 def test_bad_load_options_are_refused_before_anything_starts(argv, words):
     with pytest.raises(UsageError, match=words):
-        run._validate(parsed(*argv))
+        run_checks.validate(parsed(*argv))
 
 
 def test_without_shape_or_conf_our_defaults_go_to_locust():

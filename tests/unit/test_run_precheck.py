@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loadline.commands import precheck, run
+from loadline.commands import precheck, run, run_checks
 from loadline.core.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,19 +37,19 @@ def test_a_bad_slo_file_is_refused_before_the_run(tmp_path, text, words):
     slo = tmp_path / "slo.toml"
     slo.write_text(text)
     with pytest.raises(UsageError, match=words) as raised:
-        run._validate(parsed("--slo", str(slo)))
+        run_checks.validate(parsed("--slo", str(slo)))
     assert "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize("option", ["--slo", "--config"])
 def test_a_directory_for_a_file_is_one_line(tmp_path, option):
     with pytest.raises(UsageError, match="is a directory"):
-        run._validate(parsed(option, str(tmp_path)))
+        run_checks.validate(parsed(option, str(tmp_path)))
 
 
 def test_a_binary_conf_file_is_one_line():
     with pytest.raises(UsageError, match="not a Locust conf file"):
-        run._validate(parsed("--config", "/bin/true"))
+        run_checks.validate(parsed("--config", "/bin/true"))
 
 
 def _conf(tmp_path, text: str) -> str:
@@ -175,7 +175,7 @@ def test_a_profile_with_a_scenario_named_keeps_its_shape(profile, scenario, tmp_
         parsed("--config", str(conf), "--scenario", scenario),
         run.PRECHECK_HOST,
         tmp_path / "x",
-        run._conf_value(str(conf), "locustfile"),
+        run_checks.conf_value(str(conf), "locustfile"),
     )
     files = cmd[cmd.index("-f") + 1].split(",")
     assert [Path(f).name for f in files] == [run.SCENARIOS[scenario], "shape.py"]

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadline.commands import run, target
+from loadline.commands import run, run_checks, target
 from loadline.core.errors import UsageError
 from loadline.core.manifest import options_dict
 from loadline.core.redact import MARK
@@ -51,7 +51,7 @@ def test_a_malformed_host_with_credentials_is_refused_without_them():
     parser = argparse.ArgumentParser()
     run.add_arguments(parser)
     with pytest.raises(UsageError) as raised:
-        run._validate(parser.parse_args(["--host", f"ftp://u:{KEY}@x"]))
+        run_checks.validate(parser.parse_args(["--host", f"ftp://u:{KEY}@x"]))
     assert KEY not in str(raised.value)
 
 

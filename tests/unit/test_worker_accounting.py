@@ -298,15 +298,15 @@ def test_a_phase_hit_by_a_lost_worker_is_not_the_knee_and_every_surface_says_so(
 
 
 def test_loadline_run_ends_with_the_workers_reason_when_the_master_stopped_on_it(tmp_path):
-    from loadline.commands import run as run_command
+    from loadline.commands import run_outcome
 
     (tmp_path / "manifest.json").write_text(
         json.dumps({"status": "failed", "worker_errors": [{"worker": "h-1-ab", "reason": "2 of 2 user(s) failed"}]})
     )
-    assert run_command._worker_error(tmp_path) == "worker h-1-ab cannot run: 2 of 2 user(s) failed"
+    assert run_outcome.worker_error_of(tmp_path) == "worker h-1-ab cannot run: 2 of 2 user(s) failed"
     (tmp_path / "manifest.json").write_text(json.dumps({"status": "finished", "worker_errors": []}))
-    assert run_command._worker_error(tmp_path) == ""
-    assert run_command._worker_error(tmp_path / "absent") == ""
+    assert run_outcome.worker_error_of(tmp_path) == ""
+    assert run_outcome.worker_error_of(tmp_path / "absent") == ""
 
 
 def test_a_headless_shape_run_is_ended_by_its_shape_and_quit_only_if_the_shape_is_stuck(monkeypatch):
