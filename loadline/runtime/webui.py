@@ -54,7 +54,9 @@ def _whole_run(environment, start: float, end: float, itl: bool = False):
     now = time.monotonic()
     key = (id(environment.loadline_live), start)
     cached = _whole_cache.get(key)
-    if cached and (end == cached[2] or now - cached[0] < WHOLE_RUN_REFRESH_S):
+    # an empty whole run is not kept: it would show "-" beside a last-window column that has numbers
+    has_data = cached is not None and cached[1] is not None and getattr(cached[1], "requests", 0) > 0
+    if cached and has_data and (end == cached[2] or now - cached[0] < WHOLE_RUN_REFRESH_S):
         return cached[1]
     _whole_cache.clear()
     summary = window(environment, start, end, itl)
