@@ -46,7 +46,6 @@ UNREAD = frozenset(
         "itl_max_ms",
         "tokens_source",
         "content_chunks",
-        "finish_reason",
     }
 )
 WIDE_INTS = frozenset({"output_tokens"})  # summed over many rows: int64 as before; other counts fit int32
