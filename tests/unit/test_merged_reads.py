@@ -117,6 +117,10 @@ def test_tokens_a_server_wrote_together_to_an_idle_client_keep_a_small_read_dela
     assert rec.read_delay_ms < GAP_S * 1000 / 2
 
 
+# Timing-exact (the read delay against the server's write times, to 2 ms) like the truth tests: a busy
+# machine deschedules the reader after the in-process hog ends (seen: 5.5 ms beside three test shards),
+# which is the machine's time, not the client's error. It runs alone (tests/run_shards.py).
+@pytest.mark.exclusive
 @pytest.mark.parametrize("hog_at, hog_s, tokens", [(0.04, 0.1, 6), (0.07, 0.15, 8), (0.01, 0.08, 5)])
 def test_tokens_that_waited_while_the_client_was_busy_say_how_late_they_were_stamped(hog_at, hog_s, tokens, reader):
     rec, arrivals, truth = stream([(0, 1)] + [(GAP_S, 1)] * (tokens - 1), hog_at, hog_s)
