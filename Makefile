@@ -50,7 +50,7 @@ real-engine: install build-tools
 
 test-real: real-engine
 
-# The digital twin against the simulator as ground truth, every what-if (make test runs one of them):
+# The digital twin against the simulator as ground truth (not in make test: about 5 minutes):
 # fit on a stepped run, predict a smaller batch cap, a smaller KV cache and two replicas, rerun each
 # for real. About 5 minutes; the table goes to runs/twin-validation.md (docs/twin.md).
 twin-validation: install
