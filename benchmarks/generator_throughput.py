@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,13 @@ def pin(core: int) -> list[str]:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK_S  # utime, stime
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the master's, for benchmarks that start master and workers)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def token_times(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,16 +30,10 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generator_throughput import REPO, cpu_seconds, flat_model, start_simulator, token_times  # noqa: E402
+from generator_throughput import REPO, cpu_seconds, flat_model, free_port, start_simulator, token_times  # noqa: E402
 
 WARMUP_S, COOLDOWN_S = 4.0, 2.0
 STEP_MS, TTFT_MS, TOKENS = 10.0, 100.0, 64
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def measure(workers: int, streams: int, seconds: int) -> dict:
