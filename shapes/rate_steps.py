@@ -149,7 +149,7 @@ class RateShape(StepShape):
         Requests started in the window's last E2E P95 may still be in flight (not yet counted): the
         expectation leaves that stretch out."""
         assert self.settings is not None
-        window_end = self.judged_until(start_wall, end_wall)
+        window_end = self.mark_judged_window(start_wall, end_wall)
         summary = self._window(start_wall, window_end)
         if summary is None:
             return None

@@ -181,7 +181,7 @@ class StepShape(PhasedShape):
     def on_phase_end(self, phase: Phase, start_wall: float, end_wall: float) -> str | None:
         if not phase.judged or self.settings is None or self.slo is None:
             return None
-        window_end = self.judged_until(start_wall, end_wall)
+        window_end = self.mark_judged_window(start_wall, end_wall)
         summary = self._window(start_wall, window_end, judges_itl(self.slo, self.streaming))
         if summary is None and self._window(0.0, start_wall) is not None:
             summary = NO_REQUESTS  # records flow, yet none in this step: everything is stuck
@@ -214,7 +214,7 @@ class StepShape(PhasedShape):
         )
         return reason
 
-    def judged_until(self, start_wall: float, end_wall: float) -> float:
+    def mark_judged_window(self, start_wall: float, end_wall: float) -> float:
         """The end of the phase's judged window, written on its phases.csv row so the report judges the same one.
 
         Requests are assigned to a window by start time; those of the step's last `--step-settle` seconds
