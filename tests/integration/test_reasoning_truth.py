@@ -78,6 +78,7 @@ def run_streams(sim, body_extra: dict | None = None) -> pd.DataFrame:
     return records
 
 
+@pytest.mark.exclusive  # client stamps against the simulator's truth to 1 ms: runs alone, as the other truth tests
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 def test_ttft_and_ttfo_of_reasoning_streams_match_the_simulators_truth(sim_server, field, monkeypatch):
     parses: list[bytes] = []
