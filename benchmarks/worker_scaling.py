@@ -1,6 +1,7 @@
 """Tokens/s of N local Locust workers against one, and the CPU each token costs.
 
     .venv/bin/python benchmarks/worker_scaling.py [--workers 1 2] [--streams 512] [--seconds 20] [--rounds 2]
+        [--worker-cpu 0.5]
 
 The simulator with benchmarks/generator_throughput.py's flat cost model (a token every 10 ms after
 100 ms, 64-token replies, no batch limit), then a Locust master and N worker processes of
@@ -14,6 +15,9 @@ CPU-s per 1,000 tokens (the figure that carries over to other machines: a worker
 On a 2-core machine the simulator and the master share the cores with the workers: with N
 workers that each want a core, received tokens/s is bounded by what the box has left, so read
 the ratio of tokens/s beside the CPU columns (docs/benchmarks.md, "Worker scaling").
+`--worker-cpu C` caps each worker at C cores (benchmarks/cpu_cap.py, root only), so that N workers
+get N times one worker's CPU while the target keeps what it needs: the ratio then measures the
+generator's own scaling.
 """
 
 from __future__ import annotations
@@ -30,17 +34,19 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_cap import CpuCap  # noqa: E402
 from generator_throughput import REPO, cpu_seconds, flat_model, free_port, start_simulator, token_times  # noqa: E402
 
 WARMUP_S, COOLDOWN_S = 4.0, 2.0
 STEP_MS, TTFT_MS, TOKENS = 10.0, 100.0, 64
 
 
-def measure(workers: int, streams: int, seconds: int) -> dict:
+def measure(workers: int, streams: int, seconds: int, cores_each: float | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         sim = start_simulator(["--profile", "tiny", *sum((["--set", kv] for kv in flat_model(STEP_MS, TTFT_MS)), [])])
         procs: list[subprocess.Popen] = []
+        caps: list[CpuCap] = []
         try:
             port = free_port()
             env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -103,6 +109,10 @@ def measure(workers: int, streams: int, seconds: int) -> dict:
                 for _ in range(workers)
             ]
             procs += fleet
+            if cores_each:
+                for k, proc in enumerate(fleet):
+                    caps.append(CpuCap(f"loadline-bench-{os.getpid()}-{k}", cores_each))
+                    caps[-1].add(proc.pid)
             requests_csv = run_dir / "requests.csv"
             deadline = time.monotonic() + 30
             while not requests_csv.exists() and time.monotonic() < deadline:
@@ -127,6 +137,8 @@ def measure(workers: int, streams: int, seconds: int) -> dict:
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait(10)
+            for cap in caps:
+                cap.remove()
             sim.stop()
         manifest = json.loads((run_dir / "manifest.json").read_text())
         records = pd.read_csv(requests_csv, low_memory=False)
@@ -137,6 +149,7 @@ def measure(workers: int, streams: int, seconds: int) -> dict:
     worker_cpu, master_cpu, sim_cpu = (b - a for a, b in zip(c0, c1))
     return {
         "workers": workers,
+        "cores per worker": cores_each or 0,
         "streams": streams,
         "offered tok/s": streams * TOKENS / ((TTFT_MS + (TOKENS - 1) * STEP_MS) / 1000),
         "tokens/s": tokens / wall,
@@ -155,12 +168,13 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=512)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--worker-cpu", type=float, default=None, help="cap each worker at this many cores")
     args = parser.parse_args()
     print(f"started at load average {os.getloadavg()[0]:.2f}", flush=True)
     header = False
     for _ in range(args.rounds):  # rounds interleave N = 1 and N = 2, so both see the same phases of the box
         for workers in args.workers:
-            row = measure(workers, args.streams, args.seconds)
+            row = measure(workers, args.streams, args.seconds, args.worker_cpu)
             if not header:
                 print("| " + " | ".join(row) + " |")
                 print("|" + "---|" * len(row))
