@@ -234,7 +234,7 @@ FIXED = [
 
 
 def test_fixed_user_run_held_by_the_batch_cap_says_scheduler(tmp_path):
-    """The issue's case: 32 users on max_num_seqs=4 once read as "headroom" (no baseline in one phase)."""
+    """32 users on max_num_seqs=4: one phase, no baseline phase, still the scheduler, not "headroom"."""
     verdict = run_verdict(["max_num_seqs=4"], ["--users", "32", *FIXED], tmp_path, profile="")
     bottleneck = verdict["bottleneck"]
     assert bottleneck["layer"] == "scheduler", json.dumps(bottleneck, indent=1)
