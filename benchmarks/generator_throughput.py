@@ -19,7 +19,7 @@ of TOKENS tokens (`--ignore-eos`), one Locust process pinned to core 1. Prints o
   core's speed moves up to 2x within a second with its neighbours' load (docs/benchmarks.md,
   "Machine"), and CPU-s per 1k tokens moves with it: compare rows at like speeds, or old and
   new paths interleaved.
-`--hog` runs a busy process on the generator's core for the whole run (the issue's "CPU hog sharing
+`--hog` runs a busy process on the generator's core for the whole run (a "CPU hog sharing
 the generator's core"); `--watch` sets the first-bytes watch as the product's LOADLINE_FIRST_BYTES_WATCH
 does: `budget` (the default: on while its thread's wait for a core stays within its budget), `on`
 (=1, whatever it costs), `off` (=0).

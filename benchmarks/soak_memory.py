@@ -3,9 +3,8 @@
 Runs `python -m loadline run --shape soak` against the embedded simulator for MODEL_HOURS of model
 time, time-scaled (2 h at --time-scale 5 = 24 min wall), and samples the resident memory (VmRSS from
 /proc/PID/status) and CPU time of the Locust master, every worker and the simulator every few wall
-seconds. The processes are the descendants of the `loadline run` child, told apart by command line:
-`loadline sim` is the simulator; a Locust process whose parent is not Locust is the master, its
-forked children (same command line) are the workers.
+seconds (benchmarks/proc_samples.py: the processes are the descendants of the `loadline run` child,
+told apart by command line).
 
 Prints one row per process: RSS just after the warm-up and at the end (medians of a window each),
 the max, the growth between the two and the least-squares slope after warm-up, and PASS/FAIL against
@@ -34,7 +33,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +40,9 @@ sys.path.insert(0, str(REPO))
 
 from loadline.analysis.data.truth import read_truth  # noqa: E402
 
-TICK_S = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(REPO / "benchmarks"))
+from proc_samples import Sample, kill_leftovers, read_procs, sample_once  # noqa: E402
+
 GROWTH_LIMIT_PCT = 5.0
 # Warm-up: the first 20 % of the run's model time (24 min of a 2-h soak). The ramp (1 model minute)
 # is not enough: after it, things that are meant to reach a steady size still fill up (the
@@ -57,101 +57,6 @@ WARMUP_FRACTION = 0.20
 COMPARE_FRACTION = 0.05
 STOP_GRACE_S = 60.0  # after a SIGINT, loadline run stops the users and writes the run folder
 JUDGED = ("master", "local", "worker")
-
-
-@dataclass(frozen=True)
-class Proc:
-    pid: int
-    ppid: int
-    start: int  # starttime in ticks: tells a reused pid apart
-    cpu_s: float
-    cmdline: str
-
-
-def read_procs() -> dict[int, Proc]:
-    procs = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # ended meanwhile
-            continue
-        pid = int(entry.name)
-        procs[pid] = Proc(pid, int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / TICK_S, cmdline)
-    return procs
-
-
-def descendants(root: int, procs: dict[int, Proc]) -> list[Proc]:
-    children: dict[int, list[Proc]] = {}
-    for p in procs.values():
-        children.setdefault(p.ppid, []).append(p)
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child.pid)
-    return out
-
-
-def role_of(p: Proc, procs: dict[int, Proc], workers: int) -> str | None:
-    if " loadline sim " in p.cmdline:
-        return "simulator"
-    if "locust.main" in p.cmdline:
-        parent = procs.get(p.ppid)
-        if parent is not None and "locust.main" in parent.cmdline:
-            return "worker"  # forked by the master (Locust's --processes): same command line
-        return "master" if workers else "local"
-    return None  # the option precheck, anything else
-
-
-def rss_kib(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-@dataclass
-class Sample:
-    wall: float
-    role: str
-    pid: int
-    rss_kib: int
-    cpu_s: float
-    load1: float
-
-
-def sample_once(root: int, workers: int, seen: dict[int, int]) -> list[Sample]:
-    """One RSS reading of every process of the run; `seen` collects pid -> starttime for the cleanup."""
-    procs = read_procs()
-    wall, load1 = time.time(), float(Path("/proc/loadavg").read_text().split()[0])
-    out = []
-    for p in descendants(root, procs):
-        seen.setdefault(p.pid, p.start)
-        role = role_of(p, procs, workers)
-        rss = rss_kib(p.pid) if role else None
-        if role and rss:
-            out.append(Sample(wall, role, p.pid, rss, p.cpu_s, load1))
-    return out
-
-
-def kill_leftovers(seen: dict[int, int]) -> list[int]:
-    """SIGKILL every process of the run still alive (same pid *and* start time: never a stranger).
-    loadline run puts Locust and the simulator in sessions of their own, so one process group is not enough."""
-    procs, killed = read_procs(), []
-    for pid, start in seen.items():
-        if pid in procs and procs[pid].start == start:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except ProcessLookupError:
-                pass
-    return killed
 
 
 def command(args: argparse.Namespace) -> list[str]:

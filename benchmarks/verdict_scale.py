@@ -63,6 +63,7 @@ def exporter_rate(records: int = 5000, gaps: int = 63) -> float:
 
 
 def verdict_time(phase_s: int) -> tuple[int, float, float]:
+    import layer_scenarios as layers
     import metric_scenarios as ms
 
     from loadline.analysis.data.load import load_run
@@ -72,7 +73,7 @@ def verdict_time(phase_s: int) -> tuple[int, float, float]:
 
     ms.PHASE_S = phase_s
     folder = Path(tempfile.mkdtemp())
-    ms.write_scenario(ms.memory_leak(), folder)
+    ms.write_scenario(layers.memory_leak(), folder)
     run = load_run(folder)
     table = phase_table(run)
     started = time.perf_counter()
@@ -85,7 +86,8 @@ def verdict_time(phase_s: int) -> tuple[int, float, float]:
 
 def matrix_cpu() -> tuple[int, float, float, float]:
     """judge() over every variant of tests/verdict_matrix.py and every named scenario of
-    tests/metric_scenarios.py (what the verdict unit tests do): (calls, CPU s total, CPU s worst call, wall s)."""
+    tests/layer_scenarios.py (what the verdict unit tests do): (calls, CPU s total, CPU s worst call, wall s)."""
+    import layer_scenarios as layers
     import metric_scenarios as ms
     import verdict_matrix as vm
 
@@ -98,7 +100,7 @@ def matrix_cpu() -> tuple[int, float, float, float]:
     for v in vm.VARIANTS:
         sc = vm.scenario(v)
         runs.append(load_run(ms.write_scenario(sc, root / v.id, vm.server_table(v, sc), one_phase=v.shape == "fixed")))
-    runs += [load_run(ms.write_scenario(getattr(ms, name)(), root / name)) for name in SCENARIOS]
+    runs += [load_run(ms.write_scenario(getattr(layers, name)(), root / name)) for name in SCENARIOS]
     cpu, worst, wall = 0.0, 0.0, time.perf_counter()
     for run in runs:
         table = phase_table(run)

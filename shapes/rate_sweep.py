@@ -1,6 +1,6 @@
 """Rate sweep: the highest arrival rate that meets the SLO, found by a documented search.
 
-The search (as guidellm's sweep, in the issue's words: synchronous, saturated, then between):
+The search (as guidellm's sweep: synchronous, saturated, then between):
 1. light: --sweep-start-rate (default 0.5/s) for one hold. Requests rarely overlap, so 1 / E2E P50 is
    the synchronous rate (one request at a time, closed loop); the phase must meet the SLO, else
    there is no compliant rate and the sweep ends.

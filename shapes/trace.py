@@ -16,6 +16,7 @@ from typing import Any
 from locust.runners import MasterRunner
 
 from loadline.core.errors import UsageError
+from loadline.core.runsettings import model_span, wall_span
 from loadline.core.trace_warp import load
 from loadline.runtime import trace
 from loadline.shapes.base import PhasedShape
@@ -50,16 +51,16 @@ class TraceShape(PhasedShape):
         require(drain >= 0, "--trace-drain must be >= 0")
         scale = time_scale(options)
         users = self.schedulers() if getattr(self, "runner", None) is not None else 1
-        # the lead is wall time (the workers' start-up), so it is planned x scale: scaled() divides it back
-        phases = [Phase(LEAD, "hold", trace.LEAD_S * scale, users)]
+        # the lead is wall time (the workers' start-up), so it is planned in model time: scaled() divides it back
+        phases = [Phase(LEAD, "hold", model_span(trace.LEAD_S, scale), users)]
         self.offsets = [0.0]
         for p in header.get("phases") or []:
             length = max(MIN_PHASE_S, float(p["end_s"]) - float(p["start_s"]))
             rate = int(p["requests"]) / length
             phases.append(Phase(str(p["label"]), str(p["kind"]), length, users, target_rate=rate))
-            self.offsets.append(float(p["start_s"]) / scale)
+            self.offsets.append(wall_span(float(p["start_s"]), scale))
         phases.append(Phase("drain", "hold", max(drain, MIN_PHASE_S), users))
-        self.offsets.append(float(header.get("duration_s") or 0.0) / scale)
+        self.offsets.append(wall_span(float(header.get("duration_s") or 0.0), scale))
         return phases
 
     def on_phase_enter(self, phase: Phase) -> None:

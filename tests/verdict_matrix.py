@@ -235,9 +235,7 @@ VARIANTS = [
     Variant("gpu-compute", "a100-llama70b-tp4", "chat", "stepped", 2.2),
     Variant("kv-cache", "tiny", "single", "stepped", 3.15),
     Variant("kv-cache", "h100-llama3-8b", "chat", "fixed", 6.05),
-    Variant(
-        "kv-cache", "a100-llama70b-tp4", "single", "fixed", 1.0
-    ),  # the case: running held at 1, no preemption
+    Variant("kv-cache", "a100-llama70b-tp4", "single", "fixed", 1.0),  # running held at 1, no preemption
     Variant("kv-cache", "tiny", "chat", "stepped", 1.0),
     Variant("memory-leak", "tiny", "single", "fixed", 1),
     Variant("memory-leak", "h100-llama3-8b", "chat", "fixed", 2),

@@ -11,7 +11,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data.metric_names import CONCEPTS, DIALECT_GAPS, DIALECT_PREFIXES, Source
+from loadline.analysis.data.metric_concepts import Source
+from loadline.analysis.data.metric_dialects import DIALECT_GAPS, DIALECT_PREFIXES
+from loadline.analysis.data.metric_names import CONCEPTS
 
 _HIST_SUFFIXES = ("_bucket", "_sum", "_count")
 

@@ -321,7 +321,7 @@ def analyse(
     verdict["notes"] += (open_loop or {}).get("notes") or []
     verdict["trace"] = guarded(
         "trace replay",
-        lambda: trace_replay.summary(run.path, run.requests, run.phases, run.manifest, run.server_metrics, open_loop),
+        lambda: trace_replay.summary(run.path, model.requests, model.phases, model.server_metrics, open_loop),
         {},
     )
     verdict["notes"] += [n for n in verdict["trace"].get("notes") or [] if "never sent" in n]  # rates: open loop's

@@ -13,6 +13,7 @@ import pandas as pd
 
 from loadline.analysis.data.load import RunData
 from loadline.analysis.stats.phases import assign_phases
+from loadline.core.records import Status
 
 LENGTH_COLUMNS = (
     "phase_index",
@@ -51,7 +52,7 @@ def length_table(run: RunData) -> pd.DataFrame:
     where = assign_phases(run)
     rows = []
     for position in range(len(run.phases)):
-        ok = requests[(where == position) & (requests["status"] == "ok").to_numpy()]
+        ok = requests[(where == position) & (requests["status"] == Status.OK).to_numpy()]
         counters = sorted(c for c in ok["token_counter"].astype(str).unique() if c)
         prompt_asked, prompt_got = ok["prompt_tokens_requested"], ok["prompt_tokens"]
         reply_asked, reply_got = ok["output_tokens_requested"], ok["output_tokens"].astype(float)

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data.timescale import time_scale
 from loadline.core import runfolder
 from loadline.core.records import Status
 from loadline.core.trace import TraceRequest, block_reuse
@@ -132,15 +131,16 @@ def replay_start(phases: pd.DataFrame) -> float | None:
 
 
 def summary(
-    run_dir: Path, requests: pd.DataFrame, phases: pd.DataFrame, manifest: dict, metrics: pd.DataFrame, open_loop: dict
+    run_dir: Path, requests: pd.DataFrame, phases: pd.DataFrame, metrics: pd.DataFrame, open_loop: dict
 ) -> dict:
-    """The report's trace-replay section; {} for runs that replayed no trace."""
+    """The report's trace-replay section; {} for runs that replayed no trace.
+
+    `requests`, `phases` and `metrics` are the run's tables in model time (analysis/data/timescale.py)."""
     path = Path(run_dir) / SCHEDULE_FILE
     if not path.is_file():
         return {}
     start = replay_start(phases)
     header, scheduled = read(path)
-    scale = time_scale(manifest)
     rows = requests[requests["trace_index"].notna()] if "trace_index" in requests.columns else requests.iloc[0:0]
     first = rows[rows["attempt"] == 0]
     sent = Counter(first["trace_index"].astype(int).tolist())
@@ -151,7 +151,8 @@ def summary(
     for r in scheduled:  # a surge's copies share their trace request's index: the first is the trace's own
         firsts.setdefault(r.trace_index, r.due_s)
     original = np.array(list(firsts.values()))
-    sent_s = (first["start_wall"].to_numpy(dtype=float) - float(start)) * scale if start else np.array([])
+    # requests and phases come in model time (analysis/data/timescale.py): differences are model seconds
+    sent_s = first["start_wall"].to_numpy(dtype=float) - float(start) if start else np.array([])
     duration = float(header.get("duration_s") or (due.max() if len(due) else 0.0))
     ok = first[first["status"].astype(str) == Status.OK]
     by_index = {r.trace_index: r for r in scheduled}
@@ -171,7 +172,7 @@ def summary(
         )
     for p in behind:
         notes.append(f"the trace's rate was not sustained in {p['phase']}: {p.get('behind')}")
-    lateness = first["lateness_ms"] * scale if "lateness_ms" in first else pd.Series(dtype=float)
+    lateness = first["lateness_ms"] if "lateness_ms" in first else pd.Series(dtype=float)
     return {
         "source": header.get("source"),
         "format": header.get("format"),

@@ -26,6 +26,7 @@ from loadline.analysis.twin.regress import DecodeFit, PrefillFit, fit_decode, fi
 from loadline.analysis.verdict.capacity import replicas_in_run
 from loadline.analysis.verdict.signals import Signals
 from loadline.core.errors import UsageError
+from loadline.core.records import Status
 
 BANDWIDTH = 1e12  # bytes/s of the twin's unit machine (hbm_bandwidth_gbs 1000, memory_efficiency 1)
 FLOPS = 1e15  # FLOP/s of the twin's unit machine (peak_tflops 1000, compute_efficiency 1)
@@ -36,7 +37,7 @@ MIN_REQUESTS = 20  # fewer usable requests fit nothing trustworthy
 
 def _requests(run: RunData) -> pd.DataFrame:
     req = run.requests
-    ok = req[(req["status"].astype(str) == "ok") & req["ttft_ms"].notna() & req["e2e_ms"].notna()].copy()
+    ok = req[(req["status"].astype(str) == Status.OK) & req["ttft_ms"].notna() & req["e2e_ms"].notna()].copy()
     if len(ok) < MIN_REQUESTS:
         raise UsageError(f"{run.path}: {len(ok)} successful streamed requests; a twin needs at least {MIN_REQUESTS}")
     ok["t0"] = ok["start_wall"].astype(float)

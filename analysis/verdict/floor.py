@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.verdict.context import Thresholds
+from loadline.analysis.verdict.thresholds import Thresholds
 from loadline.core.records import Status
 from loadline.core.runsettings import model_value
 

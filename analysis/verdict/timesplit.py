@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.verdict.context import Thresholds
 from loadline.analysis.verdict.signals import Signals
+from loadline.analysis.verdict.thresholds import Thresholds
 from loadline.core.records import Status
 
 OUTSIDE_DOMINATES = 0.5  # the outside share is the largest part: more than every engine part together

@@ -73,7 +73,7 @@ class RateControl:
 
     `total` is the rate over all workers (model time); `workers` how many processes share it (the
     master says so: loadline/runtime/arrivals.py); `scale` the run's --time-scale. A scheduler's
-    rate in wall time is total * scale / workers / (schedulers in this process).
+    rate in wall time is the total times the scale, shared by the workers and this process's schedulers.
     """
 
     def __init__(self) -> None:

@@ -1,4 +1,11 @@
-"""One Locust stats update per request for its inter-token gaps, instead of one `log()` per gap.
+"""What Locust's stats see of a request: one E2E event per finished attempt, and its token rows.
+
+`report_attempt` fires exactly one Locust request event per finished attempt (so the Aggregated row
+counts one per request; a cancelled stream fires none) and logs TTFT, TPOT and ITL straight into
+rows of their own, which Locust's web UI, CSV and HTML show but which never enter the Aggregated
+row. A failure's message is its error class (and HTTP status): Locust groups failures by message.
+
+One Locust stats update per request for its inter-token gaps, instead of one `log()` per gap:
 
 `StatsEntry.log(rt, length)` per gap cost ~4.5 % of the generator's CPU at 256 streams (the
 generator's profile). Locust 2.47 has no bulk path, so `log_many` does, in one pass over a request's gaps,
@@ -16,6 +23,41 @@ from collections import Counter
 
 import locust.stats
 from locust.stats import StatsEntry
+
+from loadline.core.records import OK, ErrorClass, RequestRecord
+
+
+class LLMError(Exception):
+    """What Locust's failure table shows for a failed attempt: its error class (and HTTP status).
+
+    Kept short on purpose: Locust groups failures by message; the details are in the record."""
+
+
+def report_attempt(environment, name: str, endpoint: str, rec: RequestRecord, gaps_us: list[int]) -> None:
+    """One finished attempt into Locust's stats: the E2E event, then its TTFT, TPOT and ITL rows."""
+    exception = None
+    if rec.status != OK:
+        status = f" {rec.http_status}" if rec.error_class in (ErrorClass.HTTP, ErrorClass.INVALID_REQUEST) else ""
+        exception = LLMError(rec.error_class + status)
+    environment.events.request.fire(
+        request_type="E2E",
+        name=name,
+        response_time=rec.e2e_ms,
+        response_length=rec.output_tokens,
+        exception=exception,
+        context={"request_id": rec.request_id},
+        start_time=rec.start_wall,
+        url=endpoint,
+        response=None,
+    )
+    stats = environment.stats
+    if rec.ttft_ms is not None:
+        stats.get(name, "TTFT").log(rec.ttft_ms, rec.output_tokens)
+    if rec.tpot_ms is not None:
+        stats.get(name, "TPOT").log(rec.tpot_ms, rec.output_tokens)
+    if gaps_us:
+        # one sample per gap (pooled ITL, live), logged in one update per request
+        log_many(stats.get(name, "ITL"), [gap / 1000 for gap in gaps_us])
 
 
 def log_many(entry: StatsEntry, values_ms: list[float]) -> None:

@@ -3,7 +3,7 @@ and the report (analysis/stats/arrivals.py).
 
 A renewal arrival process whose gaps have coefficient of variation c sends N ~ expected +- sqrt(expected * c^2)
 arrivals (c^2 = 0 constant, 1 Poisson, 1/B gamma with burstiness B). A phase fell short when it carried
-fewer than 98 % of the expected arrivals (MIN_ACHIEVED: the issue's tolerance for a generator keeping
+fewer than 98 % of the expected arrivals (MIN_ACHIEVED: the tolerance asked of a generator keeping
 its schedule) *and* fewer than the schedule's own noise explains (NOISE_SD standard deviations), so a
 short Poisson phase is not blamed for its randomness.
 """

@@ -62,7 +62,7 @@ def window(environment, start_wall: float, end_wall: float, itl: bool = True) ->
 
 
 def to_model_time(summary: WindowSummary, scale: float) -> WindowSummary:
-    """The summary in model time (loadline.core.runsettings.model_value: latencies x scale, rates / scale)."""
+    """The summary in model time (loadline.core.runsettings.model_value: latencies times the scale, rates divided by it)."""
     # Any: mypy checks replace(**scaled) against every field's type; these are the float ones only
     scaled: dict[str, Any] = {
         f.name: model_value(f.name, getattr(summary, f.name), scale)

@@ -3,7 +3,7 @@
     .venv/bin/python tests/data/make_metric_twins.py
 
 Each file is a Prometheus `query_range` export (the format `loadline report --prometheus` reads) of
-one constructed scenario from tests/metric_scenarios.py, scraped every 2 s, in one vendor's names:
+one constructed scenario from tests/layer_scenarios.py, scraped every 2 s, in one vendor's names:
 vLLM (current), vLLM before the late-2025 renames, SGLang, TGI. The twins carry the same numbers
 under different names; tests/test_bottleneck_twins.py checks they give the same verdict.
 """
@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent.parent))
 
+import layer_scenarios as layers  # noqa: E402
 import metric_scenarios as ms  # noqa: E402
 
 # scenario -> vendors whose metrics can express its bottleneck (TGI has no KV-cache gauge)
@@ -47,7 +48,7 @@ def to_query_range(table) -> dict:
 
 def main() -> None:
     for scenario, vendors in TWINS.items():
-        base = ms.server_rows(getattr(ms, scenario)())
+        base = ms.server_rows(getattr(layers, scenario)())
         for vendor in vendors:
             mapping = MAPPINGS[vendor]
             table = base if mapping is None else ms.rename(base, mapping, drop_unmapped_engine=vendor != "vllm_old")

@@ -44,7 +44,7 @@ def run(tmp_path: Path, *args: str, report: bool = True) -> tuple[Path, dict]:
 # three other test processes on two cores the 2-worker case once read 4.10/s for 4.0/s
 @pytest.mark.exclusive
 @pytest.mark.parametrize("workers", [0, 2])
-def test_below_capacity_the_rate_is_kept_and_arrivals_are_poisson(tmp_path, workers):
+def test_below_capacity_the_rate_is_kept(tmp_path, workers):
     # constant arrivals: the count is exact, so the achieved rate must be within 2 % of the target
     run_dir, verdict = run(
         tmp_path,
@@ -66,7 +66,14 @@ def test_below_capacity_the_rate_is_kept_and_arrivals_are_poisson(tmp_path, work
     assert offered["passed"] is True and offered["measured"] == pytest.approx(1.0, abs=0.02)
     if workers:
         assert requests_table(run_dir)["worker_id"].nunique() == workers  # the rate was split, not doubled
-    # Poisson arrivals: the gaps of the schedule (all workers merged) are exponential at the target rate
+
+
+# Not exclusive: the schedule's due times are the scheduler's own sums of drawn gaps
+# (loadline/client/users/arrivals.py), whatever the CPU; a busy machine sends them late (lateness_ms),
+# it does not move them
+@pytest.mark.parametrize("workers", [0, 2])
+def test_below_capacity_arrivals_are_poisson(tmp_path, workers):
+    # the gaps of the schedule (all workers merged) are exponential at the target rate
     run_dir, _ = run(
         tmp_path, "--rate", f"{RATE:g}", "--run-time", "12s", "--workers", str(workers), "--", *SHORT, report=False
     )

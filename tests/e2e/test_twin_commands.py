@@ -10,7 +10,10 @@ import pytest
 
 from tests.spine_helpers import loadline
 
-pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]  # time-scaled runs
+# Not exclusive: the run and its replay on the twin are both time-scaled, but what is asserted is
+# loose (each phase's replayed rate within 25 % of the run's) or structural. Measured beside three
+# busy loops on two cores (load average 5): rate errors -2.2 % .. +1.2 % in 2 runs of 2.
+pytestmark = pytest.mark.e2e
 
 LOCUST = ["--step-start-users", "2", "--step-max-users", "4", "--step-hold", "30", "--baseline-hold", "10"]
 LOCUST += ["--event-interval", "0.2", "--max-tokens", "32", "--prompt-tokens", "lognormal:200,0.5"]

@@ -10,6 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 from html import escape
 
+import layer_scenarios as layers
 import matplotlib.image
 import metric_scenarios as ms
 import numpy as np
@@ -276,7 +277,7 @@ def test_every_chart_has_a_title_units_and_a_legend(tmp_path, monkeypatch):
 
 
 def test_server_charts_are_drawn_for_present_metrics_only(tmp_path):
-    sc = ms.kv_cache()
+    sc = layers.kv_cache()
     run = load_run(ms.write_scenario(sc, tmp_path / "run"))
     drawn = server_charts.charts(run, phase_table(run), tmp_path / "out")
     assert {p.name for p in drawn} == {

@@ -1,6 +1,6 @@
 """The verdict rules on constructed runs: each bottleneck names its layer, a healthy run has headroom.
 
-Scenarios (tests/metric_scenarios.py) are written as real run folders and read back with
+Scenarios (tests/layer_scenarios.py, built with tests/metric_scenarios.py) are written as real run folders and read back with
 analysis.data.load, so the rules see exactly what a report would give them.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import layer_scenarios as layers
 import metric_scenarios as ms
 import pandas as pd
 import pytest
@@ -38,7 +39,7 @@ def verdict_of(scenario: ms.Scenario, tmp_path, server: pd.DataFrame | None = No
 
 @pytest.mark.parametrize("name,layer", CASES.items())
 def test_each_constructed_bottleneck_names_its_layer(name, layer, tmp_path):
-    verdict = verdict_of(getattr(ms, name)(), tmp_path)
+    verdict = verdict_of(getattr(layers, name)(), tmp_path)
     assert verdict["layer"] == layer, verdict
     assert verdict["confidence"] == "high"
     assert verdict["evidence"] and verdict["actions"]
@@ -49,12 +50,12 @@ def test_each_constructed_bottleneck_names_its_layer(name, layer, tmp_path):
 @pytest.mark.parametrize("name,layer", CASES.items())
 def test_other_magnitudes_give_the_same_verdict(name, layer, factor, tmp_path):
     """Rates and latencies scaled up or down: the rules compare shapes, not the test's numbers."""
-    verdict = verdict_of(ms.vary(getattr(ms, name)(), factor), tmp_path)
+    verdict = verdict_of(ms.vary(getattr(layers, name)(), factor), tmp_path)
     assert verdict["layer"] == layer, verdict
 
 
 def test_evidence_carries_the_numbers(tmp_path):
-    verdict = verdict_of(ms.kv_cache(), tmp_path)
+    verdict = verdict_of(layers.kv_cache(), tmp_path)
     text = " ".join(verdict["evidence"])
     assert "KV-cache usage p90 99 %" in text
     assert "preemptions" in text
@@ -63,7 +64,7 @@ def test_evidence_carries_the_numbers(tmp_path):
 
 def test_missing_signals_are_listed_not_guessed(tmp_path):
     """Without GPU, node or engine metrics the verdict says which layers it could not judge."""
-    sc = ms.scheduler()
+    sc = layers.scheduler()
     server = ms.server_rows(sc)
     server = server[server["source"] != "dcgm"]
     verdict = verdict_of(sc, tmp_path, server)
@@ -71,13 +72,13 @@ def test_missing_signals_are_listed_not_guessed(tmp_path):
     joined = " ".join(verdict["not_judged"])
     assert "host-cpu" in joined  # gpu-compute is judged from per-token time; the GPU gauge only supports it
     empty = server.iloc[0:0]
-    verdict = verdict_of(ms.healthy(), tmp_path, empty)
+    verdict = verdict_of(layers.healthy(), tmp_path, empty)
     assert verdict["layer"] == "headroom"
     assert {"kv-cache", "scheduler", "memory-leak"} <= {line.split()[0] for line in verdict["not_judged"]}
 
 
 def test_limit_without_any_server_signal_is_low_confidence(tmp_path):
-    sc = ms.gpu_compute()
+    sc = layers.gpu_compute()
     verdict = verdict_of(sc, tmp_path, ms.server_rows(sc).iloc[0:0])
     assert verdict["limit"]["reached"]
     assert verdict["confidence"] == "low"
@@ -87,14 +88,14 @@ def test_limit_without_any_server_signal_is_low_confidence(tmp_path):
 def test_secondary_findings_are_kept(tmp_path):
     """A starved generator cannot fake what the engine's own metrics prove (a full, preempting pool):
     that layer stands, the generator is kept as secondary; a layer seen only in client timings does not."""
-    sc = ms.kv_cache()
+    sc = layers.kv_cache()
     for phase in sc.phases[3:]:
         phase.gen_cpu = 99.0
     verdict = verdict_of(sc, tmp_path)
     assert verdict["layer"] == "kv-cache"
     assert "load-generator" in [s["layer"] for s in verdict["secondary"]]
     assert any("load generator was saturated" in line for line in verdict["evidence"])
-    sc = ms.outside_engine()
+    sc = layers.outside_engine()
     for phase in sc.phases[3:]:
         phase.gen_cpu = 99.0
     verdict = verdict_of(sc, tmp_path / "client-side")
@@ -105,14 +106,14 @@ def test_secondary_findings_are_kept(tmp_path):
 @pytest.mark.parametrize("wait, named", [(34.0, True), (20.0, False)])
 def test_a_generator_starved_by_a_neighbour_is_named_only_when_it_waited_for_its_core(wait, named, tmp_path):
     """Its CPU stays at its share of the core (62 %): the wait for the core decides (saturation.py)."""
-    sc = ms.starved_generator()
+    sc = layers.starved_generator()
     for phase in sc.phases[3:]:
         phase.gen_wait = wait
     verdict = verdict_of(sc, tmp_path)
     assert (verdict["layer"] == "load-generator") == named, verdict
     if named:
         assert any("waiting for a core a neighbour held" in line for line in verdict["evidence"])
-    sc = ms.kv_cache()  # what the engine's own metrics prove stands, starved generator or not
+    sc = layers.kv_cache()  # what the engine's own metrics prove stands, starved generator or not
     for phase in sc.phases[3:]:
         phase.gen_cpu, phase.gen_wait = 62.0, wait
     verdict = verdict_of(sc, tmp_path / "kv")
@@ -130,7 +131,7 @@ def test_a_saturated_generator_on_the_engines_host_outranks_what_the_hosts_time_
     """Per-token time (gpu-compute) and host CPU (host-cpu) are the engine's own metrics: a starved
     generator on another host cannot fake them. On the engine's host a starved generator is a
     starved host, which stretches the engine's steps and fills the host's CPU: the generator leads."""
-    sc = getattr(ms, name)()
+    sc = getattr(layers, name)()
     for phase in sc.phases[2:]:
         phase.gen_cpu = 99.0
     if target:
@@ -151,7 +152,7 @@ def test_a_saturated_generator_on_the_engines_host_outranks_what_the_hosts_time_
 def test_a_target_the_run_found_on_its_own_machine_counts_as_the_engines_host(name, on_this_host, leads, tmp_path):
     """A server bound to all interfaces, reached by the machine's own address: the run recorded
     that it was local (target_on_this_host), so its starved generator leads as on a loopback target."""
-    sc = getattr(ms, name)()
+    sc = getattr(layers, name)()
     for phase in sc.phases[2:]:
         phase.gen_cpu = 99.0
     sc.manifest.update(target="http://192.168.7.20:8080/v1", target_on_this_host=on_this_host)
@@ -163,7 +164,7 @@ def test_a_target_the_run_found_on_its_own_machine_counts_as_the_engines_host(na
 @pytest.mark.parametrize("name", ["kv_cache", "scheduler"])
 def test_counts_stand_over_a_saturated_generator_on_the_engines_host(name, target, tmp_path):
     """A full pool or a pinned batch cap with a queue are counts, not times: a busy host cannot fake them."""
-    sc = getattr(ms, name)()
+    sc = getattr(layers, name)()
     for phase in sc.phases[2:]:
         phase.gen_cpu = 99.0
     sc.manifest["target"] = target
@@ -173,21 +174,21 @@ def test_counts_stand_over_a_saturated_generator_on_the_engines_host(name, targe
 
 
 def test_idle_gpu_under_a_flat_throughput_is_called_out(tmp_path):
-    sc = ms.host_cpu()
+    sc = layers.host_cpu()
     verdict = verdict_of(sc, tmp_path)
     assert any("not the GPU" in line for line in verdict["evidence"])
 
 
 def test_kv_pinned_without_pressure_is_not_a_kv_verdict(tmp_path):
     """A full cache that evicts nothing and queues nothing, with flat latency, is not a bottleneck."""
-    sc = ms.healthy()
+    sc = layers.healthy()
     sc.phases[-1] = dataclasses.replace(sc.phases[-1], kv=0.95)
     assert verdict_of(sc, tmp_path)["layer"] == "headroom"
 
 
 def test_scaled_simulator_runs_shrink_the_noise_floor(tmp_path):
     """With --time-scale 50 every latency is 50x smaller; the verdict must not change."""
-    sc = ms.scheduler()
+    sc = layers.scheduler()
     sc.phases = [
         dataclasses.replace(p, ttft_ms=p.ttft_ms / 50, queue_ms=p.queue_ms / 50, prefill_ms=p.prefill_ms / 50)
         for p in sc.phases
@@ -202,7 +203,7 @@ def test_scaled_simulator_runs_shrink_the_noise_floor(tmp_path):
 
 def test_a_pool_that_preempts_at_its_peak_is_kv_bound_even_below_the_pinned_p90(tmp_path):
     # usage climbs from 70 % to 92 % in each loaded phase (p90 just under 90 %), with preemptions
-    sc = ms.kv_cache()
+    sc = layers.kv_cache()
     sc.phases[-2:] = [dataclasses.replace(p, kv=0.70, kv_end=0.92) for p in sc.phases[-2:]]
     verdict = verdict_of(sc, tmp_path)
     assert verdict["layer"] == "kv-cache", verdict
@@ -212,7 +213,7 @@ def test_a_pool_that_preempts_at_its_peak_is_kv_bound_even_below_the_pinned_p90(
 def _compute_bound_with_a_queue(gpu: float) -> ms.Scenario:
     """Per-token time rising 5x with the batch, a queue half the time with queue time dominating TTFT,
     but no cap pinned (running p50 14 of the 16 seen): the GPU gauge at `gpu` in the loaded phases."""
-    sc = ms.gpu_compute()
+    sc = layers.gpu_compute()
     sc.phases[-2:] = [
         dataclasses.replace(p, gpu=gpu, waiting=2, waiting_duty=0.5, queue_ms=0.75 * p.ttft_ms) for p in sc.phases[-2:]
     ]
@@ -251,7 +252,7 @@ def test_an_slo_failed_at_the_lightest_load_is_each_requests_own_latency(factor,
     """A TTFT SLO that fails at 1 user (a large model's prefill against an 800 ms SLO): nothing contends,
     so no capacity layer explains it. The verdict says so with the engine's own split of that window,
     and does not ask to scrape what was scraped (it once did, on the a100 profile at x20)."""
-    verdict = _slo_failed_in(ms.vary(ms.healthy(), factor), 0, tmp_path)
+    verdict = _slo_failed_in(ms.vary(layers.healthy(), factor), 0, tmp_path)
     assert verdict["layer"] == "unidentified", verdict
     line = next(e for e in verdict["evidence"] if e.startswith("the SLO failed already at the lightest load"))
     assert "(step-1 (1 users), 1 user)" in line and "= outside the engine" in line and "prefill" in line, line
@@ -262,12 +263,12 @@ def test_an_slo_failed_at_the_lightest_load_is_each_requests_own_latency(factor,
 
 
 def test_an_slo_failed_under_load_is_not_called_the_lightest_load(tmp_path):
-    verdict = _slo_failed_in(ms.healthy(), 4, tmp_path)
+    verdict = _slo_failed_in(layers.healthy(), 4, tmp_path)
     assert not any("lightest load" in e for e in verdict["evidence"]), verdict["evidence"]
 
 
 def test_without_engine_metrics_the_lightest_load_is_said_and_the_missing_scrapes_named(tmp_path):
-    sc = ms.healthy()
+    sc = layers.healthy()
     server = ms.server_rows(sc)
     verdict = _slo_failed_in(sc, 0, tmp_path, server[server["source"] == "dcgm"])
     line = next(e for e in verdict["evidence"] if "lightest load" in e)
@@ -286,7 +287,7 @@ def test_no_rule_fired_the_closest_is_the_one_whose_defining_signals_held_most(d
     scheduler rule does not fire. gpu-compute held more of its signals (a busy GPU, the batch grew,
     KV has room) but not its defining one: per-token time stayed flat. It was named, low, on a new
     user's `--scenario completion --sim-option max_num_seqs=4` run; the scheduler is the closest."""
-    sc = ms.scheduler()
+    sc = layers.scheduler()
     sc.phases[-2:] = [dataclasses.replace(p, waiting_duty=duty) for p in sc.phases[-2:]]
     verdict = verdict_of(ms.vary(sc, factor), tmp_path)
     assert verdict["layer"] == "scheduler" and verdict["confidence"] == "low", verdict
@@ -297,7 +298,7 @@ def _aborting_engine(share: float, queue_ms: float) -> ms.Scenario:
     """An engine that aborts `share` of its streams at every load, calm otherwise, its queue time above
     the noise floor but far from dominating TTFT: the scheduler rule's near miss of a real run (a100
     profile, error_rate=0.05, 4 users) that named 'scheduler'."""
-    sc = ms.healthy()
+    sc = layers.healthy()
     for p in sc.phases:
         p.fail_stream, p.queue_ms, p.ttft_ms = share, queue_ms, 50 + queue_ms
     return sc
@@ -332,7 +333,7 @@ def test_failures_alone_with_a_calm_engine_name_no_layer_from_a_near_miss(share,
 def test_failures_beside_a_latency_failure_keep_the_closest_latency_layer(factor, tmp_path):
     """The same near miss once a latency criterion failed too: the latency is what the window rules
     explain, so the closest one is still said (low, as a near miss)."""
-    sc = ms.scheduler()
+    sc = layers.scheduler()
     sc.phases[-2:] = [dataclasses.replace(p, waiting_duty=0.2, fail_stream=0.05) for p in sc.phases[-2:]]
     ttft = {
         "name": "TTFT P95",
@@ -349,7 +350,7 @@ def test_failures_beside_a_latency_failure_keep_the_closest_latency_layer(factor
 def test_failures_with_requests_waiting_at_the_engine_are_judged_by_the_rules(tmp_path):
     """Failures while the engine's queue is full (a capped queue answering errors) come with the
     engine's own saturation: the window rules judge them as before."""
-    sc = ms.scheduler()
+    sc = layers.scheduler()
     for p in sc.phases[-2:]:
         p.fail_stream = 0.05
     verdict = _error_rate_failed(sc, tmp_path)
@@ -362,7 +363,7 @@ def test_a_near_miss_needs_half_its_defining_signals(queue_ms, factor, tmp_path)
     """A latency SLO failed at the top step while the engine's cap was never reached and nothing
     waited: queue time above the noise floor is the only scheduler signal that held (one of four), as
     on an a100 70B pulse that was named 'scheduler' from it. No layer is named from that."""
-    sc = ms.healthy()
+    sc = layers.healthy()
     for p in sc.phases:
         p.queue_ms, p.ttft_ms = queue_ms, 400.0 + queue_ms
     sc.phases[-2].running, sc.phases[-1].running = 12, 6  # the failing step ran half the largest batch seen

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import layer_scenarios as layers
 import metric_scenarios as ms
 import pytest
 
@@ -55,13 +56,13 @@ def test_twin_gives_the_vllm_verdict(path, tmp_path):
     scenario, vendor = _scenario_and_vendor(path)
     server = load_query_range([path])
     assert len(server) > 100
-    run = load_run(ms.write_scenario(getattr(ms, scenario)(), tmp_path / "run", server))
+    run = load_run(ms.write_scenario(getattr(layers, scenario)(), tmp_path / "run", server))
     verdict = judge(run, phase_table(run))
     assert verdict["layer"] == EXPECTED[scenario], (vendor, verdict)
     vllm = judge(
         load_run(
             ms.write_scenario(
-                getattr(ms, scenario)(),
+                getattr(layers, scenario)(),
                 tmp_path / "vllm",
                 load_query_range([DATA / f"metrics_{scenario}_vllm.json.gz"]),
             )
@@ -75,7 +76,7 @@ def test_twin_gives_the_vllm_verdict(path, tmp_path):
 
 def test_report_reads_a_prometheus_export_instead_of_a_scrape(tmp_path):
     """`loadline report RUN --prometheus FILE`: a run without server_metrics.csv, judged from an export."""
-    run_dir = ms.write_scenario(ms.kv_cache(), tmp_path / "run")
+    run_dir = ms.write_scenario(layers.kv_cache(), tmp_path / "run")
     (run_dir / runfolder.SERVER_METRICS).unlink()
     code = cli(["report", str(run_dir), "--prometheus", str(DATA / "metrics_kv_cache_sglang.json.gz"), "--no-charts"])
     assert code in (0, 1)

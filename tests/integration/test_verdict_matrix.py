@@ -78,7 +78,7 @@ def test_the_issue_stepped_chat_case_reads_the_clearest_window(tmp_path):
 
 
 def test_a_kv_pool_filled_by_queued_long_prompts_is_not_a_leak(tmp_path):
-    """The issue's case: the KV floor rises with the steps because more long contexts queue; no leak."""
+    """A stepped run whose KV floor rises with the steps because more long contexts queue; no leak."""
     verdict = verdict_of(vm.Variant("kv-cache", "tiny", "single", "stepped", 1.0), tmp_path)
     assert verdict["layer"] == "kv-cache"
     assert "memory-leak" not in [s["layer"] for s in verdict["secondary"]]

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from real_helpers import stages_file
 
-from loadline.analysis.verdict.context import Thresholds
+from loadline.analysis.verdict.thresholds import Thresholds
 
 MAX_TOKENS = 64  # the tiny model never emits EOS (make_tiny_gguf.py): every reply is exactly this long
 # Loadline's own noise floors (analysis/verdict/context.py): a TTFT difference below the latency

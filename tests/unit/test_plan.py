@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import layer_scenarios as layers
 import metric_scenarios as ms
 import pytest
 
@@ -74,7 +75,7 @@ def test_gpu_memory_from_model_shape():
 
 
 def test_plan_from_run_uses_the_best_slo_compliant_phase_per_replica(tmp_path):
-    sc = ms.scheduler()  # 2 req/s per user up to the 4-user cap; from 8 users E2E P95 breaks 1,500 ms
+    sc = layers.scheduler()  # 2 req/s per user up to the 4-user cap; from 8 users E2E P95 breaks 1,500 ms
     sc.manifest = {"sim": {"replicas": 2}, "target_qps": 20}
     run = load_run(ms.write_scenario(sc, tmp_path / "run"))
     table = phase_table(run)
@@ -85,7 +86,7 @@ def test_plan_from_run_uses_the_best_slo_compliant_phase_per_replica(tmp_path):
 
 
 def test_plan_from_a_time_scaled_simulator_run_is_in_simulated_time(tmp_path):
-    sc = ms.scheduler()
+    sc = layers.scheduler()
     sc.manifest = {"options": {"time_scale": 10}}
     run = model_run(load_run(ms.write_scenario(sc, tmp_path / "run")))
     out = capacity.plan_from_run(run, phase_table(run), None)
@@ -108,7 +109,7 @@ def test_plan_command_prints_the_example(capsys):
 
 
 def test_plan_command_reads_a_run(tmp_path, capsys):
-    run_dir = ms.write_scenario(ms.scheduler(), tmp_path / "run")
+    run_dir = ms.write_scenario(layers.scheduler(), tmp_path / "run")
     assert cli(["plan", "--run", str(run_dir), "--target-qps", "40"]) == 0
     assert "SLO-compliant" in capsys.readouterr().out
 
@@ -124,7 +125,7 @@ def _caution(run_dir, capsys, *extra) -> list[str]:
 def test_a_plan_from_a_run_carries_what_its_answer_says_against_its_numbers(tmp_path, capsys):
     """A plan read off a run inherits its answer's doubts (trust, no safe load); the per-replica figure is
     the answer's, with or without a written report."""
-    run_dir = ms.write_scenario(ms.scheduler(), tmp_path / "run")
+    run_dir = ms.write_scenario(layers.scheduler(), tmp_path / "run")
     assert f"no report in {run_dir} yet: `loadline report {run_dir}` writes it" in _caution(run_dir, capsys)
     capsys.readouterr()
     assert cli(["report", str(run_dir), "--no-charts"]) in (0, 1)

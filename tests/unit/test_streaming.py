@@ -19,14 +19,8 @@ import pytest
 
 from loadline.client import body_reader
 from loadline.client.connection import Connection, Response
-from loadline.client.streaming import (
-    StreamFailure,
-    StreamResult,
-    chat_content,
-    is_event_stream,
-    read_stream,
-    short_reply,
-)
+from loadline.client.reply_checks import is_event_stream, short_reply
+from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream
 from loadline.core.records import ErrorClass
 
 HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -46,7 +46,7 @@ VLLM = _metrics(
 
 
 def test_a_slow_proxy_is_outside_engine_with_the_numbers_even_without_a_limit():
-    # the case: a fixed 400 ms in front of the engine; client TTFT 579 ms vs the engine's 88 ms
+    # a fixed 400 ms in front of the engine; client TTFT 579 ms vs the engine's 88 ms
     split = time_split(_requests(579.0, 1081.0), PHASES, VLLM)
     assert split["dominant"] == "outside-engine"
     ttft = split["run"]["ttft"]

@@ -7,6 +7,7 @@ import pandas as pd
 
 from loadline.analysis.verdict import floor as floor_mod
 from loadline.analysis.verdict import validity
+from loadline.analysis.verdict.setup_failure import setup_failure
 from loadline.core.redact import MARK, redact, sample
 from tests.synthetic import make_requests
 
@@ -30,7 +31,7 @@ def _failing(n_bad: int, n_ok: int, status: int, content_type: str, detail: str,
 
 def test_most_requests_rejected_401_is_a_setup_failure_with_status_type_and_redacted_body():
     body = '{"error":{"message":"Incorrect API key provided: sk-abcdefghijklmnop1234","code":401}}'
-    found = validity.setup_failure(_failing(40, 2, 401, "application/json", body))
+    found = setup_failure(_failing(40, 2, 401, "application/json", body))
     assert found is not None and found["kind"] == "rejected"
     assert found["http_status"] == 401 and found["content_type"] == "application/json"
     assert "HTTP 401" in found["reason"] and "--api-key" in found["reason"]
@@ -40,16 +41,16 @@ def test_most_requests_rejected_401_is_a_setup_failure_with_status_type_and_reda
 
 def test_html_login_page_with_200_is_not_an_event_stream_even_when_classed_reset():
     page = "<!DOCTYPE html><html><head><title>Sign in</title></head><body><form>...</form></body></html>"
-    found = validity.setup_failure(_failing(30, 0, 200, "text/html; charset=utf-8", page, error_class="reset"))
+    found = setup_failure(_failing(30, 0, 200, "text/html; charset=utf-8", page, error_class="reset"))
     assert found is not None and found["kind"] == "not_event_stream"
     assert found["content_type"] == "text/html; charset=utf-8" and found["body_sample"].startswith("<!DOCTYPE html>")
     assert "not an event stream" in found["reason"]
 
 
 def test_a_minority_of_404s_or_overload_errors_are_not_a_setup_failure():
-    assert validity.setup_failure(_failing(10, 30, 404, "application/json", "not found")) is None
+    assert setup_failure(_failing(10, 30, 404, "application/json", "not found")) is None
     # 503 under load is the service's answer, a capacity signal, not a misconfiguration
-    assert validity.setup_failure(_failing(40, 2, 503, "application/json", "overloaded")) is None
+    assert setup_failure(_failing(40, 2, 503, "application/json", "overloaded")) is None
 
 
 def _truth_run(overhead_ms: tuple[float, float], n: int = 40):

@@ -4,8 +4,9 @@ Users own a lean keep-alive connection (connection.py; one per user like a brows
 Locust's HttpSession, because the per-token path must stay cheap and exactly timed, and because we
 fire the Locust request event ourselves: exactly one E2E event
 per finished attempt (so the Aggregated row counts one per request), none for a cancelled stream.
-TTFT, TPOT and ITL are logged straight into their own stats rows (`StatsEntry.log`), which Locust's
-web UI, CSV and HTML show but which never enter the Aggregated row (see README, "Locust stats").
+TTFT, TPOT and ITL are logged straight into their own stats rows (loadline/client/locust_stats.py),
+which Locust's web UI, CSV and HTML show but which never enter the Aggregated row (see README,
+"Locust stats").
 """
 
 from __future__ import annotations
@@ -28,35 +29,23 @@ from loadline.client.connection import Connection, ConnectTimeout, ReadTimeout, 
 from loadline.client.discovery import discover, learn_from_refusal, learned_context
 from loadline.client.failures import TRANSPORT_EXCEPTIONS, classify, exception_chain, invalid_request
 from loadline.client.keepalive import stale_retried
-from loadline.client.locust_stats import log_many
+from loadline.client.locust_stats import report_attempt
 from loadline.client.measure import fill_timings
 from loadline.client.options import INVALID, UserSettings
+from loadline.client.refusal import one_line, read_refusal
+from loadline.client.reply_checks import is_event_stream, short_reply
 from loadline.client.sizing import TokenSpace, open_space, prompt_budget
-from loadline.client.streaming import (
-    StreamFailure,
-    StreamResult,
-    chat_content,
-    is_event_stream,
-    read_stream,
-    short_reply,
-    valid_usage,
-)
+from loadline.client.streaming import StreamFailure, StreamResult, chat_content, read_stream, valid_usage
 from loadline.core.errors import UsageError
 from loadline.core.identity import next_request_id, next_user_id, worker_id
 from loadline.core.records import CANCELLED, ERROR, OK, ErrorClass, RequestRecord
-from loadline.core.redact import SAMPLE_CHARS, redact, sample
+from loadline.core.redact import SAMPLE_CHARS, sample
 
 log = logging.getLogger("loadline")
 
 
 class TotalTimeout(Exception):
     """The whole attempt took longer than --request-timeout."""
-
-
-class LLMError(Exception):
-    """What Locust's failure table shows for a failed attempt: its error class (and HTTP status).
-
-    Kept short on purpose: Locust groups failures by message; the details are in the record."""
 
 
 def settings_for(environment) -> UserSettings | None:
@@ -344,7 +333,7 @@ class LLMUser(User):
             self._fail(rec, ErrorClass.TIMEOUT, f"no response within {s.first_token_timeout} s")
         except TRANSPORT_EXCEPTIONS as exc:
             rec.stale_retries = int(stale_retried(exception_chain(exc)))
-            self._fail(rec, classify(exc), _one_line(exc))
+            self._fail(rec, classify(exc), one_line(exc))
         except Exception as exc:  # a client bug must not kill the user nor lose the record
             # type only: an exception's text can quote request headers, i.e. the API key
             log.error("loadline client error: %s", type(exc).__name__)
@@ -356,27 +345,12 @@ class LLMUser(User):
         return (result if rec.status == OK else None), retry_after
 
     def _http_failure(self, rec: RequestRecord, response: Response) -> float | None:
-        body = response.read_all(2000).decode("utf-8", "replace")
-        try:
-            message = json.loads(body)["error"]["message"] or body  # OpenAI-style error object
-        except (ValueError, KeyError, TypeError):
-            message = body
-        # a rejected request's body often echoes the key it got: both texts are redacted
         s = self.settings
         assert s is not None  # check_settings passed
-        secrets = (s.api_key,)
-        rec.error_detail = sample(body, secrets)
-        # the tool's own bad request (over the context, a bad parameter) is not the service's failure
-        error_class = ErrorClass.INVALID_REQUEST if invalid_request(response.status, body) else ErrorClass.HTTP
-        self._fail(rec, error_class, f"HTTP {response.status}: {redact(_one_line(message), secrets)}")
-        if response.status == 400:
-            learn_from_refusal(self.base_url, body)  # a server that did not say its context length says it here
-        if response.status in (429, 503):
-            try:
-                return max(0.0, float(response.header("Retry-After") or "1"))
-            except ValueError:
-                return 1.0
-        return None
+        refused = read_refusal(response, (s.api_key,), self.base_url)
+        rec.error_detail = refused.detail
+        self._fail(rec, refused.error_class, refused.message)
+        return refused.retry_after
 
     def _read_whole(self, response: Response, result: StreamResult) -> None:
         data = json.loads(response.read_all())
@@ -403,32 +377,7 @@ class LLMUser(User):
             rec.lateness_ms = max(0.0, (rec.start_wall - rec.due_wall) * 1000)
         self.environment.loadline_records.add(rec)
         if rec.status != CANCELLED:
-            self._report_to_locust(rec, gaps)
-
-    def _report_to_locust(self, rec: RequestRecord, gaps_us: list[int]) -> None:
-        exception = None
-        if rec.status != OK:
-            status = f" {rec.http_status}" if rec.error_class in (ErrorClass.HTTP, ErrorClass.INVALID_REQUEST) else ""
-            exception = LLMError(rec.error_class + status)
-        self.environment.events.request.fire(
-            request_type="E2E",
-            name=self.stats_name,
-            response_time=rec.e2e_ms,
-            response_length=rec.output_tokens,
-            exception=exception,
-            context={"request_id": rec.request_id},
-            start_time=rec.start_wall,
-            url=self.endpoint,
-            response=None,
-        )
-        stats = self.environment.stats
-        if rec.ttft_ms is not None:
-            stats.get(self.stats_name, "TTFT").log(rec.ttft_ms, rec.output_tokens)
-        if rec.tpot_ms is not None:
-            stats.get(self.stats_name, "TPOT").log(rec.tpot_ms, rec.output_tokens)
-        if gaps_us:
-            # one sample per gap (pooled ITL, live), logged in one update per request
-            log_many(stats.get(self.stats_name, "ITL"), [gap / 1000 for gap in gaps_us])
+            report_attempt(self.environment, self.stats_name, self.endpoint, rec, gaps)
 
 
 def _json_body(body: dict) -> bytes:
@@ -438,7 +387,3 @@ def _json_body(body: dict) -> bytes:
         return orjson.dumps(body)
     except TypeError:
         return json.dumps(body).encode()
-
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())[:300]

@@ -25,6 +25,7 @@ from loadline.client.trace_control import CONTROL
 from loadline.client.trace_prompts import BlockTexts
 from loadline.client.users.base import Lane, LLMUser, PromptPlan
 from loadline.core.errors import UsageError
+from loadline.core.runsettings import wall_span
 from loadline.core.trace_warp import Scheduled, load, share
 
 log = logging.getLogger("loadline")
@@ -98,7 +99,7 @@ class TraceUser(LLMUser):
             plan = PromptPlan(messages, counted, max(1, r.output_tokens))
             body = self.body(messages, plan.max_tokens)
             body["ignore_eos"], body["min_tokens"] = True, plan.max_tokens
-            due = start + r.due_s / scale
+            due = start + wall_span(r.due_s, scale)  # the schedule is model time, the wait wall time
             wait = due - time.time() - HANDOFF_S
             if wait > 0:
                 gevent.sleep(wait)
