@@ -6,13 +6,16 @@ Formats (every timestamp is a time since any origin; the replay starts at the fi
   that share leading ids share those prefix tokens);
 - azure: CSV with `TIMESTAMP` (a date-time), `ContextTokens`, `GeneratedTokens`; no blocks (every
   prompt its own);
+- burstgpt: CSV with `Timestamp` (seconds), `Request tokens`, `Response tokens` (BurstGPT's
+  release; `Model`, `Total tokens`, `Log Type` are not replayed); no blocks;
 - loadline: JSONL or CSV with `timestamp` (ms), `input_tokens`, `output_tokens` and optional
   `hash_ids` (JSON list, or space-separated in CSV), `session` (text) and `turn` (0, 1, ...) for
   multi-turn traces.
+The CSV-like formats may also come as Parquet with the same columns.
 
-This module is pure Python (workers may import it); CSV files are read with pandas on the command
-line's side (loadline/commands/trace_input.py) and come here as rows to validate. Validation is
-strict: the first bad row is a UsageError naming its line, before anything starts.
+This module is pure Python (workers may import it); CSV and Parquet files are read in
+loadline/core/trace_files.py and come here as rows to validate. Validation is strict: the first
+bad row is a UsageError naming its line, before anything starts.
 """
 
 from __future__ import annotations
@@ -26,14 +29,18 @@ from typing import Any
 
 from loadline.core.errors import UsageError
 
-FORMATS = ("mooncake", "azure", "loadline")
-BLOCK_TOKENS = {"mooncake": 512, "azure": 512, "loadline": 512}  # tokens per hash_ids block, by format
-# the columns of each format: (timestamp, input, output); timestamps in ms except azure's date-times
+FORMATS = ("mooncake", "azure", "burstgpt", "loadline")
+# tokens per hash_ids block, by format (azure and burstgpt name no blocks: the option's default only)
+BLOCK_TOKENS = {"mooncake": 512, "azure": 512, "burstgpt": 512, "loadline": 512}
+# the columns of each format: (timestamp, input, output)
 FIELDS = {
     "mooncake": ("timestamp", "input_length", "output_length"),
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    "burstgpt": ("Timestamp", "Request tokens", "Response tokens"),
     "loadline": ("timestamp", "input_tokens", "output_tokens"),
 }
+# seconds per timestamp unit; azure's are date-times (None)
+TIME_UNIT_S: dict[str, float | None] = {"mooncake": 0.001, "azure": None, "burstgpt": 1.0, "loadline": 0.001}
 MAX_REQUESTS = 5_000_000  # a replay holds its schedule in memory: bounds a mistaken multi-GB file
 
 
@@ -162,7 +169,7 @@ def _jsonl_rows(path: Path, fmt: str, block_tokens: int) -> Iterator[Checked]:
                 if not isinstance(item, dict):
                     raise UsageError(f"trace {path} line {number}: not a JSON object")
                 checked = check_row(item, fmt, number, str(path), block_tokens)
-                yield number, (checked[0] / 1000.0, *checked[1:])
+                yield number, (checked[0] * (TIME_UNIT_S[fmt] or 0.001), *checked[1:])
         except UnicodeDecodeError:
             raise UsageError(f"trace {path}: not UTF-8 text") from None
 
