@@ -4,6 +4,10 @@ Formats (every timestamp is a time since any origin; the replay starts at the fi
 - mooncake: JSONL, one request a line: `timestamp` (ms), `input_length`, `output_length` (tokens),
   `hash_ids` (the prompt's blocks of `block_tokens` tokens, 512 in Mooncake's traces: requests
   that share leading ids share those prefix tokens);
+- bailian: JSONL of Alibaba's Qwen Bailian traces: `timestamp` (seconds), `input_length`,
+  `output_length`, `hash_ids` (16-token blocks), `chat_id`, `parent_chat_id` (-1 for a
+  conversation's first request) and `turn`: a request's session is its conversation's first chat
+  (followed up the parent links), and its input length already holds the history;
 - azure: CSV with `TIMESTAMP` (a date-time), `ContextTokens`, `GeneratedTokens`; no blocks (every
   prompt its own);
 - burstgpt: CSV with `Timestamp` (seconds), `Request tokens`, `Response tokens` (BurstGPT's
@@ -29,18 +33,21 @@ from typing import Any
 
 from loadline.core.errors import UsageError
 
-FORMATS = ("mooncake", "azure", "burstgpt", "loadline")
+FORMATS = ("mooncake", "bailian", "azure", "burstgpt", "loadline")
 # tokens per hash_ids block, by format (azure and burstgpt name no blocks: the option's default only)
-BLOCK_TOKENS = {"mooncake": 512, "azure": 512, "burstgpt": 512, "loadline": 512}
+BLOCK_TOKENS = {"mooncake": 512, "bailian": 16, "azure": 512, "burstgpt": 512, "loadline": 512}
 # the columns of each format: (timestamp, input, output)
 FIELDS = {
     "mooncake": ("timestamp", "input_length", "output_length"),
+    "bailian": ("timestamp", "input_length", "output_length"),
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
     "burstgpt": ("Timestamp", "Request tokens", "Response tokens"),
     "loadline": ("timestamp", "input_tokens", "output_tokens"),
 }
 # seconds per timestamp unit; azure's are date-times (None)
-TIME_UNIT_S: dict[str, float | None] = {"mooncake": 0.001, "azure": None, "burstgpt": 1.0, "loadline": 0.001}
+TIME_UNIT_S: dict[str, float | None] = {
+    "mooncake": 0.001, "bailian": 1.0, "azure": None, "burstgpt": 1.0, "loadline": 0.001
+}  # fmt: skip
 MAX_REQUESTS = 5_000_000  # a replay holds its schedule in memory: bounds a mistaken multi-GB file
 
 
@@ -153,6 +160,7 @@ def read_jsonl(path: Path, fmt: str, block_tokens: int) -> Trace:
 
 
 def _jsonl_rows(path: Path, fmt: str, block_tokens: int) -> Iterator[Checked]:
+    roots: dict[object, object] = {}  # bailian: chat_id -> its conversation's first chat_id
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:
@@ -168,14 +176,24 @@ def _jsonl_rows(path: Path, fmt: str, block_tokens: int) -> Iterator[Checked]:
                     raise UsageError(f"trace {path} line {number}: not JSON (a truncated file?)") from None
                 if not isinstance(item, dict):
                     raise UsageError(f"trace {path} line {number}: not a JSON object")
+                if fmt == "bailian":
+                    item["session"] = _conversation(item, roots)
                 checked = check_row(item, fmt, number, str(path), block_tokens)
                 yield number, (checked[0] * (TIME_UNIT_S[fmt] or 0.001), *checked[1:])
         except UnicodeDecodeError:
             raise UsageError(f"trace {path}: not UTF-8 text") from None
 
 
+def _conversation(item: dict, roots: dict[object, object]) -> str:
+    """A Bailian request's session: the root of its parent chain (a parent not seen: the parent itself)."""
+    chat, parent = item.get("chat_id"), item.get("parent_chat_id")
+    root = chat if parent in (None, -1, "-1") else roots.get(parent, parent)
+    roots[chat] = root
+    return "" if root is None else str(root)
+
+
 def sniff_jsonl(path: Path) -> str:
-    """mooncake or loadline, from the first object's keys."""
+    """mooncake, bailian or loadline, from the first object's keys."""
     try:
         with path.open(encoding="utf-8") as handle:
             for line in handle:
@@ -185,6 +203,8 @@ def sniff_jsonl(path: Path) -> str:
                     except ValueError:
                         raise UsageError(f"trace {path} line 1: not JSON") from None
                     keys = set(item) if isinstance(item, dict) else set()
+                    if "input_length" in keys and "chat_id" in keys:
+                        return "bailian"
                     if "input_length" in keys:
                         return "mooncake"
                     if "input_tokens" in keys:
