@@ -184,7 +184,7 @@ def _jsonl_rows(path: Path, fmt: str, block_tokens: int) -> Iterator[Checked]:
             raise UsageError(f"trace {path}: not UTF-8 text") from None
 
 
-def _conversation(item: dict, roots: dict[object, object]) -> str:
+def _conversation(item: dict[str, object], roots: dict[object, object]) -> str:
     """A Bailian request's session: the root of its parent chain (a parent not seen: the parent itself)."""
     chat, parent = item.get("chat_id"), item.get("parent_chat_id")
     root = chat if parent in (None, -1, "-1") else roots.get(parent, parent)
