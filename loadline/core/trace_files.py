@@ -31,6 +31,7 @@ from loadline.core.trace import (
 from loadline.core.trace_warp import Schedule, parse_surges, parse_window, warp
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
+TEXT_COLUMNS = frozenset({"session", "hash_ids"})  # kept as written: session "007" is not "7"
 # a table's format from its columns, first match wins (a JSONL file is sniffed by its first object)
 SNIFF = (("ContextTokens", "azure"), ("Request tokens", "burstgpt"), ("input_tokens", "loadline"),
          ("input_length", "mooncake"))  # fmt: skip
@@ -98,7 +99,7 @@ def _csv(file: Path) -> tuple[set[str], Rows]:
                         raise UsageError(
                             f"trace {file} line {number}: {len(values)} fields, the header has {len(names)}"
                         )
-                    yield number, {name: _cell(v) for name, v in zip(names, values)}
+                    yield number, {name: v if name in TEXT_COLUMNS else _cell(v) for name, v in zip(names, values)}
             except (UnicodeDecodeError, csv.Error) as exc:
                 raise UsageError(f"trace {file} is not a readable CSV: {exc}") from None
 
@@ -142,11 +143,7 @@ def _parquet(file: Path) -> tuple[set[str], Rows]:
 
 def _checked(rows: Rows, fmt: str, source: str, block: int) -> Iterator[Checked]:
     unit = TIME_UNIT_S[fmt]
-    hash_column = "hash_ids"
     for line, row in rows:
-        hashes = row.get(hash_column)
-        if isinstance(hashes, int) and not isinstance(hashes, bool):  # one id: the CSV cell read as a number
-            row = {**row, hash_column: [hashes]}
         timestamp, n_in, n_out, hash_ids, session, turn = check_row(row, fmt, line, source, block)
         seconds = _seconds(timestamp, FIELDS[fmt][0], line, source) if unit is None else timestamp * unit
         yield line, (seconds, n_in, n_out, hash_ids, session, turn)

@@ -89,3 +89,10 @@ def test_a_truncated_parquet_file_is_one_usage_error(tmp_path):
     shutil.copy(DATA / "azure_conv_2023.csv", renamed)  # a CSV named .parquet
     with pytest.raises(UsageError, match="not a readable Parquet file"):
         read_trace(str(renamed))
+
+
+def test_csv_sessions_and_single_block_ids_are_kept_as_written(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("timestamp,input_tokens,output_tokens,hash_ids,session,turn\n0,700,9,7,007,0\n5,700,9,,7,0\n")
+    trace = read_trace(str(path))
+    assert [(r.hash_ids, r.session) for r in trace.requests] == [((7,), "007"), ((), "7")]
