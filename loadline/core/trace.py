@@ -48,6 +48,7 @@ FIELDS = {
 TIME_UNIT_S: dict[str, float | None] = {
     "mooncake": 0.001, "bailian": 1.0, "azure": None, "burstgpt": 1.0, "loadline": 0.001
 }  # fmt: skip
+Window = tuple[float, float | None]  # (start, end) seconds from the trace's first request; end None = to its end
 MAX_REQUESTS = 5_000_000  # a replay holds its schedule in memory: bounds a mistaken multi-GB file
 
 
@@ -133,11 +134,14 @@ def check_row(row: Mapping[str, object], fmt: str, line: int, source: str, block
     return timestamp, n_in, n_out, hash_ids, session, turn
 
 
-def build(source: str, fmt: str, block_tokens: int, rows: Iterable[Checked]) -> Trace:
-    """A Trace from checked rows ((line, check_row's tuple), timestamps in seconds); the order checked."""
+def build(source: str, fmt: str, block_tokens: int, rows: Iterable[Checked], window: Window | None = None) -> Trace:
+    """A Trace from checked rows ((line, check_row's tuple), timestamps in seconds); the order checked.
+    With a window (seconds from the first request, END None = to the end) only its requests are kept
+    and the rows after it are not read: a week-long file's hour is replayed without holding the week."""
     requests: list[TraceRequest] = []
     first = previous = None
-    for line, (seconds, n_in, n_out, hash_ids, session, turn) in rows:
+    start, end = window or (0.0, None)
+    for position, (line, (seconds, n_in, n_out, hash_ids, session, turn)) in enumerate(rows):
         if previous is not None and seconds < previous:
             raise UsageError(
                 f"trace {source} line {line}: timestamp goes backwards ({seconds * 1000:.6g} ms after "
@@ -146,17 +150,27 @@ def build(source: str, fmt: str, block_tokens: int, rows: Iterable[Checked]) -> 
         if first is None:
             first = seconds
         previous = seconds
-        requests.append(TraceRequest(seconds - first, n_in, n_out, hash_ids, session, turn, len(requests)))
+        at = seconds - first
+        if end is not None and at >= end:
+            break
+        if at < start:
+            continue
+        requests.append(TraceRequest(at, n_in, n_out, hash_ids, session, turn, position))
         if len(requests) > MAX_REQUESTS:
-            raise UsageError(f"trace {source}: more than {MAX_REQUESTS:,} requests; replay a window of a smaller file")
+            raise UsageError(f"trace {source}: more than {MAX_REQUESTS:,} requests; replay a window (--trace-window)")
+    if not requests and first is not None and window is not None:
+        raise UsageError(
+            f"--trace-window {start:g}s..{'' if end is None else f'{end:g}s'} holds none of the trace's requests "
+            f"(it spans 0..{(previous or 0.0) - first:.6g} s)"
+        )
     if not requests:
         raise UsageError(f"trace {source} has no requests")
     return Trace(source, fmt, block_tokens, tuple(requests))
 
 
-def read_jsonl(path: Path, fmt: str, block_tokens: int) -> Trace:
-    """A Mooncake or Loadline JSONL trace, checked line by line."""
-    return build(str(path), fmt, block_tokens, _jsonl_rows(path, fmt, block_tokens))
+def read_jsonl(path: Path, fmt: str, block_tokens: int, window: Window | None = None) -> Trace:
+    """A Mooncake, Bailian or Loadline JSONL trace, checked line by line (up to the window's end)."""
+    return build(str(path), fmt, block_tokens, _jsonl_rows(path, fmt, block_tokens), window)
 
 
 def _jsonl_rows(path: Path, fmt: str, block_tokens: int) -> Iterator[Checked]:

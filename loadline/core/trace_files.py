@@ -23,6 +23,7 @@ from loadline.core.trace import (
     TIME_UNIT_S,
     Checked,
     Trace,
+    Window,
     build,
     check_row,
     read_jsonl,
@@ -37,8 +38,9 @@ SNIFF = (("ContextTokens", "azure"), ("Request tokens", "burstgpt"), ("input_tok
          ("input_length", "mooncake"))  # fmt: skip
 
 
-def read_trace(path: str, fmt: str = "auto", block_tokens: int = 0) -> Trace:
-    """The trace in `path`, checked (UsageError with the first bad line)."""
+def read_trace(path: str, fmt: str = "auto", block_tokens: int = 0, window: Window | None = None) -> Trace:
+    """The trace in `path`, checked (UsageError with the first bad line); with a window, only its requests
+    (the rows after it are not read)."""
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"trace not found: {path}")
@@ -50,7 +52,7 @@ def read_trace(path: str, fmt: str = "auto", block_tokens: int = 0) -> Trace:
     if not table:
         if fmt == "auto":
             fmt = sniff_jsonl(file)
-        return read_jsonl(file, fmt, _block(fmt, block_tokens))
+        return read_jsonl(file, fmt, _block(fmt, block_tokens), window)
     columns, rows = _parquet(file) if parquet else _csv(file)
     if fmt == "auto":
         fmt = next((name for column, name in SNIFF if column in columns), "")
@@ -61,14 +63,14 @@ def read_trace(path: str, fmt: str = "auto", block_tokens: int = 0) -> Trace:
     if missing:
         raise UsageError(f"trace {file}: missing column {missing[0]!r} (a {fmt} trace has {', '.join(FIELDS[fmt])})")
     block = _block(fmt, block_tokens)
-    return build(str(file), fmt, block, _checked(rows, fmt, str(file), block))
+    return build(str(file), fmt, block, _checked(rows, fmt, str(file), block), window)
 
 
 def warped(path: str, fmt: str, block_tokens: int, speed: float, window: str, surge: str) -> Schedule:
     """The replay schedule of the trace in `path` (UsageError for any bad option or row): the options
     first, as they are cheap to check and a typo should not wait for a large file."""
     windows, surges = parse_window(window), parse_surges(surge)
-    return warp(read_trace(path, fmt, block_tokens), windows, speed, surges)
+    return warp(read_trace(path, fmt, block_tokens, windows), windows, speed, surges)
 
 
 def _block(fmt: str, block_tokens: int) -> int:

@@ -96,3 +96,18 @@ def test_csv_sessions_and_single_block_ids_are_kept_as_written(tmp_path):
     path.write_text("timestamp,input_tokens,output_tokens,hash_ids,session,turn\n0,700,9,7,007,0\n5,700,9,,7,0\n")
     trace = read_trace(str(path))
     assert [(r.hash_ids, r.session) for r in trace.requests] == [((7,), "007"), ((), "7")]
+
+
+def test_a_window_keeps_its_requests_with_their_file_positions_and_reads_no_further(tmp_path):
+    path = tmp_path / "week.csv"
+    rows = [f"2024-05-10 00:{m:02d}:00+00:00,{100 + m},5" for m in range(10)]
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\nnot a row,1,1\n")
+    with pytest.raises(UsageError, match="line 12: TIMESTAMP 'not a row' is not a date-time"):
+        read_trace(str(path))
+    hour = read_trace(str(path), window=(120.0, 300.0))  # minutes 2, 3 and 4; the bad last line is never read
+    assert [(r.at_s, r.input_tokens, r.index) for r in hour.requests] == [(120.0, 102, 2), (180.0, 103, 3),
+                                                                          (240.0, 104, 4)]  # fmt: skip
+    schedule = warped(str(path), "auto", 0, 2.0, "2m..5m", "")
+    assert [(r.due_s, r.trace_index) for r in schedule.requests] == [(0.0, 2), (30.0, 3), (60.0, 4)]
+    with pytest.raises(UsageError, match="--trace-window 3000s.. holds none of the trace's requests"):
+        read_trace(str(DATA / "azure_conv_2023.csv"), window=(3000.0, None))
