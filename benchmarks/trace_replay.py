@@ -5,7 +5,9 @@ unique last block per prompt), replays it with `loadline run --trace` at each --
 given, and prints one row per run from the run folder and the simulator's truth log:
 - requests scheduled / sent / never sent, and the replay's length;
 - lateness (due -> sent) p50 / p99 / max, wall ms, over every first attempt;
-- seconds whose sent count equals the schedule's, of all seconds;
+- seconds whose sent count equals the schedule's, of all seconds (`seconds_matching`, the report's
+  definition: a request due at x.999 s and sent at x+1.0005 s is a mismatch of two seconds), and
+  seconds whose sent count is within one request of the schedule's (`seconds_within_1`);
 - input / output tokens as the server counted them equal to the trace's, share of requests;
 - the trace's block reuse (by block and by token) beside the simulator's prefix-cache hit rate
   (truth log: cached / prompt tokens) and the engine's exported counters (the report's section).
@@ -69,6 +71,7 @@ def measure(run_dir: Path, trace_path: Path) -> dict:
         "lateness_p99_ms": float(np.percentile(lateness, 99)),
         "lateness_max_ms": float(lateness.max()),
         "seconds_matching": f"{sum(sent[s] == planned[s] for s in seconds)}/{len(seconds)}",
+        "seconds_within_1": f"{sum(abs(sent[s] - planned[s]) <= 1 for s in seconds)}/{len(seconds)}",
         "input_exact": float((first.loc[ok, "prompt_tokens"] == asked[ok].str[0]).mean()),
         "output_exact": float((first.loc[ok, "output_tokens"] == asked[ok].str[1]).mean()),
         "trace_block_reuse": blocks,

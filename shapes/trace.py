@@ -1,6 +1,8 @@
 """Trace shape: the phase timeline of a trace replay (`loadline run --trace FILE`).
 
-The requests' times come from the schedule file (loadline/core/trace_warp.py), not from this shape:
+The requests' times come from the schedule (loadline/core/trace_warp.py; shapes/trace_source.py
+says whether the master warps a --trace-file or every process reads a --trace-schedule), not from
+this shape:
 it runs one trace user per process, starts the replay (loadline/runtime/trace.py: the start on the
 master's clock, each worker's share), and records the replay's phases - the trace before, during
 and after each `--trace-surge` - at the times the schedule put them, each with the rate it offers
@@ -15,13 +17,12 @@ from typing import Any
 
 from locust.runners import MasterRunner
 
-from loadline.core.errors import UsageError
 from loadline.core.runsettings import model_span, wall_span
-from loadline.core.trace_warp import load
 from loadline.runtime import trace
 from loadline.shapes.base import PhasedShape
 from loadline.shapes.options import ShapeOption, require, time_scale
 from loadline.shapes.phase import Phase
+from loadline.shapes.trace_source import TraceSource, save_for_report, source_of
 
 DRAIN = ShapeOption("--trace-drain", 30.0, "Trace: model seconds after the last due time for replies to finish")
 LEAD = "start"
@@ -37,16 +38,15 @@ class TraceShape(PhasedShape):
     def __init__(self) -> None:
         super().__init__()
         self.start_wall: float | None = None
+        self.source: TraceSource | None = None  # planned at the run's first tick (master only)
         self.offsets: list[float] = []  # each phase's planned start, replay wall seconds from the start
 
     def schedulers(self) -> int:
         return max(1, self.runner.worker_count) if isinstance(self.runner, MasterRunner) else 1
 
     def plan(self, options: Any) -> list[Phase]:
-        path = str(getattr(options, "trace_schedule", "") or "")
-        if not path:
-            raise UsageError("--shape trace replays a trace: loadline run --trace FILE, or --trace-schedule FILE")
-        header, _ = load(path)
+        self.source = source_of(options)
+        header = self.source.header
         drain = DRAIN.read(options)
         require(drain >= 0, "--trace-drain must be >= 0")
         scale = time_scale(options)
@@ -67,7 +67,13 @@ class TraceShape(PhasedShape):
         if self.state is None or self.state.index != 0:
             return
         assert self.runner is not None
-        self.start_wall = trace.publish(self.runner.environment)  # the start phase ends there (phases.csv)
+        source = self.source
+        shipped = source.requests if source is not None and source.shipped else None
+        block = int(source.header.get("block_tokens") or 0) if source is not None else 0
+        # the start phase ends at the returned start (phases.csv)
+        self.start_wall = trace.publish(self.runner.environment, requests=shipped, block_tokens=block)
+        if source is not None:
+            save_for_report(source)
 
     def entry_wall(self, index: int) -> float:
         if index == 0 or self.start_wall is None or index >= len(self.offsets):

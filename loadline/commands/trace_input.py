@@ -1,9 +1,8 @@
 """`loadline run --trace FILE`: the trace read, checked and warped before anything starts.
 
-JSONL traces are read line by line (loadline/core/trace.py: a bad line is named by its number);
-CSV traces with pandas (its C parser, and Azure's date-time stamps), then checked row by row by the
-same rules. The warped schedule (loadline/core/trace_warp.py) is written into the run folder,
-where every worker reads its share and the report reads what was offered.
+The file is read and checked by loadline/core/trace_files.py (the trace shape of a plain Locust run
+reads it there too). The warped schedule (loadline/core/trace_warp.py) is written into the run
+folder, where every worker reads its share and the report reads what was offered.
 """
 
 from __future__ import annotations
@@ -12,8 +11,11 @@ import argparse
 from pathlib import Path
 
 from loadline.core.errors import UsageError
-from loadline.core.trace import BLOCK_TOKENS, FIELDS, FORMATS, Trace, build, check_row, read_jsonl, sniff_jsonl
-from loadline.core.trace_warp import Schedule, parse_surges, parse_window, warp, write
+from loadline.core.trace import FORMATS
+from loadline.core.trace_files import read_trace, warped
+from loadline.core.trace_warp import Schedule, write
+
+__all__ = ["read_trace", "schedule_of", "sim_overrides", "validate", "write_schedule"]
 
 TRACE = "trace"  # --trace FILE: the trace scenario and shape (users/trace.py, shapes/trace.py)
 
@@ -25,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--trace",
         default=None,
         metavar="FILE",
-        help="replay a trace open loop: Mooncake JSONL, Azure CSV or Loadline JSONL/CSV (docs/trace-replay.md)",
+        help="replay a trace open loop: Mooncake JSONL, Azure or BurstGPT CSV/Parquet, Loadline JSONL/CSV/Parquet "
+        "(docs/trace-replay.md)",
     )
     p.add_argument(
         "--trace-format", choices=("auto", *FORMATS), default="auto", help="the trace's format (default: from the file)"
@@ -49,76 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def read_trace(path: str, fmt: str = "auto", block_tokens: int = 0) -> Trace:
-    """The trace in `path`, checked (UsageError with the first bad line)."""
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"trace not found: {path}")
-    if file.stat().st_size == 0:
-        raise UsageError(f"trace {path} is empty")
-    csv = file.suffix.lower() in (".csv", ".tsv") or fmt == "azure"
-    if fmt == "auto":
-        fmt = _sniff_csv(file) if csv else sniff_jsonl(file)
-    block = block_tokens or BLOCK_TOKENS[fmt]
-    if block < 1:
-        raise UsageError(f"--trace-block-tokens must be >= 1 (got {block})")
-    if fmt == "mooncake" or (fmt == "loadline" and not csv):
-        return read_jsonl(file, fmt, block)
-    return _read_csv(file, fmt, block)
-
-
-def _sniff_csv(file: Path) -> str:
-    try:
-        with file.open(encoding="utf-8") as handle:
-            head = handle.readline()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"trace {file} unreadable: {exc}") from None
-    columns = {c.strip() for c in head.split(",")}
-    if "ContextTokens" in columns:
-        return "azure"
-    if "input_tokens" in columns:
-        return "loadline"
-    raise UsageError(f"trace {file}: a CSV header with neither ContextTokens (Azure) nor input_tokens (Loadline)")
-
-
-def _read_csv(file: Path, fmt: str, block: int) -> Trace:
-    import pandas as pd  # here: the CLI's `loadline run` without a trace does not pay its import
-
-    try:
-        table = pd.read_csv(file, dtype={"hash_ids": str, "session": str}, skipinitialspace=True)
-    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise UsageError(f"trace {file} is not a readable CSV: {' '.join(str(exc).split())[:200]}") from None
-    missing = [c for c in FIELDS[fmt] if c not in table.columns]
-    if missing:
-        raise UsageError(f"trace {file}: missing column {missing[0]!r} (a {fmt} trace has {', '.join(FIELDS[fmt])})")
-    ts_key = FIELDS[fmt][0]
-    if fmt == "azure":
-        stamps = pd.to_datetime(table[ts_key], errors="coerce", format="mixed")
-        bad = stamps.isna()
-        if bad.any():
-            line = int(bad.to_numpy().argmax()) + 2
-            raise UsageError(f"trace {file} line {line}: TIMESTAMP {table[ts_key].iloc[line - 2]!r} is not a date-time")
-        seconds = (stamps - stamps.iloc[0]).dt.total_seconds()
-    else:
-        seconds = pd.to_numeric(table[ts_key], errors="coerce") / 1000.0
-    records = table.to_dict(orient="records")
-
-    def rows():
-        for position, row in enumerate(records):
-            line = position + 2  # the header is line 1
-            checked = check_row(row, fmt, line, str(file), block)
-            if fmt != "azure" and not checked[0] >= 0:  # NaN (not a number) or negative
-                raise UsageError(f"trace {file} line {line}: {ts_key} must be a number >= 0")
-            yield line, (float(seconds.iloc[position]), *checked[1:])
-
-    return build(str(file), fmt, block, rows())
-
-
 def schedule_of(args: argparse.Namespace) -> Schedule:
     """The run's schedule from the command line's --trace options (UsageError for any bad one)."""
-    window, surges = parse_window(args.trace_window), parse_surges(args.trace_surge)  # the options first: cheap
-    trace = read_trace(args.trace, args.trace_format, args.trace_block_tokens)
-    return warp(trace, window, args.trace_speed, surges)
+    return warped(args.trace, args.trace_format, args.trace_block_tokens, args.trace_speed, args.trace_window,
+                  args.trace_surge)  # fmt: skip
 
 
 def sim_overrides(schedule: Schedule, profile: str, options: list[str]) -> list[str]:

@@ -4,15 +4,22 @@ Formats (every timestamp is a time since any origin; the replay starts at the fi
 - mooncake: JSONL, one request a line: `timestamp` (ms), `input_length`, `output_length` (tokens),
   `hash_ids` (the prompt's blocks of `block_tokens` tokens, 512 in Mooncake's traces: requests
   that share leading ids share those prefix tokens);
+- bailian: JSONL of Alibaba's Qwen Bailian traces: `timestamp` (seconds), `input_length`,
+  `output_length`, `hash_ids` (16-token blocks), `chat_id`, `parent_chat_id` (-1 for a
+  conversation's first request) and `turn`: a request's session is its conversation's first chat
+  (followed up the parent links), and its input length already holds the history;
 - azure: CSV with `TIMESTAMP` (a date-time), `ContextTokens`, `GeneratedTokens`; no blocks (every
   prompt its own);
+- burstgpt: CSV with `Timestamp` (seconds), `Request tokens`, `Response tokens` (BurstGPT's
+  release; `Model`, `Total tokens`, `Log Type` are not replayed); no blocks;
 - loadline: JSONL or CSV with `timestamp` (ms), `input_tokens`, `output_tokens` and optional
   `hash_ids` (JSON list, or space-separated in CSV), `session` (text) and `turn` (0, 1, ...) for
   multi-turn traces.
+The CSV-like formats may also come as Parquet with the same columns.
 
-This module is pure Python (workers may import it); CSV files are read with pandas on the command
-line's side (loadline/commands/trace_input.py) and come here as rows to validate. Validation is
-strict: the first bad row is a UsageError naming its line, before anything starts.
+This module is pure Python (workers may import it); CSV and Parquet files are read in
+loadline/core/trace_files.py and come here as rows to validate. Validation is strict: the first
+bad row is a UsageError naming its line, before anything starts.
 """
 
 from __future__ import annotations
@@ -26,14 +33,22 @@ from typing import Any
 
 from loadline.core.errors import UsageError
 
-FORMATS = ("mooncake", "azure", "loadline")
-BLOCK_TOKENS = {"mooncake": 512, "azure": 512, "loadline": 512}  # tokens per hash_ids block, by format
-# the columns of each format: (timestamp, input, output); timestamps in ms except azure's date-times
+FORMATS = ("mooncake", "bailian", "azure", "burstgpt", "loadline")
+# tokens per hash_ids block, by format (azure and burstgpt name no blocks: the option's default only)
+BLOCK_TOKENS = {"mooncake": 512, "bailian": 16, "azure": 512, "burstgpt": 512, "loadline": 512}
+# the columns of each format: (timestamp, input, output)
 FIELDS = {
     "mooncake": ("timestamp", "input_length", "output_length"),
+    "bailian": ("timestamp", "input_length", "output_length"),
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    "burstgpt": ("Timestamp", "Request tokens", "Response tokens"),
     "loadline": ("timestamp", "input_tokens", "output_tokens"),
 }
+# seconds per timestamp unit; azure's are date-times (None)
+TIME_UNIT_S: dict[str, float | None] = {
+    "mooncake": 0.001, "bailian": 1.0, "azure": None, "burstgpt": 1.0, "loadline": 0.001
+}  # fmt: skip
+Window = tuple[float, float | None]  # (start, end) seconds from the trace's first request; end None = to its end
 MAX_REQUESTS = 5_000_000  # a replay holds its schedule in memory: bounds a mistaken multi-GB file
 
 
@@ -119,11 +134,14 @@ def check_row(row: Mapping[str, object], fmt: str, line: int, source: str, block
     return timestamp, n_in, n_out, hash_ids, session, turn
 
 
-def build(source: str, fmt: str, block_tokens: int, rows: Iterable[Checked]) -> Trace:
-    """A Trace from checked rows ((line, check_row's tuple), timestamps in seconds); the order checked."""
+def build(source: str, fmt: str, block_tokens: int, rows: Iterable[Checked], window: Window | None = None) -> Trace:
+    """A Trace from checked rows ((line, check_row's tuple), timestamps in seconds); the order checked.
+    With a window (seconds from the first request, END None = to the end) only its requests are kept
+    and the rows after it are not read: a week-long file's hour is replayed without holding the week."""
     requests: list[TraceRequest] = []
     first = previous = None
-    for line, (seconds, n_in, n_out, hash_ids, session, turn) in rows:
+    start, end = window or (0.0, None)
+    for position, (line, (seconds, n_in, n_out, hash_ids, session, turn)) in enumerate(rows):
         if previous is not None and seconds < previous:
             raise UsageError(
                 f"trace {source} line {line}: timestamp goes backwards ({seconds * 1000:.6g} ms after "
@@ -132,20 +150,31 @@ def build(source: str, fmt: str, block_tokens: int, rows: Iterable[Checked]) -> 
         if first is None:
             first = seconds
         previous = seconds
-        requests.append(TraceRequest(seconds - first, n_in, n_out, hash_ids, session, turn, len(requests)))
+        at = seconds - first
+        if end is not None and at >= end:
+            break
+        if at < start:
+            continue
+        requests.append(TraceRequest(at, n_in, n_out, hash_ids, session, turn, position))
         if len(requests) > MAX_REQUESTS:
-            raise UsageError(f"trace {source}: more than {MAX_REQUESTS:,} requests; replay a window of a smaller file")
+            raise UsageError(f"trace {source}: more than {MAX_REQUESTS:,} requests; replay a window (--trace-window)")
+    if not requests and first is not None and window is not None:
+        raise UsageError(
+            f"--trace-window {start:g}s..{'' if end is None else f'{end:g}s'} holds none of the trace's requests "
+            f"(it spans 0..{(previous or 0.0) - first:.6g} s)"
+        )
     if not requests:
         raise UsageError(f"trace {source} has no requests")
     return Trace(source, fmt, block_tokens, tuple(requests))
 
 
-def read_jsonl(path: Path, fmt: str, block_tokens: int) -> Trace:
-    """A Mooncake or Loadline JSONL trace, checked line by line."""
-    return build(str(path), fmt, block_tokens, _jsonl_rows(path, fmt, block_tokens))
+def read_jsonl(path: Path, fmt: str, block_tokens: int, window: Window | None = None) -> Trace:
+    """A Mooncake, Bailian or Loadline JSONL trace, checked line by line (up to the window's end)."""
+    return build(str(path), fmt, block_tokens, _jsonl_rows(path, fmt, block_tokens), window)
 
 
 def _jsonl_rows(path: Path, fmt: str, block_tokens: int) -> Iterator[Checked]:
+    roots: dict[object, object] = {}  # bailian: chat_id -> its conversation's first chat_id
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:
@@ -161,14 +190,24 @@ def _jsonl_rows(path: Path, fmt: str, block_tokens: int) -> Iterator[Checked]:
                     raise UsageError(f"trace {path} line {number}: not JSON (a truncated file?)") from None
                 if not isinstance(item, dict):
                     raise UsageError(f"trace {path} line {number}: not a JSON object")
+                if fmt == "bailian":
+                    item["session"] = _conversation(item, roots)
                 checked = check_row(item, fmt, number, str(path), block_tokens)
-                yield number, (checked[0] / 1000.0, *checked[1:])
+                yield number, (checked[0] * (TIME_UNIT_S[fmt] or 0.001), *checked[1:])
         except UnicodeDecodeError:
             raise UsageError(f"trace {path}: not UTF-8 text") from None
 
 
+def _conversation(item: dict[str, object], roots: dict[object, object]) -> str:
+    """A Bailian request's session: the root of its parent chain (a parent not seen: the parent itself)."""
+    chat, parent = item.get("chat_id"), item.get("parent_chat_id")
+    root = chat if parent in (None, -1, "-1") else roots.get(parent, parent)
+    roots[chat] = root
+    return "" if root is None else str(root)
+
+
 def sniff_jsonl(path: Path) -> str:
-    """mooncake or loadline, from the first object's keys."""
+    """mooncake, bailian or loadline, from the first object's keys."""
     try:
         with path.open(encoding="utf-8") as handle:
             for line in handle:
@@ -178,6 +217,8 @@ def sniff_jsonl(path: Path) -> str:
                     except ValueError:
                         raise UsageError(f"trace {path} line 1: not JSON") from None
                     keys = set(item) if isinstance(item, dict) else set()
+                    if "input_length" in keys and "chat_id" in keys:
+                        return "bailian"
                     if "input_length" in keys:
                         return "mooncake"
                     if "input_tokens" in keys:

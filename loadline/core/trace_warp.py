@@ -236,9 +236,13 @@ def share(requests: list[Scheduled], k: int, n: int) -> list[Scheduled]:
 
 
 def write(schedule: Schedule, path: Path) -> None:
+    write_rows(schedule.header(), schedule.requests, path)
+
+
+def write_rows(header: dict[str, Any], requests: list[Scheduled], path: Path) -> None:
     with path.open("w", encoding="utf-8") as out:
-        out.write(json.dumps(schedule.header()) + "\n")
-        for r in schedule.requests:
+        out.write(json.dumps(header) + "\n")
+        for r in requests:
             out.write(json.dumps(r.row(), separators=(",", ":")) + "\n")
 
 

@@ -56,7 +56,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("Arrivals (open loop)", ("arrival", "arrival_*", "burstiness", "max_inflight")),
-    ("Trace replay (TraceShape)", ("trace_*",)),
+    (
+        "Trace replay (TraceShape)",  # the file, how it is warped, then the rest (schedule, drain)
+        ("trace_file", "trace_format", "trace_speed", "trace_window", "trace_surge", "trace_block_tokens", "trace_*"),
+    ),
     (
         "SLO, time scale and run folder",
         ("slo_file", "time_scale", "out", "scrape_url", "scrape_interval", "clock_offset_warn", "sim_admin_url"),

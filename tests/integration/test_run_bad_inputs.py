@@ -33,6 +33,8 @@ def _files(tmp_path: Path) -> dict[str, str]:
             '{"timestamp": 500, "input_length": 10, "output_length": 2}\n'
         ),
         "trace-azure.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,374,-4\n",
+        "trace-burstgpt.csv": "Timestamp,Model,Request tokens,Response tokens\n5,ChatGPT,many,18\n",
+        "trace-cut.parquet": "PAR1 not a whole file",
     }
     for name, text in files.items():
         (tmp_path / name).write_text(text)
@@ -57,6 +59,8 @@ IN_PROCESS_CASES = [
     (["--trace", "{trace-missing.jsonl}"], "line 2: missing field 'output_length'"),
     (["--trace", "{trace-backwards.jsonl}"], "line 2: timestamp goes backwards"),
     (["--trace", "{trace-azure.csv}"], "line 2: GeneratedTokens must be >= 0"),
+    (["--trace", "{trace-burstgpt.csv}"], "line 2: Request tokens must be a whole number"),
+    (["--trace", "{trace-cut.parquet}"], "not a readable Parquet file"),
     (["--trace", "{trace-json.jsonl}", "--rate", "3"], "no --rate"),
     (["--trace-surge", "3x@10m+2m"], "need --trace FILE"),
     (["--trace", "{trace-missing.jsonl}", "--trace-window", "9h..8h"], "--trace-window"),

@@ -38,7 +38,10 @@ LEFT_EMPTY = {
     "sim_admin_url",
     "stages_file",
     "tokenizer",
+    "trace_file",
     "trace_schedule",
+    "trace_surge",
+    "trace_window",
 }
 
 
@@ -59,6 +62,7 @@ def form_value(name: str, default, out: Path):
         "sweep_precision": 0.1,
         "prompt_tokens": "uniform:20-40",
         "output_tokens": "uniform:8-16",
+        "trace_format": "azure",
     }
     if name in special:
         return special[name]

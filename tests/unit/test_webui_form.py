@@ -34,6 +34,14 @@ class _Parser(argparse.ArgumentParser):
         return action
 
 
+def test_the_trace_group_puts_the_file_first_then_its_warp_then_the_rest():
+    names = ["trace_drain", "trace_schedule", "trace_surge", "trace_speed", "trace_file", "trace_window"]
+    groups = form_groups(names)
+    ordered = sorted(groups, key=lambda field: groups[field]["order"])
+    assert ordered == ["traceFile", "traceSpeed", "traceWindow", "traceSurge", "traceDrain", "traceSchedule"]
+    assert {g["group"] for g in groups.values()} == {"Trace replay (TraceShape)"}
+
+
 def test_every_user_option_of_the_form_has_a_group_and_a_help_line():
     parser = _Parser()
     loadline_options.add_arguments(parser)

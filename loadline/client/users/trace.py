@@ -1,8 +1,9 @@
 """Trace replay: each request of a trace sent at its (warped) time with its lengths and shared prefixes.
 
-One `TraceUser` per process replays that process's share of the schedule file (`--trace-schedule`,
-written by `loadline run --trace`: loadline/core/trace_warp.py) from the start the master set
-(loadline/runtime/trace.py). Open loop, as arrival-rate users: the prompt is built before its due
+One `TraceUser` per process replays that process's share of the schedule (loadline/core/trace_warp.py)
+from the start the master set (loadline/runtime/trace.py): the share the master sent (`--trace-file`,
+warped on the master), or its share of the schedule file (`--trace-schedule`, written by `loadline
+run --trace`). Open loop, as arrival-rate users: the prompt is built before its due
 time, then at the due time the request goes to a greenlet with its own keep-alive connection (a
 `Lane`), up to this process's share of --max-inflight; a request held by a full pool is sent late
 and its lateness (due -> sent) is recorded, never hidden.
@@ -73,12 +74,16 @@ class TraceUser(LLMUser):
             log.warning("trace user: one per process replays the trace; this one idles")
             self._idle()
         TraceUser.live.add(self)
-        path = str(getattr(self.environment.parsed_options, "trace_schedule", "") or "")
-        if not path:
-            log.error("loadline: trace users need --trace-schedule (a JSONL trace, or loadline run --trace FILE)")
+        options = self.environment.parsed_options
+        path = str(getattr(options, "trace_schedule", "") or "")
+        header: dict = {}
+        requests: list[Scheduled] = []
+        if not path and not getattr(options, "trace_file", ""):
+            log.error("loadline: trace users need --trace-file FILE or --trace-schedule (loadline run --trace FILE)")
             self._idle()
         try:
-            header, requests = schedule_file(path)
+            if path:  # read before the start: the master's message then finds it ready
+                header, requests = schedule_file(path)
         except UsageError as exc:
             log.error("loadline: %s", exc)
             self._idle()
@@ -89,9 +94,12 @@ class TraceUser(LLMUser):
                 waited = time.monotonic()
         start = CONTROL.start_wall
         assert start is not None  # set with ready
-        mine = share(requests, CONTROL.share, CONTROL.shares)
+        if CONTROL.requests is not None:  # the master warped the trace (--trace-file) and sent this share
+            mine, block = CONTROL.requests, CONTROL.block_tokens
+        else:
+            mine, block = share(requests, CONTROL.share, CONTROL.shares), int(header.get("block_tokens", 512))
         self.pool = Pool(max(1, -(-s.arrivals.max_inflight // CONTROL.shares)))
-        texts = BlockTexts(self.tokens, int(header.get("block_tokens", 512)), seed=self.rng.getrandbits(32))
+        texts = BlockTexts(self.tokens, block or 512, seed=self.rng.getrandbits(32))
         scale = s.time_scale
         log.info("trace share %d/%d: %d requests", CONTROL.share + 1, CONTROL.shares, len(mine))
         for r in mine:
