@@ -18,40 +18,16 @@ from typing import Any
 from loadline.client.arrivals import PROCESSES, ArrivalSettings
 from loadline.client.lengths import Lengths, parse_lengths
 from loadline.client.prompts import PromptSource, load_dataset, parse_mix
+from loadline.client.trace_options import add_trace_arguments
 from loadline.client.workload import LogNormal, SessionLength, ThinkTime
 from loadline.core.errors import UsageError
 from loadline.core.runsettings import time_scale_of_options
 from loadline.core.slo import defaults_text
-from loadline.core.trace import FORMATS
 
 API_KEY_ENV = "LOADLINE_API_KEY"
 INVALID = "invalid"  # marks options that failed validation at test start
 REQUEST_ID_HEADER = "X-Request-Id"
 _TOKEN_CHARS = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP field name (RFC 9110 token)
-
-
-def add_trace_file_arguments(parser: Any) -> None:
-    """The trace shape's own reading of a trace (shapes/trace.py): a raw trace, warped on the master at
-    test start, each worker sent its share (so only the master needs the file)."""
-    add = parser.add_argument
-    add(
-        "--trace-file",
-        default="",
-        include_in_web_ui=True,
-        help="trace users with the trace shape: a trace file (Mooncake JSONL; Azure, BurstGPT or Loadline CSV "
-        "or Parquet), warped by the options below on the master at test start; only the master needs the file",
-    )
-    add("--trace-format", default="auto", choices=["auto", *FORMATS], include_in_web_ui=True,
-        help="--trace-file's format (auto: from the file)")  # fmt: skip
-    add("--trace-speed", type=float, default=1.0, include_in_web_ui=True,
-        help="--trace-file's replay speed: 4 = four times the trace's rate")  # fmt: skip
-    add("--trace-window", default="", include_in_web_ui=True,
-        help="replay part of --trace-file, START..END from its first request: 2h..3h, 600..1200, 90m..")  # fmt: skip
-    add("--trace-surge", default="", include_in_web_ui=True,
-        help="surges on top of --trace-file: FACTORx@OFFSET+DURATION in trace time from the window's start, "
-        "comma-separated, e.g. 3x@10m+2m")  # fmt: skip
-    add("--trace-block-tokens", type=int, default=0, include_in_web_ui=True,
-        help="tokens per hash_ids block of --trace-file (0: the format's, 512)")  # fmt: skip
 
 
 def add_arguments(parser: Any) -> None:
@@ -196,14 +172,7 @@ def add_arguments(parser: Any) -> None:
         include_in_web_ui=True,
         help="arrival-rate users: each arrival starts a multi-turn chat session (turns, think time)",
     )
-    add(
-        "--trace-schedule",
-        default="",
-        include_in_web_ui=True,
-        help="trace users (locustfiles/trace.py with the trace shape): the schedule `loadline run --trace FILE` "
-        "writes, or a JSONL trace replayed as recorded; every host reads it at this path",
-    )
-    add_trace_file_arguments(parser)
+    add_trace_arguments(parser)
     add(
         "--request-id-header",
         default=REQUEST_ID_HEADER,
