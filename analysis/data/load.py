@@ -25,8 +25,7 @@ from loadline.core.records import COLUMNS
 # Column types are loadline/core/schema.py's; only the storage is decided here.
 _FLOAT_COLUMNS = schema.columns(schema.REQUESTS, schema.FLOAT)
 _INT_COLUMNS = schema.columns(schema.REQUESTS, schema.INT)
-# Text with few distinct values over millions of rows: categories keep a 1M-row table in memory
-# cheaply. The unique-per-row texts stay plain objects.
+# Text with few distinct values: categories keep a 1M-row table small; unique-per-row texts stay objects.
 _UNIQUE_TEXT = ("request_id", "itl_us")
 _CATEGORY_COLUMNS = tuple(c for c in schema.columns(schema.REQUESTS, schema.STR) if c not in _UNIQUE_TEXT)
 WHOLE_RUN = "whole-run"
@@ -255,8 +254,7 @@ def empty_table(table: schema.Schema) -> pd.DataFrame:
 
 
 def _read_table(path: Path, table: schema.Schema, missing: list[str], absent_is_missing: bool = True) -> pd.DataFrame:
-    """A small table of the run folder with its schema's columns: numbers numeric (NaN when empty or
-    malformed), text as str ("" when empty)."""
+    """A small run-folder table, its schema's columns: numbers numeric (NaN if empty/malformed), text str."""
     if not path.exists():
         if absent_is_missing:
             missing.append(f"{path.name} (absent)")
@@ -284,7 +282,9 @@ def _read_table(path: Path, table: schema.Schema, missing: list[str], absent_is_
 
 
 def _whole_run_phase(requests: pd.DataFrame) -> pd.DataFrame:
-    start = float(requests["start_wall"].min()) if len(requests) else np.nan
+    # an open-loop run began when its first arrival was due, not when a late one was sent (rates)
+    due = requests["due_wall"].min() if "due_wall" in requests.columns else np.nan
+    start = float(np.fmin(requests["start_wall"].min(), due)) if len(requests) else np.nan
     end = float(requests["end_wall"].max()) if len(requests) else np.nan
     row: dict[str, object] = {c: np.nan for c in runfolder.PHASE_COLUMNS}
     row.update(index=0, label=WHOLE_RUN, kind=WHOLE_RUN, start_wall=start, end_wall=end, note="")

@@ -207,3 +207,14 @@ def test_phases_csv_is_missing_only_when_a_shape_ran(tmp_path):
     assert not any("phases.csv" in m for m in plain.missing), plain.missing
     shaped = load_run(write_run(tmp_path / "shaped", requests, manifest={"name": "stepped", "shape": "StepShape"}))
     assert "phases.csv (absent)" in shaped.missing
+
+
+@pytest.mark.parametrize("late_s", [0.0, 0.4, 2.5])
+def test_an_open_loop_whole_run_starts_at_its_first_due_time_however_late_the_first_sends(tmp_path, late_s):
+    # 40 arrivals due 0.25 s apart from t=1000; the first ones sent `late_s` late (a busy start), the rest on time
+    due = 1000.0 + 0.25 * np.arange(40)
+    sent = np.maximum(due, 1000.0 + late_s)
+    requests = make_requests(sent, np.full(40, 100.0), due_wall=due, lateness_ms=(sent - due) * 1000)
+    run = load_run(write_run(tmp_path / "run", requests))
+    assert run.phases["start_wall"].iloc[0] == 1000.0  # not the first send
+    assert run.phases["end_wall"].iloc[0] == pytest.approx(due[-1] + 0.1)
