@@ -50,6 +50,7 @@ class RunCollector:
         self.flush: FlushCoordinator | None = None  # on a master
         self.clock: ClockSync | None = None  # on a master: worker clock offsets (clocksync.py)
         self.fleet: Fleet | None = None  # on a master: lost workers, workers that cannot run (fleet.py)
+        self.local_errors: list[dict] = []  # a local run's users that failed at start (local_checks.py)
         self.ended_by = ENDED_BY_TEST  # the web UI's STOP sets ENDED_BY_USER (webui.py)
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -67,6 +68,7 @@ class RunCollector:
         run_dir = run_dir.absolute()
         self.run_dir = run_dir
         self.rows_by_worker = {}
+        self.local_errors = []
         self.ended_by = ENDED_BY_TEST
         for part in (self.clock, self.fleet):
             if part is not None:
@@ -121,8 +123,8 @@ class RunCollector:
 
     def _worker_facts(self) -> dict:
         """Manifest fields of a distributed run: lost workers, worker errors, clock offsets (+ warnings)."""
-        if self.fleet is None or self.clock is None:
-            return {}
+        if self.fleet is None or self.clock is None:  # a local run: only its users that failed at start
+            return {"worker_errors": list(self.local_errors), "status": "failed"} if self.local_errors else {}
         timeline = active_timeline()
         active = runfolder.active()
         started = active.started_wall if active else 0.0

@@ -103,6 +103,17 @@ def add_arguments(parser: Any) -> None:
     )
 
 
+def stop_unusable(environment: Any, line: str) -> None:
+    """Stop a run that cannot measure what was asked: exit 2 when headless; in the web UI this test
+    stops and the LLM tab shows `line`."""
+    if environment.web_ui is None:
+        environment.process_exit_code = EXIT_UNUSABLE
+        quit_headless(environment)
+    else:
+        refusal.refuse(environment, line)
+        gevent.spawn(environment.runner.stop)
+
+
 def quit_headless(environment: Any) -> None:
     """End a headless run the way its own end does. A shape run ends from its shape greenlet (its next
     tick says None, and Locust's shape worker quits): Locust's main waits on that greenlet and exits
@@ -216,14 +227,8 @@ class Fleet:
         first = not self.errors
         self.errors.append({"worker": worker, "reason": reason, "kind": kind, "at": self.wall()})
         log.error("loadline: worker %s cannot run: %s", worker, reason)
-        if not first:
-            return
-        if environment.web_ui is None:  # headless: stop with the unusable-input exit code
-            environment.process_exit_code = EXIT_UNUSABLE
-            quit_headless(environment)
-        else:  # web UI: stop this test; the LLM tab shows why
-            refusal.refuse(environment, f"worker {worker} cannot run: {reason}")
-            gevent.spawn(environment.runner.stop)
+        if first:
+            stop_unusable(environment, f"worker {worker} cannot run: {reason}")
 
     def _short(self, worker: str, reason: str, kind: str, users_short: int) -> None:
         """--allow-partial-workers: the run goes on without these users; said in the log and manifest."""

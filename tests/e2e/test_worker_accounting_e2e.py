@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from process_helpers import free_port, start, start_locust_cluster, stop, tail, wait_until
 from spine_helpers import REPO, requests_table
 from surfaces import assert_surfaces_agree
@@ -84,6 +85,37 @@ def test_a_worker_whose_users_raise_at_start_stops_the_run_with_exit_2_naming_it
     )
     assert f"worker {error['worker']} cannot run: 2 of 2 user(s) failed at start" in log
     assert manifest["status"] == "failed" and "Traceback" not in log
+
+
+@pytest.mark.parametrize("users", [1, 3])
+def test_a_local_run_whose_users_raise_at_start_stops_with_exit_2_and_says_why(sim_server, tmp_path, users):
+    # one process, no master to tell: the run stops as for a worker instead of judging an idle service
+    sim = sim_server("tiny")
+    run_dir = tmp_path / "run"
+    locustfile = tmp_path / "host_bound.py"
+    locustfile.write_text(LOCUSTFILE)
+    args = ["-u", str(users), "-r", str(users), "-t", "60s", "--host", sim.url, "--run-dir", str(run_dir)]
+    began = time.monotonic()
+    proc = start(
+        [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", *args, *USER_ARGS],
+        REPO,
+        tmp_path / "local.log",
+        env={**os.environ, BROKEN_ENV: "1"},
+    )
+    try:
+        proc.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        stop(proc)
+    assert proc.returncode == 2, tail(tmp_path / "local.log")
+    assert time.monotonic() - began < 30, "stopped long before the run's 60 s"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    [error] = manifest["worker_errors"]
+    assert error["reason"] == (
+        f"{users} of {users} user(s) failed at start: HostBoundChat.on_start raised FileNotFoundError: "
+        "/etc/llm/credentials: no such file on this host"
+    )
+    assert manifest["status"] == "failed"
+    assert f"cannot run: {users} of {users} user(s) failed at start" in (tmp_path / "local.log").read_text()
 
 
 def test_a_worker_that_runs_users_but_sends_nothing_stops_the_run_with_exit_2(sim_server, tmp_path):
