@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from loadline.core.records import COLUMNS
+
 REPO = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT_S = 120
 
@@ -40,6 +42,15 @@ def loadline(*args: str, env: dict | None = None, timeout: float = RUN_TIMEOUT_S
 
 def requests_table(run_dir: Path) -> pd.DataFrame:
     return pd.read_csv(run_dir / "requests.csv")
+
+
+def requests_so_far(run_dir: Path) -> pd.DataFrame:
+    """The records of a run still being written: none while requests.csv is absent or has no header
+    yet (the master creates the file, then writes its header and rows)."""
+    try:
+        return pd.read_csv(run_dir / "requests.csv")
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return pd.DataFrame(columns=list(COLUMNS))
 
 
 def truth_table(path: Path) -> pd.DataFrame:

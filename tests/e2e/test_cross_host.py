@@ -30,7 +30,7 @@ import deploy_helpers as dh
 import pandas as pd
 import pytest
 from process_helpers import start, tail, wait_until
-from spine_helpers import REPO, requests_table, truth_table
+from spine_helpers import REPO, requests_so_far, requests_table, truth_table
 from surfaces import assert_surfaces_agree
 
 from loadline.core.identity import request_tag_of_worker
@@ -224,7 +224,7 @@ def test_shifted_clocks_and_a_killed_worker_across_hosts(hosts, tmp_path):
         phases_csv = wait_until(lambda: next(cluster.runs.glob("*/phases.csv"), None), 40, "the first phase to end")
         # once the victim (the one worker not running as PID 1) has shipped records
         wait_until(
-            lambda: (requests_table(phases_csv.parent).worker_id.str.split("-").str[-2] != "1").any(),
+            lambda: (requests_so_far(phases_csv.parent).worker_id.str.split("-").str[-2] != "1").any(),
             16,
             "records from the victim",
         )

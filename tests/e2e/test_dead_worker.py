@@ -8,7 +8,7 @@ import signal
 import time
 
 from process_helpers import start_locust_cluster, stop, wait_until
-from spine_helpers import REPO, requests_table, truth_table
+from spine_helpers import REPO, requests_so_far, requests_table, truth_table
 
 
 def test_killed_worker_loses_at_most_its_last_second(sim_server, tmp_path):
@@ -41,7 +41,7 @@ def test_killed_worker_loses_at_most_its_last_second(sim_server, tmp_path):
     )
     try:
         wait_until(
-            lambda: (run_dir / "requests.csv").exists() and len(requests_table(run_dir)) > 20,
+            lambda: len(requests_so_far(run_dir)) > 20,
             30,
             "records from both workers",
         )

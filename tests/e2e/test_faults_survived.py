@@ -20,7 +20,7 @@ import time
 
 import pytest
 from process_helpers import free_port, start_locust_cluster, stop, wait_until
-from spine_helpers import REPO, requests_table, truth_table
+from spine_helpers import REPO, requests_so_far, requests_table, truth_table
 
 FAST_USER = ["--think-mean", "0.2", "--think-p90", "0.4", "--prompt-mix", "short=1", "--max-tokens", "16"]
 # A Locust worker quits when its master's heartbeats stop for MASTER_HEARTBEAT_TIMEOUT (60 s by default,
@@ -61,7 +61,7 @@ def test_target_killed_and_restarted_mid_run_errors_are_classified_and_the_run_g
     )
     try:
         run_dir = wait_until(lambda: next(iter(out.glob("*/requests.csv")), None), 60, "the run folder").parent
-        wait_until(lambda: len(requests_table(run_dir)) >= 8, 30, "records before the kill")
+        wait_until(lambda: len(requests_so_far(run_dir)) >= 8, 30, "records before the kill")
         first.proc.send_signal(signal.SIGKILL)  # a crash: no goodbye, streams cut mid-flight
         first.proc.wait(10)
         killed_at = time.time()
@@ -106,7 +106,7 @@ def test_master_killed_workers_stop_within_the_heartbeat_timeout(sim_server, tmp
     )
     try:
         wait_until(
-            lambda: (run_dir / "requests.csv").exists() and len(requests_table(run_dir)) > 8,
+            lambda: len(requests_so_far(run_dir)) > 8,
             60,
             "records from the workers",
         )

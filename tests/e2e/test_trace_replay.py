@@ -36,6 +36,10 @@ def run(tmp_path: Path, trace: Path, *args: str) -> tuple[Path, dict]:
     return run_dir, json.loads((run_dir / "report" / "verdict.json").read_text())
 
 
+# Exclusive: "at its times" is a claim on the CPU the generator gets. Beside three other test
+# processes and a busy box, two workers sent with lateness P95 149 ms, and the report rightly said
+# the trace was not sustained (over 10 % of the SLO's TTFT budget late).
+@pytest.mark.exclusive
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_mooncake_trace_is_replayed_whole_at_its_times_lengths_and_reuse(tmp_path, workers):
     trace_file = write_mooncake(tmp_path / "trace.jsonl", mooncake_rows(240, 10.0, seed=7))
