@@ -120,17 +120,23 @@ def behind_phases(requests: pd.DataFrame, phases: pd.DataFrame) -> list[dict]:
     ok = (requests["status"] == Status.OK) & delay.notna()
     if not ok.any():
         return []
-    rows = requests.loc[ok.to_numpy(), [c for c in ("start_wall", "itl_p50_ms") if c in requests.columns]]
-    starts = pd.to_numeric(rows["start_wall"], errors="coerce").to_numpy(dtype=float)
-    itl = pd.to_numeric(rows.get("itl_p50_ms", pd.Series(np.nan, index=rows.index)), errors="coerce")
+    # numpy arrays of the ok rows, once: a Series mask per phase held ~74 bytes a row (0.7 GB at 10 M rows)
+    kept = ok.to_numpy()
+    starts = pd.to_numeric(requests["start_wall"], errors="coerce").to_numpy(dtype=float)[kept]
+    delays = delay.to_numpy(dtype=float)[kept]
+    itl = (
+        pd.to_numeric(requests["itl_p50_ms"], errors="coerce").to_numpy(dtype=float)[kept]
+        if "itl_p50_ms" in requests.columns
+        else np.full(len(starts), np.nan)
+    )
     out = []
     for phase in phases.itertuples(index=False):
         begin, end = float(phase.start_wall), float(phase.end_wall) if pd.notna(phase.end_wall) else np.inf
         inside = (starts >= begin) & (starts < end)
         if inside.sum() < READ_DELAY_MIN_RECORDS:
             continue
-        p99 = float(delay[ok][inside].quantile(READ_DELAY_QUANTILE))
-        gap = itl[inside].median()
+        p99 = float(pd.Series(delays[inside]).quantile(READ_DELAY_QUANTILE))  # pandas' quantile, as before
+        gap = pd.Series(itl[inside]).median()
         threshold = float(gap) if pd.notna(gap) and gap > 0 else READ_DELAY_FALLBACK_MS
         if p99 > threshold:
             out.append(
