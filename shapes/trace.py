@@ -17,6 +17,7 @@ from typing import Any
 
 from locust.runners import MasterRunner
 
+from loadline.core.errors import UsageError
 from loadline.core.runsettings import model_span, wall_span
 from loadline.runtime import trace
 from loadline.shapes.base import PhasedShape
@@ -45,6 +46,10 @@ class TraceShape(PhasedShape):
         return max(1, self.runner.worker_count) if isinstance(self.runner, MasterRunner) else 1
 
     def plan(self, options: Any) -> list[Phase]:
+        runner = getattr(self, "runner", None)
+        if isinstance(runner, MasterRunner) and runner.worker_count == 0:
+            # the shares are cut over the workers connected now: none would get one, a later one waits forever
+            raise UsageError("the trace is split among the workers at the start: no worker is connected yet")
         self.source = source_of(options)
         header = self.source.header
         drain = DRAIN.read(options)

@@ -54,3 +54,23 @@ def test_bad_options_are_one_line(given, message):
     with pytest.raises(UsageError) as caught:
         source_of(options(**given))
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_master_with_no_worker_connected_refuses_the_replay_before_reading_the_trace():
+    from locust.runners import MasterRunner
+
+    from loadline.shapes.trace import TraceShape
+
+    class NoWorkers(MasterRunner):
+        worker_count = 0  # type: ignore[assignment]  # Locust's property: the workers ready or running
+
+        def __init__(self) -> None:  # no sockets: only the worker count is read
+            pass
+
+        def __del__(self) -> None:  # nothing was started
+            pass
+
+    shape = TraceShape()
+    shape.runner = NoWorkers()
+    with pytest.raises(UsageError, match="no worker is connected"):
+        shape.plan(options(trace_file="nowhere.csv"))  # refused before the file is looked for
