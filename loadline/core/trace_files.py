@@ -84,9 +84,11 @@ Rows = Iterator[tuple[int, Mapping[str, object]]]  # (line or row number, row)
 
 
 def _csv(file: Path) -> tuple[set[str], Rows]:
+    # utf-8-sig: a spreadsheet's export starts with a byte-order mark, which would be the first column's name
+    delimiter = "\t" if file.suffix.lower() == ".tsv" else ","
     try:
-        handle = file.open(encoding="utf-8", newline="")
-        header = next(csv.reader([handle.readline()], skipinitialspace=True), [])
+        handle = file.open(encoding="utf-8-sig", newline="")
+        header = next(csv.reader([handle.readline()], delimiter=delimiter, skipinitialspace=True), [])
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UsageError(f"trace {file} is not a readable CSV: {exc}") from None
     names = [h.strip() for h in header]
@@ -94,7 +96,7 @@ def _csv(file: Path) -> tuple[set[str], Rows]:
     def rows() -> Rows:
         with handle:
             try:
-                for number, values in enumerate(csv.reader(handle, skipinitialspace=True), 2):
+                for number, values in enumerate(csv.reader(handle, delimiter=delimiter, skipinitialspace=True), 2):
                     if not values:
                         continue
                     if len(values) > len(names):

@@ -111,3 +111,18 @@ def test_a_window_keeps_its_requests_with_their_file_positions_and_reads_no_furt
     assert [(r.due_s, r.trace_index) for r in schedule.requests] == [(0.0, 2), (30.0, 3), (60.0, 4)]
     with pytest.raises(UsageError, match="--trace-window 3000s.. holds none of the trace's requests"):
         read_trace(str(DATA / "azure_conv_2023.csv"), window=(3000.0, None))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("tab.tsv", "timestamp\tinput_tokens\toutput_tokens\n0\t700\t90\n41000\t1400\t60\n"),
+        ("excel.csv", "\ufefftimestamp,input_tokens,output_tokens\n0,700,90\n41000,1400,60\n"),
+    ],
+)
+def test_a_tab_separated_file_and_a_csv_with_a_byte_order_mark_read_as_their_columns(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    trace = read_trace(str(path))
+    assert trace.format == "loadline"
+    assert [(r.at_s, r.input_tokens, r.output_tokens) for r in trace.requests] == [(0.0, 700, 90), (41.0, 1400, 60)]
