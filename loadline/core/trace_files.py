@@ -29,7 +29,7 @@ from loadline.core.trace import (
     read_jsonl,
     sniff_jsonl,
 )
-from loadline.core.trace_warp import Schedule, parse_surges, parse_window, warp
+from loadline.core.trace_warp import Schedule, check_speed, parse_surges, parse_window, warp
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 TEXT_COLUMNS = frozenset({"session", "hash_ids"})  # kept as written: session "007" is not "7"
@@ -70,6 +70,7 @@ def warped(path: str, fmt: str, block_tokens: int, speed: float, window: str, su
     """The replay schedule of the trace in `path` (UsageError for any bad option or row): the options
     first, as they are cheap to check and a typo should not wait for a large file."""
     windows, surges = parse_window(window), parse_surges(surge)
+    check_speed(speed)
     return warp(read_trace(path, fmt, block_tokens, windows), windows, speed, surges)
 
 

@@ -157,12 +157,16 @@ def parse_surges(text: str) -> list[Surge]:
     return surges
 
 
+def check_speed(speed: float) -> None:
+    if not (math.isfinite(speed) and speed > 0):
+        raise UsageError(f"--trace-speed must be > 0 (got {speed!r})")
+
+
 def warp(
     trace: Trace, window: tuple[float, float | None], speed: float, surges: list[Surge], seed: int = 0
 ) -> Schedule:
     """The replay schedule of `trace` (see the module docstring)."""
-    if not (math.isfinite(speed) and speed > 0):
-        raise UsageError(f"--trace-speed must be > 0 (got {speed!r})")
+    check_speed(speed)
     start, end = window
     picked = [r for r in trace.requests if r.at_s >= start and (end is None or r.at_s < end)]
     if not picked:

@@ -126,3 +126,9 @@ def test_a_tab_separated_file_and_a_csv_with_a_byte_order_mark_read_as_their_col
     trace = read_trace(str(path))
     assert trace.format == "loadline"
     assert [(r.at_s, r.input_tokens, r.output_tokens) for r in trace.requests] == [(0.0, 700, 90), (41.0, 1400, 60)]
+
+
+@pytest.mark.parametrize("speed", [0.0, -2.0, float("nan")])
+def test_a_bad_speed_is_refused_before_the_file_is_read(speed):
+    with pytest.raises(UsageError, match="--trace-speed must be > 0"):
+        warped("nowhere.csv", "auto", 0, speed, "", "")
