@@ -94,8 +94,10 @@ def validate(args: argparse.Namespace) -> None:
             raise UsageError("--scenario trace replays a trace: give --trace FILE")
         given = [flag for flag, value in (("--trace-window", args.trace_window), ("--trace-surge", args.trace_surge))
                  if value]  # fmt: skip
-        if args.trace_speed != 1.0 or args.trace_block_tokens or given:
-            raise UsageError("--trace-speed/--trace-window/--trace-surge/--trace-block-tokens need --trace FILE")
+        if args.trace_speed != 1.0 or args.trace_block_tokens or given or args.trace_format != "auto":
+            raise UsageError(
+                "--trace-speed/--trace-window/--trace-surge/--trace-block-tokens/--trace-format need --trace FILE"
+            )
         return
     if args.scenario not in (None, TRACE) or args.shape not in (None, TRACE):
         raise UsageError("--trace replays the trace's own schedule: no --scenario or --shape with it")

@@ -63,6 +63,7 @@ IN_PROCESS_CASES = [
     (["--trace", "{trace-cut.parquet}"], "not a readable Parquet file"),
     (["--trace", "{trace-json.jsonl}", "--rate", "3"], "no --rate"),
     (["--trace-surge", "3x@10m+2m"], "need --trace FILE"),
+    (["--trace-format", "burstgpt"], "need --trace FILE"),
     (["--trace", "{trace-missing.jsonl}", "--trace-window", "9h..8h"], "--trace-window"),
 ]
 
