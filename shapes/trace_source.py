@@ -28,7 +28,6 @@ from loadline.core.trace_warp import Scheduled, load, write_rows
 
 log = logging.getLogger("loadline")
 
-SCHEDULE_FILE = "trace-schedule.jsonl"  # in the run folder: the report reads what was offered there
 SAVE_WAIT_S = 10.0  # the run folder is opened at test_start, just after the shape's first tick
 
 
@@ -77,7 +76,7 @@ def save_for_report(source: TraceSource) -> None:
         for _ in range(int(SAVE_WAIT_S / 0.05)):
             active = runfolder.active()
             if active is not None:
-                target = Path(active.path) / SCHEDULE_FILE
+                target = Path(active.path) / runfolder.TRACE_SCHEDULE
                 if not target.exists():
                     try:
                         write_rows(source.header, source.requests, target)

@@ -31,7 +31,6 @@ from loadline.core.records import Status
 from loadline.core.trace import TraceRequest, block_reuse
 from loadline.core.trace_warp import read
 
-SCHEDULE_FILE = "trace-schedule.jsonl"  # loadline/commands/trace_input.py writes it
 LEAD_PHASE = "start"  # shapes/trace.py's first phase: the replay starts where it ends
 PERCENTILES = (50, 95, 99)
 HIT_COUNTERS = (
@@ -136,7 +135,7 @@ def summary(
     """The report's trace-replay section; {} for runs that replayed no trace.
 
     `requests`, `phases` and `metrics` are the run's tables in model time (analysis/data/timescale.py)."""
-    path = Path(run_dir) / SCHEDULE_FILE
+    path = Path(run_dir) / runfolder.TRACE_SCHEDULE
     if not path.is_file():
         return {}
     start = replay_start(phases)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from loadline.core import runfolder
 from loadline.core.errors import UsageError
 from loadline.core.trace import FORMATS
 from loadline.core.trace_files import read_trace, warped
@@ -18,8 +19,6 @@ from loadline.core.trace_warp import Schedule, write
 __all__ = ["read_trace", "schedule_of", "sim_overrides", "validate", "write_schedule"]
 
 TRACE = "trace"  # --trace FILE: the trace scenario and shape (users/trace.py, shapes/trace.py)
-
-SCHEDULE_FILE = "trace-schedule.jsonl"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,7 +79,7 @@ def sim_overrides(schedule: Schedule, profile: str, options: list[str]) -> list[
 
 
 def write_schedule(schedule: Schedule, run_dir: Path) -> Path:
-    path = run_dir / SCHEDULE_FILE
+    path = run_dir / runfolder.TRACE_SCHEDULE
     write(schedule, path)
     return path
 

@@ -38,6 +38,7 @@ SERVER_METRICS = "server_metrics.csv"
 GENERATOR_METRICS = "generator_metrics.csv"
 TRUTH = "truth.jsonl"
 FAULTS = "faults.csv"
+TRACE_SCHEDULE = "trace-schedule.jsonl"  # a trace replay's warped schedule: what was offered
 LOCUST_CSV_PREFIX = "locust"  # -> locust_stats.csv, locust_stats_history.csv, locust_failures.csv
 LOCUST_HTML = "locust_report.html"
 REPORT_DIR = "report"
