@@ -3,7 +3,8 @@
 Open-loop records carry `due_wall` (when the arrival schedule said the request was due) and
 `lateness_ms` (due -> sent): loadline/core/records.py. Per phase, in model time (analysis/data/timescale.py):
 - target_rate: the phase's `target_rate` (a rate shape), else the run's --arrival-rate option;
-- achieved_rate: arrivals *sent* in the phase per second (first attempts; for sessions, first turns):
+- achieved_rate: arrivals *sent* in the phase per second (first attempts; for sessions, first turns;
+  a replayed trace's every request):
   what the server was actually offered, whatever the schedule said;
 - lateness percentiles, and TTFT / E2E measured from due (lateness + latency from sent): what a user
   would have felt, coordinated omission made visible.
@@ -42,8 +43,11 @@ def lateness_limit_ms(slo: SLO) -> float | None:
 
 
 def arrivals_of(requests: pd.DataFrame) -> pd.DataFrame:
-    """One row per arrival: first attempts of scheduled requests (for sessions, the first turn)."""
+    """One row per arrival: first attempts of scheduled requests (for sessions, the first turn; a
+    replayed trace schedules every request, each turn at its own time, and counts turns from 0 or 1)."""
     rows = requests[requests["due_wall"].notna() & (requests["attempt"] == 0)]
+    if "trace_index" in rows.columns and rows["trace_index"].notna().any():
+        return rows
     return rows[rows["turn"] == 0] if (rows["session_id"] != "").any() else rows
 
 

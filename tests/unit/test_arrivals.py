@@ -115,3 +115,18 @@ def test_a_poisson_count_within_its_own_noise_is_not_blamed_on_the_generator():
 
 def test_closed_loop_runs_have_no_open_loop_section():
     assert stats.summary(make_requests([1.0, 2.0], [10.0, 10.0]), PHASE, {}, SLO()) == {}
+
+
+@pytest.mark.parametrize("first_turn", [0, 1])  # Loadline's turns count from 0, Qwen Bailian's from 1
+def test_every_request_of_a_replayed_trace_is_an_arrival_later_turns_too(first_turn):
+    run = open_loop_run(10, 60, 5.0)
+    n = len(run)
+    # sessions of three turns, each turn at its own scheduled due time (the trace's rows)
+    run["session_id"] = [f"c-{i // 3}" for i in range(n)]
+    run["turn"] = [first_turn + i % 3 for i in range(n)]
+    run["trace_index"] = np.arange(n, dtype=float)
+    phase = PHASE.assign(target_rate=10.0)  # the trace shape's phases: scheduled requests / length
+    section = stats.summary(run, phase, {}, SLO())
+    row = section["phases"][0]
+    assert section["sustained"], section["notes"]
+    assert row["arrivals"] == n and row["achieved_rate"] == pytest.approx(10.0, rel=0.01)
