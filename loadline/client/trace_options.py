@@ -31,8 +31,8 @@ def add_trace_file_arguments(parser: Any) -> None:
         "--trace-file",
         default="",
         include_in_web_ui=True,
-        help="trace users with the trace shape: a trace file (Mooncake JSONL; Azure, BurstGPT or Loadline CSV "
-        "or Parquet), warped by the options below on the master at test start; only the master needs the file",
+        help="trace users with the trace shape: a trace file (Mooncake, Qwen Bailian or Loadline JSONL; Azure, "
+        "BurstGPT or Loadline CSV or Parquet), warped by the options below on the master at test start; only the master needs the file",
     )
     add("--trace-format", default="auto", choices=["auto", *FORMATS], include_in_web_ui=True,
         help="--trace-file's format (auto: from the file)")  # fmt: skip
@@ -44,4 +44,4 @@ def add_trace_file_arguments(parser: Any) -> None:
         help="surges on top of --trace-file: FACTORx@OFFSET+DURATION in trace time from the window's start, "
         "comma-separated, e.g. 3x@10m+2m")  # fmt: skip
     add("--trace-block-tokens", type=int, default=0, include_in_web_ui=True,
-        help="tokens per hash_ids block of --trace-file (0: the format's, 512)")  # fmt: skip
+        help="tokens per hash_ids block of --trace-file (0: the format's, 512; Bailian 16)")  # fmt: skip

@@ -26,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--trace",
         default=None,
         metavar="FILE",
-        help="replay a trace open loop: Mooncake JSONL, Azure or BurstGPT CSV/Parquet, Loadline JSONL/CSV/Parquet "
+        help="replay a trace open loop: Mooncake or Qwen Bailian JSONL, Azure or BurstGPT CSV/Parquet, "
+        "Loadline JSONL/CSV/Parquet "
         "(docs/trace-replay.md)",
     )
     p.add_argument(
@@ -36,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--trace-block-tokens",
         type=int,
         default=0,
-        help="tokens per hash_ids block (default: the format's, 512 for Mooncake)",
+        help="tokens per hash_ids block (default: the format's, 512 for Mooncake, 16 for Bailian)",
     )
     p.add_argument("--trace-speed", type=float, default=1.0, help="replay speed: 4 = four times the trace's rate")
     p.add_argument(
