@@ -176,7 +176,7 @@ def read_jsonl(path: Path, fmt: str, block_tokens: int, window: Window | None = 
 def _jsonl_rows(path: Path, fmt: str, block_tokens: int) -> Iterator[Checked]:
     roots: dict[object, object] = {}  # bailian: chat_id -> its conversation's first chat_id
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open(encoding="utf-8-sig")  # a BOM is not part of line 1
     except OSError as exc:
         raise UsageError(f"trace {path} unreadable: {exc.strerror or exc}") from None
     with handle:
@@ -209,7 +209,7 @@ def _conversation(item: dict[str, object], roots: dict[object, object]) -> str:
 def sniff_jsonl(path: Path) -> str:
     """mooncake, bailian or loadline, from the first object's keys."""
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8-sig") as handle:
             for line in handle:
                 if line.strip():
                     try:

@@ -125,12 +125,16 @@ def _cell(text: str) -> object:
 
 
 def _parquet(file: Path) -> tuple[set[str], Rows]:
-    import pyarrow.parquet as pq  # here: it loads numpy; only the process that reads the trace pays it
+    import pyarrow as pa  # here: it loads numpy; only the process that reads the trace pays it
+    import pyarrow.parquet as pq
 
+    # ArrowException: e.g. a codec this pyarrow lacks (ArrowNotImplementedError), a column of a type it
+    # cannot convert (ArrowTypeError); ArrowInvalid is also a ValueError
+    unreadable = (OSError, ValueError, pa.ArrowException)
     try:
         table = pq.ParquetFile(file)
         names = set(table.schema_arrow.names)
-    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+    except unreadable as exc:
         raise UsageError(f"trace {file} is not a readable Parquet file: {' '.join(str(exc).split())[:200]}") from None
 
     def rows() -> Rows:
@@ -140,7 +144,7 @@ def _parquet(file: Path) -> tuple[set[str], Rows]:
                 for row in batch.to_pylist():
                     number += 1
                     yield number, row
-        except (OSError, ValueError) as exc:
+        except unreadable as exc:
             raise UsageError(f"trace {file} row {number + 1}: unreadable: {' '.join(str(exc).split())[:200]}") from None
 
     return names, rows()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from locust.runners import MasterRunner
 
 from loadline.core.identity import worker_id
-from loadline.runtime import arrivals, clocksync, fleet, local_checks, selfcheck, webui_files, webui_live
+from loadline.runtime import arrivals, clocksync, fleet, local_checks, selfcheck, trace, webui_files, webui_live
 from loadline.runtime.collector import RunCollector, close_phase_timeline
 from loadline.runtime.exporter import install as install_exporter
 from loadline.runtime.scraper import scrape_targets, start_scraper
@@ -34,6 +34,7 @@ def install(environment) -> None:
         clock = collector.clock = clocksync.ClockSync(runner, on_reply=_heard(collector.fleet)).install()
         # workers' CPU / loop-lag rows arrive with their reports, stamped by the worker's clock
         selfcheck.install_master(environment, lambda rows: clock.correct_each(rows, 1, 0))
+        trace.install_master(environment)
     else:
         selfcheck.install(environment, worker_id(), on_worker=False)
         local_checks.install(environment, collector)

@@ -22,6 +22,23 @@ log = logging.getLogger("loadline")
 
 TRACE_MSG = "loadline_trace"
 LEAD_S = 2.0  # wall seconds from the decision to the first due time
+_replay: dict[str, float] = {}  # on the master: "start" while a replay runs
+
+
+def install_master(environment) -> None:
+    environment.events.worker_connect.add_listener(_late_worker)
+
+
+def _late_worker(client_id: str, **_) -> None:
+    """Locust hands a worker that joins mid-run some users, moved from the others: the shares were cut
+    at the start, so the moved user's share stops and the newcomer has none. Said, not hidden; the
+    report counts what was not sent as never sent."""
+    if "start" in _replay:
+        log.warning(
+            "loadline: worker %s joined during the trace replay: Locust moves users to it, so a share may stop "
+            "there (the report counts those requests as never sent); start every worker before the replay",
+            client_id,
+        )
 
 
 def install_worker(runner) -> None:
@@ -55,6 +72,7 @@ def publish(
                 data.update(rows=rows[k], block_tokens=block_tokens)
             runner.send_message(TRACE_MSG, data, client_id=client)
         log.info("trace replay starts in %.1f s, split over %d workers", lead_s, len(clients))
+        _replay["start"] = start
     else:
         start = time.time() + lead_s
         CONTROL.set(start, 0, 1, requests, block_tokens)
@@ -63,3 +81,4 @@ def publish(
 
 def stop() -> None:
     CONTROL.reset()
+    _replay.clear()

@@ -118,9 +118,14 @@ def test_a_window_keeps_its_requests_with_their_file_positions_and_reads_no_furt
     [
         ("tab.tsv", "timestamp\tinput_tokens\toutput_tokens\n0\t700\t90\n41000\t1400\t60\n"),
         ("excel.csv", "\ufefftimestamp,input_tokens,output_tokens\n0,700,90\n41000,1400,60\n"),
+        (
+            "bom.jsonl",
+            '\ufeff{"timestamp": 0, "input_tokens": 700, "output_tokens": 90}\n'
+            '{"timestamp": 41000, "input_tokens": 1400, "output_tokens": 60}\n',
+        ),  # fmt: skip
     ],
 )
-def test_a_tab_separated_file_and_a_csv_with_a_byte_order_mark_read_as_their_columns(tmp_path, name, text):
+def test_a_tab_separated_file_and_files_with_a_byte_order_mark_read_as_their_columns(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     trace = read_trace(str(path))

@@ -74,3 +74,20 @@ def test_a_master_with_no_worker_connected_refuses_the_replay_before_reading_the
     shape.runner = NoWorkers()
     with pytest.raises(UsageError, match="no worker is connected"):
         shape.plan(options(trace_file="nowhere.csv"))  # refused before the file is looked for
+
+
+def test_a_worker_joining_during_a_replay_is_warned_about_and_not_before_or_after(caplog):
+    from locust.env import Environment
+
+    from loadline.runtime import trace
+
+    env = Environment(events=None)
+    trace.install_master(env)
+    with caplog.at_level("WARNING", logger="loadline"):
+        env.events.worker_connect.fire(client_id="w-before")
+        trace._replay["start"] = 1000.0  # what publish() sets on the master
+        env.events.worker_connect.fire(client_id="w-during")
+        trace.stop()
+        env.events.worker_connect.fire(client_id="w-after")
+    warned = [r.getMessage() for r in caplog.records if "joined during the trace replay" in r.getMessage()]
+    assert len(warned) == 1 and "w-during" in warned[0]
