@@ -18,10 +18,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def default_sigint() -> None:
+    """In the child before it runs: SIGINT back to its default. A suite started in the background
+    (`make test &`, nohup) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt
+    handler: the Ctrl-C the tests send (stop()) would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(cmd: list[str], cwd: Path, log_path: Path, env: dict | None = None) -> subprocess.Popen:
     """Output goes to a file, not a pipe: a chatty process can never block on a full pipe."""
     with open(log_path, "wb") as log:
-        return subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        return subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=default_sigint)
 
 
 def locust_command(master_heartbeat_timeout_s: float | None = None) -> list[str]:

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from process_helpers import default_sigint
 from spine_helpers import REPO, assert_every_request_once, loadline, locust_rows, requests_table, truth_table
 
 FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "48"]
@@ -155,8 +156,6 @@ def test_interrupt_mid_stream_keeps_every_record(tmp_path, how):
         "--",
         *FAST_USER,
     ]
-    # SIGINT back to its default: a suite started in the background (`make test &`) inherits it ignored,
-    # and Python then never turns it into KeyboardInterrupt
     proc = subprocess.Popen(
         cmd,
         cwd=REPO,
@@ -164,7 +163,7 @@ def test_interrupt_mid_stream_keeps_every_record(tmp_path, how):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_sigint,  # the Ctrl-C below must arrive in a suite started in the background
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not list(tmp_path.glob("*/requests.csv")):
