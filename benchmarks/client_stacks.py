@@ -10,8 +10,8 @@ interleaved. Stacks (every one reads a chunk as soon as any bytes arrive):
   loadline-user  the same with LOADLINE_KERNEL_CLOCK=0 (stamp = perf_counter() at the read)
   loadline-sseclient  loadline-pull with sseclient-py framing every event (as before sse.py's fast path)
 The first wave's requests/urllib3 path, the geventhttpclient prototypes that chose this one and the
-epoll-reader prototype that led to body_reader.py are measured in docs/benchmarks.md; to measure an
-older tree's whole generator, use generator_throughput.py --repo.
+epoll-reader prototype that led to body_reader.py were measured on their own trees (git history); to
+measure an older tree's whole generator, use generator_throughput.py --repo.
 Columns: tokens/s and CPU-s per 1,000 tokens (time.process_time of the child) over the window
 WARMUP_S .. SECONDS - COOLDOWN_S; TTFT error |measured - truth| and first-token stamp error
 |sent_wall + TTFT - truth first_token| (both wall clocks) from the simulator's truth log, for requests

@@ -3,8 +3,8 @@
 Why: when each user's greenlet reads its own socket, every token costs a gevent wake-up of that
 greenlet (an I/O watcher started and stopped, two greenlet switches, a read that meets EAGAIN
 before the one that reads), which is most of the generator's CPU per token and, once its core is
-full, the delay that makes reads carry several tokens under one stamp (docs/benchmarks.md, "The
-token path's own connection"). Here one reader greenlet waits on an epoll set of every body being
+full, the delay that makes reads carry several tokens under one stamp (docs/benchmarks.md, "Where
+the generator's CPU per token goes"). Here one reader greenlet waits on an epoll set of every body being
 read; when it wakes it reads each ready socket once (whatever arrived, with its kernel stamp) and
 turns the events into the reply's record right there, through the same `streaming.Reply` the
 pull path uses. The user's greenlet sleeps from its request's send to the end of its reply: the

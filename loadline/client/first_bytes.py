@@ -3,7 +3,7 @@
 Why: TCP merges a segment that waits in its socket with the next one, and the merged bytes carry the
 newer segment's receive stamp (kernel_clock.py). At heavy load the body reader's greenlet sometimes
 looks at a reply one token gap late (a collection, the run collector's drain, a long turn of the
-hub: docs/benchmarks.md, "what stalls the first-token reads"), and that reply's TTFT is then one gap
+hub: docs/benchmarks.md, "First-bytes watch: what it buys and what it costs"), and that reply's TTFT is then one gap
 too long. A greenlet cannot be woken while another one runs; an OS thread can: this one waits on an
 epoll set of the replies still waiting for their first token and, as soon as bytes arrive on one,
 peeks at them (`recvmsg(MSG_PEEK)`), which gives the kernel's stamp of what has arrived so far and

@@ -1,7 +1,7 @@
 """The read timeout of the token path: "no bytes for N seconds" without a timer per read.
 
 A gevent socket with a timeout starts and stops a `gevent.Timeout` around every wait, i.e. for
-every token: 15-25 % of the generator's CPU per token at 16 streams (docs/benchmarks.md). The
+every token, a share of the generator's CPU per token that a timer per request avoids. The
 connection's socket has no timeout instead; one timer per request checks, when it fires, whether
 bytes came since it was armed: if so it re-arms for the time left, if the reader has been waiting
 the whole time it raises ReadTimeout in the reading greenlet, exactly where a socket timeout would
