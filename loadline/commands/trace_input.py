@@ -27,8 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="replay a trace open loop: Mooncake or Qwen Bailian JSONL, Azure or BurstGPT CSV/Parquet, "
-        "Loadline JSONL/CSV/Parquet "
-        "(docs/trace-replay.md)",
+        "Loadline JSONL/CSV/Parquet (docs/trace-replay.md)",
     )
     p.add_argument(
         "--trace-format", choices=("auto", *FORMATS), default="auto", help="the trace's format (default: from the file)"

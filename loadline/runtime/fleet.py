@@ -103,6 +103,16 @@ def add_arguments(parser: Any) -> None:
     )
 
 
+def record_error(environment: Any, errors: list[dict], worker: str, reason: str, kind: str, at: float) -> None:
+    """A worker (or a local run's users) cannot run: the manifest's `worker_errors` entry, the log line,
+    and, for the run's first such error, the stop."""
+    first = not errors
+    errors.append({"worker": worker, "reason": reason, "kind": kind, "at": at})
+    log.error("loadline: worker %s cannot run: %s", worker, reason)
+    if first:
+        stop_unusable(environment, f"worker {worker} cannot run: {reason}")
+
+
 def stop_unusable(environment: Any, line: str) -> None:
     """Stop a run that cannot measure what was asked: exit 2 when headless; in the web UI this test
     stops and the LLM tab shows `line`."""
@@ -224,11 +234,7 @@ class Fleet:
         self._fail(environment, worker, reason, str(kind or "cannot run"))
 
     def _fail(self, environment: Any, worker: str, reason: str, kind: str) -> None:
-        first = not self.errors
-        self.errors.append({"worker": worker, "reason": reason, "kind": kind, "at": self.wall()})
-        log.error("loadline: worker %s cannot run: %s", worker, reason)
-        if first:
-            stop_unusable(environment, f"worker {worker} cannot run: {reason}")
+        record_error(environment, self.errors, worker, reason, kind, self.wall())
 
     def _short(self, worker: str, reason: str, kind: str, users_short: int) -> None:
         """--allow-partial-workers: the run goes on without these users; said in the log and manifest."""

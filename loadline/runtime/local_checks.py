@@ -11,23 +11,17 @@ headless. --allow-partial-workers is about workers: a local run has no other use
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from loadline.core.identity import worker_id
 from loadline.runtime import fleet, worker_checks
 
-log = logging.getLogger("loadline")
-
 
 def install(environment: Any, collector: Any) -> None:
     def report(runner: Any, worker: str, reason: str, kind: str = "", users_short: int | None = None) -> None:
         if collector.run_dir is None:  # no run in progress (its options were refused): nothing to stop
             return
-        collector.local_errors.append({"worker": worker, "reason": reason, "kind": kind, "at": time.time()})
-        line = f"worker {worker} cannot run: {reason}"
-        log.error("loadline: %s", line)
-        fleet.stop_unusable(environment, line)
+        fleet.record_error(environment, collector.local_errors, worker, reason, kind, time.time())
 
     worker_checks.StartFailures(environment, worker_id(), report=report).install()
