@@ -336,7 +336,7 @@ def learn_template(space: TokenSpace, server: ServerCounter) -> None:
         added = template_tokens(server, messages)
         if added is None or added < 0:
             return
-        space.overhead.seen[("chat", len(messages))] = added
+        space.overhead.set("chat", len(messages), added)
 
 
 def _counter(session_factory, host: str, tokenizer: str, timeout: float) -> Counter | None:

@@ -313,3 +313,27 @@ def test_users_starting_together_count_the_vocabulary_once():
     gevent.joinall(builds, timeout=10)
     assert all(b.value[1] == 100 for b in builds)
     assert counter.calls <= 2 * len(VOCABULARY) + 20  # the vocabulary once, then the first builds' checks
+
+
+@pytest.mark.parametrize("last_error", [0.03, -0.05, 0.08])
+def test_one_long_prompt_counted_by_calibration_does_not_move_the_overhead(last_error):
+    # calibration counts a 2,000-token prompt a few % off: that reply's difference is tens of tokens
+    # beside a template's 10, and a short prompt sized by it alone would miss by as much
+    overhead = Overhead()
+    rng = random.Random(7)
+    for _ in range(12):
+        content = rng.randint(200, 1800)
+        overhead.observe(
+            "single", 1, counted=round(content * (1 + rng.uniform(-0.01, 0.01))), prompt_tokens=content + 10
+        )
+    overhead.observe("single", 1, counted=round(2000 * (1 + last_error)), prompt_tokens=2000 + 10)
+    assert abs(overhead.of("single", 1) - 10) <= 3
+
+
+def test_an_exact_overhead_stays_exact_and_a_changed_template_is_followed():
+    overhead = Overhead()
+    overhead.set("chat", 1, 9)
+    assert overhead.of("chat", 1) == 9
+    for _ in range(30):  # the server's template adds 12 now: the median follows within the window
+        overhead.observe("chat", 1, counted=100, prompt_tokens=112)
+    assert overhead.of("chat", 1) == 12 and overhead.seen == {("chat", 1): 12}
