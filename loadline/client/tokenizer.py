@@ -226,10 +226,9 @@ class Overhead:
         self._differences[(kind, messages)] = deque([tokens], maxlen=OVERHEAD_REPLIES)
 
     def of(self, kind: str, messages: int) -> int:
-        seen = self.seen
-        if (kind, messages) in seen:
-            return seen[(kind, messages)]
-        known = sorted((n, v) for (k, n), v in seen.items() if k == kind and n > 0)
+        if (values := self._differences.get((kind, messages))) is not None:
+            return round(statistics.median(values))
+        known = sorted((n, v) for (k, n), v in self.seen.items() if k == kind and n > 0)
         if not known:
             per, fixed = PRIORS.get(kind, PRIORS["chat"])
             return per * messages + fixed
