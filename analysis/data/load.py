@@ -377,7 +377,7 @@ def load_run(path: str | Path) -> RunData:
     requests_file = root / runfolder.REQUESTS
     gaps = None
     if requests_file.exists():
-        memory.keep_large_blocks_on_mmap()
+        memory.reuse_freed_memory()
         requests, gaps = _read_requests(requests_file, missing)
         memory.return_freed_memory()  # the reader's blocks and the columns' pieces
     else:
