@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
-from loadline.analysis.data.gaps import DENSE_LIMIT_US, GapColumn, GapHistogram, parse_gaps
+from loadline.analysis.data.gaps import DENSE_LIMIT_US, GapColumn, GapHistogram, parse_arrow, parse_gaps
 from loadline.analysis.stats.phases import PERCENTILES
 
 QS = tuple(q for _, q in PERCENTILES)
@@ -63,3 +64,26 @@ def test_a_gap_column_groups_rows_scales_gaps_and_skips_dropped_rows():
 
 def test_parse_gaps_reads_every_gap_in_row_order():
     assert np.array_equal(parse_gaps(["1 2", "", None, "30 40 5"]), [1, 2, 30, 40, 5])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_parse_reads_what_python_reads_whatever_the_whitespace(seed):
+    """The parser sizes its output from the text first: every separator run, leading or trailing
+    blank, tab, wide value (wrapped to int32 as before) and empty row must give the same gaps."""
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        rows = []
+        for _ in range(int(rng.integers(1, 30))):
+            values = rng.integers(-5, 3_000_000_000 if rng.random() < 0.1 else 100_000, int(rng.integers(0, 6)))
+            text = str(rng.choice([" ", "  ", "\t", " \t"]) if rng.random() < 0.3 else " ").join(map(str, values))
+            text = (" " if rng.random() < 0.1 else "") + text + (" " if rng.random() < 0.1 else "")
+            rows.append(None if rng.random() < 0.05 else text)
+        expected = np.array([int(v) for row in rows if row for v in row.split()], dtype=np.int64).astype(np.int32)
+        as_text = pa.array(rows, type=pa.string())
+        assert np.array_equal(parse_arrow(as_text), expected)
+        assert np.array_equal(parse_arrow(as_text.cast(pa.binary())), expected)  # the CSV pass reads bytes
+
+
+def test_parse_refuses_text_that_is_not_numbers():
+    with pytest.raises(ValueError):
+        parse_gaps(["1 2", "3 x4"])
