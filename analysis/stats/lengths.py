@@ -29,6 +29,15 @@ LENGTH_COLUMNS = (
 )
 
 
+_LENGTH_INPUTS = [
+    "token_counter",
+    "prompt_tokens_requested",
+    "prompt_tokens",
+    "output_tokens_requested",
+    "output_tokens",
+]
+
+
 def _share_equal(asked: pd.Series, got: pd.Series) -> float:
     both = asked.notna() & got.notna()
     return float((asked[both] == got[both]).mean()) if both.any() else float("nan")
@@ -50,9 +59,11 @@ def length_table(run: RunData) -> pd.DataFrame:
     ):
         return pd.DataFrame(columns=list(LENGTH_COLUMNS))
     where = assign_phases(run)
+    is_ok = (requests["status"] == Status.OK).to_numpy()
+    inputs = [c for c in _LENGTH_INPUTS if c in requests.columns]
     rows = []
     for position in range(len(run.phases)):
-        ok = requests[(where == position) & (requests["status"] == Status.OK).to_numpy()]
+        ok = requests.loc[(where == position) & is_ok, inputs]  # the columns read, not a whole-width copy
         counters = sorted(c for c in ok["token_counter"].astype(str).unique() if c)
         prompt_asked, prompt_got = ok["prompt_tokens_requested"], ok["prompt_tokens"]
         reply_asked, reply_got = ok["output_tokens_requested"], ok["output_tokens"].astype(float)

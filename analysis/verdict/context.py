@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loadline.analysis.data.columns import numbers
 from loadline.analysis.verdict.engine_host import engine_shares_host
 from loadline.analysis.verdict.signals import Signals
 from loadline.analysis.verdict.thresholds import Thresholds
@@ -129,7 +130,7 @@ WINDOW_COLUMNS = (
 def requests_between(req: pd.DataFrame | None, start: float, end: float) -> pd.DataFrame:
     if req is None or len(req) == 0:
         return pd.DataFrame(columns=["start_wall", "status", "error_class", "http_status", "ttft_ms", "e2e_ms"])
-    wall = pd.to_numeric(req["start_wall"], errors="coerce").to_numpy(dtype=float)
+    wall = numbers(req["start_wall"])
     columns = [c for c in WINDOW_COLUMNS if c in req.columns]
     return req.loc[(wall >= start) & (wall < end), columns]
 
@@ -263,9 +264,9 @@ def _ok_values(requests: pd.DataFrame | None, w: Window, metric: str) -> np.ndar
     column = f"{metric}_ms"
     if column not in requests.columns:
         return np.empty(0)
-    wall = pd.to_numeric(requests["start_wall"], errors="coerce").to_numpy(dtype=float)
+    wall = numbers(requests["start_wall"])
     ok = (wall >= w.start) & (wall < w.end) & (requests["status"] == Status.OK).to_numpy()
-    values = pd.to_numeric(requests[column], errors="coerce").to_numpy(dtype=float)[ok]
+    values = numbers(requests[column])[ok]
     return values[~np.isnan(values)]
 
 

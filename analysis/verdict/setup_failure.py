@@ -127,13 +127,15 @@ def invalid_requests(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> d
 
     They are excluded from the capacity judgement (analysis/stats/phases.py); here they are counted,
     with the server's own words (redacted, short) and what to change."""
-    rows = _judged(requests)
-    if rows.empty or "error_class" not in rows:
+    if not len(requests) or "error_class" not in requests:
         return None
-    refused = rows[rows["error_class"] == INVALID_REQUEST]
+    refused = _judged(requests[(requests["error_class"] == INVALID_REQUEST).to_numpy()])  # the few refused first
     if refused.empty:
         return None
-    share = len(refused) / len(rows)
+    attempts = int(requests["status"].isin((Status.OK, Status.ERROR)).sum())  # what _judged keeps, counted
+    if not attempts:
+        return None
+    share = len(refused) / attempts
     words = Counter(sample(str(m), secrets)[:160] for m in refused.get("error_message", pd.Series(dtype=str)))
     said = [w for w, _ in words.most_common(3)]
     if any(w in " ".join(said).lower() for w in _CONTEXT_WORDS):
@@ -150,7 +152,7 @@ def invalid_requests(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> d
         )
     unusable = share > INVALID_SHARE
     message = (
-        f"{len(refused)} of {len(rows)} requests ({share:.1%}) were refused by the server as invalid, "
+        f"{len(refused)} of {attempts} requests ({share:.1%}) were refused by the server as invalid, "
         f"the load tool's own requests, not the service's failures: {'; '.join(repr(w) for w in said)}; {hint}"
     )
     if unusable:
@@ -160,7 +162,7 @@ def invalid_requests(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> d
         )
     return {
         "count": int(len(refused)),
-        "attempts": int(len(rows)),
+        "attempts": attempts,
         "share": share,
         "messages": said,
         "hint": hint,
