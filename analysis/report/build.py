@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from loadline.analysis.data.load import RunData, load_run
+from loadline.analysis.data.memory import return_freed_memory
 from loadline.analysis.data.prom_ingest import load_query_range
 from loadline.analysis.data.timescale import model_run, time_scale
 from loadline.analysis.data.timescale import note as timescale_note
@@ -251,6 +252,7 @@ def analyse(
     `model`: the run in model time when the caller already has it (timescale.model_run)."""
     model = model_run(run) if model is None else model
     table = short_phases.mark(phase_table(model, slo), run.manifest)  # phases a worker left short say so
+    return_freed_memory()  # the gaps' pass: a large run's later parts start from the table alone
     _require_outcomes(run, table)
     scale = time_scale(run.manifest)
     recovered, recovery_problems = _recovery(model, slo)
@@ -293,6 +295,7 @@ def analyse(
         "notes": [n for n in [timescale_note(scale), gate.gate_note(criteria)] if n],
         "percentile_source": "raw samples" if run.has_records else "Locust's bucketed, integer-rounded histograms",
     }
+    return_freed_memory()  # the lengths' and error classes' working memory
     # "Is this run valid?" and "where does the time go?" come before any capacity statement
     verdict["validity"] = _validity(run, verdict["slo"]["criteria"], scale)
     floor = (verdict["validity"].get("floor") or {}).get("floor_model_ms")

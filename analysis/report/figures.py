@@ -53,7 +53,7 @@ def draw_charts(run: RunData, table: pd.DataFrame, verdict: dict, out_dir: Path)
     drawn: list[Path] = []
     problems: list[str] = []
     for name, job in jobs:
-        result = guarded(name, job, {})
+        result = guarded(name, job, {})  # each chart's memory handed back before the next
         if isinstance(result, Path):
             drawn.append(result)
         elif isinstance(result, list):

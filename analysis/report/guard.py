@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from loadline.analysis.data.memory import return_freed_memory
 from loadline.core.errors import UsageError
 
 
@@ -26,3 +27,5 @@ def guarded(name: str, call: Callable[[], Any], fallback: dict) -> Any:
             **fallback,
             "error": f"{name} failed: {type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})",
         }
+    finally:
+        return_freed_memory()  # the part's working memory, before the next part's (a large run's peak)
