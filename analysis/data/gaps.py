@@ -36,6 +36,7 @@ ITL_COLUMN = "itl_us"
 DENSE_LIMIT_US = 1 << 22  # one counter per microsecond below 4.2 s; longer gaps are kept sorted, sparse
 _PARSE_ROWS = 16_384  # rows joined and parsed at once: ~12 MB of text at 100 gaps a row, under the
 # 32 MB above which glibc maps each block fresh (and the kernel zeroes it) instead of reusing the heap
+_GROUP_ROWS = 8_192  # rows per task of a histogram pass: ~8 MB of text; three in flight
 
 
 def parse_gaps(strings: np.ndarray | pd.Series | list) -> np.ndarray:
@@ -87,8 +88,14 @@ def count_gaps(gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.bincount(gaps[inside]), gaps[~inside].astype(np.int64)
 
 
-def _parse_and_count(strings: pa.Array, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    return count_gaps(to_model(parse_arrow(strings), scale))
+def _count_group(group: list[pa.Array], keys: np.ndarray, scale: float) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """count_gaps of each key's rows in consecutive batches (`keys`: one per row of them, -1: skip)."""
+    strings = pa.chunked_array(group, type=group[0].type)
+    out = {}
+    for key in np.unique(keys[keys >= 0]):
+        chosen = strings.filter(pa.array(keys == key)).combine_chunks()
+        out[int(key)] = count_gaps(to_model(parse_arrow(chosen), scale))
+    return out
 
 
 class GapHistogram:
@@ -215,20 +222,39 @@ class GapColumn:
             for key in np.unique(mine[mine >= 0]):
                 yield int(key), strings.filter(pa.array(mine == key))
 
+    def _grouped_batches(self, keys: np.ndarray) -> Iterator[tuple[list[pa.Array], np.ndarray]]:
+        """(consecutive source batches, their rows' keys), about _GROUP_ROWS rows at a time."""
+        keys = self._source_keys(np.asarray(keys))
+        offset, group, rows = 0, [], 0
+        for strings in self.batches_of_source():
+            group.append(strings)
+            rows += len(strings)
+            if rows >= _GROUP_ROWS:
+                yield group, keys[offset : offset + rows]
+                offset, group, rows = offset + rows, [], 0
+        if group:
+            yield group, keys[offset : offset + rows]
+
     def histograms(self, keys: np.ndarray) -> dict[int, GapHistogram]:
         """One exact histogram per key of the gaps of the rows with that key (keys: one per table row,
-        -1 for rows left out). One pass; batches are parsed and counted on two threads while the
-        reader splits the next (Arrow, numpy's parser and bincount release the GIL)."""
+        -1 for rows left out). One pass: the reader splits the file on this thread while two others
+        sort each group of batches' rows by key, parse and count them (Arrow, numpy's parser and
+        bincount release the GIL). A group is ~_GROUP_ROWS rows, so this thread merges counts ~1,200
+        times for a 10 M-row run, not once per 1 MB block (10,000 merges: a sixth of its time)."""
         out: dict[int, GapHistogram] = {}
+
+        def merge(counted: Future) -> None:
+            for key, (counts, sparse) in counted.result().items():
+                out.setdefault(key, GapHistogram()).add_counts(counts, sparse)
+
         with ThreadPoolExecutor(max_workers=2) as pool:
-            pending: list[tuple[int, Future]] = []
-            for key, strings in self._keyed_batches(keys):
-                pending.append((key, pool.submit(_parse_and_count, strings, self.scale)))
-                if len(pending) > 2:  # at most three batches' gaps in memory
-                    done_key, counted = pending.pop(0)
-                    out.setdefault(done_key, GapHistogram()).add_counts(*counted.result())
-            for done_key, counted in pending:
-                out.setdefault(done_key, GapHistogram()).add_counts(*counted.result())
+            pending: list[Future] = []
+            for group, mine in self._grouped_batches(keys):
+                pending.append(pool.submit(_count_group, group, mine, self.scale))
+                if len(pending) > 2:  # at most three groups' gaps in memory
+                    merge(pending.pop(0))
+            for counted in pending:
+                merge(counted)
         return_freed_memory()  # the blocks of text and gaps this pass parsed
         return out
 
