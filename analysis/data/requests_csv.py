@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ BATCH_BYTES = 4 << 20  # one parse block: more (16-32 MB) piles up read-ahead bl
 # the gaps' pass converts one column: smaller blocks cost no time there, and pyarrow reads up to 32
 # blocks ahead (1 MB: ~70 MB held; 4 MB: ~260 MB, measured on a 10 M-row run)
 GAP_BATCH_BYTES = 1 << 20
+CHUNK_BYTES = 32 << 20  # whole lines parsed at once on every core: 8 blocks
 _FLOATS = schema.columns(schema.REQUESTS, schema.FLOAT)
 _INTS = schema.columns(schema.REQUESTS, schema.INT)
 _TEXTS = schema.columns(schema.REQUESTS, schema.STR)
@@ -126,36 +128,91 @@ def read_streamed(path: Path, open_limited, ids: bool = True) -> StreamedRequest
         return _read_streamed(path, open_limited, header, True, ids)
 
 
+def _streamed(handle, header: list[str], parse: pacsv.ParseOptions, convert: pacsv.ConvertOptions):
+    """The file's blocks parsed one after another on this thread (quote-aware: a value may hold a newline)."""
+    reader = pacsv.open_csv(
+        handle,
+        read_options=pacsv.ReadOptions(block_size=BATCH_BYTES),
+        parse_options=parse,
+        convert_options=convert,
+        memory_pool=pa.system_memory_pool(),  # glibc: analysis/data/memory.py decides what is kept
+    )
+    yield from reader
+
+
+def _chunked(handle, header: list[str], parse: pacsv.ParseOptions, convert: pacsv.ConvertOptions):
+    """The file's blocks, parsed CHUNK_BYTES of whole lines at a time by pyarrow's multi-threaded reader
+    (every core; its streaming reader parses on one) while the next chunk is read. Only where a
+    newline always ends a row: each chunk is then a CSV of its own, read with the header's names."""
+    options = pacsv.ReadOptions(column_names=header, block_size=BATCH_BYTES, use_threads=True)
+    schema = None
+    for chunk in _line_chunks(handle):
+        table = pacsv.read_csv(
+            pa.BufferReader(chunk),
+            read_options=options,
+            parse_options=parse,
+            convert_options=convert,
+            memory_pool=pa.system_memory_pool(),
+        )
+        if schema is None:
+            schema = table.schema
+        elif not table.schema.equals(schema):  # a column without a declared type read apart: read it whole
+            raise Refused(f"the columns' types changed within the file: {schema} then {table.schema}")
+        yield from table.to_batches()
+        del table
+
+
+def _line_chunks(handle):
+    """The rows after the header line, CHUNK_BYTES at a time cut after a newline, the next read ahead."""
+    first = handle.readline()
+    if not first.endswith(b"\n"):
+        raise Refused("no complete line")
+    try:  # as pyarrow reads a header: names in UTF-8
+        first.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Refused(f"the header is not UTF-8: {exc}") from None
+    rest = b""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ahead = pool.submit(handle.read, CHUNK_BYTES)
+        while True:
+            block = ahead.result()
+            if not block:
+                break
+            ahead = pool.submit(handle.read, CHUNK_BYTES)
+            data = rest + block if rest else block
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            if cut:
+                yield memoryview(data)[:cut]
+    if rest:  # no newline after it: the reader stopped at the file's last complete line already
+        yield memoryview(rest)
+
+
 def _read_streamed(
     path: Path, open_limited, header: list[str], newlines_in_values: bool, ids: bool
 ) -> StreamedRequests:
     skipped = UNREAD if ids else UNREAD | {UNIQUE_TEXT}
+    wanted = [c for c in header if c != ITL_COLUMN and c not in skipped]
+    convert = pacsv.ConvertOptions(
+        include_columns=wanted,
+        column_types=_types(header),
+        null_values=[""],
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
+    parse = pacsv.ParseOptions(newlines_in_values=newlines_in_values)
+    pieces: dict[str, list] = {name: [] for name in wanted}  # pyarrow gives include_columns in this order
+    sizes: list[int] = []
     with open_limited(path) as handle:
-        wanted = [c for c in header if c != ITL_COLUMN and c not in skipped]
         try:
-            reader = pacsv.open_csv(
-                handle,
-                read_options=pacsv.ReadOptions(block_size=BATCH_BYTES),
-                parse_options=pacsv.ParseOptions(newlines_in_values=newlines_in_values),
-                convert_options=pacsv.ConvertOptions(
-                    include_columns=wanted,
-                    column_types=_types(header),
-                    null_values=[""],
-                    strings_can_be_null=False,
-                    quoted_strings_can_be_null=False,
-                ),
-                memory_pool=pa.system_memory_pool(),  # glibc: analysis/data/memory.py decides what is kept
-            )
-            names = reader.schema.names
-            pieces: dict[str, list] = {name: [] for name in names}
-            sizes: list[int] = []
-            for batch in reader:  # converted block by block: never the whole table in its wide form
-                sizes.append(batch.num_rows)
+            for batch in (_chunked if not newlines_in_values else _streamed)(handle, header, parse, convert):
+                sizes.append(batch.num_rows)  # converted block by block: never the whole table in its wide form
                 for name, piece in _compact_batch(batch).items():
                     pieces[name].append(piece)
                 del batch
         except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
             raise Refused(str(exc)) from None
+    names = list(pieces)
     rows = sum(sizes)
     # One column at a time, each column's Arrow chunks freed once converted. Inserted one by one, not
     # through DataFrame(dict): that copies every float column into one 2-D block (twice the memory).
