@@ -90,12 +90,15 @@ def count_gaps(gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _count_group(group: list[pa.Array], keys: np.ndarray, scale: float) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """count_gaps of each key's rows in consecutive batches (`keys`: one per row of them, -1: skip)."""
-    strings = pa.chunked_array(group, type=group[0].type)
-    out = {}
-    for key in np.unique(keys[keys >= 0]):
-        chosen = strings.filter(pa.array(keys == key)).combine_chunks()
-        out[int(key)] = count_gaps(to_model(parse_arrow(chosen), scale))
-    return out
+    return {
+        int(key): count_gaps(to_model(parse_arrow(_rows_with_key(group, keys, key)), scale))
+        for key in np.unique(keys[keys >= 0])
+    }
+
+
+def _rows_with_key(group: list[pa.Array], keys: np.ndarray, key: int) -> pa.Array:
+    """The gap strings of the rows of consecutive batches whose key is `key`, in row order."""
+    return pa.chunked_array(group, type=group[0].type).filter(pa.array(keys == key)).combine_chunks()
 
 
 class GapHistogram:
@@ -212,16 +215,6 @@ class GapColumn:
         spread[self.rows] = keys
         return spread
 
-    def _keyed_batches(self, keys: np.ndarray) -> Iterator[tuple[int, pa.Array]]:
-        """(key, gap strings of that key's rows) batch by batch, rows with a key >= 0 only."""
-        keys = self._source_keys(np.asarray(keys))
-        offset = 0
-        for strings in self.batches_of_source():
-            mine = keys[offset : offset + len(strings)]
-            offset += len(strings)
-            for key in np.unique(mine[mine >= 0]):
-                yield int(key), strings.filter(pa.array(mine == key))
-
     def _grouped_batches(self, keys: np.ndarray) -> Iterator[tuple[list[pa.Array], np.ndarray]]:
         """(consecutive source batches, their rows' keys), about _GROUP_ROWS rows at a time."""
         keys = self._source_keys(np.asarray(keys))
@@ -262,7 +255,11 @@ class GapColumn:
         """Every gap of the table rows in `mask` (a boolean per row), in row order, as int32 microseconds.
         Materialised: for one phase or a sample of rows, not for a whole large run."""
         keys = np.where(np.asarray(mask, dtype=bool), 0, -1)
-        parts = [to_model(parse_arrow(strings), self.scale) for _, strings in self._keyed_batches(keys)]
+        parts = [
+            to_model(parse_arrow(_rows_with_key(group, mine, 0)), self.scale)
+            for group, mine in self._grouped_batches(keys)
+            if (mine == 0).any()
+        ]
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
 
 

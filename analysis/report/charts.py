@@ -133,8 +133,7 @@ def latency_over_time(run: RunData, path: Path) -> Path:
         for column, qs, style in (("e2e_ms", (0.5, 0.95, 0.99), "-"), ("ttft_ms", (0.95,), "--")):
             buckets, lines = bucket_quantiles(codes, requests[column].to_numpy(dtype=float)[ok], qs)
             for q, line in zip(qs, lines):
-                x = buckets * width + width / 2
-                ax.plot(x, line, style, label=f"{column[:-3].upper()} P{round(q * 100)}")
+                ax.plot(buckets * width + width / 2, line, style, label=f"{column[:-3].upper()} P{round(q * 100)}")
     _legend(ax, **BESIDE)
     ax.set(
         title=f"Latency percentiles over time ({width:g} s buckets, ok requests)",

@@ -154,7 +154,7 @@ BEHIND_MEANING = (
 )
 
 
-def _behindnumbers(b: dict, scale: float) -> str:
+def _behind_numbers(b: dict, scale: float) -> str:
     """One phase's numbers from behind_phases (wall clock), quoted in model time like the rest of the report."""
 
     def model(name: str) -> float:
@@ -170,9 +170,9 @@ def _behindnumbers(b: dict, scale: float) -> str:
 
 def behind_evidence(behind: list[dict], scale: float = 1.0) -> list[str]:
     """One line per phase from behind_phases, in model time (x scale) like the rest of the report."""
-    return [f"{_behindnumbers(b, scale)}: {BEHIND_MEANING}" for b in behind]
+    return [f"{_behind_numbers(b, scale)}: {BEHIND_MEANING}" for b in behind]
 
 
 def behind_summary(behind: list[dict], scale: float = 1.0) -> str:
     """Every phase's numbers, then what they mean, said once (not once per phase)."""
-    return "; ".join(_behindnumbers(b, scale) for b in behind) + f": {BEHIND_MEANING}"
+    return "; ".join(_behind_numbers(b, scale) for b in behind) + f": {BEHIND_MEANING}"

@@ -133,8 +133,6 @@ def invalid_requests(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> d
     if refused.empty:
         return None
     attempts = int(requests["status"].isin((Status.OK, Status.ERROR)).sum())  # what _judged keeps, counted
-    if not attempts:
-        return None
     share = len(refused) / attempts
     words = Counter(sample(str(m), secrets)[:160] for m in refused.get("error_message", pd.Series(dtype=str)))
     said = [w for w, _ in words.most_common(3)]
