@@ -9,7 +9,8 @@ The chain, first that works (README "Lengths in tokens"):
     local round trip per count, never per token;
 (c) calibration from the replies: the server's `usage.prompt_tokens` against our word count,
     refined by every reply (least squares, so the chat template's fixed tokens do not bias the
-    ratio). Until the first replies it assumes PRIOR_TOKENS_PER_WORD.
+    ratio, once the replies' lengths pin the slope down). Until the first reply it assumes
+    PRIOR_TOKENS_PER_UNIT.
 Counts are of text alone, without special tokens (vLLM's `add_special_tokens` is sent false);
 what the chat template adds is learned from usage (`Overhead`).
 """
@@ -17,6 +18,7 @@ what the chat template adds is learned from usage (`Overhead`).
 from __future__ import annotations
 
 import logging
+import math
 import re
 import statistics
 from collections import deque
@@ -138,15 +140,25 @@ def count_in_answer(answer: object) -> int:
     raise ValueError("not a tokenize answer")
 
 
+# Calibration's slope is used once its 95 % interval (two standard errors) lies within 5 % of it,
+# half of the tenth of the context CALIBRATION_MARGIN keeps back. Until then (one or two replies, or
+# lengths too alike: two 20-token prompts a few characters apart give any slope, and a slope of 0.1
+# token per unit once sized a prompt 11 times over the context) the ratio goes through the origin,
+# tokens over units summed: the template's tokens count as text there, so the ratio errs high and
+# the prompts built by it err short.
+SLOPE_ERROR = 0.05
+
+
 @dataclass
 class Calibrated:
     """Tokens per unit of text (text_units) learned from usage: prompt_tokens = ratio * units + fixed,
-    least squares over every reply."""
+    least squares over every reply once the slope is well determined (SLOPE_ERROR), else the ratio
+    of the sums."""
 
     source: str = CALIBRATED
     exact: bool = False
     ratio: float = PRIOR_TOKENS_PER_UNIT
-    _sums: list[float] = field(default_factory=lambda: [0.0] * 5)  # n, x, y, xx, xy
+    _sums: list[float] = field(default_factory=lambda: [0.0] * 6)  # n, x, y, xx, xy, yy
 
     def count(self, text: str) -> int:
         return max(1, round(self.ratio * text_units(text))) if text else 0
@@ -154,14 +166,27 @@ class Calibrated:
     def observe(self, words: float, prompt_tokens: int) -> None:
         """One reply: the units of text sent (`words`, text_units) and the server's prompt_tokens."""
         s = self._sums
-        for i, v in enumerate((1.0, words, prompt_tokens, words * words, words * prompt_tokens)):
+        for i, v in enumerate((1.0, words, prompt_tokens, words * words, words * prompt_tokens, prompt_tokens**2)):
             s[i] += v
-        n, x, y, xx, xy = s
-        spread = n * xx - x * x
-        if spread > 1e-9 * max(1.0, n * xx):  # two or more lengths seen: slope and intercept
-            self.ratio = max(0.1, (n * xy - x * y) / spread)
-        elif x > 0:
-            self.ratio = max(0.1, y / x)  # one length only: the intercept cannot be told apart
+        slope = fitted_slope(*s)
+        if slope is not None:
+            self.ratio = slope
+        elif s[1] > 0:
+            self.ratio = max(0.1, s[2] / s[1])
+
+
+def fitted_slope(n: float, x: float, y: float, xx: float, xy: float, yy: float) -> float | None:
+    """The least-squares slope of y on x from running sums, or None while its standard error is more
+    than SLOPE_ERROR / 2 of it (fewer than three points, lengths too alike, a scattered fit)."""
+    if n < 3:
+        return None
+    sxx, sxy, syy = xx - x * x / n, xy - x * y / n, yy - y * y / n
+    if sxx <= 1e-9 * max(1.0, xx):
+        return None
+    slope = sxy / sxx
+    residual = max(0.0, syy - slope * sxy)  # rounding can take an exact fit's just below zero
+    standard_error = math.sqrt(residual / (n - 2) / sxx)
+    return slope if slope > 0 and 2 * standard_error <= SLOPE_ERROR * slope else None
 
 
 def template_tokens(counter: ServerCounter, messages: list[dict]) -> int | None:

@@ -9,7 +9,14 @@ import re
 import pytest
 
 from loadline.client.sizing import CALIBRATION_MARGIN, TokenSpace, prompt_budget
-from loadline.client.tokenizer import Calibrated, Overhead, TokenizeError, count_in_answer, word_count
+from loadline.client.tokenizer import (
+    Calibrated,
+    Overhead,
+    TokenizeError,
+    count_in_answer,
+    fitted_slope,
+    word_count,
+)
 from loadline.simulator.tokenizer import Tokenizer
 
 
@@ -98,6 +105,36 @@ def test_calibration_learns_tokens_per_word_and_the_templates_fixed_tokens():
     one_length = Calibrated()
     one_length.observe(100, 250)
     assert one_length.ratio == pytest.approx(2.5)
+
+
+def test_calibration_fits_a_slope_only_once_the_replies_pin_it_down():
+    alike = Calibrated()
+    for units, tokens in ((9.5, 25), (9.75, 24), (10.0, 25)):  # three short prompts a few characters apart
+        alike.observe(units, tokens)
+    assert alike.ratio == pytest.approx(74 / 29.25)  # tokens over units: errs high, prompts err short
+    assert fitted_slope(3, 29.25, 74, 285.3125, 721.5, 1826) is None
+    scattered = Calibrated()
+    for units, tokens in ((100, 150), (200, 200), (300, 600)):  # a slope of 2.25 +- 1.3
+        scattered.observe(units, tokens)
+    assert scattered.ratio == pytest.approx(950 / 600)
+
+
+@pytest.mark.parametrize("piece_chars", [0, 2, 4, 7])
+def test_the_first_calibrated_prompts_stay_inside_the_margin_kept_for_the_ratio(piece_chars):
+    # requests of 20 to 2,400 tokens in any order: from the first reply on, a long prompt is never
+    # counted by the server above its asked length by more than the tenth sizing keeps back
+    server, worst = Tokenizer(piece_chars), 0.0
+    for seed in range(60):
+        space, rng = TokenSpace(), random.Random(seed)
+        for _ in range(8):
+            target = rng.randint(20, 2400)
+            text, _ = space.build(rng, target)
+            messages = [{"role": "user", "content": text}]
+            sent = len(server.chat_prompt_tokens(messages))
+            if target >= 200:
+                worst = max(worst, sent / target)
+            space.observe("single", messages, sent)
+    assert worst <= 1 / CALIBRATION_MARGIN, worst
 
 
 def test_without_an_exact_counter_prompts_follow_the_learned_ratio():
