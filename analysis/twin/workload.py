@@ -1,9 +1,9 @@
 """The load a run applied, as `loadline run` arguments: what a twin replays, and what a what-if changes.
 
 From the manifest's Locust options: the scenario (its entry file), the shape and every shape, user
-and prompt option that has a value. Flags are given bare when on; the options `loadline run` sets itself (host,
-files, time scale) are left out; a what-if appends its own options after these, and the last
-occurrence of an option wins.
+and prompt option that has a value, and a fixed seed. Flags are given bare when on; the options
+`loadline run` sets itself (host, files, time scale) are left out; a what-if appends its own options
+after these, and the last occurrence of an option wins.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ LOAD_OPTIONS = (
     "dataset",
     "reading_speed",
     "max_context_tokens",
+    # a fixed seed replays each user's prompts and think times draw for draw: a what-if then differs
+    # from the run by its change, not by the luck of a 20-second step's draws (0, random, is left out)
+    "seed",
 )
 FLAGS = ("ignore_eos", "non_streaming", "arrival_sessions")  # store_true options: given bare when on
 
@@ -45,7 +48,7 @@ def of_manifest(manifest: dict) -> dict[str, Any]:
             continue
         if not (key.startswith(LOAD_PREFIXES) or key in LOAD_OPTIONS):
             continue
-        if value is None or isinstance(value, bool) or value == "":
+        if value is None or isinstance(value, bool) or value == "" or (key == "seed" and not value):
             continue
         args += [f"--{key.replace('_', '-')}", str(value)]
     return {

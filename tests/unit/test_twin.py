@@ -142,13 +142,16 @@ def test_the_workload_replays_the_runs_load_options() -> None:
             "ignore_eos": True,
             "host": "http://127.0.0.1:1",
             "prompt_tokens": None,
+            "seed": 11,
         },
     }
     load = workload.of_manifest(manifest)
+    unseeded = workload.of_manifest({"options": {**manifest["options"], "seed": 0}})["locust_args"]
     assert (load["scenario"], load["shape"], load["time_scale"]) == ("single", "stepped", 5.0)
     args = load["locust_args"]
     assert "--ignore-eos" in args and "--host" not in args and "--prompt-tokens" not in args
     assert args[args.index("--step-start-users") + 1] == "2" and "--step-stop-on-slo" not in args
+    assert args[args.index("--seed") + 1] == "11" and "--seed" not in unseeded  # 0 is random: not replayed
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
