@@ -194,3 +194,69 @@ def test_shipped_prompt_set_is_found_from_any_directory(tmp_path, monkeypatch):
     assert len(load_dataset("configs/prompts/synthetic_chat.jsonl")) > 10
     with pytest.raises(UsageError, match="dataset not found"):
         load_dataset("configs/prompts/no-such-set.jsonl")
+
+
+def _seeded_user(seed: int, piece_chars: int):
+    """An LLMUser's drawing state alone (no Locust environment): settings, a token space counting as a
+    server with pieces of `piece_chars` characters would, and the seeded streams."""
+    from types import SimpleNamespace
+
+    from loadline.client.options import UserSettings
+    from loadline.client.sizing import TokenSpace
+    from loadline.client.users.base import LLMUser, user_streams
+    from loadline.simulator.tokenizer import Tokenizer
+
+    options = SimpleNamespace(
+        api_key="",
+        model="",
+        max_tokens=64,
+        max_context_tokens=4096,
+        ignore_eos=False,
+        prompt_mix="short=0.5,medium=0.3,long=0.2",
+        system_prompt_tokens=0,
+        dataset="",
+        turns_mean=2.0,
+        turns_max=3,
+        think_mean=1.0,
+        think_p90=2.0,
+        reading_speed=0.0,
+        event_interval=0.1,
+        connect_timeout=1.0,
+        first_token_timeout=1.0,
+        request_timeout=1.0,
+        max_retries=0,
+        retry_cap=1.0,
+        non_streaming=False,
+        time_scale=1.0,
+        seed=seed,
+    )
+    tokenizer = Tokenizer(piece_chars)
+
+    class Exact:
+        source, exact = "server", True
+        count = staticmethod(tokenizer.count)
+
+    user = object.__new__(LLMUser)
+    user.settings = UserSettings.from_options(options)
+    user.tokens = TokenSpace(Exact())
+    user.rng, user.text_rng = user_streams(seed, 0, "3")
+    return user
+
+
+@pytest.mark.parametrize("seed", [7, 2024])
+def test_a_seed_draws_the_same_load_whatever_the_servers_tokenizer(seed):
+    # a twin replays its run's seed on the simulator, whose tokenizer is not the real server's: the
+    # lengths and think times drawn must not depend on how many words each text took to build
+    def load(piece_chars: int) -> list[tuple[int, float]]:
+        user = _seeded_user(seed, piece_chars)
+        draws = []
+        for _ in range(25):
+            plan = user.plan([], whole=True)
+            draws.append((plan.tokens, round(user.rng.expovariate(10.0), 12)))  # a think time after it
+        return draws
+
+    word_level, pieces_of_two, pieces_of_four = load(0), load(2), load(4)
+    assert word_level == pieces_of_two == pieces_of_four
+    assert len({tokens for tokens, _ in word_level}) > 10  # lengths were drawn, not one fixed value
+    other = _seeded_user(seed + 1, 0)
+    assert [other.plan([], whole=True).tokens for _ in range(25)] != [t for t, _ in word_level]

@@ -77,6 +77,17 @@ class Lane:
     trace_index: int | None = None  # trace replays: the trace request being sent
 
 
+def user_streams(seed: int, worker: int, user: str) -> tuple[random.Random, random.Random]:
+    """A user's two random streams: its workload (prompt and reply lengths, think times, sessions) and
+    its texts' words. With a seed, user k of worker w always draws the same workload and says the same
+    things (and differs from other workers). Apart because building a text to a length draws as many
+    words as the target's tokenizer needs: on one stream a server that counts differently would shift
+    every later length and think time, and a twin replaying the run's seed would draw another load."""
+    if not seed:
+        return random.Random(), random.Random()
+    return random.Random(f"{seed}-{worker}-{user}"), random.Random(f"{seed}-{worker}-{user}-text")
+
+
 class LLMUser(User):
     """Abstract: subclasses define the request body and which endpoint they call."""
 
@@ -96,10 +107,8 @@ class LLMUser(User):
         if settings is None:
             return
         self.user_id = next_user_id()
-        seed = settings.seed
-        # with a seed, user k of worker w always says the same things (and differs from other workers)
         worker = getattr(self.environment.runner, "worker_index", 0)
-        self.rng = random.Random(f"{seed}-{worker}-{self.user_id.split('-u')[-1]}" if seed else None)
+        self.rng, self.text_rng = user_streams(settings.seed, worker, self.user_id.split("-u")[-1])
         self.auth = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
         self.base_url = (self.host or "").rstrip("/")
         self.served = self._discover()
@@ -171,7 +180,7 @@ class LLMUser(User):
             if budget:  # a message longer than the context can hold beside the system prompt is never sent
                 system = [m for m in history[:1] if m["role"] == "system"]
                 target = min(target, budget - space.prompt_tokens(self.template, system + empty))
-            text, _ = space.build(self.rng, max(1, target))
+            text, _ = space.build(self.text_rng, max(1, target))
         messages = space.fit(self.template, history + [{"role": "user", "content": text}], budget)
         return PromptPlan(messages, space.prompt_tokens(self.template, messages), max_tokens)
 

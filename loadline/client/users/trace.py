@@ -99,7 +99,7 @@ class TraceUser(LLMUser):
         else:
             mine, block = share(requests, CONTROL.share, CONTROL.shares), int(header.get("block_tokens", 512))
         self.pool = Pool(max(1, -(-s.arrivals.max_inflight // CONTROL.shares)))
-        texts = BlockTexts(self.tokens, block or 512, seed=self.rng.getrandbits(32))
+        texts = BlockTexts(self.tokens, block or 512, seed=self.text_rng.getrandbits(32))
         scale = s.time_scale
         log.info("trace share %d/%d: %d requests", CONTROL.share + 1, CONTROL.shares, len(mine))
         for r in mine:
