@@ -52,6 +52,17 @@ def sim_server(tmp_path):
         handle.stop()
 
 
+@pytest.fixture(autouse=True)
+def _gevent_clock_now():
+    """gevent's timers count from its loop's cached time, which moves only when the hub runs: after an
+    earlier test computed for longer than a later test's timeout without yielding, that timeout fired
+    at once (a 10 s joinall returned after 5 ms, on a loaded box). Each test starts from the present."""
+    import gevent
+
+    gevent.get_hub().loop.update_now()
+    yield
+
+
 TIERS = ("unit", "integration", "e2e")
 
 
