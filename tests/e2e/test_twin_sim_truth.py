@@ -1,6 +1,6 @@
 """The simulator as ground truth for the twin: fit on a run of one profile, predict what-ifs (a smaller
 batch cap, a smaller KV cache, two replicas), and compare each with an actual run of the simulator so
-changed, per phase: throughput and median ITL within 10 %, median TTFT within 15 %. docs/twin.md has
+changed, per phase: throughput and median TPOT within 10 %, median TTFT within 15 %. docs/twin.md has
 the measured table; this test rewrites runs/twin-validation.md with today's."""
 
 from __future__ import annotations
@@ -34,10 +34,14 @@ WHAT_IFS = {
 # tests/e2e/test_twin_commands.py (fit, replay on the run's own load, plan --twin) and tests/unit/test_twin.py.
 if not os.environ.get("LOADLINE_TWIN_ALL"):
     pytestmark.append(pytest.mark.skip(reason="the twin against the simulator: `make twin-validation`"))
-# Held per phase below the break point: throughput and the median ITL to 10 %; the median TTFT to 15 %
-# (measured within 10 %, the median of a one-minute step moves a few % between runs); the P95s are
-# reported beside them (docs/twin.md).
-TOLERANCE = {"rps": 0.10, "itl_p50_ms": 0.10, "ttft_p50_ms": 0.15}
+# Held per phase below the break point: throughput and the median TPOT to 10 %; the median TTFT to 15 %
+# (measured within 10 %, the median of a one-minute step moves a few % between runs); ITL P50 and the
+# P95s are reported beside them (docs/twin.md). The decode step is held through TPOT (each request's
+# mean gap), not the pooled ITL median: at x5 the engine's steps (~4 ms of wall time) wake up to ~0.5 ms
+# late and the next one catches up, so light-load gaps fall in two modes (17.5 and 22.5 ms for a 20 ms
+# step) with the median between them, and it moved 11 % where TPOT moved 1.4 %.
+TOLERANCE = {"rps": 0.10, "tpot_p50_ms": 0.10, "ttft_p50_ms": 0.15}
+REPORTED = ("itl_p50_ms", "ttft_p95_ms", "itl_p95_ms")
 
 
 def _run(out: Path, *sim_options: str) -> Path:
@@ -107,15 +111,17 @@ def test_twin_predicts_what_ifs_within_ten_percent_of_the_simulator(tmp_path: Pa
         assert done.code == 0, done.stderr[-2000:]
         prediction = json.loads(done.stdout)
         predicted = {p["phase"]: p for p in prediction["phases"]}
+        for label, phase in _phases(_verdict(Path(prediction["run"]))).items():  # TPOT: the twin run's report
+            predicted.setdefault(label, {})["tpot_p50_ms"] = phase["tpot_p50_ms"]
         broke, twin_broke = _break(verdict["answer"]), _break(prediction["answer"])
         lines.append(f"| {name} | - | break point | {broke} | {twin_broke} | |")
         for label, phase in actual.items():
             if label == broke:
                 break
-            if label not in predicted:
+            if "rps" not in predicted.get(label, {}):
                 failures.append(f"{name} {label}: the twin's run has no such step")
                 continue
-            for figure in (*TOLERANCE, "ttft_p95_ms", "itl_p95_ms"):
+            for figure in (*TOLERANCE, *REPORTED):
                 truth, twin_value = phase[figure], predicted[label][figure]
                 error = (twin_value - truth) / truth
                 lines.append(f"| {name} | {label} | {figure} | {truth:.3g} | {twin_value:.3g} | {error:+.0%} |")
