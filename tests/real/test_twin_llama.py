@@ -19,6 +19,7 @@ TOLERANCE = 0.15
 # is a sample of the host as much as of the engine (on a quiet box llama-server's own per-token prompt
 # time once doubled for a step, and that step read 30 % less throughput than the next, heavier one).
 REPEATS = 3
+FIGURES = ("rps", "ttft_p95_ms")  # held to TOLERANCE at every step below the break point
 MAX_TOKENS = 64  # the tiny model never emits EOS: every reply is this long
 # This model decodes a token in ~0.5 ms on one thread: the engine is loaded by prefill (medium prompts,
 # ~0.2 ms a token) and short think times; at 16 users the client itself starts to lag (the run's trust
@@ -63,11 +64,7 @@ def _real_figures(runs: list) -> tuple[dict[tuple[str, str], list[float]], list[
     in every repeat, and the limiting layer most repeats named."""
     verdicts = [run.verdict for run in runs]
     labels = min((_below_break(v) for v in verdicts), key=len)
-    values = {
-        (label, figure): [_phases(v)[label][figure] for v in verdicts]
-        for label in labels
-        for figure in ("rps", "ttft_p95_ms")
-    }
+    values = {(label, figure): [_phases(v)[label][figure] for v in verdicts] for label in labels for figure in FIGURES}
     layers = [v["answer"]["layer"]["name"] for v in verdicts]
     return values, labels, max(set(layers), key=layers.count)
 
@@ -140,7 +137,7 @@ def test_twin_fitted_at_eight_slots_predicts_four_two_and_longer_prompts(
         prediction = json.loads(done.stdout)
         predicted = {p["phase"]: p for p in prediction["phases"]}
         for label in labels:
-            for figure in ("rps", "ttft_p95_ms"):
+            for figure in FIGURES:
                 seen = real_values[(label, figure)]
                 truth, twin_value = statistics.median(seen), (predicted.get(label) or {}).get(figure)
                 if twin_value is None:
