@@ -1,6 +1,6 @@
 """Time `loadline report` on a large run folder, and read its peak memory.
 
-    .venv/bin/python benchmarks/report_scale.py [--rows 1000000] [--keep DIR] [--rounds 1] [--no-charts]
+    .venv/bin/python benchmarks/report_scale.py [--rows 1000000] [--keep DIR] [--rounds 1] [--no-charts] [--no-copy]
 
 Generates a realistic stepped run folder (tests/synthetic_wide.py: every requests.csv column,
 10 steps of 600 s, 0.2 % errors, requests cut at each step's end, 20-200 inter-token gaps per
@@ -45,11 +45,14 @@ def main() -> int:
     parser.add_argument("--keep", help="generate into (or reuse) this folder instead of a temporary one")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--no-charts", action="store_true")
+    parser.add_argument(
+        "--no-copy", action="store_true", help="generate without requests.arrows: the report reads the CSV's text"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(args.keep or tmp)
         if not (run_dir / "requests.csv").exists():
-            wide_run(run_dir, args.rows)
+            wide_run(run_dir, args.rows, copy=not args.no_copy)
         size_gb = (run_dir / "requests.csv").stat().st_size / 1e9
         print("| rows | requests.csv | `loadline report` wall | CPU | peak RSS | exit | load avg 1m |")
         print("|---|---|---|---|---|---|---|")

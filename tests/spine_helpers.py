@@ -44,6 +44,29 @@ def requests_table(run_dir: Path) -> pd.DataFrame:
     return pd.read_csv(run_dir / "requests.csv")
 
 
+def copy_source(run_dir: Path, tmp_dir: Path) -> str:
+    """Which path the report reads this run's table from ("copy": requests.arrows), after checking that
+    the table and every gap read that way are the CSV's alone (the CSV copied to a folder without one)."""
+    import shutil
+
+    import numpy as np
+
+    from loadline.analysis.data.load import open_up_to_last_newline
+    from loadline.analysis.data.requests_csv import read_streamed
+
+    plain = Path(tmp_dir) / "csv-only"
+    plain.mkdir(parents=True)
+    shutil.copy(run_dir / "requests.csv", plain / "requests.csv")
+    both = [read_streamed(folder / "requests.csv", open_up_to_last_newline) for folder in (run_dir, plain)]
+    pd.testing.assert_frame_equal(both[0].frame, both[1].frame)
+    keys = np.zeros(len(both[0].frame), dtype=np.int32)
+    gaps = [read.gaps.histograms(keys)[0].sorted_counts() for read in both]
+    for mine, theirs in zip(*gaps):
+        np.testing.assert_array_equal(mine, theirs)
+    assert both[1].source == "csv"
+    return both[0].source
+
+
 def requests_so_far(run_dir: Path) -> pd.DataFrame:
     """The records of a run still being written: none while requests.csv is absent or has no header
     yet (the master creates the file, then writes its header and rows)."""

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from loadline.core import runfolder, schema
+from loadline.core.columnar_copy import ColumnarCopy, copy_path
 
 T0 = 1_700_000_000.0
 WORKERS = 4
@@ -123,22 +124,43 @@ def _chunk(rng: np.random.Generator, first: int, start: np.ndarray, phase_s: flo
 
 
 def wide_run(
-    run_dir: Path, rows: int, *, seed: int = 7, phases: int = 10, time_scale: float = 1.0, chunk: int = 200_000
+    run_dir: Path,
+    rows: int,
+    *,
+    seed: int = 7,
+    phases: int = 10,
+    time_scale: float = 1.0,
+    chunk: int = 200_000,
+    copy: bool = True,
 ) -> Path:
-    """Write the run folder; `rows` requests spread evenly over `phases` steps of 600 s (sorted by start)."""
+    """Write the run folder; `rows` requests spread evenly over `phases` steps of 600 s (sorted by start).
+    `copy`: write requests.arrows beside requests.csv, as a run does (the product's writer)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     phase_s = 600.0
     pools = _pools(rng, phases, size=min(2000, max(50, rows // 20)))
-    options = pacsv.WriteOptions(quoting_style="none")  # as the run writes it: no cell needs quotes
+    options = pacsv.WriteOptions(
+        quoting_style="none", include_header=False
+    )  # as the run writes it: no cell needs quotes
     first_row = _chunk(np.random.default_rng(0), 0, np.array([T0]), phase_s, pools)
-    with pacsv.CSVWriter(run_dir / runfolder.REQUESTS, first_row.schema, write_options=options) as out:
+    columnar = ColumnarCopy(copy_path(run_dir / runfolder.REQUESTS), schema.REQUESTS) if copy else None
+    with open(run_dir / runfolder.REQUESTS, "wb") as out:
+        out.write((",".join(first_row.column_names) + "\n").encode())
         for first in range(0, rows, chunk):
             n = min(chunk, rows - first)
             # evenly spread, jittered, sorted: a row's start grows with its index, as records of a steady run do
             start = T0 + (np.arange(first, first + n) + rng.random(n)) * (phases * phase_s / rows)
-            out.write_table(_chunk(rng, first, start, phase_s, pools))
+            table = _chunk(rng, first, start, phase_s, pools)
+            text = pa.BufferOutputStream()
+            pacsv.write_csv(table, text, write_options=options)
+            written = text.getvalue()
+            out.write(written)
+            if columnar is not None:
+                out.flush()
+                columnar.append_table(table, out.tell(), written[-4096:].to_pybytes())
+    if columnar is not None:
+        columnar.close()
     _write_side_files(run_dir, rows, phases, phase_s, time_scale)
     return run_dir
 

@@ -8,12 +8,17 @@ same to the last bit), and columns that are empty in every row float32 NaN (half
 either way). The whole-table pandas reader stays the path for a table pyarrow refuses (a row with
 the wrong number of fields, a non-number in a number column, bytes that are not UTF-8): it skips and
 counts the bad rows (analysis/data/load.py).
+
+When the run's columnar copy (requests.arrows) holds exactly the file's rows, the blocks come from
+it instead (analysis/data/requests_copy.py), typed as this reader types the same cells: no text to
+split, and the same table after.
 """
 
 from __future__ import annotations
 
 import csv
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +30,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from pandas.api.types import union_categoricals
 
+from loadline.analysis.data import requests_copy
 from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn, csv_gap_batches
 from loadline.analysis.data.memory import return_freed_memory
 from loadline.core import schema
+from loadline.core.errors import UsageError
 
 BATCH_BYTES = 4 << 20  # one parse block: more (16-32 MB) piles up read-ahead blocks and triples the peak
 # the gaps' pass converts one column: smaller blocks cost no time there, and pyarrow reads up to 32
@@ -64,6 +71,7 @@ class Refused(Exception):
 class StreamedRequests:
     frame: pd.DataFrame  # every column but itl_us; rows as in the file
     gaps: GapColumn  # the itl_us of the same rows
+    source: str = "csv"  # "copy": read from the run's columnar copy (requests.arrows), which held the same rows
 
 
 def _header(path: Path) -> list[str]:
@@ -118,14 +126,38 @@ def _column(name: str, pieces: list, sizes: list[int]) -> object:
 
 def read_streamed(path: Path, open_limited, ids: bool = True) -> StreamedRequests:
     """The table without itl_us, and where its gaps are. Raises Refused for a table to read tolerantly.
-    `ids`: read request_id (only a truth log is joined on it: 16-44 bytes a row otherwise unused)."""
+    `ids`: read request_id (only a truth log is joined on it: 16-44 bytes a row otherwise unused).
+    From the run's columnar copy when it holds exactly the CSV's rows, else from the CSV's text."""
     header = _header(path)
     if not header or len(set(header)) != len(header):
         raise Refused("no header, or a repeated column name")
+    copy = requests_copy.find_copy(path, path.stat().st_size)
+    if copy is not None:
+        try:
+            return _read_copy(copy, header, ids)
+        except (requests_copy.StaleCopy, pa.ArrowException, ValueError):  # the CSV's text decides
+            return_freed_memory()  # the pieces read before the copy turned out stale
     try:  # a line per row, the common case, splits into blocks for both threads at once
         return _read_streamed(path, open_limited, header, False, ids)
     except Refused:  # a quoted newline (an error message's) breaks a row there: read quote-aware
         return _read_streamed(path, open_limited, header, True, ids)
+
+
+def _wanted(header: list[str], ids: bool) -> list[str]:
+    skipped = UNREAD if ids else UNREAD | {UNIQUE_TEXT}
+    return [c for c in header if c != ITL_COLUMN and c not in skipped]
+
+
+def _read_copy(copy: requests_copy.CopySource, header: list[str], ids: bool) -> StreamedRequests:
+    """The table from the run's columnar copy: the same batches the CSV reader would give, no text split."""
+    wanted = _wanted(header, ids)
+    types = _types(header)
+    frame = _assembled(copy.read(wanted, {name: types[name] for name in wanted if name in types}), wanted)
+    if ITL_COLUMN in header:
+        gaps = GapColumn(lambda: _gaps_of_copy(copy), len(frame))
+    else:
+        gaps = GapColumn.in_memory(np.full(len(frame), "", dtype=object))
+    return StreamedRequests(frame, gaps, "copy")
 
 
 def _streamed(handle, header: list[str], parse: pacsv.ParseOptions, convert: pacsv.ConvertOptions):
@@ -188,11 +220,17 @@ def _line_chunks(handle):
         yield memoryview(rest)
 
 
+def _gaps_of_copy(copy: requests_copy.CopySource) -> Iterator[pa.Array]:
+    try:
+        yield from copy.column(ITL_COLUMN)
+    except requests_copy.StaleCopy as exc:  # it held the CSV's rows when the table was read from it
+        raise UsageError(f"{copy.path} changed while the report read it ({exc}): run the report again") from None
+
+
 def _read_streamed(
     path: Path, open_limited, header: list[str], newlines_in_values: bool, ids: bool
 ) -> StreamedRequests:
-    skipped = UNREAD if ids else UNREAD | {UNIQUE_TEXT}
-    wanted = [c for c in header if c != ITL_COLUMN and c not in skipped]
+    wanted = _wanted(header, ids)
     convert = pacsv.ConvertOptions(
         include_columns=wanted,
         column_types=_types(header),
@@ -201,32 +239,40 @@ def _read_streamed(
         quoted_strings_can_be_null=False,
     )
     parse = pacsv.ParseOptions(newlines_in_values=newlines_in_values)
-    pieces: dict[str, list] = {name: [] for name in wanted}  # pyarrow gives include_columns in this order
-    sizes: list[int] = []
     with open_limited(path) as handle:
         try:
-            for batch in (_chunked if not newlines_in_values else _streamed)(handle, header, parse, convert):
-                sizes.append(batch.num_rows)  # converted block by block: never the whole table in its wide form
-                for name, piece in _compact_batch(batch).items():
-                    pieces[name].append(piece)
-                del batch
+            frame = _assembled(
+                (_chunked if not newlines_in_values else _streamed)(handle, header, parse, convert), wanted
+            )
         except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
             raise Refused(str(exc)) from None
-    names = list(pieces)
+    if ITL_COLUMN in header:
+        gaps = csv_gap_batches(path, open_limited, GAP_BATCH_BYTES, newlines_in_values)
+        gaps = GapColumn(gaps.batches_of_source, len(frame))
+    else:
+        gaps = GapColumn.in_memory(np.full(len(frame), "", dtype=object))
+    return StreamedRequests(frame, gaps)
+
+
+def _assembled(batches, wanted: list[str]) -> pd.DataFrame:
+    """The table of these batches (each with the `wanted` columns, in that order), converted block by
+    block: never the whole table in its wide form."""
+    pieces: dict[str, list] = {name: [] for name in wanted}
+    sizes: list[int] = []
+    for batch in batches:
+        sizes.append(batch.num_rows)
+        for name, piece in _compact_batch(batch).items():
+            pieces[name].append(piece)
+        del batch
     rows = sum(sizes)
     # One column at a time, each column's Arrow chunks freed once converted. Inserted one by one, not
     # through DataFrame(dict): that copies every float column into one 2-D block (twice the memory).
     frame = pd.DataFrame(index=pd.RangeIndex(rows))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pd.errors.PerformanceWarning)  # "fragmented": on purpose
-        for name in names:
+        for name in list(pieces):
             frame[name] = _column(name, pieces.pop(name), sizes)
             # a column's block-sized pieces were small heap blocks spread over the heap: hand their pages
             # back before the next column arrives, or the table is held twice at its end
             return_freed_memory()
-    if ITL_COLUMN in header:
-        gaps = csv_gap_batches(path, open_limited, GAP_BATCH_BYTES, newlines_in_values)
-        gaps = GapColumn(gaps.batches_of_source, rows)
-    else:
-        gaps = GapColumn.in_memory(np.full(rows, "", dtype=object))
-    return StreamedRequests(frame, gaps)
+    return frame

@@ -3,6 +3,7 @@
 Layout (every writer and reader uses these names; columns and types: loadline/core/schema.py):
     manifest.json            config without secrets, versions, git revision, host, shape, start/end
     requests.csv             one row per HTTP attempt (loadline.core.records.COLUMNS), appended live
+    requests.arrows          the same rows, typed, for the report (loadline/core/columnar_copy.py)
     phases.csv               the phase timeline written by the shape on the master (PHASE_COLUMNS)
     faults.csv               drills: every fault action sent (or skipped) and its outcome (FAULT_COLUMNS)
     server_metrics.csv       scraped Prometheus samples, long format (SERVER_METRIC_COLUMNS)
@@ -19,6 +20,7 @@ runs (`tail -f`); Parquet needs whole row groups and pyarrow. See docs/benchmark
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -28,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadline.core import schema
+from loadline.core import columnar_copy, schema
+from loadline.core.columnar_copy import ColumnarCopy
 from loadline.core.records import COLUMNS
 
 MANIFEST = "manifest.json"
@@ -116,9 +119,11 @@ class CsvAppender:
     """Append rows to a CSV file, writing the header once and flushing every batch.
 
     Flushing per batch (not per row) keeps the write cost low while bounding what a crash loses.
+    `copy`: the same rows also go to a columnar copy beside the file (loadline/core/columnar_copy.py),
+    only when this appender starts the file (a CSV appended to by another writer gets none).
     """
 
-    def __init__(self, path: Path, columns: Iterable[str]):
+    def __init__(self, path: Path, columns: Iterable[str], copy: schema.Schema | None = None):
         self.path = Path(path)
         self.columns = tuple(columns)
         new = not self.path.exists() or self.path.stat().st_size == 0
@@ -128,34 +133,50 @@ class CsvAppender:
         if new:
             self._writer.writerow(self.columns)
             self._file.flush()
+        self.copy: ColumnarCopy | None = None
+        if copy is not None:
+            copy_file = columnar_copy.copy_path(self.path)
+            copy_file.unlink(missing_ok=True)  # a copy of some earlier file is no copy of this one
+            if new and tuple(copy) == self.columns:
+                self.copy = ColumnarCopy(copy_file, copy)
 
     def write_rows(self, rows: Iterable[Iterable[Any]]) -> int:
         rows = rows if isinstance(rows, list) else list(rows)
-        if len(rows) < _COLUMNAR_MIN_ROWS or not self._write_columnar(rows):
-            self._writer.writerows(rows)
-        n = len(rows)
+        if not rows:
+            return 0
+        typed = self.copy.arrays(rows) if self.copy is not None else None  # one conversion for both files
+        text = self._columnar_text(rows, typed) if len(rows) >= _COLUMNAR_MIN_ROWS else None
+        if text is None:
+            buffer = io.StringIO()
+            csv.writer(buffer, self._writer.dialect).writerows(rows)
+            text = buffer.getvalue()
+        self._file.write(text)
         self._file.flush()
-        self.rows_written += n
-        return n
+        if self.copy is not None:
+            written = text[-columnar_copy.TAIL_BYTES :].encode("utf-8")  # at least the file's last TAIL_BYTES
+            self.copy.append_arrays(typed, os.fstat(self._file.fileno()).st_size, written)
+        self.rows_written += len(rows)
+        return len(rows)
 
-    def _write_columnar(self, rows: list[Any]) -> bool:
+    def _columnar_text(self, rows: list[Any], typed: list[Any] | None = None) -> str | None:
         """A large batch (a worker's second of records, on the master) through pyarrow's CSV writer:
         half the CPU of the csv module, whose float formatting is most of a master's cost per record
         (docs/benchmarks.md, "Master intake"). The same cells as csv.writer's (numbers may be spelled
-        differently, 1e-05 / 1e-5, and read back the same); False, nothing written, for a batch it
-        cannot write unquoted (a text with a comma, quote or line break) or whose column types mix:
-        the csv module writes that one. Imported here: a worker never writes requests.csv."""
+        differently, 1e-05 / 1e-5, and read back the same); None, for a batch it cannot write unquoted
+        (a text with a comma, quote or line break) or whose column types mix: the csv module writes
+        that one. `typed`: the columns already converted for the copy (else inferred here). Imported
+        here: a worker never writes requests.csv."""
         if any(len(row) != len(self.columns) for row in rows):
-            return False
+            return None
         try:
             import pyarrow as pa
             import pyarrow.csv as pacsv
         except ImportError:
-            return False
+            return None
         try:
-            columns = [pa.array(column) for column in zip(*rows)]
+            columns = typed if typed is not None else [pa.array(column) for column in zip(*rows)]
             if any(pa.types.is_boolean(c.type) for c in columns):  # csv writes True, pyarrow true
-                return False
+                return None
             out = pa.BufferOutputStream()
             pacsv.write_csv(
                 pa.table(columns, names=[str(i) for i in range(len(columns))]),
@@ -165,9 +186,9 @@ class CsvAppender:
                 ),
             )
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            return False
-        self._file.write(out.getvalue().to_pybytes().decode("utf-8"))
-        return True
+            return None
+        text: str = out.getvalue().to_pybytes().decode("utf-8")
+        return text
 
     @property
     def closed(self) -> bool:
@@ -177,6 +198,8 @@ class CsvAppender:
         if not self._file.closed:
             self._file.flush()
             self._file.close()
+        if self.copy is not None:
+            self.copy.close()
 
 
 def append_to_active(file: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> bool:
@@ -196,7 +219,7 @@ def append_to_active(file: str, columns: Iterable[str], rows: Iterable[Iterable[
 
 
 def requests_appender(run_dir: Path) -> CsvAppender:
-    return CsvAppender(Path(run_dir) / REQUESTS, COLUMNS)
+    return CsvAppender(Path(run_dir) / REQUESTS, COLUMNS, copy=schema.REQUESTS)
 
 
 @dataclass

@@ -4,7 +4,8 @@ The report is built by `loadline report` in a child process: pandas and matplotl
 would hold its event loop (worker heartbeats, record batches) for seconds. The page polls a
 progress message until the build is done. A built report is served again until new records arrive.
 The zip is streamed file by file (a long run's requests.csv is hundreds of MB): run folders hold no
-secrets (the API key never reaches them), so nothing is left out.
+secrets (the API key never reaches them). Only the columnar copy of requests.csv is left out: the
+same rows again, which the report reads from the CSV when the copy is absent.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from flask import Response, request, send_file
 
-from loadline.core import runfolder
+from loadline.core import columnar_copy, runfolder
 from loadline.core.childpython import PYTHON
 from loadline.runtime.webui import run_dir_of
 
@@ -125,7 +126,7 @@ def zip_stream(run_dir: Path) -> Iterator[bytes]:
     on a stream that cannot seek, so nothing is held in memory but a chunk)."""
     sink = _Chunks()
     with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
+        for path in sorted(p for p in run_dir.rglob("*") if p.is_file() and p.suffix != columnar_copy.SUFFIX):
             with (
                 path.open("rb") as source,
                 archive.open(f"{run_dir.name}/{path.relative_to(run_dir)}", "w", force_zip64=True) as target,

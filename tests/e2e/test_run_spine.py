@@ -11,7 +11,15 @@ import time
 
 import pytest
 from process_helpers import default_sigint
-from spine_helpers import REPO, assert_every_request_once, loadline, locust_rows, requests_table, truth_table
+from spine_helpers import (
+    REPO,
+    assert_every_request_once,
+    copy_source,
+    loadline,
+    locust_rows,
+    requests_table,
+    truth_table,
+)
 
 FAST_USER = ["--think-mean", "0.3", "--think-p90", "0.6", "--prompt-mix", "short=1", "--max-tokens", "48"]
 
@@ -131,6 +139,7 @@ def test_two_workers_deliver_every_record_exactly_once(tmp_path):
     assert records.worker_id.nunique() == 2
     manifest = json.loads((done.run_dir / "manifest.json").read_text())
     assert len(manifest["rows_by_worker"]) == 2 and manifest["workers_lost"] == []
+    assert copy_source(done.run_dir, tmp_path) == "copy"  # the master's columnar copy holds the same rows
     stats = locust_rows(done.run_dir)
     assert stats[stats.Name == "Aggregated"]["Request Count"].item() == int((records.status != "cancelled").sum())
 
@@ -184,6 +193,7 @@ def test_interrupt_mid_stream_keeps_every_record(tmp_path, how):
     )
     assert manifest["requests_written"] == len(records)
     assert "Traceback" not in stderr and proc.returncode in (0, 1), stderr[-2000:]
+    assert copy_source(run_dir, tmp_path / "check") == "copy"  # closed with the CSV: the same rows
     # the report of that folder says how the run ended and does not pass; no charts:
     # the verdict and exit code are the same without them (tests/integration/test_analysis_report.py),
     # and an interrupted run's charts are drawn in tests/unit/test_report_interrupted.py

@@ -1,5 +1,7 @@
 """Every figure of the report stays what the whole-table pandas path computed.
 
+Read from the run's columnar copy (requests.arrows) and from the CSV's text alike.
+
 tests/data/wide_run_figures.json holds verdict.json (less the run's folder) of two synthetic run
 folders (tests/synthetic_wide.py: every column, errors, requests cut at each step's end, 20-200 gaps
 per request; one unscaled, one at --time-scale 10), written by the report when it still read the
@@ -18,7 +20,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from synthetic_wide import wide_run  # noqa: E402
 
+from loadline.analysis.data.load import open_up_to_last_newline  # noqa: E402
+from loadline.analysis.data.requests_csv import read_streamed  # noqa: E402
 from loadline.analysis.report.build import build_report  # noqa: E402
+from loadline.core import runfolder  # noqa: E402
 
 EXPECTED = Path(__file__).resolve().parent.parent / "data" / "wide_run_figures.json"
 CASES = {"unscaled": {"seed": 7, "time_scale": 1.0}, "x10": {"seed": 3, "time_scale": 10.0}}
@@ -33,10 +38,14 @@ def figures(run_dir: Path) -> dict:
     return verdict
 
 
+@pytest.mark.parametrize("copy", [True, False], ids=["from-copy", "from-csv"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_verdict_figure_matches_the_whole_table_path(tmp_path, case):
+def test_every_verdict_figure_matches_the_whole_table_path(tmp_path, case, copy):
     expected = json.loads(EXPECTED.read_text())[case]
-    got = figures(wide_run(tmp_path / case, ROWS, **CASES[case]))
+    run_dir = wide_run(tmp_path / case, ROWS, copy=copy, **CASES[case])
+    streamed = read_streamed(run_dir / runfolder.REQUESTS, open_up_to_last_newline)
+    assert streamed.source == ("copy" if copy else "csv")  # the path under test is the one taken
+    got = figures(run_dir)
     assert got["phases"] == expected["phases"]  # the per-phase percentiles, ITL included, first: the clearest diff
     assert got == expected
 

@@ -1,12 +1,14 @@
-"""The master writes a large batch of records through pyarrow: the same cells as the csv module."""
+"""The master writes a large batch of records through pyarrow: the same cells as the csv module, from
+columns inferred or typed for the columnar copy (a FLOAT column's ints print as ints either way)."""
 
 from __future__ import annotations
 
 import csv
 
 import pandas as pd
+import pytest
 
-from loadline.core import runfolder
+from loadline.core import runfolder, schema
 from loadline.core.records import COLUMNS, RequestRecord
 
 
@@ -39,10 +41,13 @@ def _by_csv_module(path, rows) -> None:
         writer.writerows(rows)
 
 
-def test_a_large_batch_reads_back_as_the_csv_module_wrote_it(tmp_path):
+@pytest.mark.parametrize("copy", [False, True], ids=["inferred", "typed-for-the-copy"])
+def test_a_large_batch_reads_back_as_the_csv_module_wrote_it(tmp_path, copy):
     rows = _rows(600)
-    appender = runfolder.CsvAppender(tmp_path / "fast.csv", COLUMNS)
-    assert appender._write_columnar(rows)  # the large-batch path is the one under test
+    appender = runfolder.CsvAppender(tmp_path / "fast.csv", COLUMNS, copy=schema.REQUESTS if copy else None)
+    assert appender._columnar_text(rows) is not None  # the large-batch path is the one under test
+    assert (appender.copy is not None) == copy
+    assert appender.write_rows(rows) == 600
     appender.close()
     _by_csv_module(tmp_path / "slow.csv", rows)
     fast, slow = _read(tmp_path / "fast.csv"), _read(tmp_path / "slow.csv")
@@ -54,7 +59,7 @@ def test_a_batch_with_a_comma_or_quote_in_a_text_goes_through_the_csv_module(tmp
     rows = _rows(400)
     rows[7][COLUMNS.index("error_message")] = 'upstream said "no", then\nclosed'
     appender = runfolder.CsvAppender(tmp_path / "mixed.csv", COLUMNS)
-    assert not appender._write_columnar(rows)
+    assert appender._columnar_text(rows) is None
     assert appender.write_rows(rows) == 400
     appender.close()
     _by_csv_module(tmp_path / "slow.csv", rows)

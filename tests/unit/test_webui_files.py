@@ -18,6 +18,7 @@ def test_the_zip_streams_every_file_of_the_run_folder(tmp_path, monkeypatch):
     (run / "requests.csv").write_bytes(big)
     (run / "report" / "report.html").write_text("<html>report</html>")
     (run / "empty.csv").write_bytes(b"")
+    (run / "requests.arrows").write_bytes(b"the same rows again")  # the columnar copy: not downloaded
 
     chunks = list(webui_files.zip_stream(run))
     assert sum(1 for c in chunks if c) > 3  # streamed as it is written, not built whole first
