@@ -157,8 +157,9 @@ def wide_run(
             written = text.getvalue()
             out.write(written)
             if columnar is not None:
+                start = out.tell() - len(written)
                 out.flush()
-                columnar.append_table(table, out.tell(), written[-4096:].to_pybytes())
+                columnar.append_table(table, start, out.tell(), written[-4096:].to_pybytes())
     if columnar is not None:
         columnar.close()
     _write_side_files(run_dir, rows, phases, phase_s, time_scale)

@@ -1,14 +1,17 @@
 """The run's columnar copy of requests.csv (loadline/core/columnar_copy.py), read as the CSV reader would.
 
-The copy is used only up to the batch that ends where the CSV ends, byte for byte at its tail: a CSV
-changed after the run (cut, filtered, appended to, edited at its end) makes the copy stale, and the
-table is read from the CSV's text as before (StaleCopy). Batches come out in the types pyarrow's CSV
+The copy is used only when its batches' byte spans follow one another from the CSV's header to the
+CSV's last complete line, the last one ending with the CSV's own bytes: a CSV changed after the run
+(cut, filtered, appended to, edited at its end, a batch the run failed to write whole) makes the copy
+stale, and the table is read from the CSV's text as before. Found before anything is converted:
+only the batches' metadata is read to decide. Batches come out in the types pyarrow's CSV
 reader gives the same cells (analysis/data/requests_csv.py): numbers float64 with null for an empty
 cell, texts "" when empty (dictionaries, but for the request ids), so every later step is the CSV's.
 """
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,16 +30,15 @@ class StaleCopy(Exception):
 
 @dataclass(frozen=True)
 class CopySource:
-    """A run's copy beside its CSV of `csv_size` bytes (its size when the report began: a run still
-    writing both is read up to there)."""
+    """A run's copy beside its CSV, whose first `batches` batches hold exactly the CSV's rows up to its
+    last complete line when the report began (a run still writing both is read up to there)."""
 
     csv_path: Path
     path: Path
-    csv_size: int
+    batches: int
 
     def read(self, columns: list[str], types: dict[str, pa.DataType]) -> Iterator[pa.RecordBatch]:
-        """The rows' `columns` in the CSV reader's `types`, ~REGROUP_ROWS rows a batch. Raises
-        StaleCopy, possibly after some batches, when the copy does not end with the CSV."""
+        """The rows' `columns` in the CSV reader's `types`, ~REGROUP_ROWS rows a batch."""
         group: list[pa.RecordBatch] = []
         rows = 0
         for batch in self._whole_batches():
@@ -55,46 +57,75 @@ class CopySource:
             yield batch.column(name)
 
     def _whole_batches(self) -> Iterator[pa.RecordBatch]:
+        """The first `batches` batches, read (not mapped: mapped pages would count as the report's
+        memory until unmapped). StaleCopy if the file no longer holds them."""
         try:
             with pa.OSFile(str(self.path)) as source:
                 reader = pa.ipc.open_stream(source, memory_pool=pa.system_memory_pool())
-                if reader.schema.names != _header(self.csv_path):
-                    raise StaleCopy("the copy's columns are not the CSV's")
-                while True:
-                    batch, metadata = reader.read_next_batch_with_custom_metadata()
-                    last = metadata is not None and _ends_csv(self, dict(metadata))
-                    yield batch
-                    if last:
-                        return
+                for _ in range(self.batches):
+                    yield reader.read_next_batch()
         except StopIteration:
             raise StaleCopy("the copy ends before the CSV") from None
-        except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise StaleCopy(f"the copy is unreadable: {exc}") from None
 
 
-def find_copy(csv_path: Path, csv_size: int) -> CopySource | None:
-    """The copy beside a CSV of `csv_size` bytes (its complete lines), or None."""
+def find_copy(csv_path: Path) -> CopySource | None:
+    """The copy beside a CSV when it holds exactly the CSV's complete lines, else None. Reads only its
+    batches' metadata (memory-mapped: their bodies are not touched) and the CSV's header and tail."""
     path = columnar_copy.copy_path(csv_path)
-    return CopySource(csv_path, path, csv_size) if path.is_file() and path.stat().st_size > 0 else None
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return None
+        return CopySource(csv_path, path, _batches_to_csv_end(csv_path, path))
+    except (StaleCopy, pa.ArrowException, OSError, ValueError, KeyError):  # stale, unreadable, or gone meanwhile
+        return None
 
 
-def _ends_csv(source: CopySource, metadata: dict[bytes, bytes]) -> bool:
-    """True when this batch ends the CSV; StaleCopy when it ends past the CSV, or at its end with other bytes."""
-    end = int(metadata[columnar_copy.CSV_END.encode()])
-    if end > source.csv_size:
-        raise StaleCopy("the copy holds rows the CSV does not")
-    if end < source.csv_size:
-        return False
-    if not columnar_copy.tail_matches(source.csv_path, metadata):
-        raise StaleCopy("the CSV's last bytes are not the ones the run wrote")
-    return True
+def _batches_to_csv_end(csv_path: Path, path: Path) -> int:
+    """How many of the copy's batches hold the CSV's rows: their byte spans must follow one another from
+    the header's end to the CSV's last complete line, and the last one end with the CSV's own bytes."""
+    (names, header_bytes), size = _header_and_complete_size(csv_path)
+    with pa.memory_map(str(path)) as source:
+        reader = pa.ipc.open_stream(source)
+        if reader.schema.names != names:
+            raise StaleCopy("the copy's columns are not the CSV's")
+        expected, count = header_bytes, 0
+        while True:
+            try:
+                _, metadata = reader.read_next_batch_with_custom_metadata()
+            except StopIteration:
+                raise StaleCopy("the copy ends before the CSV") from None
+            count += 1
+            if metadata is None:  # a table's batch before its last: its span is on that last one
+                continue
+            start = int(metadata[columnar_copy.CSV_START.encode()])
+            end = int(metadata[columnar_copy.CSV_END.encode()])
+            if start != expected or end > size:
+                raise StaleCopy("the copy's batches do not follow the CSV's bytes")
+            if end == size:
+                if not columnar_copy.tail_matches(csv_path, dict(metadata)):
+                    raise StaleCopy("the CSV's last bytes are not the ones the run wrote")
+                return count
+            expected = end
 
 
-def _header(csv_path: Path) -> list[str]:
-    import csv
-
-    with open(csv_path, encoding="utf-8", errors="replace", newline="") as handle:
-        return next(csv.reader([handle.readline()]), [])
+def _header_and_complete_size(csv_path: Path) -> tuple[tuple[list[str], int], int]:
+    """((the header's names, its length in bytes), the CSV's size up to its last newline: a line still
+    being written, or cut by a crash, is not read by the CSV path either)."""
+    with open(csv_path, "rb") as handle:
+        first = handle.readline()
+        size = handle.seek(0, 2)
+        back = min(size, 1 << 16)
+        while True:
+            handle.seek(size - back)
+            cut = handle.read(back).rfind(b"\n")
+            if cut >= 0 or back == size:
+                complete = size - back + cut + 1 if cut >= 0 else 0
+                break
+            back = min(size, back * 4)
+    names = next(csv.reader([first.decode("utf-8", errors="replace")]), [])
+    return (names, len(first)), complete
 
 
 def _as_csv_reader(group: list[pa.RecordBatch], types: dict[str, pa.DataType]) -> pa.RecordBatch:

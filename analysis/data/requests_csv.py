@@ -131,12 +131,13 @@ def read_streamed(path: Path, open_limited, ids: bool = True) -> StreamedRequest
     header = _header(path)
     if not header or len(set(header)) != len(header):
         raise Refused("no header, or a repeated column name")
-    copy = requests_copy.find_copy(path, path.stat().st_size)
+    copy = requests_copy.find_copy(path)
     if copy is not None:
         try:
             return _read_copy(copy, header, ids)
-        except (requests_copy.StaleCopy, pa.ArrowException, ValueError):  # the CSV's text decides
-            return_freed_memory()  # the pieces read before the copy turned out stale
+        except (requests_copy.StaleCopy, pa.ArrowException, OSError, ValueError):  # the CSV's text decides
+            pass  # (the copy changed after it was checked: pieces read so far are freed below)
+        return_freed_memory()
     try:  # a line per row, the common case, splits into blocks for both threads at once
         return _read_streamed(path, open_limited, header, False, ids)
     except Refused:  # a quoted newline (an error message's) breaks a row there: read quote-aware

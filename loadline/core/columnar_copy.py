@@ -6,10 +6,12 @@ each batch of rows as values when it writes them, so it writes them twice: the C
 open, download and edit, and what the report falls back to; the copy is the same rows with each
 column in its schema type (loadline/core/schema.py), which the report reads as bytes, not text.
 
-The copy never overrides the CSV. Each batch carries, as metadata, the CSV's byte size right after
-that batch and a CRC-32 of the CSV's last bytes as written; a reader uses the copy only up to the
-batch that ends exactly where the CSV it was given ends, with the same last bytes. A CSV cut, filtered,
-appended to or edited at its end afterwards is read as text, never from a stale copy. The stream
+The copy never overrides the CSV. Each batch carries, as metadata, the CSV's byte size right before
+and right after that batch and a CRC-32 of the CSV's last bytes as written; a reader uses the copy
+only when the batches' spans follow one another from the header to the CSV's last complete line and
+the last one ends with the same bytes. A CSV cut, filtered, appended to or edited at its end
+afterwards is read as text, never from a stale copy; so is one whose writer failed mid-batch (the
+copy is given up then: the CSV holds an unknown part of that batch). The stream
 format (not Arrow's file format) because it needs no footer: a run that dies leaves a copy readable
 up to its last whole batch, like the CSV.
 
@@ -32,6 +34,7 @@ from loadline.core import schema
 log = logging.getLogger(__name__)
 
 SUFFIX = ".arrows"  # Arrow's registered extension for its IPC stream format
+CSV_START = "csv_start"  # batch metadata: the CSV's size in bytes right before this batch (or table)
 CSV_END = "csv_end"  # batch metadata: the CSV's size in bytes right after this batch
 TAIL_CRC = "csv_tail_crc32"  # CRC-32 of the CSV's last TAIL_BYTES (or fewer) bytes at that point
 TAIL_LENGTH = "csv_tail_bytes"  # how many bytes that CRC covers
@@ -53,10 +56,16 @@ def arrow_schema(kinds: schema.Schema) -> Any:
     return pa.schema([(name, types[kind]) for name, kind in kinds.items()])
 
 
-def tail_metadata(csv_end: int, written: bytes) -> dict[str, str]:
-    """The metadata of a batch whose CSV text `written` ends the CSV at `csv_end` bytes."""
+def tail_metadata(csv_start: int, csv_end: int, written: bytes) -> dict[str, str]:
+    """The metadata of a batch whose CSV text, ending with `written`, took the CSV from `csv_start` to
+    `csv_end` bytes: a reader checks that consecutive batches' spans meet (nothing written between)."""
     tail = written[-TAIL_BYTES:]
-    return {CSV_END: str(csv_end), TAIL_CRC: str(zlib.crc32(tail)), TAIL_LENGTH: str(len(tail))}
+    return {
+        CSV_START: str(csv_start),
+        CSV_END: str(csv_end),
+        TAIL_CRC: str(zlib.crc32(tail)),
+        TAIL_LENGTH: str(len(tail)),
+    }
 
 
 def tail_matches(csv_path: Path, metadata: dict[bytes, bytes]) -> bool:
@@ -89,23 +98,28 @@ class ColumnarCopy:
             import pyarrow as pa
 
             schema_ = self._arrow_schema()
+            if any(len(row) != len(schema_) for row in rows):  # the CSV gets every field; the copy could not
+                raise ValueError(f"a row without exactly {len(schema_)} fields")
             return [pa.array(values, type=field.type) for values, field in zip(zip(*rows), schema_)]
         except Exception as exc:  # noqa: BLE001 - any failure costs the copy, never the run or the CSV
             self._abandon(exc)
             return None
 
-    def append_arrays(self, arrays: list[Any] | None, csv_end: int, written: bytes) -> None:
-        """A batch of `arrays` (from arrays()) whose CSV text `written` ends the CSV at `csv_end` bytes."""
+    def append_arrays(self, arrays: list[Any] | None, csv_start: int, csv_end: int, written: bytes) -> None:
+        """A batch of `arrays` (from arrays()) whose CSV text, ending with `written`, took the CSV from
+        `csv_start` to `csv_end` bytes."""
         if self.abandoned is not None or arrays is None:
             return
         try:
             import pyarrow as pa
 
-            self._write(pa.record_batch(arrays, schema=self._arrow_schema()), csv_end, written)
+            self._write(
+                pa.record_batch(arrays, schema=self._arrow_schema()), tail_metadata(csv_start, csv_end, written)
+            )
         except Exception as exc:  # noqa: BLE001 - as arrays()
             self._abandon(exc)
 
-    def append_table(self, table: Any, csv_end: int, written: bytes) -> None:
+    def append_table(self, table: Any, csv_start: int, csv_end: int, written: bytes) -> None:
         """An Arrow table of the same rows (a generator that builds tables, not rows), cast to the copy's
         types, in batches of at most TABLE_BATCH_ROWS (what a reader holds at once); the last one
         carries the CSV's end."""
@@ -115,7 +129,8 @@ class ColumnarCopy:
             schema_ = self._arrow_schema()
             batches = table.select(schema_.names).cast(schema_).to_batches(max_chunksize=TABLE_BATCH_ROWS)
             for position, batch in enumerate(batches, start=1):
-                self._write(batch, csv_end if position == len(batches) else None, written)
+                last = position == len(batches)
+                self._write(batch, tail_metadata(csv_start, csv_end, written) if last else None)
         except Exception as exc:  # noqa: BLE001 - as arrays()
             self._abandon(exc)
 
@@ -124,17 +139,22 @@ class ColumnarCopy:
             self._schema = arrow_schema(self.kinds)
         return self._schema
 
-    def _write(self, batch: Any, csv_end: int | None, written: bytes) -> None:
+    def _write(self, batch: Any, metadata: dict[str, str] | None) -> None:
         import pyarrow as pa
 
         if self._writer is None:
             self._sink = pa.OSFile(str(self.path), "wb")
             self._writer = pa.ipc.new_stream(self._sink, self._schema)
-        if csv_end is None:  # a table's batch before its last: the CSV's end is not known there
+        if metadata is None:  # a table's batch before its last: the CSV's end is not known there
             self._writer.write_batch(batch)
         else:
-            self._writer.write_batch(batch, custom_metadata=tail_metadata(csv_end, written))
+            self._writer.write_batch(batch, custom_metadata=metadata)
         self._sink.flush()  # after the CSV's: a crash between leaves a copy that ends early, read as text
+
+    def abandon(self, exc: BaseException) -> None:
+        """Give the copy up (the CSV's writer failed mid-batch, or the copy's own write did)."""
+        if self.abandoned is None:
+            self._abandon(exc)
 
     def _abandon(self, exc: BaseException) -> None:
         self.abandoned = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]

@@ -139,6 +139,7 @@ class CsvAppender:
             copy_file.unlink(missing_ok=True)  # a copy of some earlier file is no copy of this one
             if new and tuple(copy) == self.columns:
                 self.copy = ColumnarCopy(copy_file, copy)
+                self._csv_end = os.fstat(self._file.fileno()).st_size  # the header's bytes
 
     def write_rows(self, rows: Iterable[Iterable[Any]]) -> int:
         rows = rows if isinstance(rows, list) else list(rows)
@@ -150,11 +151,17 @@ class CsvAppender:
             buffer = io.StringIO()
             csv.writer(buffer, self._writer.dialect).writerows(rows)
             text = buffer.getvalue()
-        self._file.write(text)
-        self._file.flush()
+        try:
+            self._file.write(text)
+            self._file.flush()
+        except BaseException as exc:
+            if self.copy is not None:  # the CSV now holds an unknown part of this batch: no copy can match it
+                self.copy.abandon(exc)
+            raise
         if self.copy is not None:
             written = text[-columnar_copy.TAIL_BYTES :].encode("utf-8")  # at least the file's last TAIL_BYTES
-            self.copy.append_arrays(typed, os.fstat(self._file.fileno()).st_size, written)
+            start, self._csv_end = self._csv_end, os.fstat(self._file.fileno()).st_size
+            self.copy.append_arrays(typed, start, self._csv_end, written)
         self.rows_written += len(rows)
         return len(rows)
 

@@ -138,6 +138,66 @@ def test_a_csv_changed_after_the_run_is_read_from_its_text(tmp_path, change):
     _same(got, _without_copy(csv_path, tmp_path))
 
 
+def test_a_line_still_being_written_is_read_from_the_copy_up_to_the_last_whole_batch(tmp_path):
+    csv_path = _write_run(tmp_path / "run", [5, 400, 300])
+    with open(csv_path, "ab") as handle:
+        handle.write(b"r9-0,w1,u1,ChatUser,s1,0,/v1/chat")  # a crash, or the next batch half-written
+    got = _read(csv_path)
+    assert got[0] == "copy" and len(got[1]) == 705  # the CSV's text reads the same complete lines
+    _same(got, _without_copy(csv_path, tmp_path))
+
+
+class _FailsOnce:
+    """A file whose next flush fails after part of the batch reached the disk (ENOSPC)."""
+
+    def __init__(self, file):
+        self.file, self.armed = file, True
+
+    def write(self, text):
+        return self.file.write(text)
+
+    def flush(self):
+        if self.armed:
+            self.armed = False
+            raise OSError(28, "No space left on device")
+        self.file.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+
+def _started_run(tmp_path, seed: int):
+    """A run folder whose requests appender (with its copy) has written one batch of five rows."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    rng = np.random.default_rng(seed)
+    appender = runfolder.requests_appender(run_dir)
+    appender.write_rows(_rows(rng, 0, 5))
+    return run_dir, rng, appender
+
+
+def test_a_batch_the_csv_could_not_take_whole_drops_the_copy(tmp_path):
+    run_dir, rng, appender = _started_run(tmp_path, 6)
+    real = appender._file
+    appender._file = _FailsOnce(real)
+    with pytest.raises(OSError):
+        appender.write_rows(_rows(rng, 1, 7))
+    appender.write_rows(_rows(rng, 2, 5))  # the run goes on; the failed batch's bytes land with this one
+    appender._file = real
+    appender.close()
+    assert appender.copy.abandoned and not columnar_copy.copy_path(run_dir / runfolder.REQUESTS).exists()
+    assert _read(run_dir / runfolder.REQUESTS)[0] == "csv"
+
+
+def test_rows_of_another_width_drop_the_copy(tmp_path):
+    """A worker of another version may send longer rows: the CSV takes them (its reader then decides)."""
+    run_dir, rng, appender = _started_run(tmp_path, 7)
+    appender.write_rows([[*row, "extra"] for row in _rows(rng, 1, 5)])
+    appender.write_rows(_rows(rng, 2, 5))
+    appender.close()
+    assert appender.copy.abandoned and not columnar_copy.copy_path(run_dir / runfolder.REQUESTS).exists()
+
+
 def test_a_same_size_edit_is_the_value_read(tmp_path):
     csv_path = _write_run(tmp_path / "run", [300, 300])
     _edit_last_row_same_size(csv_path)
