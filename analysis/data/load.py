@@ -18,6 +18,7 @@ import pandas as pd
 
 from loadline.analysis.data import memory, requests_csv
 from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn
+from loadline.analysis.data.lines import last_newline_end
 from loadline.core import runfolder, schema
 from loadline.core.errors import UsageError
 from loadline.core.records import COLUMNS
@@ -70,7 +71,7 @@ class _UpToLastNewline(io.RawIOBase):
     def __init__(self, path: Path):
         self._file = open(path, "rb")  # noqa: SIM115 - owned by this reader, closed in close()
         size = self._file.seek(0, io.SEEK_END)
-        self.limit = _last_newline_end(self._file, size)  # bytes readable: up to the last complete line
+        self.limit = last_newline_end(self._file, size)  # bytes readable: up to the last complete line
         self._file.seek(0)
 
     def readable(self) -> bool:
@@ -86,20 +87,6 @@ class _UpToLastNewline(io.RawIOBase):
     def close(self) -> None:
         self._file.close()
         super().close()
-
-
-def _last_newline_end(f, size: int) -> int:
-    """Offset just past the last b"\\n" in the file (0 when there is none)."""
-    pos, block = size, 65536
-    while pos > 0:
-        start = max(0, pos - block)
-        f.seek(start)
-        chunk = f.read(pos - start)
-        idx = chunk.rfind(b"\n")
-        if idx >= 0:
-            return start + idx + 1
-        pos = start
-    return 0
 
 
 def open_up_to_last_newline(path: Path) -> io.BufferedReader:

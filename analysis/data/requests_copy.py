@@ -11,7 +11,6 @@ cell, texts "" when empty (dictionaries, but for the request ids), so every late
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from loadline.analysis.data.lines import last_newline_end
 from loadline.core import columnar_copy
 
 REGROUP_ROWS = 1 << 16  # a slow run's copy holds many small batches: converted ~64 k rows at a time
@@ -33,7 +33,6 @@ class CopySource:
     """A run's copy beside its CSV, whose first `batches` batches hold exactly the CSV's rows up to its
     last complete line when the report began (a run still writing both is read up to there)."""
 
-    csv_path: Path
     path: Path
     batches: int
 
@@ -70,25 +69,26 @@ class CopySource:
             raise StaleCopy(f"the copy is unreadable: {exc}") from None
 
 
-def find_copy(csv_path: Path) -> CopySource | None:
-    """The copy beside a CSV when it holds exactly the CSV's complete lines, else None. Reads only its
-    batches' metadata (memory-mapped: their bodies are not touched) and the CSV's header and tail."""
+def find_copy(csv_path: Path, header: list[str]) -> CopySource | None:
+    """The copy beside a CSV (whose columns are `header`) when it holds exactly the CSV's complete lines,
+    else None. Reads only its batches' metadata (memory-mapped: their bodies are not touched) and the
+    CSV's first line and tail."""
     path = columnar_copy.copy_path(csv_path)
     try:
         if not path.is_file() or path.stat().st_size == 0:
             return None
-        return CopySource(csv_path, path, _batches_to_csv_end(csv_path, path))
+        return CopySource(path, _batches_to_csv_end(csv_path, header, path))
     except (StaleCopy, pa.ArrowException, OSError, ValueError, KeyError):  # stale, unreadable, or gone meanwhile
         return None
 
 
-def _batches_to_csv_end(csv_path: Path, path: Path) -> int:
+def _batches_to_csv_end(csv_path: Path, header: list[str], path: Path) -> int:
     """How many of the copy's batches hold the CSV's rows: their byte spans must follow one another from
     the header's end to the CSV's last complete line, and the last one end with the CSV's own bytes."""
-    (names, header_bytes), size = _header_and_complete_size(csv_path)
+    header_bytes, size = _header_bytes_and_complete_size(csv_path)
     with pa.memory_map(str(path)) as source:
         reader = pa.ipc.open_stream(source)
-        if reader.schema.names != names:
+        if reader.schema.names != header:
             raise StaleCopy("the copy's columns are not the CSV's")
         expected, count = header_bytes, 0
         while True:
@@ -110,22 +110,12 @@ def _batches_to_csv_end(csv_path: Path, path: Path) -> int:
             expected = end
 
 
-def _header_and_complete_size(csv_path: Path) -> tuple[tuple[list[str], int], int]:
-    """((the header's names, its length in bytes), the CSV's size up to its last newline: a line still
-    being written, or cut by a crash, is not read by the CSV path either)."""
+def _header_bytes_and_complete_size(csv_path: Path) -> tuple[int, int]:
+    """(the header line's length in bytes, the CSV's size up to its last newline: a line still being
+    written, or cut by a crash, is not read by the CSV path either)."""
     with open(csv_path, "rb") as handle:
-        first = handle.readline()
-        size = handle.seek(0, 2)
-        back = min(size, 1 << 16)
-        while True:
-            handle.seek(size - back)
-            cut = handle.read(back).rfind(b"\n")
-            if cut >= 0 or back == size:
-                complete = size - back + cut + 1 if cut >= 0 else 0
-                break
-            back = min(size, back * 4)
-    names = next(csv.reader([first.decode("utf-8", errors="replace")]), [])
-    return (names, len(first)), complete
+        header_bytes = len(handle.readline())
+        return header_bytes, last_newline_end(handle, handle.seek(0, 2))
 
 
 def _as_csv_reader(group: list[pa.RecordBatch], types: dict[str, pa.DataType]) -> pa.RecordBatch:

@@ -131,7 +131,7 @@ def read_streamed(path: Path, open_limited, ids: bool = True) -> StreamedRequest
     header = _header(path)
     if not header or len(set(header)) != len(header):
         raise Refused("no header, or a repeated column name")
-    copy = requests_copy.find_copy(path)
+    copy = requests_copy.find_copy(path, header)
     if copy is not None:
         try:
             return _read_copy(copy, header, ids)

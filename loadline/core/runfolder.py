@@ -139,7 +139,6 @@ class CsvAppender:
             copy_file.unlink(missing_ok=True)  # a copy of some earlier file is no copy of this one
             if new and tuple(copy) == self.columns:
                 self.copy = ColumnarCopy(copy_file, copy)
-                self._csv_end = os.fstat(self._file.fileno()).st_size  # the header's bytes
 
     def write_rows(self, rows: Iterable[Iterable[Any]]) -> int:
         rows = rows if isinstance(rows, list) else list(rows)
@@ -151,6 +150,7 @@ class CsvAppender:
             buffer = io.StringIO()
             csv.writer(buffer, self._writer.dialect).writerows(rows)
             text = buffer.getvalue()
+        start = os.fstat(self._file.fileno()).st_size if self.copy is not None else 0  # flushed: exact
         try:
             self._file.write(text)
             self._file.flush()
@@ -160,8 +160,7 @@ class CsvAppender:
             raise
         if self.copy is not None:
             written = text[-columnar_copy.TAIL_BYTES :].encode("utf-8")  # at least the file's last TAIL_BYTES
-            start, self._csv_end = self._csv_end, os.fstat(self._file.fileno()).st_size
-            self.copy.append_arrays(typed, start, self._csv_end, written)
+            self.copy.append_arrays(typed, start, os.fstat(self._file.fileno()).st_size, written)
         self.rows_written += len(rows)
         return len(rows)
 
