@@ -12,6 +12,7 @@ where they imply it, and otherwise assumed and said so (docs/twin.md lists which
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -82,65 +83,102 @@ def _outside_engine_s(signals: Signals, req: pd.DataFrame) -> tuple[float, str]:
     return outside, f"client TTFT mean {req['ttft_ms'].mean():.1f} ms - engine TTFT mean {hist.mean * 1e3:.1f} ms"
 
 
-def _decode(req: pd.DataFrame, replicas: int) -> tuple[DecodeFit, np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Sample:
+    """One run's evidence, in model time: its usable requests, its engine's metrics, and the batch and
+    KV each request's decode shared (overlaps are taken within a run: two runs never share an engine)."""
+
+    model: RunData
+    req: pd.DataFrame
+    signals: Signals
+    batch: np.ndarray
+    kv: np.ndarray
+
+
+def _sample(model: RunData, replicas: int) -> _Sample:
+    req = _requests(model)
     ctx = (req["prompt"] + req["output"] / 2).to_numpy(float)
     tf, te = req["tf"].to_numpy(float), req["te"].to_numpy(float)
     batch = mean_overlap(tf, te, tf, te, np.ones(len(req))) / replicas
     kv = mean_overlap(tf, te, tf, te, ctx) / replicas
-    usable = (req["output"].to_numpy() >= 3) & req["itl_p50_ms"].notna().to_numpy() & (te > tf)
-    if usable.sum() < MIN_REQUESTS:
-        raise UsageError(
-            f"{len(req)} requests, {int(usable.sum())} with 3+ tokens and inter-token gaps: too few to fit decode"
+    return _Sample(model, req, Signals(model.server_metrics), batch, kv)
+
+
+def _decode(samples: list[_Sample]) -> DecodeFit:
+    itl, batch, kv = [], [], []
+    for s in samples:
+        usable = (
+            (s.req["output"].to_numpy() >= 3)
+            & s.req["itl_p50_ms"].notna().to_numpy()
+            & (s.req["te"].to_numpy(float) > s.req["tf"].to_numpy(float))
         )
-    fit = fit_decode(req["itl_p50_ms"].to_numpy(float)[usable] / 1e3, batch[usable], kv[usable])
-    return fit, batch, kv
+        itl.append(s.req["itl_p50_ms"].to_numpy(float)[usable] / 1e3)
+        batch.append(s.batch[usable])
+        kv.append(s.kv[usable])
+    usable_n = sum(len(x) for x in itl)
+    total = sum(len(s.req) for s in samples)
+    if usable_n < MIN_REQUESTS:
+        raise UsageError(f"{total} requests, {usable_n} with 3+ tokens and inter-token gaps: too few to fit decode")
+    return fit_decode(np.concatenate(itl), np.concatenate(batch), np.concatenate(kv))
+
+
+def _unqueued(
+    req: pd.DataFrame, replicas: int, cap: int | None
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """One run's prefill evidence (TTFT, prompt, batch and KV each prompt waited beside) and two masks:
+    the prompts that did not queue and were prefilled alone, and the run's least loaded quarter."""
+    t0, tf, te = (req[c].to_numpy(float) for c in ("t0", "tf", "te"))
+    ctx = (req["prompt"] + req["output"] / 2).to_numpy(float)
+    columns = {
+        "ttft": req["ttft_ms"].to_numpy(float) / 1e3,
+        "prompt": req["prompt"].to_numpy(float),
+        "batch": mean_overlap(t0, tf, tf, te, np.ones(len(req))) / replicas,
+        "kv": mean_overlap(t0, tf, tf, te, ctx) / replicas,
+    }
+    in_flight = in_flight_at(t0, t0, te) / replicas  # this request included
+    # Alone in its prefill: a prompt prefilled in the same steps as another's shows both prompts' cost,
+    # which the twin's scheduler adds by itself (one request's own window always overlaps itself once).
+    shared = mean_overlap(t0, tf, t0, tf, np.ones(len(req))) - 1.0
+    alone = (in_flight <= (cap if cap is not None else np.inf)) & (shared < 0.05)
+    return columns, alone, in_flight <= np.quantile(in_flight, 0.25)
 
 
 def _prefill(
-    req: pd.DataFrame,
+    samples: list[_Sample],
     replicas: int,
     cap: int | None,
     decode: DecodeFit,
     before_queue_s: float | None = None,
     chunk: int = 0,
 ) -> PrefillFit:
-    t0, tf, te = (req[c].to_numpy(float) for c in ("t0", "tf", "te"))
-    ctx = (req["prompt"] + req["output"] / 2).to_numpy(float)
-    batch = mean_overlap(t0, tf, tf, te, np.ones(len(req))) / replicas
-    kv = mean_overlap(t0, tf, tf, te, ctx) / replicas
-    in_flight = in_flight_at(t0, t0, te) / replicas  # this request included
-    # Alone in its prefill: a prompt prefilled in the same steps as another's shows both prompts' cost,
-    # which the twin's scheduler adds by itself (one request's own window always overlaps itself once).
-    shared = mean_overlap(t0, tf, t0, tf, np.ones(len(req))) - 1.0
-    unqueued = (in_flight <= (cap if cap is not None else np.inf)) & (shared < 0.05)
-    if unqueued.sum() < MIN_REQUESTS:
-        unqueued = in_flight <= np.quantile(in_flight, 0.25)
-    return fit_prefill(
-        req["ttft_ms"].to_numpy(float)[unqueued] / 1e3,
-        req["prompt"].to_numpy(float)[unqueued],
-        batch[unqueued],
-        kv[unqueued],
-        decode,
-        before_queue_s,
-        chunk,
-    )
+    evidence = [_unqueued(s.req, replicas, cap) for s in samples]
+    strict = sum(int(alone.sum()) for _, alone, _ in evidence) >= MIN_REQUESTS
+    picked = {
+        name: np.concatenate([cols[name][alone if strict else quiet] for cols, alone, quiet in evidence])
+        for name in ("ttft", "prompt", "batch", "kv")
+    }
+    return fit_prefill(picked["ttft"], picked["prompt"], picked["batch"], picked["kv"], decode, before_queue_s, chunk)
 
 
-def _range(run: RunData, req: pd.DataFrame, batch: np.ndarray, cap: int | None) -> FittedRange:
-    phases = run.phases
-    users = pd.to_numeric(phases.get("target_users", pd.Series(dtype=float)), errors="coerce").max()
-    max_rps = 0.0
-    for _, ph in phases.iterrows():
-        start, end = float(ph["start_wall"]), float(ph["end_wall"])
-        done = ((req["te"] >= start) & (req["te"] < end)).sum()
-        if end > start:
-            max_rps = max(max_rps, done / (end - start))
+def _range(samples: list[_Sample], cap: int | None) -> FittedRange:
+    users, max_rps = float("nan"), 0.0
+    for s in samples:
+        phases, req = s.model.phases, s.req
+        most = pd.to_numeric(phases.get("target_users", pd.Series(dtype=float)), errors="coerce").max()
+        if pd.isna(most):
+            most = float(in_flight_at(req["t0"].to_numpy(), req["t0"].to_numpy(), req["te"].to_numpy()).max())
+        users = float(most) if np.isnan(users) else max(users, float(most))
+        for _, ph in phases.iterrows():
+            start, end = float(ph["start_wall"]), float(ph["end_wall"])
+            done = ((req["te"] >= start) & (req["te"] < end)).sum()
+            if end > start:
+                max_rps = max(max_rps, done / (end - start))
+    req = pd.concat([s.req for s in samples], ignore_index=True)
+    batch = np.concatenate([s.batch for s in samples])
     p = req["prompt"].to_numpy(float)
     o = req["output"].to_numpy(float)
     return FittedRange(
-        max_users=float(users)
-        if pd.notna(users)
-        else float(in_flight_at(req["t0"].to_numpy(), req["t0"].to_numpy(), req["te"].to_numpy()).max()),
+        max_users=users,
         max_rps=round(max_rps, 3),
         max_running=round(float(np.quantile(batch, 0.99)), 2),
         prompt_tokens=(int(np.quantile(p, 0.05)), int(np.quantile(p, 0.95))),
@@ -149,32 +187,73 @@ def _range(run: RunData, req: pd.DataFrame, batch: np.ndarray, cap: int | None) 
     )
 
 
-def fit(run: RunData) -> TwinProfile:
-    model = model_run(run)  # model time: a time-scaled run's twin runs at its model's speed
-    req = _requests(model)
-    signals = Signals(model.server_metrics)
-    replicas, replicas_how = replicas_in_run(model)
-    engine = _engine(signals)
-    decode, batch, _ = _decode(req, replicas)
-    cap, cap_param = engine_config.cap(signals, replicas, float(np.quantile(batch, 0.99)))
-    outside_s, outside_how = _outside_engine_s(signals, req)
-    engine_before_queue = _before_queue_s(signals, req)
+def _one(values: list[Any], what: str, paths: list[str]) -> Any:
+    """The value every run agrees on; runs of different engine setups are not one twin."""
+    if any(v != values[0] for v in values[1:]):
+        shown = ", ".join(f"{path}: {v}" for path, v in zip(paths, values))
+        raise UsageError(f"the runs differ in {what} ({shown}): fit each setup on its own")
+    return values[0]
+
+
+def _cap(samples: list[_Sample], replicas: int, paths: list[str]) -> tuple[int | None, Parameter]:
+    """The cap each run shows; measured wins over a bound, and two measured caps must agree."""
+    caps = [engine_config.cap(s.signals, replicas, float(np.quantile(s.batch, 0.99))) for s in samples]
+    measured = [(cap, param) for cap, param in caps if param.grade == MEASURED]
+    if measured:
+        _one([cap for cap, _ in measured], "the batch cap their engines' metrics show", paths)
+        return measured[0]
+    return max(caps, key=lambda c: float(c[1].value))
+
+
+def _mean(values: list[float], weights: list[int]) -> float:
+    return float(np.average(values, weights=weights))
+
+
+def fit(runs: RunData | list[RunData]) -> TwinProfile:
+    """The twin of one run, or of several runs of one engine setup pooled: each is a sample of the host
+    as much as of the engine (a busy spell, a slow step), and a fit on several is tied to none of them."""
+    runs = runs if isinstance(runs, list) else [runs]
+    if not runs:
+        raise UsageError("no run to fit")
+    paths = [str(run.path) for run in runs]
+    models = [model_run(run) for run in runs]  # model time: a time-scaled run's twin runs at its model's speed
+    replica_counts = [replicas_in_run(model) for model in models]
+    replicas = _one([r for r, _ in replica_counts], "replicas", paths)
+    replicas_how = replica_counts[0][1]
+    samples = [_sample(model, replicas) for model in models]
+    engine = _one([_engine(s.signals) for s in samples], "engine", paths)
+    config = _one([engine_config.cache_config(s.signals, s.model) for s in samples], "KV-cache configuration", paths)
+    weights = [len(s.req) for s in samples]
+    req = pd.concat([s.req for s in samples], ignore_index=True)
+    first = samples[0].model
+    decode = _decode(samples)
+    cap, cap_param = _cap(samples, replicas, paths)
+    outside = [_outside_engine_s(s.signals, s.req) for s in samples]
+    outside_s = _mean([o for o, _ in outside], weights)
+    outside_how = outside[0][1] if len(samples) == 1 else f"the mean of {len(samples)} runs; the first: {outside[0][1]}"
+    queued = [_before_queue_s(s.signals, s.req) for s in samples]
+    engine_before_queue = None if any(q is None for q in queued) else _mean(queued, weights)  # type: ignore[arg-type]
     before_queue = None if engine_before_queue is None else outside_s + engine_before_queue
-    chunk = engine_config.prefill_chunk(model.server_metrics, engine, int(req["prompt"].max()))[0]
-    prefill = _prefill(req, replicas, cap, decode, before_queue, chunk)
-    config = engine_config.cache_config(signals, model)
+    chunk = engine_config.prefill_chunk(first.server_metrics, engine, int(req["prompt"].max()))[0]
+    prefill = _prefill(samples, replicas, cap, decode, before_queue, chunk)
     params = _cost_parameters(decode, prefill, outside_s, outside_how, engine_before_queue is not None)
     params.append(cap_param)
     params += engine_config.kv(config, req, cap or int(cap_param.value))
     params += engine_config.output_lengths(req)
-    params += engine_config.fixed(engine, replicas, replicas_how, config, req, params, model.server_metrics)
+    params += engine_config.fixed(engine, replicas, replicas_how, config, req, params, first.server_metrics)
+    loads = [workload.of_manifest(run.manifest) for run in runs]
+    notes = []
+    if len(runs) > 1:
+        notes.append(f"fitted on {len(runs)} runs pooled: {', '.join(paths)}")
+        if any(load != loads[0] for load in loads[1:]):
+            notes.append(f"the runs applied different loads: predictions replay the first's ({paths[0]})")
     return TwinProfile(
-        run=str(run.path),
+        run=", ".join(paths),
         engine=engine,
         replicas=replicas,
         parameters=params,
-        fitted_range=_range(model, req, batch, cap),
-        workload={**workload.of_manifest(run.manifest), "twin_time_scale": _time_scale(req)},
+        fitted_range=_range(samples, cap),
+        workload={**loads[0], "twin_time_scale": _time_scale(req)},
         regressions={
             "decode": {
                 "base_ms": decode.base_s * 1e3,
@@ -193,6 +272,7 @@ def fit(run: RunData) -> TwinProfile:
                 "compute_bound_share": prefill.compute_bound_share,
             },
         },
+        notes=notes,
     )
 
 

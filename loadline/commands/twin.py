@@ -1,6 +1,6 @@
 """`loadline twin`: fit a simulator twin to a run, and ask it what-if questions.
 
-loadline twin fit RUN [--out DIR] [--replay]
+loadline twin fit RUN [RUN ...] [--out DIR] [--replay]
 loadline twin predict TWIN [--max-num-seqs N] [--replicas N] [--kv-blocks N] [--context-len N]
                            [--set KEY=VALUE] [--shape S] [-- LOAD OPTIONS, e.g. --prompt-mix long=1]
 """
@@ -16,8 +16,9 @@ from typing import Any
 from loadline.core.errors import UsageError
 
 HELP = """Digital twin. `fit RUN` writes a simulator profile fitted to the run (twin.toml) and, per
-parameter, its evidence and how well the run identifies it (twin.json); --replay also runs the twin on
-the run's own load and states, per phase, how well it reproduces throughput, TTFT and ITL.
+parameter, its evidence and how well the run identifies it (twin.json); several runs of one engine
+setup are pooled into one fit. --replay also runs the twin on the (first) run's own load and states,
+per phase, how well it reproduces throughput, TTFT and ITL.
 `predict TWIN` serves the twin with what-if changes (batch/slot cap, KV blocks, context length,
 replicas, any profile key; load shape, rate, prompt and reply mix as Locust options after `--`),
 replays the load time-compressed and answers with a report's figures: knee, break point, max
@@ -36,8 +37,13 @@ ALIASES = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     fit = sub.add_parser("fit", help="fit a twin to a run folder")
-    fit.add_argument("run", metavar="RUN", help="the run folder")
-    fit.add_argument("--out", help="where to write twin.toml and twin.json (default RUN/twin)")
+    fit.add_argument(
+        "run",
+        metavar="RUN",
+        nargs="+",
+        help="the run folder; several runs of the same engine setup are pooled (each is one sample of the host)",
+    )
+    fit.add_argument("--out", help="where to write twin.toml and twin.json (default RUN/twin, the first RUN's)")
     fit.add_argument(
         "--replay", action="store_true", help="run the twin on the run's load and measure the fit per phase"
     )
@@ -93,13 +99,17 @@ def _fit(args: argparse.Namespace) -> int:
     from loadline.commands import twin_predict
     from loadline.commands.twin_replay import goodness
 
-    if not Path(args.run).is_dir():
-        raise UsageError(f"run folder not found: {args.run}")
-    profile = fit(load_run(args.run))
-    out = Path(args.out) if args.out else Path(args.run) / "twin"
-    if args.replay:
+    for run in args.run:
+        if not Path(run).is_dir():
+            raise UsageError(f"run folder not found: {run}")
+    if len({Path(run).resolve() for run in args.run}) < len(args.run):
+        raise UsageError("a run folder is given twice: each run counts once")
+    profile = fit([load_run(run) for run in args.run])
+    first = Path(args.run[0])
+    out = Path(args.out) if args.out else first / "twin"
+    if args.replay:  # on the first run's load (the one the twin's workload replays), compared with that run
         replay_dir = twin_predict.run_twin(profile, twin_predict.WhatIf(time_scale=args.time_scale), out / "replay")
-        profile.goodness = goodness(Path(args.run), replay_dir)
+        profile.goodness = goodness(first, replay_dir)
         profile.notes.append(f"replayed in {replay_dir}")
     toml, js = profile.write(out)
     if args.json:
