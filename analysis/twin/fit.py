@@ -12,6 +12,7 @@ where they imply it, and otherwise assumed and said so (docs/twin.md lists which
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ FLOPS = 1e15  # FLOP/s of the twin's unit machine (peak_tflops 1000, compute_eff
 GIB = 1 << 30
 WALL_ITL_MS = 2.0  # a prediction's light-load inter-token gap in wall time, at least (see _time_scale)
 MIN_REQUESTS = 20  # fewer usable requests fit nothing trustworthy
+CAP_RATIO = 1.5  # measured caps this far apart are different engine setups
 
 
 def _requests(run: RunData) -> pd.DataFrame:
@@ -196,23 +198,57 @@ def _one(values: list[Any], what: str, paths: list[str]) -> Any:
 
 
 def _cap(samples: list[_Sample], replicas: int, paths: list[str]) -> tuple[int | None, Parameter]:
-    """The cap each run shows; measured wins over a bound, and two measured caps must agree."""
+    """The cap the runs show: measured wins over a bound. Measured caps that differ a little (an
+    inferred cap is the most seen running while others waited: a scrape may miss the top) give the
+    largest; 1.5x apart they are different setups (the ratio uncertainty.py calls far from fitted)."""
     caps = [engine_config.cap(s.signals, replicas, float(np.quantile(s.batch, 0.99))) for s in samples]
-    measured = [(cap, param) for cap, param in caps if param.grade == MEASURED]
-    if measured:
-        _one([cap for cap, _ in measured], "the batch cap their engines' metrics show", paths)
-        return measured[0]
-    return max(caps, key=lambda c: float(c[1].value))
+    measured = [(cap, param, path) for (cap, param), path in zip(caps, paths) if param.grade == MEASURED]
+    if not measured:
+        return max(caps, key=lambda c: float(c[1].value))
+    values = [int(cap) for cap, _, _ in measured]  # type: ignore[arg-type]
+    if max(values) >= CAP_RATIO * min(values):
+        shown = ", ".join(f"{path}: {cap}" for cap, _, path in measured)
+        raise UsageError(f"the runs' engines show different batch caps ({shown}): fit each setup on its own")
+    cap, param, _ = max(measured, key=lambda m: int(m[0]))  # type: ignore[arg-type]
+    if len(set(values)) > 1:
+        param = Parameter(param.name, param.value, param.grade, f"{param.evidence}; the largest of {sorted(values)}")
+    return cap, param
+
+
+def _chunk(samples: list[_Sample], engine: str) -> _Sample:
+    """The run whose step sizes bound the prefill chunk (the largest bound: a run whose prompts were
+    never split shows none), else the first: each run is read against its own prompts."""
+    bounded = []
+    for s in samples:
+        chunk, grade, _ = engine_config.prefill_chunk(s.model.server_metrics, engine, int(s.req["prompt"].max()))
+        if grade == BOUNDED:
+            bounded.append((chunk, s))
+    return max(bounded, key=lambda b: b[0])[1] if bounded else samples[0]
+
+
+def _kv_config(configs: list[dict[str, str]], paths: list[str]) -> dict[str, str]:
+    """The runs' KV-cache configuration. The pool's size may move a little between restarts of one
+    setup (vLLM sizes it from the memory free at start): the smallest is kept, unless the pools are
+    CAP_RATIO apart. Every other key must agree."""
+    blocks = "num_gpu_blocks"
+    _one([{k: v for k, v in c.items() if k != blocks} for c in configs], "KV-cache configuration", paths)
+    sizes = [float(c[blocks]) for c in configs if blocks in c]
+    if len(sizes) != len(configs):
+        _one([c.get(blocks) for c in configs], "KV-cache pool (num_gpu_blocks)", paths)
+    if sizes and max(sizes) >= CAP_RATIO * min(sizes):
+        _one([c.get(blocks) for c in configs], "KV-cache pool (num_gpu_blocks)", paths)
+    return min(configs, key=lambda c: float(c.get(blocks, 0)))
 
 
 def _mean(values: list[float], weights: list[int]) -> float:
-    return float(np.average(values, weights=weights))
+    # one run: its own value, to the bit (an average of one can come out one ulp off)
+    return values[0] if len(values) == 1 else float(np.average(values, weights=weights))
 
 
-def fit(runs: RunData | list[RunData]) -> TwinProfile:
+def fit(runs: RunData | Sequence[RunData]) -> TwinProfile:
     """The twin of one run, or of several runs of one engine setup pooled: each is a sample of the host
     as much as of the engine (a busy spell, a slow step), and a fit on several is tied to none of them."""
-    runs = runs if isinstance(runs, list) else [runs]
+    runs = [runs] if isinstance(runs, RunData) else list(runs)
     if not runs:
         raise UsageError("no run to fit")
     paths = [str(run.path) for run in runs]
@@ -221,11 +257,12 @@ def fit(runs: RunData | list[RunData]) -> TwinProfile:
     replicas = _one([r for r, _ in replica_counts], "replicas", paths)
     replicas_how = replica_counts[0][1]
     samples = [_sample(model, replicas) for model in models]
-    engine = _one([_engine(s.signals) for s in samples], "engine", paths)
-    config = _one([engine_config.cache_config(s.signals, s.model) for s in samples], "KV-cache configuration", paths)
+    engines = [_engine(s.signals) for s in samples]
+    named = [(e, path) for e, path in zip(engines, paths) if e != "unknown"]  # a run without a scrape names none
+    engine = _one([e for e, _ in named], "engine", [path for _, path in named]) if named else "unknown"
+    config = _kv_config([engine_config.cache_config(s.signals, s.model) for s in samples], paths)
     weights = [len(s.req) for s in samples]
     req = pd.concat([s.req for s in samples], ignore_index=True)
-    first = samples[0].model
     decode = _decode(samples)
     cap, cap_param = _cap(samples, replicas, paths)
     outside = [_outside_engine_s(s.signals, s.req) for s in samples]
@@ -234,13 +271,16 @@ def fit(runs: RunData | list[RunData]) -> TwinProfile:
     queued = [_before_queue_s(s.signals, s.req) for s in samples]
     engine_before_queue = None if any(q is None for q in queued) else _mean(queued, weights)  # type: ignore[arg-type]
     before_queue = None if engine_before_queue is None else outside_s + engine_before_queue
-    chunk = engine_config.prefill_chunk(first.server_metrics, engine, int(req["prompt"].max()))[0]
+    chunked = _chunk(samples, engine)
+    chunk = engine_config.prefill_chunk(chunked.model.server_metrics, engine, int(chunked.req["prompt"].max()))[0]
     prefill = _prefill(samples, replicas, cap, decode, before_queue, chunk)
     params = _cost_parameters(decode, prefill, outside_s, outside_how, engine_before_queue is not None)
     params.append(cap_param)
     params += engine_config.kv(config, req, cap or int(cap_param.value))
     params += engine_config.output_lengths(req)
-    params += engine_config.fixed(engine, replicas, replicas_how, config, req, params, first.server_metrics)
+    params += engine_config.fixed(
+        engine, replicas, replicas_how, config, chunked.req, params, chunked.model.server_metrics
+    )
     loads = [workload.of_manifest(run.manifest) for run in runs]
     notes = []
     if len(runs) > 1:

@@ -26,7 +26,24 @@ T0 = 1_800_000_000.0
 OUTPUT = 32
 
 
-def _run(name: str, step_ms: float, per_seq_ms: float, users: int = 6, seed: int = 3, shift: float = 0.0) -> RunData:
+def _engine_metrics(cap: int, start: float) -> pd.DataFrame:
+    """vLLM gauges for ten scrapes: `cap` running while two waited (the engine's cap in force)."""
+    rows = []
+    for k in range(10):
+        rows.append((start + k, "engine", "vllm:num_requests_running", "{}", float(cap if k % 2 else cap - 1)))
+        rows.append((start + k, "engine", "vllm:num_requests_waiting", "{}", 2.0 if k % 2 else 0.0))
+    return pd.DataFrame(rows, columns=["ts", "source", "metric", "labels", "value"])
+
+
+def _run(
+    name: str,
+    step_ms: float,
+    per_seq_ms: float,
+    users: int = 6,
+    seed: int = 3,
+    shift: float = 0.0,
+    cap: int | None = None,
+) -> RunData:
     """`users` users sending back to back with a short think time for 60 s; each request's gap is the
     toy step at the batch its decode shared (three passes: the batch depends on the gaps)."""
     rng = np.random.default_rng(seed)
@@ -68,8 +85,12 @@ def _run(name: str, step_ms: float, per_seq_ms: float, users: int = 6, seed: int
             "target_users": [users],
         }
     )
-    empty = pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"])
-    return RunData(Path(name), {}, requests, phases, empty, pd.DataFrame(), None)
+    metrics = (
+        pd.DataFrame(columns=["ts", "source", "metric", "labels", "value"])
+        if cap is None
+        else _engine_metrics(cap, float(t0.min()))
+    )
+    return RunData(Path(name), {}, requests, phases, metrics, pd.DataFrame(), None)
 
 
 def _costs(profile) -> dict[str, float]:
@@ -80,7 +101,8 @@ def _costs(profile) -> dict[str, float]:
 @pytest.mark.parametrize(("step_ms", "per_seq_ms"), [(4.0, 1.0), (10.0, 0.3)])
 def test_a_run_pooled_with_its_copy_fits_what_the_run_alone_fits(step_ms: float, per_seq_ms: float) -> None:
     alone = fit(_run("a", step_ms, per_seq_ms))
-    twice = fit([_run("a", step_ms, per_seq_ms), _run("b", step_ms, per_seq_ms, shift=3600.0)])
+    # the copy on the same clock: overlaps taken across the two runs would double every batch
+    twice = fit([_run("a", step_ms, per_seq_ms), _run("b", step_ms, per_seq_ms)])
     assert _costs(twice) == pytest.approx(_costs(alone), rel=1e-6)
     decode, prefill = alone.regressions["decode"], alone.regressions["prefill"]
     assert twice.regressions["decode"]["base_ms"] == pytest.approx(decode["base_ms"], rel=1e-6)
@@ -110,7 +132,19 @@ def test_a_slower_run_pulls_the_pooled_step_between_the_two(slower: float) -> No
 def test_runs_of_different_setups_are_refused_in_one_line() -> None:
     one, two = _run("one", 4.0, 1.0), _run("two", 4.0, 1.0, shift=3600.0)
     two.manifest["replicas"] = 2
-    with pytest.raises(UsageError, match=r"^the runs differ in replicas \(one: 1, two: 2\)"):
+    with pytest.raises(UsageError, match=r"^the runs differ in replicas \(one: 1, two: 2\)") as refused:
         fit([one, two])
+    assert "\n" not in str(refused.value)
     with pytest.raises(UsageError, match="no run to fit"):
         fit([])
+
+
+def test_measured_caps_a_scrape_apart_give_the_largest_and_far_apart_are_refused() -> None:
+    eight, seven = _run("eight", 4.0, 1.0, cap=8), _run("seven", 4.0, 1.0, shift=3600.0, cap=7)
+    unseen = _run("unseen", 4.0, 1.0, shift=7200.0)  # no engine metrics: only a bound
+    cap = {p.name: p for p in fit([seven, unseen, eight]).parameters}["max_num_seqs"]
+    assert (cap.value, cap.grade) == (8, "measured") and "the largest of [7, 8]" in cap.evidence
+    four = _run("four", 4.0, 1.0, shift=7200.0, cap=4)
+    with pytest.raises(UsageError, match=r"different batch caps \(eight: 8, four: 4\)") as refused:
+        fit([eight, unseen, four])  # each cap named beside its own run, the bound left out
+    assert "\n" not in str(refused.value)
