@@ -121,7 +121,8 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def render_fit(profile: Any) -> str:
-    lines = [f"twin of {profile.run}: {profile.engine}, {profile.replicas} replica(s)", ""]
+    lines = [f"twin of {profile.run}: {profile.engine}, {profile.replicas} replica(s)"]
+    lines += [f"note: {note}" for note in profile.notes] + [""]
     for p in profile.parameters:
         if p.evidence.startswith("the twin's unit machine"):
             continue

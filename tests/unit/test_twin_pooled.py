@@ -17,6 +17,7 @@ import pytest
 from loadline.analysis.data.load import RunData
 from loadline.analysis.twin.fit import fit
 from loadline.analysis.twin.overlap import mean_overlap
+from loadline.commands.twin import render_fit
 from loadline.core.errors import UsageError
 from loadline.core.records import Status
 
@@ -114,6 +115,7 @@ def test_a_run_pooled_with_its_copy_fits_what_the_run_alone_fits(step_ms: float,
     assert replace(twice.fitted_range, max_running=0) == replace(alone.fitted_range, max_running=0)
     assert twice.fitted_range.max_running == pytest.approx(alone.fitted_range.max_running, rel=0.05)
     assert twice.run == "a, b" and any("2 runs pooled" in note for note in twice.notes)
+    assert "note: fitted on 2 runs pooled: a, b" in render_fit(twice).splitlines()  # what the command prints
 
 
 @pytest.mark.parametrize("slower", [1.3, 2.0])
