@@ -51,6 +51,9 @@ class RunCollector:
         self.clock: ClockSync | None = None  # on a master: worker clock offsets (clocksync.py)
         self.fleet: Fleet | None = None  # on a master: lost workers, workers that cannot run (fleet.py)
         self.local_errors: list[dict] = []  # a local run's users that failed at start (local_checks.py)
+        # A batch of records that could not be written whole (disk full): the run is not finished, even
+        # when the end can be recorded after all (a failed write gives up the columnar copy, freeing room)
+        self.write_error = ""
         self.ended_by = ENDED_BY_TEST  # the web UI's STOP sets ENDED_BY_USER (webui.py)
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -69,6 +72,7 @@ class RunCollector:
         self.run_dir = run_dir
         self.rows_by_worker = {}
         self.local_errors = []
+        self.write_error = ""
         self.ended_by = ENDED_BY_TEST
         for part in (self.clock, self.fleet):
             if part is not None:
@@ -113,6 +117,8 @@ class RunCollector:
             "workers_lost": lost,
         }
         fields.update(self._worker_facts())  # a master's lost workers replace the bare ids of `lost`
+        if self.write_error:
+            fields.update(status="failed", write_error=self.write_error)
         try:
             runfolder.update_manifest(self.run_dir, **fields)
         except OSError as exc:  # disk full: the manifest keeps status=running, the records stay readable
@@ -158,7 +164,13 @@ class RunCollector:
         if self.appender is None or self.appender.closed:
             log.warning("loadline: %d records arrived after the run folder closed; dropped", len(rows))
             return
-        self.appender.write_rows(rows)
+        try:
+            self.appender.write_rows(rows)
+        except OSError as exc:  # still raised: the run cannot go on writing (run_outcome.py names the disk)
+            self.write_error = self.write_error or (
+                f"{exc.strerror or exc}: a batch of {len(rows)} records could not be written whole"
+            )
+            raise
         self.rows_by_worker[worker] = self.rows_by_worker.get(worker, 0) + len(rows)
         self.environment.loadline_live.ingest(rows)
         for observer in getattr(self.environment, "loadline_observers", ()):

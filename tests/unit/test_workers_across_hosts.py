@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from types import SimpleNamespace
 
@@ -285,3 +286,45 @@ def test_a_lost_workers_unrecorded_requests_are_found_by_its_request_tag(worker)
     truth = pd.DataFrame({"request_id": [*mine, other]})
     (line,) = worker_lines(manifest, requests, lambda: truth)
     assert "2 request(s) the server saw were never recorded" in line
+
+
+class _FullDisk:
+    """A run folder's appender on a disk that fills up after `room` batches."""
+
+    def __init__(self, room: int) -> None:
+        self.room, self.rows_written, self.closed = room, 0, False
+
+    def write_rows(self, rows: list) -> int:
+        if self.room <= 0:
+            raise OSError(28, "No space left on device")
+        self.room -= 1
+        self.rows_written += len(rows)
+        return len(rows)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("room", [0, 2])
+def test_a_batch_the_disk_refused_makes_the_run_failed_not_finished(tmp_path, room: int) -> None:
+    """When the end can be recorded after a failed write (giving up the columnar copy frees room),
+    the manifest says the run failed and why, never `finished`: records were lost."""
+    from loadline.core import runfolder
+    from loadline.runtime.collector import RunCollector
+
+    env = SimpleNamespace(
+        loadline_records=SimpleNamespace(drain=lambda: []),
+        loadline_live=SimpleNamespace(ingest=lambda rows: None),
+        runner=None,
+        parsed_options=None,
+    )
+    collector = RunCollector(env, distributed=False)
+    collector.run_dir, collector.appender = tmp_path, _FullDisk(room)
+    for _ in range(room):
+        collector.write([[1], [2]], "w1")
+    with pytest.raises(OSError):
+        collector.write([[3], [4], [5]], "w1")
+    collector.stop()
+    manifest = json.loads((tmp_path / runfolder.MANIFEST).read_text())
+    assert manifest["status"] == "failed" and manifest["requests_written"] == 2 * room
+    assert manifest["write_error"] == "No space left on device: a batch of 3 records could not be written whole"
