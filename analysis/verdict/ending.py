@@ -55,6 +55,8 @@ def ending(manifest: dict | None) -> Ending | None:
         reason = f"the run was interrupted by {by or 'a signal'} before it ended: its last phase is partial"
     elif status == RUNNING:
         reason = "the run never recorded its end (the manifest still says running): the master died or was killed"
+    elif manifest.get("write_error"):  # the disk refused a batch (runtime/collector.py): records were lost
+        reason = f"the run folder could not be written whole ({manifest['write_error']}): records were lost"
     else:
         reason = f"the run ended with status {status!r}, not {FINISHED!r}"
     return Ending(status, by, headline, reason)

@@ -117,3 +117,10 @@ def test_the_manifest_end_maps_to_one_status_word():
         == "INTERRUPTED by SIGINT"
     )
     assert ending({"status": "running"}).headline == "INTERRUPTED"
+
+
+def test_a_run_whose_disk_refused_a_batch_says_records_were_lost():
+    full = ending({"status": "failed", "write_error": "No space left on device: a batch of 3 records could not be"})
+    assert full.headline == "INTERRUPTED" and "could not be written whole (No space left on device" in full.reason
+    assert "records were lost" in full.reason
+    assert "write" not in ending({"status": "failed"}).reason  # a worker's failure says no such thing
