@@ -158,15 +158,14 @@ def fixed(
     replicas: int,
     replicas_how: str,
     config: dict[str, str],
-    req: pd.DataFrame,
     params: list[Parameter],
-    config_table: pd.DataFrame | None = None,
+    chunk: tuple[int, str, str],
 ) -> list[Parameter]:
     """The unit machine and what the run cannot show."""
     values = {p.name: p.value for p in params}
     pool_gib = float(values["num_gpu_blocks"]) * float(values["block_size"]) * float(values["kv_bytes_per_token"]) / GIB
     memory = (float(values["weights_gib"]) + 0.1 + pool_gib) / 0.7  # FB used stays below the SLO's 85 %
-    chunk, chunk_grade, chunk_how = prefill_chunk(config_table, engine, int(req["prompt"].max()))
+    chunk_tokens, chunk_grade, chunk_how = chunk  # prefill_chunk's answer
     caching = config.get("enable_prefix_caching", "True") == "True"
     unit = "the twin's unit machine: each fitted time maps onto one key"
     return [
@@ -189,7 +188,7 @@ def fixed(
             ASSUMED,
             "sized so simulated memory use stays at 70 %: the run's memory is not modelled",
         ),
-        Parameter("max_num_batched_tokens", chunk, chunk_grade, chunk_how),
+        Parameter("max_num_batched_tokens", chunk_tokens, chunk_grade, chunk_how),
         Parameter(
             "enable_prefix_caching",
             caching,

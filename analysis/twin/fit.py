@@ -163,13 +163,13 @@ def _prefill(
 
 
 def _range(samples: list[_Sample], cap: int | None) -> FittedRange:
-    users, max_rps = float("nan"), 0.0
+    users, max_rps = [], 0.0
     for s in samples:
         phases, req = s.model.phases, s.req
         most = pd.to_numeric(phases.get("target_users", pd.Series(dtype=float)), errors="coerce").max()
         if pd.isna(most):
-            most = float(in_flight_at(req["t0"].to_numpy(), req["t0"].to_numpy(), req["te"].to_numpy()).max())
-        users = float(most) if np.isnan(users) else max(users, float(most))
+            most = in_flight_at(req["t0"].to_numpy(), req["t0"].to_numpy(), req["te"].to_numpy()).max()
+        users.append(float(most))
         for _, ph in phases.iterrows():
             start, end = float(ph["start_wall"]), float(ph["end_wall"])
             done = ((req["te"] >= start) & (req["te"] < end)).sum()
@@ -180,7 +180,7 @@ def _range(samples: list[_Sample], cap: int | None) -> FittedRange:
     p = req["prompt"].to_numpy(float)
     o = req["output"].to_numpy(float)
     return FittedRange(
-        max_users=users,
+        max_users=max(users),
         max_rps=round(max_rps, 3),
         max_running=round(float(np.quantile(batch, 0.99)), 2),
         prompt_tokens=(int(np.quantile(p, 0.05)), int(np.quantile(p, 0.95))),
@@ -215,15 +215,13 @@ def _cap(samples: list[_Sample], replicas: int, paths: list[str]) -> tuple[int |
     return cap, param
 
 
-def _chunk(samples: list[_Sample], engine: str) -> _Sample:
-    """The run whose step sizes bound the prefill chunk (the largest bound: a run whose prompts were
-    never split shows none), else the first: each run is read against its own prompts."""
-    bounded = []
-    for s in samples:
-        chunk, grade, _ = engine_config.prefill_chunk(s.model.server_metrics, engine, int(s.req["prompt"].max()))
-        if grade == BOUNDED:
-            bounded.append((chunk, s))
-    return max(bounded, key=lambda b: b[0])[1] if bounded else samples[0]
+def _chunk(samples: list[_Sample], engine: str) -> tuple[int, str, str]:
+    """The prefill chunk (engine_config.prefill_chunk), each run read against its own prompts: the
+    largest bound any run's step sizes show (a run whose prompts were never split shows none), else
+    the first run's answer."""
+    answers = [engine_config.prefill_chunk(s.model.server_metrics, engine, int(s.req["prompt"].max())) for s in samples]
+    bounded = [answer for answer in answers if answer[1] == BOUNDED]
+    return max(bounded, key=lambda answer: answer[0]) if bounded else answers[0]
 
 
 def _kv_config(configs: list[dict[str, str]], paths: list[str]) -> dict[str, str]:
@@ -232,11 +230,10 @@ def _kv_config(configs: list[dict[str, str]], paths: list[str]) -> dict[str, str
     CAP_RATIO apart. Every other key must agree."""
     blocks = "num_gpu_blocks"
     _one([{k: v for k, v in c.items() if k != blocks} for c in configs], "KV-cache configuration", paths)
-    sizes = [float(c[blocks]) for c in configs if blocks in c]
-    if len(sizes) != len(configs):
-        _one([c.get(blocks) for c in configs], "KV-cache pool (num_gpu_blocks)", paths)
-    if sizes and max(sizes) >= CAP_RATIO * min(sizes):
-        _one([c.get(blocks) for c in configs], "KV-cache pool (num_gpu_blocks)", paths)
+    sizes = [c.get(blocks) for c in configs]
+    numbers = [float(size) for size in sizes if size is not None]
+    if len(numbers) < len(sizes) or (numbers and max(numbers) >= CAP_RATIO * min(numbers)):
+        _one(sizes, "KV-cache pool (num_gpu_blocks)", paths)  # refuses unless all alike
     return min(configs, key=lambda c: float(c.get(blocks, 0)))
 
 
@@ -271,16 +268,13 @@ def fit(runs: RunData | Sequence[RunData]) -> TwinProfile:
     queued = [_before_queue_s(s.signals, s.req) for s in samples]
     engine_before_queue = None if any(q is None for q in queued) else _mean(queued, weights)  # type: ignore[arg-type]
     before_queue = None if engine_before_queue is None else outside_s + engine_before_queue
-    chunked = _chunk(samples, engine)
-    chunk = engine_config.prefill_chunk(chunked.model.server_metrics, engine, int(chunked.req["prompt"].max()))[0]
-    prefill = _prefill(samples, replicas, cap, decode, before_queue, chunk)
+    chunk = _chunk(samples, engine)
+    prefill = _prefill(samples, replicas, cap, decode, before_queue, chunk[0])
     params = _cost_parameters(decode, prefill, outside_s, outside_how, engine_before_queue is not None)
     params.append(cap_param)
     params += engine_config.kv(config, req, cap or int(cap_param.value))
     params += engine_config.output_lengths(req)
-    params += engine_config.fixed(
-        engine, replicas, replicas_how, config, chunked.req, params, chunked.model.server_metrics
-    )
+    params += engine_config.fixed(engine, replicas, replicas_how, config, params, chunk)
     loads = [workload.of_manifest(run.manifest) for run in runs]
     notes = []
     if len(runs) > 1:

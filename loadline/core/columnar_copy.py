@@ -102,7 +102,7 @@ class ColumnarCopy:
                 raise ValueError(f"a row without exactly {len(schema_)} fields")
             return [pa.array(values, type=field.type) for values, field in zip(zip(*rows), schema_)]
         except Exception as exc:  # noqa: BLE001 - any failure costs the copy, never the run or the CSV
-            self._abandon(exc)
+            self.abandon(exc)
             return None
 
     def append_arrays(self, arrays: list[Any] | None, csv_start: int, csv_end: int, written: bytes) -> None:
@@ -117,7 +117,7 @@ class ColumnarCopy:
                 pa.record_batch(arrays, schema=self._arrow_schema()), tail_metadata(csv_start, csv_end, written)
             )
         except Exception as exc:  # noqa: BLE001 - as arrays()
-            self._abandon(exc)
+            self.abandon(exc)
 
     def append_table(self, table: Any, csv_start: int, csv_end: int, written: bytes) -> None:
         """An Arrow table of the same rows (a generator that builds tables, not rows), cast to the copy's
@@ -132,7 +132,7 @@ class ColumnarCopy:
                 last = position == len(batches)
                 self._write(batch, tail_metadata(csv_start, csv_end, written) if last else None)
         except Exception as exc:  # noqa: BLE001 - as arrays()
-            self._abandon(exc)
+            self.abandon(exc)
 
     def _arrow_schema(self) -> Any:
         if self._schema is None:
@@ -152,11 +152,9 @@ class ColumnarCopy:
         self._sink.flush()  # after the CSV's: a crash between leaves a copy that ends early, read as text
 
     def abandon(self, exc: BaseException) -> None:
-        """Give the copy up (the CSV's writer failed mid-batch, or the copy's own write did)."""
-        if self.abandoned is None:
-            self._abandon(exc)
-
-    def _abandon(self, exc: BaseException) -> None:
+        """Give the copy up (the CSV's writer failed mid-batch, or the copy's own write did): once."""
+        if self.abandoned is not None:
+            return
         self.abandoned = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         log.warning("loadline: %s not kept (%s); the report reads the CSV", self.path.name, self.abandoned)
         self._close_quietly()
@@ -177,5 +175,5 @@ class ColumnarCopy:
                 self._writer.close()  # the end-of-stream marker
                 self._sink.close()
             except Exception as exc:  # noqa: BLE001 - as arrays()
-                self._abandon(exc)
+                self.abandon(exc)
         self._writer = self._sink = None
