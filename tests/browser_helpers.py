@@ -84,6 +84,26 @@ def button(driver, text: str):
     return matches[0] if matches and matches[0].is_displayed() else None
 
 
+def open_custom_parameters(driver, field: str, timeout_s: float = 10):
+    """Expand the start form's "Custom parameters" and return `field`'s input once it shows.
+
+    Clicked only once the page is whole (Locust's form and Loadline's group headings), so nothing moves
+    under the click; a failure says whether the click did not open the section or the field stayed hidden."""
+    wait_for(driver, lambda d: d.find_elements(By.CLASS_NAME, "loadline-group"), timeout_s, "the option groups")
+    summary = wait_for(driver, lambda d: button(d, "CUSTOM PARAMETERS"), timeout_s, "the Custom parameters button")
+    summary.click()
+    try:
+        return wait_for(
+            driver,
+            lambda d: d.find_element(By.NAME, field).is_displayed() and d.find_element(By.NAME, field),
+            timeout_s,
+            f"the custom parameter {field}",
+        )
+    except AssertionError as exc:
+        expanded = summary.get_attribute("aria-expanded")
+        raise AssertionError(f"{exc} (the section's aria-expanded: {expanded})") from None
+
+
 def tab(driver, title: str):
     found = [t for t in driver.find_elements(By.CSS_SELECTOR, "[role=tab]") if t.text.strip().upper() == title]
     return found[0] if found else None

@@ -19,6 +19,7 @@ from browser_helpers import (
     chromium,
     fetch,
     needs_browser,
+    open_custom_parameters,
     screenshot_on_failure,
     type_into,
     wait_for,
@@ -99,13 +100,7 @@ def test_start_form_offers_loadline_options_and_masks_the_api_key(web_ui, browse
         page = browser.page_source
         for shape in ("StepShape", "PulseShape", "SoakShape", "StagesShape"):
             assert shape in page
-        button(browser, "CUSTOM PARAMETERS").click()
-        prompt_mix = wait_for(
-            browser,
-            lambda d: d.find_element(By.NAME, "promptMix").is_displayed() and d.find_element(By.NAME, "promptMix"),
-            10,
-            "the custom parameters",
-        )
+        prompt_mix = open_custom_parameters(browser, "promptMix")
         # Command-line values are the form's defaults; the labels carry our help texts.
         assert prompt_mix.get_attribute("value") == "short=1"
         assert browser.find_element(By.NAME, "maxTokens").get_attribute("value") == "32"
@@ -131,8 +126,7 @@ def test_test_started_in_the_browser_fills_the_llm_tab_and_the_run_folder(web_ui
         type_into(browser, "userCount", "4")
         type_into(browser, "spawnRate", "4")
         # a field whose name the page mangles when it posts the form (thinkP90 -> think_p9_0)
-        button(browser, "CUSTOM PARAMETERS").click()
-        wait_for(browser, lambda d: d.find_element(By.NAME, "thinkP90").is_displayed(), 10, "the custom parameters")
+        open_custom_parameters(browser, "thinkP90")
         type_into(browser, "thinkP90", "0.5")
         button(browser, "START").click()
 

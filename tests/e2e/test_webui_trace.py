@@ -18,6 +18,7 @@ from browser_helpers import (
     chromium,
     fetch,
     needs_browser,
+    open_custom_parameters,
     screenshot_on_failure,
     type_into,
     wait_for,
@@ -51,8 +52,7 @@ def test_a_trace_started_from_the_form_is_warped_surged_and_sent_at_its_due_time
             browser.get(url + "/")
             wait_for(browser, lambda d: button(d, "START"), PAGE_TIMEOUT_S, "the start form")
             Select(browser.find_element(By.NAME, "shapeClass")).select_by_value("TraceShape")
-            button(browser, "CUSTOM PARAMETERS").click()
-            wait_for(browser, lambda d: d.find_element(By.NAME, "traceFile").is_displayed(), 10, "the trace fields")
+            open_custom_parameters(browser, "traceFile")
             type_into(browser, "traceFile", str(trace))
             type_into(browser, "traceSpeed", f"{SPEED:g}")
             type_into(browser, "traceSurge", "3x@2s+2s")
@@ -66,8 +66,7 @@ def test_a_trace_started_from_the_form_is_warped_surged_and_sent_at_its_due_time
             wait_for(browser, lambda d: button(d, "NEW"), PAGE_TIMEOUT_S, "the NEW button of a finished run").click()
             picker = wait_for(browser, lambda d: d.find_element(By.NAME, "shapeClass"), 10, "the form again")
             Select(picker).select_by_value("TraceShape")
-            button(browser, "CUSTOM PARAMETERS").click()
-            wait_for(browser, lambda d: d.find_element(By.NAME, "traceSurge").is_displayed(), 10, "the trace fields")
+            open_custom_parameters(browser, "traceSurge")
             type_into(browser, "traceSurge", "lots")
             wait_for(browser, lambda d: button(d, "START"), 10, "the START button").click()
 

@@ -39,7 +39,8 @@
       help.style.cssText = "font-size:0.8em;opacity:0.75;margin:4px 0 0 14px";
       box.parentNode.insertBefore(help, box.nextSibling);
     }
-    help.textContent = SHAPES[select.value] || "";
+    const text = SHAPES[select.value] || "";
+    if (help.textContent !== text) help.textContent = text;  // unchanged: no mutation, no new observer call
   }
   function formGroups() {
     // "Custom parameters" in groups with headings (webui_form.py): CSS order in Locust's flex column
@@ -62,5 +63,14 @@
     }
     container.dataset.loadlineGrouped = "1";
   }
-  setInterval(() => { try { llmTab(); shapePicker(); formGroups(); } catch (e) { /* Locust's page changed shape: leave it be */ } }, 700);
+  function decorate() {
+    try { llmTab(); shapePicker(); formGroups(); } catch (e) { /* Locust's page changed shape: leave it be */ }
+  }
+  // Right after each React render, before the browser paints or takes the next click: on a timer alone
+  // the form moved up to 0.7 s after it appeared (the shape's summary pushes what is below it down),
+  // under a pointer already aimed at "Custom parameters".
+  new MutationObserver(decorate).observe(document.body, { childList: true, subtree: true });
+  document.addEventListener("change", decorate, true);  // a shape picked: its summary, at once
+  setInterval(decorate, 700);  // the LLM tab follows the URL (?tab=llm), which no DOM change announces
+  decorate();
 })();
