@@ -51,6 +51,7 @@ class Phase:
     restart_at_end: bool = False  # the engine restarts (counters reset) at the end of this phase
     waiting_duty: float = 1.0  # share of scrapes that see `waiting` (chat users' think time drains the queue)
     idle: bool = False  # no traffic: no requests, nothing running or waiting (KV shows any residue)
+    prompt_tokens: int = 100  # each request's prompt, as the engine counted it (replies are 100 tokens)
 
 
 @dataclass
@@ -59,6 +60,7 @@ class Scenario:
     phases: list[Phase]
     kind: str = "step"
     manifest: dict = field(default_factory=dict)
+    kv_pool: tuple[int, int] | None = None  # (num_gpu_blocks, block_size) in vLLM's cache_config_info
 
 
 def _bounds(pos: int) -> tuple[float, float]:
@@ -91,7 +93,7 @@ def requests_table(sc: Scenario) -> pd.DataFrame:
                 attempt=0,
                 tokens_source="usage",
                 content_chunks=0,
-                prompt_tokens=100,
+                prompt_tokens=ph.prompt_tokens,
             )
             if failed:
                 rec.update(status="error", error_class="http", http_status=503, e2e_ms=3.0, output_tokens=0)
@@ -169,6 +171,9 @@ def server_rows(sc: Scenario) -> pd.DataFrame:
                 waiting, running = 0.0, round(running * 0.75)
             if ph.idle:
                 running, waiting = 0, 0
+            if sc.kv_pool is not None:
+                info = {**ENGINE, "num_gpu_blocks": str(sc.kv_pool[0]), "block_size": str(sc.kv_pool[1])}
+                rows.append((ts, "target", "vllm:cache_config_info", json.dumps(info, sort_keys=True), 1.0))
             rows += [
                 (ts, "target", "vllm:num_requests_running", eng, running),
                 (ts, "target", "vllm:num_requests_waiting", eng, waiting),
@@ -177,7 +182,7 @@ def server_rows(sc: Scenario) -> pd.DataFrame:
                 (ts, "dcgm", "DCGM_FI_DEV_FB_USED", json.dumps({"gpu": "0"}), 60000 + 10000 * kv),
                 (ts, "dcgm", "DCGM_FI_DEV_FB_FREE", json.dumps({"gpu": "0"}), 20000 - 10000 * kv),
             ]
-            counters["prompt"] += 0 if ph.idle else ph.rps * 100
+            counters["prompt"] += 0 if ph.idle else ph.rps * ph.prompt_tokens
             counters["gen"] += 0 if ph.idle else ph.rps * 100
             counters["pre"] += ph.preempt_per_s
             rows += [

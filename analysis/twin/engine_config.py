@@ -11,7 +11,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data.load import RunData
 from loadline.analysis.twin.model import ASSUMED, BOUNDED, FITTED, MEASURED, Parameter
 from loadline.analysis.verdict.signals import Signals
 
@@ -44,19 +43,6 @@ def cap(signals: Signals, replicas: int, max_running: float) -> tuple[int | None
         f"no scrape showed requests waiting while the most ran (a queue behind a full batch): the cap is at least {at_least}; "
         f"set to {value}, i.e. no cap the run could see",
     )
-
-
-def cache_config(signals: Signals, run: RunData) -> dict[str, str]:
-    table = run.server_metrics
-    if table is None or table.empty or "metric" not in table:
-        return {}
-    rows = table[table["metric"] == "vllm:cache_config_info"]
-    if rows.empty:
-        return {}
-    try:
-        return {str(k): str(v) for k, v in json.loads(str(rows.iloc[-1]["labels"])).items()}
-    except ValueError:
-        return {}
 
 
 def kv(config: dict[str, str], req: pd.DataFrame, cap: int) -> list[Parameter]:

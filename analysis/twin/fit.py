@@ -257,7 +257,7 @@ def fit(runs: RunData | Sequence[RunData]) -> TwinProfile:
     engines = [_engine(s.signals) for s in samples]
     named = [(e, path) for e, path in zip(engines, paths) if e != "unknown"]  # a run without a scrape names none
     engine = _one([e for e, _ in named], "engine", [path for _, path in named]) if named else "unknown"
-    config = _kv_config([engine_config.cache_config(s.signals, s.model) for s in samples], paths)
+    config = _kv_config([s.signals.cache_config() for s in samples], paths)
     weights = [len(s.req) for s in samples]
     req = pd.concat([s.req for s in samples], ignore_index=True)
     decode = _decode(samples)

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from loadline.analysis.verdict.context import Context, Window
 from loadline.analysis.verdict.signals import GaugeStats
+from loadline.core.records import Status
 
 MARGIN_CAP = 3.0  # "far past": beyond 3x the threshold the exact figure adds nothing
 
@@ -98,6 +101,9 @@ class Reading:
     gpu: GaugeStats | None = None
     per_token_ms: float | None = None  # wall ms: the engine's mean ITL, else the client's TPOT p50
     per_token_source: str = ""
+    # the KV usage at and above which the pool is full for this window's requests (kv_full_level)
+    kv_full: float = 0.90
+    kv_full_why: str = ""
     queue_ms: float | None = None  # wall ms, means of the engine's histograms
     prefill_ms: float | None = None
     server_ttft_ms: float | None = None
@@ -114,6 +120,7 @@ def read(ctx: Context, w: Window) -> Reading:
     inside = series[(series.index >= w.start) & (series.index <= w.end)]
     r.waiting_share = float((inside > 0).mean()) if len(inside) else None
     r.kv = s.gauge("kv_usage", w.start, w.end)
+    r.kv_full, r.kv_full_why = kv_full_level(ctx, w)
     r.preemptions = s.increase("preemptions", w.start, w.end)
     r.gpu = s.gauge("gpu_util", w.start, w.end)
     itl = s.histogram("itl", w.start, w.end)
@@ -130,21 +137,55 @@ def read(ctx: Context, w: Window) -> Reading:
             f"requests waiting at the engine in {r.waiting_share:.0%} of scrapes "
             f"(mean {r.waiting.mean:.1f}, max {r.waiting.max:.0f}) in {w.label}"
         )
-    if kv_pinned(r, th.kv_pinned) and r.preemptions and r.kv is not None:
+    if kv_pinned(r) and r.preemptions and r.kv is not None:
         r.saturation.append(
-            f"KV-cache pool pinned (p90 {r.kv.p90:.0%}, max {r.kv.max:.0%}) with "
+            f"KV-cache pool pinned (p90 {r.kv.p90:.0%}, max {r.kv.max:.0%}{r.kv_full_why}) with "
             f"{r.preemptions:.0f} preemptions in {w.label}"
         )
     return r
 
 
-def kv_pinned(r: Reading, level: float) -> bool:
+def kv_full_level(ctx: Context, w: Window) -> tuple[float, str]:
+    """The KV usage at which the pool is full for the window's requests, and why, when not the fixed level.
+
+    Full is "pinned near 1.0" (DOMAIN.md rule 3, `kv_pinned`), or earlier: when the room left is less
+    than one request of the window holds by its end (median prompt + reply tokens, as the engine counts
+    them), no further request can run to its end beside those running, and vLLM preempts one as the
+    others grow (it preempts only when no block is free). Long requests in a small pool sit so below
+    90 %: 1,000-2,000-token chats in a 2,560-token pool are full at ~40 %. Needs the pool's size
+    (vLLM's cache_config_info); without it the fixed level stands.
+    """
+    fixed = ctx.th.kv_pinned
+    pool = ctx.signals.kv_pool_tokens()
+    if pool is None:
+        return fixed, ""
+    rows = ctx.requests_in(w.start, w.end)
+    if rows.empty or not {"prompt_tokens", "output_tokens"} <= set(rows.columns):
+        return fixed, ""
+    rows = rows[rows["status"] == Status.OK]  # a refused request held no KV; a finished one held it all
+    sizes = pd.to_numeric(rows["prompt_tokens"], errors="coerce") + pd.to_numeric(
+        rows["output_tokens"], errors="coerce"
+    )
+    sizes = sizes[sizes > 0].dropna()
+    if sizes.empty:
+        return fixed, ""
+    need = float(sizes.median())
+    level = 1.0 - need / pool
+    if level >= fixed:
+        return fixed, ""
+    return max(level, 0.0), (
+        f"; full above {max(level, 0.0) * 100:.0f} %: a request holds {need:,.0f} tokens (median prompt + reply) "
+        f"of the {pool:,}-token pool"
+    )
+
+
+def kv_pinned(r: Reading) -> bool:
     """Pinned near full most of the time, or exhausted: engines preempt only when the pool is, so
-    preemptions with the pool seen at the pinned level count even if usage mostly sat just below it
+    preemptions with the pool seen at the full level count even if usage mostly sat just below it
     (it drops each time sequences leave)."""
     if r.kv is None:
         return False
-    return r.kv.p90 >= level or (bool(r.preemptions) and r.kv.max >= level)
+    return r.kv.p90 >= r.kv_full or (bool(r.preemptions) and r.kv.max >= r.kv_full)
 
 
 def kv_level(r: Reading) -> float | None:

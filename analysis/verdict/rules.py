@@ -118,9 +118,9 @@ def _kv_room(r: Reading, ctx: Context, required: bool = False) -> Check:
     text = "KV-cache pool not limiting: " + (
         "n/a"
         if level is None or r.kv is None
-        else f"p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)}, {r.preemptions or 0:.0f} preemptions"
+        else f"p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)}, {r.preemptions or 0:.0f} preemptions{r.kv_full_why}"
     )
-    return Check(text, level, ctx.th.kv_pinned, above=False, bounded=True, required=required)
+    return Check(text, level, r.kv_full, above=False, bounded=True, required=required)
 
 
 def _per_token_ratio(ctx: Context, r: Reading, base: Reading) -> tuple[float | None, str]:
@@ -279,9 +279,9 @@ def kv_cache(ctx: Context, r: Reading, base: Reading) -> Finding:
     level = kv_level(r)
     f.checks = [
         Check(
-            f"KV-cache usage p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)} in {r.window.label}",
+            f"KV-cache usage p90 {_pct(r.kv.p90)}, max {_pct(r.kv.max)} in {r.window.label}{r.kv_full_why}",
             level,
-            th.kv_pinned,
+            r.kv_full,
             bounded=True,
         )
     ]

@@ -9,6 +9,8 @@ fraction. Pure pandas; no I/O.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from dataclasses import dataclass, replace
 
@@ -262,6 +264,33 @@ class Signals:
     def source(self, concept: str) -> Source | None:
         """The vendor metric read for `concept` (its name and vendor go into evidence)."""
         return self.metrics.source(concept)
+
+    def cache_config(self) -> dict[str, str]:
+        """The labels of vLLM's `cache_config_info` (block_size, num_gpu_blocks, ...) at its last scrape;
+        {} when the engine exports none. The simulator exports it as vLLM does."""
+        table = self.table
+        if table.empty or "metric" not in table:
+            return {}
+        rows = table[table["metric"] == "vllm:cache_config_info"]
+        if rows.empty:
+            return {}
+        try:
+            return {str(k): str(v) for k, v in json.loads(str(rows.iloc[-1]["labels"])).items()}
+        except ValueError:
+            return {}
+
+    @functools.cached_property
+    def _pool_tokens(self) -> int | None:
+        config = self.cache_config()
+        try:
+            tokens = int(float(config["num_gpu_blocks"])) * int(float(config["block_size"]))
+        except (KeyError, ValueError):
+            return None
+        return tokens if tokens > 0 else None
+
+    def kv_pool_tokens(self) -> int | None:
+        """Tokens one engine's KV pool holds (num_gpu_blocks x block_size), when its metrics say."""
+        return self._pool_tokens
 
     def _running_waiting(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
         """running and waiting at the scrapes that have both, optionally inside [start, end]."""

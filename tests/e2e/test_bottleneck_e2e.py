@@ -188,7 +188,10 @@ def run_case(sim_options: list[str], run_args: list[str], out: Path) -> dict:
 # core (CPU + wait, loadline/core/saturation.py) counts; CPU % alone read that as not saturated.
 # The engine cases run alone (exclusive): each names the limit of an engine model, and a simulator
 # starved by four test processes on two cores is another engine (its x10 steps stretch, its KV pool
-# drains between them): the kv-cache case once read 'scheduler' there (KV p90 82 %, 134 preemptions).
+# drains between them). The kv-cache case read 'scheduler' there while the pool counted as full only at
+# 90 % (KV p90 84 %, max 86 %, 290 preemptions); it is full once the room left cannot hold one of its
+# 1,000-2,000-token requests (analysis/verdict/reading.py kv_full_level): kv-cache in 3 of 3 runs beside
+# three busy loops.
 # The gateway case runs beside them too: it counts refused connections while at most 4 requests reach
 # an engine whose batch holds 8, so a slower engine still never queues (measured beside three busy
 # loops on two cores: gateway, margin 3.0, in 2 runs of 2).
