@@ -262,6 +262,18 @@ class GapColumn:
         ]
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
 
+    def per_row(self, mask: np.ndarray) -> list[np.ndarray]:
+        """The gaps of each table row in `mask`, one array per row in row order (int32 microseconds, empty
+        when a row has none). A Python object per row: for a fit's few thousand rows, not a whole large run."""
+        keys = np.where(np.asarray(mask, dtype=bool), 0, -1)
+        out: list[np.ndarray] = []
+        for group, mine in self._grouped_batches(keys):
+            if (mine == 0).any():
+                for text in _rows_with_key(group, mine, 0).to_pylist():
+                    gaps = np.array(text.split(), dtype=np.int32) if text else np.empty(0, dtype=np.int32)
+                    out.append(to_model(gaps, self.scale))
+        return out
+
 
 def csv_gap_batches(
     path: Path, open_limited: Callable[[Path], io.BufferedIOBase], batch_bytes: int, newlines_in_values: bool

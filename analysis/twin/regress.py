@@ -4,7 +4,7 @@ Both are the simulator's cost model (simulator/costmodel.py) read backwards:
 
     step = max(M0 + K x kv_tokens_read, C x step_tokens) + F + S x sequences
 
-Decode (each request's median inter-token gap against the batch B and KV it shared the engine with):
+Decode (each request's mean inter-token gap less its stalls, against the batch B and KV it shared the engine with):
 memory-bound, so ITL = (M0 + F) + S x B + K x kv, a linear least-squares fit with non-negative
 coefficients (an engine never gets faster with more work, nor takes negative time for an empty step).
 Prefill (TTFT of requests that did not queue): TTFT = const + wait + max(M0 + K x kv, C x tokens) + F + S x (B+1),

@@ -44,6 +44,7 @@ def _run(
     seed: int = 3,
     shift: float = 0.0,
     cap: int | None = None,
+    late: float = 0.0,
 ) -> RunData:
     """`users` users sending back to back with a short think time for 60 s; each request's gap is the
     toy step at the batch its decode shared (three passes: the batch depends on the gaps)."""
@@ -71,7 +72,10 @@ def _run(
             "start_wall": t0,
             "ttft_ms": ttft * 1e3,
             "e2e_ms": (te - t0) * 1e3,
-            "itl_p50_ms": itl * 1e3,
+            # a time-scaled simulator's steps (late > 0): six late by `late`, the seventh catching up,
+            # and one stall (another request's prefill) of 4 steps; the mean of the rest is the step
+            "itl_p50_ms": itl * 1e3 * (1 + late),
+            "itl_us": [_gaps(step, late) for step in itl] if late else "",
             "prompt_tokens": prompt,
             "output_tokens": OUTPUT,
             "finish_reason": "length",
@@ -92,6 +96,13 @@ def _run(
         else _engine_metrics(cap, float(t0.min()))
     )
     return RunData(Path(name), {}, requests, phases, metrics, pd.DataFrame(), None)
+
+
+def _gaps(step_s: float, late: float) -> str:
+    us = step_s * 1e6
+    pattern = [us * (1 + late)] * 6 + [us * (1 - 6 * late)]
+    gaps = (pattern * OUTPUT)[: OUTPUT - 2] + [4 * us]
+    return " ".join(str(round(g)) for g in gaps)
 
 
 def _costs(profile) -> dict[str, float]:
@@ -150,3 +161,21 @@ def test_measured_caps_a_scrape_apart_give_the_largest_and_far_apart_are_refused
     with pytest.raises(UsageError, match=r"different batch caps \(eight: 8, four: 4\)") as refused:
         fit([eight, unseen, four])  # each cap named beside its own run, the bound left out
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(("step_ms", "late"), [(2.0, 0.05), (10.0, 0.08)])
+def test_the_decode_step_is_the_mean_gap_of_steps_that_alternate_late_and_catching_up(
+    step_ms: float, late: float
+) -> None:
+    """A time-scaled simulator sleeps in whole milliseconds and catches up on the next step: the
+    median gap reads the late steps; the mean of the gaps, less the stalls, reads the step."""
+
+    def step(run: RunData) -> float:  # the step at 4 sequences
+        d = fit(run).regressions["decode"]
+        return d["base_ms"] + 4 * d["per_seq_us"] / 1e3
+
+    truth = step(_run("exact", step_ms, 0.2))
+    assert step(_run("gaps", step_ms, 0.2, late=late)) == pytest.approx(truth, rel=0.01)
+    without = _run("median only", step_ms, 0.2, late=late)
+    without.requests["itl_us"] = ""  # a table without the gaps: the median is all there is
+    assert step(without) == pytest.approx(truth * (1 + late), rel=0.01)
