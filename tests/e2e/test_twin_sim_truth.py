@@ -1,7 +1,7 @@
-"""The simulator as ground truth for the twin: fit on a run of one profile, predict what-ifs (a smaller
+"""The simulator as ground truth for the twin: fit on a run of a profile, predict what-ifs (a smaller
 batch cap, a smaller KV cache, two replicas), and compare each with an actual run of the simulator so
 changed, per phase: throughput and median TPOT within 10 %, median TTFT within 15 %. docs/twin.md has
-the measured table; this test rewrites runs/twin-validation.md with today's."""
+the measured tables; this test rewrites runs/twin-validation-PROFILE.md with today's."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from loadline.simulator.config import build_config
 from tests.spine_helpers import REPO, loadline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]  # time-scaled runs: a starved client moves their figures
@@ -21,16 +22,26 @@ LOAD = ["--scenario", "single", "--shape", "stepped"]
 # or fewer of one class move it by 20 %), think time short enough for a few hundred requests a step.
 LOCUST = ["--step-start-users", "4", "--step-max-users", "16", "--step-hold", "60", "--baseline-hold", "20"]
 LOCUST += ["--event-interval", "0.2", "--max-tokens", "64", "--prompt-tokens", "lognormal:200,0.5"]
-# Against the tiny profile (max_num_seqs 8, 256 KV blocks, 1 replica). A smaller KV pool needs a shorter
-# max_model_len (the simulator refuses a sequence longer than its pool, as vLLM does).
-WHAT_IFS = {
-    "max_num_seqs=4": ["max_num_seqs=4"],
-    "num_gpu_blocks=96": ["num_gpu_blocks=96", "max_model_len=1536"],
-    "replicas=2": ["replicas=2"],
+# Two engines of other shapes: the tiny profile (max_num_seqs 8, 256 KV blocks, compute-bound prefill of a
+# slow model: ~20 ms steps) and an H100 running Llama-3-8B (memory-bound decode, ~10 ms steps, no cap and
+# a pool no 16 users fill). Each predicts a smaller batch cap, a smaller KV cache and two replicas. A
+# smaller KV pool needs a shorter max_model_len (the simulator refuses a sequence longer than its pool, as
+# vLLM does). The H100's pool: 128 blocks of 16 hold ~7 of these requests.
+PROFILES = {
+    "tiny": {
+        "max_num_seqs=4": ["max_num_seqs=4"],
+        "num_gpu_blocks=96": ["num_gpu_blocks=96", "max_model_len=1536"],
+        "replicas=2": ["replicas=2"],
+    },
+    "h100-llama3-8b": {
+        "max_num_seqs=4": ["max_num_seqs=4"],
+        "num_gpu_blocks=128": ["num_gpu_blocks=128", "max_model_len=2048"],
+        "replicas=2": ["replicas=2"],
+    },
 }
 # Four time-scaled runs at the least (fit, then a what-if's actual and predicted runs): about three minutes
 # alone on the machine, which put `make test` at 14.7 minutes on 2 cores. `make twin-validation`
-# (LOADLINE_TWIN_ALL=1) runs it with all three what-ifs; `make test` checks the twin through
+# (LOADLINE_TWIN_ALL=1) runs it for both profiles with all three what-ifs; `make test` checks the twin through
 # tests/e2e/test_twin_commands.py (fit, replay on the run's own load, plan --twin) and tests/unit/test_twin.py.
 if not os.environ.get("LOADLINE_TWIN_ALL"):
     pytestmark.append(pytest.mark.skip(reason="the twin against the simulator: `make twin-validation`"))
@@ -44,12 +55,12 @@ TOLERANCE = {"rps": 0.10, "tpot_p50_ms": 0.10, "ttft_p50_ms": 0.15}
 REPORTED = ("itl_p50_ms", "ttft_p95_ms", "itl_p95_ms")
 
 
-def _run(out: Path, *sim_options: str) -> Path:
+def _run(out: Path, profile: str, *sim_options: str) -> Path:
     options = [arg for o in sim_options for arg in ("--sim-option", o)]
     done = loadline(
         "run",
         "--sim-profile",
-        "tiny",
+        profile,
         "--time-scale",
         SCALE,
         *LOAD,
@@ -77,20 +88,22 @@ def _break(answer: dict) -> str:
     return (answer["break_point"].get("load") or {}).get("phase") or "none"
 
 
-def test_twin_predicts_what_ifs_within_ten_percent_of_the_simulator(tmp_path: Path) -> None:
-    fitted_run = _run(tmp_path / "fit")
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_twin_predicts_what_ifs_within_ten_percent_of_the_simulator(profile: str, tmp_path: Path) -> None:
+    truth = build_config(profile, {})
+    fitted_run = _run(tmp_path / "fit", profile)
     twin = tmp_path / "twin"
     done = loadline("twin", "fit", str(fitted_run), "--out", str(twin))
     assert done.code == 0, done.stderr[-2000:]
     fitted = json.loads((twin / "twin.json").read_text())
     values = {p["name"]: p["value"] for p in fitted["parameters"]}
-    assert values["num_gpu_blocks"] == 256  # read from the engine's own metrics
-    assert values["max_num_seqs"] >= 8  # the cap, or a bound when the run did not reach it
+    assert values["num_gpu_blocks"] == truth.num_kv_blocks()  # read from the engine's own metrics
+    assert values["max_num_seqs"] >= min(8, truth.max_num_seqs)  # the cap, or a bound when the run did not reach it
 
     lines = ["| what-if | phase | figure | simulator | twin | error |", "|---|---|---|---|---|---|"]
     failures = []
-    for name, changes in WHAT_IFS.items():
-        verdict = _verdict(_run(tmp_path / f"actual-{name}", *changes))
+    for name, changes in PROFILES[profile].items():
+        verdict = _verdict(_run(tmp_path / f"actual-{name}", profile, *changes))
         actual = _phases(verdict)
         sets = [arg for change in changes for arg in ("--set", change)]
         out = tmp_path / f"predict-{name}"
@@ -128,5 +141,5 @@ def test_twin_predicts_what_ifs_within_ten_percent_of_the_simulator(tmp_path: Pa
                 if abs(error) > TOLERANCE.get(figure, float("inf")):
                     failures.append(f"{name} {label} {figure}: simulator {truth:.3g}, twin {twin_value:.3g}")
     (REPO / "runs").mkdir(exist_ok=True)
-    (REPO / "runs" / "twin-validation.md").write_text("\n".join(lines) + "\n")
+    (REPO / "runs" / f"twin-validation-{profile}.md").write_text("\n".join(lines) + "\n")
     assert not failures, "\n".join(failures)
