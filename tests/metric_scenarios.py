@@ -52,6 +52,7 @@ class Phase:
     waiting_duty: float = 1.0  # share of scrapes that see `waiting` (chat users' think time drains the queue)
     idle: bool = False  # no traffic: no requests, nothing running or waiting (KV shows any residue)
     prompt_tokens: int = 100  # each request's prompt, as the engine counted it (replies are 100 tokens)
+    cached_tokens: int = 0  # of which the engine's prefix cache already held
 
 
 @dataclass
@@ -94,6 +95,7 @@ def requests_table(sc: Scenario) -> pd.DataFrame:
                 tokens_source="usage",
                 content_chunks=0,
                 prompt_tokens=ph.prompt_tokens,
+                cached_tokens=ph.cached_tokens,
             )
             if failed:
                 rec.update(status="error", error_class="http", http_status=503, e2e_ms=3.0, output_tokens=0)

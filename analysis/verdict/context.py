@@ -119,6 +119,7 @@ WINDOW_COLUMNS = (
     "itl_p99_ms",
     "output_tokens",
     "prompt_tokens",
+    "cached_tokens",
     "read_delay_ms",
     "worker_id",
     "content_type",

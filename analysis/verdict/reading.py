@@ -150,10 +150,10 @@ def kv_full_level(ctx: Context, w: Window) -> tuple[float, str]:
 
     Full is "pinned near 1.0" (DOMAIN.md rule 3, `kv_pinned`), or earlier: when the room left is less
     than one request of the window holds by its end (median prompt + reply tokens, as the engine counts
-    them), no further request can run to its end beside those running, and vLLM preempts one as the
-    others grow (it preempts only when no block is free). Long requests in a small pool sit so below
-    90 %: 1,000-2,000-token chats in a 2,560-token pool are full at ~40 %. Needs the pool's size
-    (vLLM's cache_config_info); without it the fixed level stands.
+    them, less the prefix its cache already held), no further request can run to its end beside those
+    running, and vLLM preempts one as the others grow (it preempts only when no block is free). Long
+    requests in a small pool sit so below 90 %: 1,000-2,000-token chats in a 2,560-token pool are full
+    at ~40 %. Needs the pool's size (vLLM's cache_config_info); without it the fixed level stands.
     """
     fixed = ctx.th.kv_pinned
     pool = ctx.signals.kv_pool_tokens()
@@ -166,6 +166,8 @@ def kv_full_level(ctx: Context, w: Window) -> tuple[float, str]:
     sizes = pd.to_numeric(rows["prompt_tokens"], errors="coerce") + pd.to_numeric(
         rows["output_tokens"], errors="coerce"
     )
+    if "cached_tokens" in rows.columns:  # a prefix the cache already held takes no new blocks
+        sizes = sizes - pd.to_numeric(rows["cached_tokens"], errors="coerce").fillna(0.0)
     sizes = sizes[sizes > 0].dropna()
     if sizes.empty:
         return fixed, ""

@@ -412,6 +412,18 @@ def test_the_same_usage_with_room_for_the_requests_is_not_a_full_pool(blocks, si
     assert "full above" not in " ".join(verdict["evidence"])
 
 
+@pytest.mark.parametrize("blocks,size,prompt,kv,kv_end", POOLS_FULL_FOR_THEIR_REQUESTS)
+def test_a_prefix_the_cache_already_held_takes_no_room(blocks, size, prompt, kv, kv_end, tmp_path):
+    """Long prompts that share a cached prefix (a system prompt) need blocks only for the rest."""
+    sc = layers.scheduler()
+    sc.kv_pool = (blocks, size)
+    sc.phases = [dataclasses.replace(p, prompt_tokens=prompt, cached_tokens=prompt - 50) for p in sc.phases]
+    sc.phases[-2:] = [dataclasses.replace(p, kv=kv, kv_end=kv_end, preempt_per_s=1.5) for p in sc.phases[-2:]]
+    verdict = verdict_of(sc, tmp_path)
+    assert verdict["layer"] == "scheduler", verdict
+    assert "full above" not in " ".join(verdict["evidence"])
+
+
 def test_without_the_pool_size_the_fixed_level_stands(tmp_path):
     """No cache_config_info (SGLang, TGI, a Prometheus export): long requests alone prove nothing."""
     sc = layers.scheduler()
