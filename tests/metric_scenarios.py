@@ -62,6 +62,7 @@ class Scenario:
     kind: str = "step"
     manifest: dict = field(default_factory=dict)
     kv_pool: tuple[int, int] | None = None  # (num_gpu_blocks, block_size) in vLLM's cache_config_info
+    kv_pool_other: tuple[int, int] | None = None  # a second replica's, listed before the first's
 
 
 def _bounds(pos: int) -> tuple[float, float]:
@@ -173,9 +174,10 @@ def server_rows(sc: Scenario) -> pd.DataFrame:
                 waiting, running = 0.0, round(running * 0.75)
             if ph.idle:
                 running, waiting = 0, 0
-            if sc.kv_pool is not None:
-                info = {**ENGINE, "num_gpu_blocks": str(sc.kv_pool[0]), "block_size": str(sc.kv_pool[1])}
-                rows.append((ts, "target", "vllm:cache_config_info", json.dumps(info, sort_keys=True), 1.0))
+            for engine, pool in (("1", sc.kv_pool_other), ("0", sc.kv_pool)):
+                if pool is not None:
+                    info = {**ENGINE, "engine": engine, "num_gpu_blocks": str(pool[0]), "block_size": str(pool[1])}
+                    rows.append((ts, "target", "vllm:cache_config_info", json.dumps(info, sort_keys=True), 1.0))
             rows += [
                 (ts, "target", "vllm:num_requests_running", eng, running),
                 (ts, "target", "vllm:num_requests_waiting", eng, waiting),

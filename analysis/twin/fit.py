@@ -79,9 +79,25 @@ def _decode_steps(run: RunData, ok: pd.DataFrame) -> np.ndarray:
     out = median.copy()
     for i, gaps in enumerate(rows):
         if len(gaps) >= 2:
-            kept = gaps[gaps <= STALL_RATIO * np.median(gaps)]
-            out[i] = float(kept.mean()) / 1e6
+            out[i] = _mean_step(gaps.astype(float)) / 1e6
     return out
+
+
+def _mean_step(gaps: np.ndarray) -> float:
+    """The mean of the gaps less the stalls (over STALL_RATIO x the median). A long gap followed by
+    near-zero ones is one late read of several tokens (the client or a proxy read late): it counts as
+    a stall only if it still is when spread over the tokens it carried, and its tokens go with it."""
+    typical = float(np.median(gaps))
+    if typical <= 0:
+        return float(gaps.mean())
+    keep = np.ones(len(gaps), dtype=bool)
+    for i in np.flatnonzero(gaps > STALL_RATIO * typical):
+        j = i + 1
+        while j < len(gaps) and gaps[j] < 0.25 * typical:  # tokens that arrived with it
+            j += 1
+        if gaps[i:j].sum() / (j - i) > STALL_RATIO * typical:
+            keep[i:j] = False
+    return float(gaps[keep].mean()) if keep.any() else typical
 
 
 def _engine(signals: Signals) -> str:

@@ -24,6 +24,7 @@ from loadline.analysis.verdict.signals import GaugeStats
 from loadline.core.records import Status
 
 MARGIN_CAP = 3.0  # "far past": beyond 3x the threshold the exact figure adds nothing
+FULL_FLOOR = 0.5  # kv_full_level never calls a pool full below half (one request over half fills it)
 
 
 @dataclass
@@ -120,8 +121,10 @@ def read(ctx: Context, w: Window) -> Reading:
     inside = series[(series.index >= w.start) & (series.index <= w.end)]
     r.waiting_share = float((inside > 0).mean()) if len(inside) else None
     r.kv = s.gauge("kv_usage", w.start, w.end)
-    r.kv_full, r.kv_full_why = kv_full_level(ctx, w)
     r.preemptions = s.increase("preemptions", w.start, w.end)
+    # room for one more request matters when one waits to be admitted or the engine evicted one
+    if r.preemptions or (r.waiting_share or 0.0) >= th.waiting_share:
+        r.kv_full, r.kv_full_why = kv_full_level(ctx, w)
     r.gpu = s.gauge("gpu_util", w.start, w.end)
     itl = s.histogram("itl", w.start, w.end)
     if itl is not None and itl.count > 0 and itl.mean is not None:
@@ -153,7 +156,7 @@ def kv_full_level(ctx: Context, w: Window) -> tuple[float, str]:
     them, less the prefix its cache already held), no further request can run to its end beside those
     running, and vLLM preempts one as the others grow (it preempts only when no block is free). Long
     requests in a small pool sit so below 90 %: 1,000-2,000-token chats in a 2,560-token pool are full
-    at ~40 %. Needs the pool's size (vLLM's cache_config_info); without it the fixed level stands.
+    above half. Needs the pool's size (vLLM's cache_config_info); without it the fixed level stands.
     """
     fixed = ctx.th.kv_pinned
     pool = ctx.signals.kv_pool_tokens()
@@ -172,11 +175,15 @@ def kv_full_level(ctx: Context, w: Window) -> tuple[float, str]:
     if sizes.empty:
         return fixed, ""
     need = float(sizes.median())
-    level = 1.0 - need / pool
+    if need >= pool:  # no engine runs a request larger than its pool: these are not its numbers
+        return fixed, ""
+    # At most one such request fits when it needs over half the pool; it alone then holds >= half, so
+    # "full above half" loses nothing and bounds what wrong numbers could do.
+    level = max(1.0 - need / pool, FULL_FLOOR)
     if level >= fixed:
         return fixed, ""
-    return max(level, 0.0), (
-        f"; full above {max(level, 0.0) * 100:.0f} %: a request holds {need:,.0f} tokens (median prompt + reply) "
+    return level, (
+        f"; full above {level * 100:.0f} %: a request holds {need:,.0f} tokens (median prompt + reply) "
         f"of the {pool:,}-token pool"
     )
 

@@ -281,15 +281,26 @@ class Signals:
 
     @functools.cached_property
     def _pool_tokens(self) -> int | None:
-        config = self.cache_config()
-        try:
-            tokens = int(float(config["num_gpu_blocks"])) * int(float(config["block_size"]))
-        except (KeyError, ValueError):
+        table = self.table
+        if table.empty or "metric" not in table:
             return None
-        return tokens if tokens > 0 else None
+        rows = table[table["metric"] == "vllm:cache_config_info"]
+        if rows.empty:
+            return None
+        ts = pd.to_numeric(rows["ts"], errors="coerce")
+        pools = []
+        for labels in rows.loc[ts == ts.max(), "labels"]:  # each replica's row at the last scrape
+            try:
+                config = json.loads(str(labels))
+                pools.append(int(float(config["num_gpu_blocks"])) * int(float(config["block_size"])))
+            except (KeyError, ValueError, TypeError):
+                continue
+        pools = [p for p in pools if p > 0]
+        return min(pools) if pools else None
 
     def kv_pool_tokens(self) -> int | None:
-        """Tokens one engine's KV pool holds (num_gpu_blocks x block_size), when its metrics say."""
+        """Tokens one engine's KV pool holds (num_gpu_blocks x block_size), when its metrics say: the
+        smallest replica's at the last scrape (KV usage is read as the fullest replica's)."""
         return self._pool_tokens
 
     def _running_waiting(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:

@@ -377,7 +377,7 @@ def test_a_near_miss_needs_half_its_defining_signals(queue_ms, factor, tmp_path)
 # prompts in 160 blocks of 16, preempting at a sampled p90 84 %, max 86 %).
 # (blocks, block size, prompt tokens, usage from, usage to): full above 1 - (prompt + 100) / pool
 POOLS_FULL_FOR_THEIR_REQUESTS = [
-    (160, 16, 1500, 0.70, 0.86),  # full above 39 %
+    (160, 16, 1500, 0.70, 0.86),  # 1 - 1600 / 2560 = 38 %: full above half
     (500, 16, 2400, 0.55, 0.75),  # full above 69 %
     (256, 32, 4000, 0.45, 0.60),  # full above 50 %
 ]
@@ -395,8 +395,32 @@ def test_a_pool_too_small_for_its_requests_is_kv_bound_below_the_fixed_level(
     sc.phases[-2:] = [dataclasses.replace(p, kv=kv, kv_end=kv_end, preempt_per_s=1.5) for p in sc.phases[-2:]]
     verdict = verdict_of(sc, tmp_path)
     assert verdict["layer"] == "kv-cache", verdict
-    full = round((1 - (prompt + 100) / (blocks * size)) * 100)
+    full = round(max(1 - (prompt + 100) / (blocks * size), 0.5) * 100)  # never below half
     assert f"full above {full} %" in " ".join(verdict["evidence"]), verdict["evidence"]
+
+
+@pytest.mark.parametrize("other_first", [False, True])
+def test_with_replicas_the_smallest_pool_decides(other_first, tmp_path):
+    """Two replicas' cache_config_info, in either order: the smaller pool is the one that fills."""
+    sc = layers.kv_cache()
+    small, large = (160, 16), (5000, 16)
+    sc.kv_pool, sc.kv_pool_other = (large, small) if other_first else (small, large)
+    sc.phases = [dataclasses.replace(p, prompt_tokens=1500) for p in sc.phases]
+    sc.phases[-2:] = [dataclasses.replace(p, kv=0.70, kv_end=0.86) for p in sc.phases[-2:]]
+    verdict = verdict_of(sc, tmp_path)
+    assert verdict["layer"] == "kv-cache", verdict
+    assert "2,560-token pool" in " ".join(verdict["evidence"])
+
+
+def test_a_pool_with_no_request_waiting_or_evicted_keeps_the_fixed_level(tmp_path):
+    """Long requests in a small pool, but nothing waits and nothing is preempted: room for one more is
+    not what limits, and the compute verdict stands."""
+    sc = layers.gpu_compute()
+    sc.kv_pool = (500, 16)
+    sc.phases = [dataclasses.replace(p, prompt_tokens=2400, kv=min(p.kv, 0.75)) for p in sc.phases]
+    verdict = verdict_of(sc, tmp_path)
+    assert verdict["layer"] == "gpu-compute", verdict
+    assert "full above" not in " ".join(verdict["evidence"])
 
 
 @pytest.mark.parametrize("blocks,size,prompt,kv,kv_end", POOLS_FULL_FOR_THEIR_REQUESTS)

@@ -175,7 +175,22 @@ def test_the_decode_step_is_the_mean_gap_of_steps_that_alternate_late_and_catchi
         return d["base_ms"] + 4 * d["per_seq_us"] / 1e3
 
     truth = step(_run("exact", step_ms, 0.2))
-    assert step(_run("gaps", step_ms, 0.2, late=late)) == pytest.approx(truth, rel=0.01)
+    with_gaps = _run("gaps", step_ms, 0.2, late=late)
+    # a refused request first: the gaps of the successful ones must stay with their rows
+    refused = with_gaps.requests.iloc[:1].assign(status=Status.ERROR, itl_us="999999 1")
+    with_gaps.requests = pd.concat([refused, with_gaps.requests], ignore_index=True)
+    assert step(with_gaps) == pytest.approx(truth, rel=0.01)
     without = _run("median only", step_ms, 0.2, late=late)
     without.requests["itl_us"] = ""  # a table without the gaps: the median is all there is
     assert step(without) == pytest.approx(truth * (1 + late), rel=0.01)
+
+
+def test_a_late_read_of_several_tokens_is_not_a_stall() -> None:
+    """A long gap and the zeros after it (tokens read together) spread to the step: kept; a stall
+    (a prefill in the step) and any tokens read with it: left out."""
+    from loadline.analysis.twin.fit import _mean_step
+
+    late_read = np.array([10.0] * 31 + [60.0] + [0.0] * 5 + [10.0] * 10)
+    assert _mean_step(late_read) == pytest.approx(10.0, rel=0.01)
+    stall = np.array([10.0] * 31 + [60.0, 0.0] + [10.0] * 10)
+    assert _mean_step(stall) == pytest.approx(10.0, rel=0.01)
