@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from loadline.analysis.data.load import RunData, gap_column
+from loadline.analysis.data.load import RunData
 from loadline.analysis.data.timescale import model_run
 from loadline.analysis.twin import engine_config, workload
+from loadline.analysis.twin.decode_steps import STALL_RATIO, decode_steps
 from loadline.analysis.twin.model import BOUNDED, FITTED, MEASURED, FittedRange, Parameter, TwinProfile
 from loadline.analysis.twin.overlap import in_flight_at, mean_overlap
 from loadline.analysis.twin.regress import DecodeFit, PrefillFit, fit_decode, fit_prefill
@@ -37,11 +37,6 @@ GIB = 1 << 30
 WALL_ITL_MS = 2.0  # a prediction's light-load inter-token gap in wall time, at least (see _time_scale)
 MIN_REQUESTS = 20  # fewer usable requests fit nothing trustworthy
 CAP_RATIO = 1.5  # measured caps this far apart are different engine setups
-# A gap this far over its request's median is a stall (a step that also ran a prefill), not a decode step:
-# on the llama.cpp runs measured a step is 0.6-4 ms and a joining prompt of 8-500 tokens adds 0.8-50 ms
-# (~0.1 ms a token), so most stalls are 1.5x and more; a time-scaled simulator's late and catch-up steps
-# stayed within 1.5x of the median in 99 % of the gaps measured (an H100 profile at x5).
-STALL_RATIO = 1.5
 
 
 def _requests(run: RunData) -> pd.DataFrame:
@@ -54,50 +49,8 @@ def _requests(run: RunData) -> pd.DataFrame:
     ok["te"] = ok["t0"] + ok["e2e_ms"].astype(float) / 1e3
     ok["prompt"] = ok["prompt_tokens"].astype(float).fillna(0.0)
     ok["output"] = ok["output_tokens"].astype(float).fillna(0.0)
-    ok["step_s"] = _decode_steps(run, ok)
+    ok["step_s"] = decode_steps(run, ok)
     return ok.reset_index(drop=True)
-
-
-def _decode_steps(run: RunData, ok: pd.DataFrame) -> np.ndarray:
-    """Each request's decode step as its gaps show it (seconds): the mean of its inter-token gaps, less
-    the stalls over STALL_RATIO x their median.
-
-    A mean, because the regressors (batch, KV) are time-averages over the request's decode: the mean
-    step is linear in them, a median is not. Less the stalls, because a step that also ran another
-    request's prefill is one the twin's scheduler adds by itself. Not the median: where the steps
-    alternate (a time-scaled simulator sleeps in whole milliseconds of the host's timer and catches up
-    on the next step: 2.17 ms gaps with a 1.16 ms one every seventh, a 2.06 ms mean) it read the
-    H100 profile's step 8 % long. Without the gaps (a table built in memory without them), the median.
-    """
-    median = ok["itl_p50_ms"].to_numpy(float) / 1e3
-    try:
-        rows = gap_column(run).per_row(run.requests.index.isin(ok.index))
-    except (KeyError, ValueError, pa.ArrowException):
-        return median
-    if len(rows) != len(ok):
-        return median
-    out = median.copy()
-    for i, gaps in enumerate(rows):
-        if len(gaps) >= 2:
-            out[i] = _mean_step(gaps.astype(float)) / 1e6
-    return out
-
-
-def _mean_step(gaps: np.ndarray) -> float:
-    """The mean of the gaps less the stalls (over STALL_RATIO x the median). A long gap followed by
-    near-zero ones is one late read of several tokens (the client or a proxy read late): it counts as
-    a stall only if it still is when spread over the tokens it carried, and its tokens go with it."""
-    typical = float(np.median(gaps))
-    if typical <= 0:
-        return float(gaps.mean())
-    keep = np.ones(len(gaps), dtype=bool)
-    for i in np.flatnonzero(gaps > STALL_RATIO * typical):
-        j = i + 1
-        while j < len(gaps) and gaps[j] < 0.25 * typical:  # tokens that arrived with it
-            j += 1
-        if gaps[i:j].sum() / (j - i) > STALL_RATIO * typical:
-            keep[i:j] = False
-    return float(gaps[keep].mean()) if keep.any() else typical
 
 
 def _engine(signals: Signals) -> str:

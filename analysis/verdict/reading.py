@@ -102,8 +102,8 @@ class Reading:
     gpu: GaugeStats | None = None
     per_token_ms: float | None = None  # wall ms: the engine's mean ITL, else the client's TPOT p50
     per_token_source: str = ""
-    # the KV usage at and above which the pool is full for this window's requests (kv_full_level)
-    kv_full: float = 0.90
+    # the KV usage at and above which the pool is full for this window's requests (read: kv_full_level)
+    kv_full: float = 1.0
     kv_full_why: str = ""
     queue_ms: float | None = None  # wall ms, means of the engine's histograms
     prefill_ms: float | None = None
@@ -123,8 +123,8 @@ def read(ctx: Context, w: Window) -> Reading:
     r.kv = s.gauge("kv_usage", w.start, w.end)
     r.preemptions = s.increase("preemptions", w.start, w.end)
     # room for one more request matters when one waits to be admitted or the engine evicted one
-    if r.preemptions or (r.waiting_share or 0.0) >= th.waiting_share:
-        r.kv_full, r.kv_full_why = kv_full_level(ctx, w)
+    pressed = bool(r.preemptions) or (r.waiting_share or 0.0) >= th.waiting_share
+    r.kv_full, r.kv_full_why = kv_full_level(ctx, w) if pressed else (th.kv_pinned, "")
     r.gpu = s.gauge("gpu_util", w.start, w.end)
     itl = s.histogram("itl", w.start, w.end)
     if itl is not None and itl.count > 0 and itl.mean is not None:

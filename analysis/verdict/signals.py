@@ -265,43 +265,38 @@ class Signals:
         """The vendor metric read for `concept` (its name and vendor go into evidence)."""
         return self.metrics.source(concept)
 
-    def cache_config(self) -> dict[str, str]:
-        """The labels of vLLM's `cache_config_info` (block_size, num_gpu_blocks, ...) at its last scrape;
-        {} when the engine exports none. The simulator exports it as vLLM does."""
-        table = self.table
-        if table.empty or "metric" not in table:
-            return {}
-        rows = table[table["metric"] == "vllm:cache_config_info"]
-        if rows.empty:
-            return {}
-        try:
-            return {str(k): str(v) for k, v in json.loads(str(rows.iloc[-1]["labels"])).items()}
-        except ValueError:
-            return {}
-
     @functools.cached_property
-    def _pool_tokens(self) -> int | None:
+    def _cache_configs(self) -> list[dict[str, str]]:
+        """The labels of vLLM's `cache_config_info` (block_size, num_gpu_blocks, ...), one per replica, at
+        its last scrape; [] when the engine exports none. The simulator exports it as vLLM does."""
         table = self.table
         if table.empty or "metric" not in table:
-            return None
+            return []
         rows = table[table["metric"] == "vllm:cache_config_info"]
-        if rows.empty:
-            return None
         ts = pd.to_numeric(rows["ts"], errors="coerce")
-        pools = []
-        for labels in rows.loc[ts == ts.max(), "labels"]:  # each replica's row at the last scrape
+        configs = []
+        for labels in rows.loc[ts == ts.max(), "labels"]:
             try:
-                config = json.loads(str(labels))
-                pools.append(int(float(config["num_gpu_blocks"])) * int(float(config["block_size"])))
-            except (KeyError, ValueError, TypeError):
+                configs.append({str(k): str(v) for k, v in json.loads(str(labels)).items()})
+            except (ValueError, AttributeError):
                 continue
-        pools = [p for p in pools if p > 0]
-        return min(pools) if pools else None
+        return configs
+
+    def cache_config(self) -> dict[str, str]:
+        """One replica's cache_config_info labels at the last scrape ({} without them)."""
+        return self._cache_configs[-1] if self._cache_configs else {}
 
     def kv_pool_tokens(self) -> int | None:
         """Tokens one engine's KV pool holds (num_gpu_blocks x block_size), when its metrics say: the
         smallest replica's at the last scrape (KV usage is read as the fullest replica's)."""
-        return self._pool_tokens
+        pools = []
+        for config in self._cache_configs:
+            try:
+                pools.append(int(float(config["num_gpu_blocks"])) * int(float(config["block_size"])))
+            except (KeyError, ValueError):
+                continue
+        pools = [p for p in pools if p > 0]
+        return min(pools) if pools else None
 
     def _running_waiting(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
         """running and waiting at the scrapes that have both, optionally inside [start, end]."""

@@ -188,7 +188,7 @@ def test_the_decode_step_is_the_mean_gap_of_steps_that_alternate_late_and_catchi
 def test_a_late_read_of_several_tokens_is_not_a_stall() -> None:
     """A long gap and the zeros after it (tokens read together) spread to the step: kept; a stall
     (a prefill in the step) and any tokens read with it: left out."""
-    from loadline.analysis.twin.fit import _mean_step
+    from loadline.analysis.twin.decode_steps import mean_step as _mean_step
 
     late_read = np.array([10.0] * 31 + [60.0] + [0.0] * 5 + [10.0] * 10)
     assert _mean_step(late_read) == pytest.approx(10.0, rel=0.01)
