@@ -30,6 +30,12 @@ class SimConfig:
     weights_gib: float = 15.0  # read once per engine step (memory-bound decode)
     num_layers: int = 32
     kv_bytes_per_token: int = 131072  # 2 * layers * kv_heads * head_dim * dtype bytes
+    # attention's FLOPs per token per context token it attends (QK and AV: 4 * layers * d_model for a
+    # dense transformer; Kaplan et al. 2020 count 2 * layers * d_attn, the causal half). 0 leaves them
+    # out, as the shipped profiles do: below ~8k context they are small beside the 2 * P linear FLOPs.
+    # A small model pays them early: llama.cpp's tiny test model (4 layers, d_model 256, one CPU thread)
+    # takes 165 us a prompt token at 800 tokens against 131 at 100.
+    attention_flops_per_cell: float = 0.0
     # longest word piece of the tokenizer, characters (simulator/tokenizer.py): 4 counts ~1.6 tokens
     # per English word as byte-level BPE does; 0 = one token per word
     tokenizer_piece_chars: int = 4
@@ -128,6 +134,8 @@ class SimConfig:
             raise UsageError(f"sim option error_rate must be within 0..1 (got {self.error_rate})")
         if self.queue_full_status not in (429, 503):
             raise UsageError(f"sim option queue_full_status must be 429 or 503 (got {self.queue_full_status})")
+        if self.attention_flops_per_cell < 0:
+            raise UsageError(f"sim option attention_flops_per_cell must be >= 0 (got {self.attention_flops_per_cell})")
         if self.latency_spike <= 0:
             raise UsageError("sim option latency_spike must be > 0")
         Quirks.parse(self.quirks)

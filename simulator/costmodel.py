@@ -3,11 +3,14 @@
 A step runs every scheduled token at once (decode tokens of the running batch plus prefill chunks):
 
     memory_s  = (W + kv_tokens_read * KV_B) / (memory_efficiency * HBM_BW * TP)
-    compute_s = 2 * P * step_tokens / (compute_efficiency * PEAK * TP)
+    compute_s = (2 * P * step_tokens + A * attention_cells) / (compute_efficiency * PEAK * TP)
     step_s    = (max(memory_s, compute_s) + layers * (per_layer_overhead + tp_comm) + step_overhead
                  + sequences * per_seq_overhead) * latency_spike / time_scale
 
-W = weight bytes, KV_B = KV bytes per token, P = parameters, TP = tensor_parallel_size. Decode of a
+W = weight bytes, KV_B = KV bytes per token, P = parameters, TP = tensor_parallel_size, A = attention
+FLOPs per (token, context token) pair, attention_cells = those pairs in the step: a prefill chunk of n
+tokens after s already computed attends n * s + n * (n + 1) / 2 cells (causal), a decode token its
+context. Decode of a
 small batch is memory-bound (weights are read once per step, however many sequences share it), so
 ITL grows with the context each sequence reads (attention: KV bytes read per step grow with the
 total context in the batch) and with the per-sequence work a real engine pays every step
@@ -15,8 +18,9 @@ total context in the batch) and with the per-sequence work a real engine pays ev
 grows with prompt length. The per-sequence term is what makes a batch of short prompts bend like
 published sweeps (configs/sim/*.toml cite them: a 0.5B model on an L4, ITL p50 5.1 ms at 1 stream
 and 7.1 ms at 32; Llama-3.1-8B on an A100, flat to 8 streams, then per-token latency climbs).
-Attention FLOPs (quadratic in context) are left out: below ~8k context they are small next to the
-2 * P linear-layer FLOPs.
+Attention FLOPs (quadratic in a prompt's length) are A; the shipped profiles set A = 0: below ~8k
+context they are small next to the 2 * P linear-layer FLOPs. A twin fitted on a small model sets it
+(analysis/twin/regress.py).
 """
 
 from __future__ import annotations
@@ -30,8 +34,13 @@ def memory_seconds(config: SimConfig, kv_tokens_read: int) -> float:
     return bytes_read / bandwidth
 
 
-def compute_seconds(config: SimConfig, step_tokens: int) -> float:
-    flops = 2.0 * config.params_b * 1e9 * step_tokens
+def attention_cells(start: int, tokens: int) -> int:
+    """(token, context token) pairs a chunk of `tokens` attends after `start` computed ones (causal)."""
+    return tokens * start + tokens * (tokens + 1) // 2
+
+
+def compute_seconds(config: SimConfig, step_tokens: int, cells: int = 0) -> float:
+    flops = 2.0 * config.params_b * 1e9 * step_tokens + config.attention_flops_per_cell * cells
     return flops / (config.compute_efficiency * config.peak_tflops * 1e12 * config.tensor_parallel_size)
 
 
@@ -45,10 +54,11 @@ def sequence_seconds(config: SimConfig, sequences: int) -> float:
     return max(sequences, 0) * config.per_seq_overhead_us * 1e-6
 
 
-def step_seconds(config: SimConfig, step_tokens: int, kv_tokens_read: int, sequences: int = 1) -> float:
-    """Unscaled model time of one step (seconds on the simulated GPU) running `sequences` sequences."""
+def step_seconds(config: SimConfig, step_tokens: int, kv_tokens_read: int, sequences: int = 1, cells: int = 0) -> float:
+    """Unscaled model time of one step (seconds on the simulated GPU) running `sequences` sequences whose
+    tokens attend `cells` (token, context token) pairs."""
     return (
-        max(memory_seconds(config, kv_tokens_read), compute_seconds(config, step_tokens))
+        max(memory_seconds(config, kv_tokens_read), compute_seconds(config, step_tokens, cells))
         + fixed_seconds(config)
         + sequence_seconds(config, sequences)
     )
@@ -61,7 +71,7 @@ def single_stream_estimate(config: SimConfig, prompt_tokens: int, context: int) 
     done = 0
     while done < prompt_tokens:
         n = min(chunk, prompt_tokens - done)
+        ttft += step_seconds(config, n, done + n, cells=attention_cells(done, n))
         done += n
-        ttft += step_seconds(config, n, done)
-    itl = step_seconds(config, 1, context)
+    itl = step_seconds(config, 1, context, cells=context)
     return ttft, itl

@@ -19,7 +19,7 @@ import time
 from collections import Counter, deque
 
 from loadline.simulator.config import SimConfig
-from loadline.simulator.costmodel import fixed_seconds, step_seconds
+from loadline.simulator.costmodel import attention_cells, fixed_seconds, step_seconds
 from loadline.simulator.faults import FaultState
 from loadline.simulator.kvcache import BlockPool, blocks_for
 from loadline.simulator.sequence import Sequence
@@ -144,11 +144,12 @@ class Engine:
                 target = loop.time()
                 continue
             now = loop.time()
-            batch, step_tokens, kv_read = self._schedule(now)
+            batch, step_tokens, kv_read, cells = self._schedule(now)
             if not batch:  # nothing fits (a leak ate the pool): idle one step, the leak tick decides
                 await asyncio.sleep(fixed_seconds(self.config) / self._scale)
                 continue
-            dt = step_seconds(self.config, step_tokens, kv_read, len(batch)) * self.faults.latency_spike / self._scale
+            dt = step_seconds(self.config, step_tokens, kv_read, len(batch), cells)
+            dt *= self.faults.latency_spike / self._scale
             # Sleep to an ideal timeline so timer granularity does not accumulate into slower steps.
             target = max(target, now - MAX_LAG_S) + dt
             await asyncio.sleep(max(0.0, target - now))
@@ -192,10 +193,12 @@ class Engine:
                 return False
         return True
 
-    def _schedule(self, now: float) -> tuple[list[tuple[Sequence, int]], int, int]:
+    def _schedule(self, now: float) -> tuple[list[tuple[Sequence, int]], int, int, int]:
+        """The step's sequences with their token counts, its tokens, the KV it reads and the
+        (token, context token) pairs its attention computes."""
         budget = self.config.max_num_batched_tokens
         batch: list[tuple[Sequence, int]] = []
-        kv_read = 0
+        kv_read = cells = 0
         preemptions_before = self.stats.preemptions
         i = 0
         while i < len(self.running) and budget > 0:
@@ -206,6 +209,7 @@ class Engine:
             batch.append((seq, n))
             budget -= n
             kv_read += seq.num_computed + n
+            cells += attention_cells(seq.num_computed, n)
             i += 1
         preempted = self.stats.preemptions != preemptions_before  # vLLM admits nothing in such a step
         while not preempted and self.waiting and len(self.running) < self.config.max_num_seqs and budget > 0:
@@ -227,7 +231,8 @@ class Engine:
             batch.append((seq, n))
             budget -= n
             kv_read += seq.num_computed + n
-        return batch, self.config.max_num_batched_tokens - budget, kv_read
+            cells += attention_cells(seq.num_computed, n)
+        return batch, self.config.max_num_batched_tokens - budget, kv_read, cells
 
     def _match_prefix(self, seq: Sequence) -> None:
         if seq.num_computed or not seq.hashes:

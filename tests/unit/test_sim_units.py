@@ -149,6 +149,21 @@ def test_decode_step_grows_with_batch_and_context():
     assert step_seconds(config, 8192, 8192) > 5 * step_seconds(config, 1, 8192)  # prefill is compute-bound
 
 
+@pytest.mark.parametrize("flops_per_cell", [2048.0, 524288.0])  # llama.cpp's tiny model; Llama-3-8B
+def test_attention_bends_a_prompts_cost_with_its_length(flops_per_cell):
+    """With attention's FLOPs on, a prompt of n tokens pays n (n + 1) / 2 pairs on top of its 2 * P * n."""
+    straight = build_config("h100-llama3-8b", {"max_num_batched_tokens": 16384, "max_model_len": 16384})
+    bent = build_config(
+        "h100-llama3-8b",
+        {"attention_flops_per_cell": flops_per_cell, "max_num_batched_tokens": 16384, "max_model_len": 16384},
+    )
+    for n in (512, 4096, 16384):
+        extra = single_stream_estimate(bent, n, n)[0] - single_stream_estimate(straight, n, n)[0]
+        flops = flops_per_cell * n * (n + 1) / 2
+        assert extra == pytest.approx(flops / (bent.compute_efficiency * bent.peak_tflops * 1e12), rel=0.01)
+    assert step_seconds(bent, 1, 100, cells=100) == step_seconds(straight, 1, 100)  # decode stays memory-bound
+
+
 def _itl_ratio(config, sequences: int, context: int) -> float:
     return step_seconds(config, sequences, sequences * context, sequences) / step_seconds(config, 1, context, 1)
 
