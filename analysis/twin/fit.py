@@ -302,6 +302,7 @@ def fit(runs: RunData | Sequence[RunData]) -> TwinProfile:
             "prefill": {
                 "weights_ms": prefill.weights_s * 1e3,
                 "per_token_us": prefill.per_token_s * 1e6,
+                "per_cell_ns": prefill.per_cell_s * 1e9,
                 "before_queue_ms": prefill.before_queue_s * 1e3,
                 "n": prefill.n,
                 "mean_rel_residual": prefill.rel_residual,
@@ -344,6 +345,16 @@ def _cost_parameters(
             f"{p}: every prompt's prefill was hidden under the step's fixed cost, so only an upper bound ({prefill.per_token_s * 1e6:.3g} us/token) is known",
         )
     request_overhead = max(0.0, prefill.before_queue_s - outside_s)
+    attention = Parameter(
+        "attention_flops_per_cell",
+        round(prefill.per_cell_s * FLOPS, 3),
+        FITTED,
+        (
+            f"{p}: the cost per token bends up with the prompt's length, {prefill.per_cell_s * 1e9:.3g} ns per (token, context token) pair attended; the bent line predicted each half of the prompts better than a straight one fitted on the other half"
+            if prefill.per_cell_s > 0
+            else f"{p}: a line bent by the prompt's length (attention) predicted held-out prompts no better than a straight one, so none is added"
+        ),
+    )
     return [
         Parameter(
             "weights_gib",
@@ -367,6 +378,7 @@ def _cost_parameters(
             f"{d}: {decode.per_kv_token_s * 1e9:.3g} ns per KV token read",
         ),
         per_token,
+        attention,
         Parameter(
             "request_overhead_ms",
             round(request_overhead * 1e3, 3),

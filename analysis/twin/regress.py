@@ -2,25 +2,32 @@
 
 Both are the simulator's cost model (simulator/costmodel.py) read backwards:
 
-    step = max(M0 + K x kv_tokens_read, C x step_tokens) + F + S x sequences
+    step = max(M0 + K x kv_tokens_read, C x step_tokens + A x attention_cells) + F + S x sequences
 
 Decode (each request's mean inter-token gap less its stalls, against the batch B and KV it shared the engine with):
 memory-bound, so ITL = (M0 + F) + S x B + K x kv, a linear least-squares fit with non-negative
 coefficients (an engine never gets faster with more work, nor takes negative time for an empty step).
-Prefill (TTFT of requests that did not queue): TTFT = const + wait + max(M0 + K x kv, C x tokens) + F + S x (B+1),
-where const is the time before the engine's queue and wait the rest of the step in flight at arrival;
-M0 and C come from a grid search (the max makes it non-linear), const is the median residual.
+Prefill (TTFT of requests that did not queue): TTFT = const + wait + max(M0 + K x kv, C x tokens + A x cells)
++ F + S x (B+1), where const is the time before the engine's queue, wait the rest of the step in flight at
+arrival and cells the (token, context token) pairs attention computes; M0, C and A come from a grid search
+(the max makes it non-linear), const is the median residual.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 M0_GRID = 21
+M0_BENT_GRID = 11  # the bent line's coarse M0 grid: one per share of SHARE_GRID
 C_GRID = np.geomspace(1e-8, 1e-2, 121)  # seconds per prefill token: 10 ns (a big GPU) .. 10 ms (a slow CPU)
+# attention per (token, context token) pair as a share of C, by the models' shapes: Llama-3-8B's 3e-5
+# (4 x 32 x 4096 FLOPs beside 2 x 8e9), llama.cpp's tiny test model's 6e-4 (4 x 4 x 256 beside 2 x 3.7e6).
+# 1e-6 adds under 1 % below 8k tokens of context; 1e-2 would double a token's cost at 100.
+SHARE_GRID = np.geomspace(1e-6, 1e-2, 25)
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ class PrefillFit:
     n: int
     rel_residual: float
     compute_bound_share: float  # prompts whose prefill the fit puts on the compute side of the max
+    per_cell_s: float = 0.0  # A: attention per (token, context token) pair; 0 when a bend did not predict better
 
 
 def fit_decode(itl_s: np.ndarray, batch: np.ndarray, kv: np.ndarray) -> DecodeFit:
@@ -82,32 +90,136 @@ def fit_prefill(
     engine's histograms measured it (then M0 and C no longer trade against it: for compute-bound prompts
     only const - M0 is seen). Least absolute deviation: a few requests that waited behind a long prefill
     must not pull the line. A prompt longer than `chunk` takes ceil(tokens / chunk) steps, each paying the
-    step's fixed and per-sequence cost and the max of its own memory and compute."""
-    chunks = np.maximum(1.0, np.ceil(tokens / chunk)) if chunk > 0 else np.ones_like(tokens)
-    decode_step = decode.base_s + decode.per_seq_s * batch + decode.per_kv_token_s * kv
-    wait = 0.5 * decode_step * np.clip(batch, 0.0, 1.0)  # half the step in flight, when one was
+    step's fixed and per-sequence cost and the max of its own memory and compute.
 
-    def search(m0_grid: np.ndarray, c_grid: np.ndarray) -> tuple[float, float, float, float]:
-        best: tuple[float, float, float, float] | None = None  # loss, M0, C, const
-        for m0 in m0_grid:
-            fixed = chunks * (decode.base_s - m0 + decode.per_seq_s * (batch + 1))
-            memory = m0 + decode.per_kv_token_s * (kv + tokens)
-            y = ttft_s - wait - fixed
-            for c in c_grid:
-                step = chunks * np.maximum(memory, c * (tokens / chunks + batch))
-                const = float(np.median(y - step)) if before_queue_s is None else before_queue_s
-                loss = float(np.mean(np.abs(y - step - const)))
-                if best is None or loss < best[0]:
-                    best = (loss, float(m0), float(c), const)
+    Then attention (A per (token, context token) pair, simulator/costmodel.py): a prompt of n tokens
+    attends n (n + 1) / 2 pairs, so its cost bends up with its length. A is searched as a share of C and
+    kept only when it predicts held-out prompts better (two-fold: the linear and the bent line are each
+    fitted on alternate prompts and judged on the others) by more than twice the standard error of the
+    difference (a one-sided test at ~2 %): prompts all of one length cannot tell A from C, and a bend that
+    only fits noise would send every longer-prompt what-if astray."""
+    terms = _PrefillTerms.of(ttft_s, tokens, batch, kv, decode, chunk)
+    linear, bent = terms.search(before_queue_s)
+    loss, m0, c, a, const = bent if terms.bend_predicts_better(before_queue_s) else linear
+    memory = m0 + decode.per_kv_token_s * (kv + tokens)
+    compute_share = float(np.mean(terms.compute(c, a) > memory))
+    rel = float(loss / max(np.median(ttft_s), 1e-12))
+    return PrefillFit(m0, c, max(const, 0.0), len(ttft_s), rel, compute_share, a)
+
+
+_Fit = tuple[float, float, float, float, float]  # loss, M0, C, A, const
+
+
+@dataclass(frozen=True)
+class _PrefillTerms:
+    """The prefill model's columns for a set of prompts: what the search evaluates for each (M0, C, A)."""
+
+    ttft: np.ndarray
+    tokens: np.ndarray  # per chunk
+    cells: np.ndarray  # (token, context token) pairs per chunk: the prompt's own and the decodes'
+    batch: np.ndarray
+    chunks: np.ndarray
+    wait: np.ndarray  # half the step in flight at arrival, when one was
+    kv: np.ndarray
+    decode: DecodeFit
+
+    @classmethod
+    def of(cls, ttft, tokens, batch, kv, decode: DecodeFit, chunk: int) -> _PrefillTerms:
+        chunks = np.maximum(1.0, np.ceil(tokens / chunk)) if chunk > 0 else np.ones_like(tokens)
+        decode_step = decode.base_s + decode.per_seq_s * batch + decode.per_kv_token_s * kv
+        wait = 0.5 * decode_step * np.clip(batch, 0.0, 1.0)
+        cells = (tokens * (tokens + 1) / 2) / chunks + kv
+        return cls(ttft, tokens / chunks, cells, batch, chunks, wait, kv, decode)
+
+    def rows(self, mask: np.ndarray) -> _PrefillTerms:
+        return _PrefillTerms(
+            self.ttft[mask],
+            self.tokens[mask],
+            self.cells[mask],
+            self.batch[mask],
+            self.chunks[mask],
+            self.wait[mask],
+            self.kv[mask],
+            self.decode,
+        )
+
+    def compute(self, c: float, a: float) -> np.ndarray:
+        return c * (self.tokens + self.batch) + a * self.cells
+
+    def loss(self, m0: float, c: float, a: float, before_queue_s: float | None, const: float | None = None):
+        """(mean absolute residual, const) of one (M0, C, A)."""
+        residuals, const = self.residuals(m0, c, a, before_queue_s, const)
+        return float(np.mean(residuals)), const
+
+    def residuals(self, m0: float, c: float, a: float, before_queue_s: float | None, const: float | None = None):
+        """(|residual| per prompt, const) of one (M0, C, A)."""
+        d = self.decode
+        fixed = self.chunks * (d.base_s - m0 + d.per_seq_s * (self.batch + 1))
+        memory = m0 + d.per_kv_token_s * (self.kv + self.tokens * self.chunks)
+        left = self.ttft - self.wait - fixed - self.chunks * np.maximum(memory, self.compute(c, a))
+        if const is None:
+            const = float(np.median(left)) if before_queue_s is None else before_queue_s
+        return np.abs(left - const), const
+
+    def errors(self, fit: _Fit, before_queue_s: float | None) -> np.ndarray:
+        """|residual| per prompt of a fit made on other prompts (its const kept)."""
+        _, m0, c, a, const = fit
+        return self.residuals(m0, c, a, before_queue_s, const)[0]
+
+    def bend_predicts_better(self, before_queue_s: float | None) -> bool:
+        """Two folds (alternate prompts): does the bent line fitted on one predict the other better than the
+        linear line fitted on it, by more than twice the standard error of the paired difference?"""
+        halves = np.arange(len(self.ttft)) % 2 == 0
+        if min(halves.sum(), (~halves).sum()) < 2:
+            return False
+        gains = []
+        for train in (halves, ~halves):
+            test = self.rows(~train)
+            line, bend = self.rows(train).search(before_queue_s)
+            gains.append(test.errors(line, before_queue_s) - test.errors(bend, before_queue_s))
+        gain = np.concatenate(gains)
+        return bool(gain.mean() > 2.0 * gain.std(ddof=1) / math.sqrt(len(gain)))
+
+    def _grid(self, before_queue_s, m0s, cs, shares) -> _Fit:
+        best: _Fit | None = None
+        for m0, c, share in itertools.product(m0s, cs, shares):
+            loss, const = self.loss(float(m0), float(c), float(c * share), before_queue_s)
+            if best is None or loss < best[0]:
+                best = (loss, float(m0), float(c), float(c * share), const)
         assert best is not None
         return best
 
-    _, m0, c, _ = search(np.linspace(0.0, decode.base_s, M0_GRID), C_GRID)
-    # then a finer grid around the coarse optimum (C's coarse steps are 12 % apart)
-    m0_step = decode.base_s / (M0_GRID - 1)
-    fine_m0 = np.clip(np.linspace(m0 - m0_step, m0 + m0_step, 11), 0.0, decode.base_s)
-    loss, m0, c, const = search(fine_m0, np.geomspace(c / 1.13, c * 1.13, 25))
-    memory = m0 + decode.per_kv_token_s * (kv + tokens)
-    compute_share = float(np.mean(c * (tokens + batch) > memory))
-    rel = float(loss / max(np.median(ttft_s), 1e-12))
-    return PrefillFit(m0, c, max(const, 0.0), len(ttft_s), rel, compute_share)
+    def search(self, before_queue_s: float | None) -> tuple[_Fit, _Fit]:
+        """The linear line (A = 0) by a coarse then a fine grid (C's coarse steps are 12 % apart), and the
+        bent one: A as a share of C, with C searched again below the linear one (a bend takes part of the
+        slope). Each as (loss, M0, C, A, const)."""
+        base = self.decode.base_s
+        m0_step = base / (M0_GRID - 1)
+        _, m0, c, _, _ = self._grid(before_queue_s, np.linspace(0.0, base, M0_GRID), C_GRID, [0.0])
+        fine_m0 = np.clip(np.linspace(m0 - m0_step, m0 + m0_step, 11), 0.0, base)
+        linear = self._grid(before_queue_s, fine_m0, np.geomspace(c / 1.13, c * 1.13, 25), [0.0])
+        _, _, c, _, _ = linear
+        bent = min(self._bent_at(before_queue_s, c, share) for share in SHARE_GRID)
+        _, m0, c, a, _ = bent
+        share = a / c
+        return linear, self._grid(
+            before_queue_s,
+            np.clip(np.linspace(m0 - m0_step, m0 + m0_step, 5), 0.0, base),
+            np.geomspace(c / 1.02, c * 1.02, 5),
+            np.geomspace(share / 1.2, share * 1.2, 5),
+        )
+
+    def _bent_at(self, before_queue_s: float | None, c: float, share: float) -> _Fit:
+        """The best M0 and C for one share: coarse grids (C below the straight line's), then fine ones. M0 is
+        searched again because the straight line's max(M0, C x n) bends too: it reads a bend as a larger M0."""
+        base = self.decode.base_s
+        m0_step = base / (M0_BENT_GRID - 1)
+        _, m0, c, _, _ = self._grid(
+            before_queue_s, np.linspace(0.0, base, M0_BENT_GRID), np.geomspace(c / 4, c * 1.05, 25), [share]
+        )
+        return self._grid(
+            before_queue_s,
+            np.clip(np.linspace(m0 - m0_step, m0 + m0_step, 5), 0.0, base),
+            np.geomspace(c / 1.06, c * 1.06, 13),
+            [share],
+        )

@@ -68,6 +68,58 @@ def test_prefill_fit_counts_a_chunked_prompts_steps_when_the_time_before_the_que
     assert unchunked.per_token_s > 1.1 * c  # one step per prompt: the chunks' fixed costs land on C
 
 
+def _prompts_ttft(rng, tokens: np.ndarray, c: float, a: float, before: float, noise: float) -> np.ndarray:
+    """TTFT of prompts prefilled alone by the simulator's cost model: M0 hidden, C per token, A per pair."""
+    m0, base = 0.0005, 0.0008
+    compute = c * tokens + a * tokens * (tokens + 1) / 2
+    return (before + np.maximum(m0, compute) + base - m0) * rng.lognormal(0.0, noise, len(tokens))
+
+
+@pytest.mark.parametrize(
+    ("c_us", "share", "mix", "noise", "per_class"),
+    [
+        (127.0, 7.4e-4, "short+medium", 0.05, 300),  # llama.cpp's tiny model on one CPU thread (docs/twin.md)
+        (127.0, 7.4e-4, "short+medium", 0.10, 600),  # noisier: takes more prompts (300 a class missed 1 in 3)
+        (40.0, 2e-4, "short+medium+long", 0.05, 300),
+        (40.0, 3e-3, "short+medium", 0.03, 300),
+    ],
+)
+def test_prefill_fit_reads_attention_where_the_cost_bends_with_the_prompt(c_us, share, mix, noise, per_class) -> None:
+    """Fitted on the run's prompts, the twin predicts longer ones: the bend is what a longer-prompt what-if
+    extrapolates, so a prompt twice the longest fitted is held to 10 %. Prompts of more than one length
+    class: within one (200-500 tokens), the free time before the queue absorbs most of the bend (a line
+    through them misses the bent truth by ~1 % of their TTFT), and the fit keeps the straight line."""
+    rng = np.random.default_rng(int(share * 1e6))
+    classes = {"short": (8, 48), "medium": (200, 500), "long": (1000, 2000)}
+    tokens = np.concatenate([rng.uniform(*classes[name], per_class) for name in mix.split("+")]).round()
+    c, a, before = c_us * 1e-6, c_us * 1e-6 * share, 0.002
+    decode = DecodeFit(base_s=0.0008, per_seq_s=0.0, per_kv_token_s=0.0, r2=1.0, n=10, rel_residual=0.0)
+    zeros = np.zeros(len(tokens))
+    fit = fit_prefill(_prompts_ttft(rng, tokens, c, a, before, noise), tokens, zeros, zeros, decode)
+    assert fit.per_cell_s == pytest.approx(a, rel=0.5)
+    longer = np.array([2.0 * tokens.max()])
+    truth = _prompts_ttft(rng, longer, c, a, before, 0.0)
+    predicted = _prompts_ttft(rng, longer, fit.per_token_s, fit.per_cell_s, fit.before_queue_s, 0.0)
+    assert predicted == pytest.approx(truth, rel=0.10)
+
+
+@pytest.mark.parametrize("mix", ["short+medium", "medium", "short+medium+long"])
+def test_prefill_fit_adds_no_attention_an_engine_does_not_show(mix) -> None:
+    """A straight cost line (the simulator's shipped profiles) keeps the twin straight: a bend fitted to noise
+    would make every longer-prompt what-if slower than the engine."""
+    rng = np.random.default_rng(len(mix))
+    classes = {"short": (8, 48), "medium": (200, 500), "long": (1000, 2000)}
+    tokens = np.concatenate([rng.uniform(*classes[name], 300) for name in mix.split("+")]).round()
+    c, before = 100e-6, 0.02
+    decode = DecodeFit(base_s=0.0008, per_seq_s=0.0, per_kv_token_s=0.0, r2=1.0, n=10, rel_residual=0.0)
+    zeros = np.zeros(len(tokens))
+    fit = fit_prefill(_prompts_ttft(rng, tokens, c, 0.0, before, 0.05), tokens, zeros, zeros, decode)
+    longer = np.array([2.0 * tokens.max()])
+    truth = _prompts_ttft(rng, longer, c, 0.0, before, 0.0)
+    predicted = _prompts_ttft(rng, longer, fit.per_token_s, fit.per_cell_s, fit.before_queue_s, 0.0)
+    assert predicted == pytest.approx(truth, rel=0.05)
+
+
 def test_overlap_is_the_time_averaged_count_of_windows() -> None:
     start, end = np.array([0.0, 0.5, 2.0]), np.array([1.0, 1.5, 3.0])
     batch = mean_overlap(start, end, start, end, np.ones(3))
