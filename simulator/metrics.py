@@ -157,8 +157,15 @@ class SimCollector:
         yield _gauge(
             "llamacpp:requests_processing", "Number of requests processing.", [], one(total(lambda e: len(e.running)))
         )
+        # Deferred as llama-server defers: a request that found every slot busy. One that arrived during a
+        # step while slots were free waits for the step's end here (the next update_slots there), which
+        # llama-server does not count.
+        cap = self.app.config.max_num_seqs
         yield _gauge(
-            "llamacpp:requests_deferred", "Number of requests deferred.", [], one(total(lambda e: len(e.waiting)))
+            "llamacpp:requests_deferred",
+            "Number of requests deferred.",
+            [],
+            one(total(lambda e: len(e.waiting) if len(e.running) >= cap else 0)),
         )
 
     def _histograms(self) -> Iterator[Metric]:

@@ -12,7 +12,8 @@ can hold the client to it without building an engine:
 - interrupt: llama-cpp-python's default `interrupt_requests=true`: a new generation request cuts
   every stream in flight: whatever was generated, then `data: [DONE]` without a finish_reason.
 - llamacpp-api: llama-server's own routes and names: /metrics in `llamacpp:*` names without
-  labels (the vendored version's set plus the older kv_cache_* gauges, summed over replicas; no
+  labels (the vendored version's set plus the older kv_cache_* gauges, summed over replicas;
+  requests_deferred counts requests waiting while every slot is busy, as llama-server's does; no
   vLLM, no DCGM: llama-server runs on CPUs here), /props with the per-slot `n_ctx` and
   `total_slots` (= max_num_seqs: a slot per running request), /v1/models with `meta` in place of
   `max_model_len`.

@@ -15,6 +15,8 @@ from loadline.analysis.twin.model import ASSUMED, BOUNDED, FITTED, MEASURED, Par
 from loadline.analysis.verdict.signals import Signals
 
 GIB = 1 << 30
+DIALECT_QUIRKS = {"llama.cpp": "llamacpp-api"}  # engine -> the simulator quirk that speaks its metrics
+UNEXPORTED_CONTEXT = 8192  # the simulator's max_model_len default (simulator/config.py)
 DEFAULT_CHUNK = {
     "llama.cpp": 2048,
     "vllm": 8192,
@@ -56,19 +58,31 @@ def kv(config: dict[str, str], req: pd.DataFrame, cap: int) -> list[Parameter]:
                 "max_model_len", blocks * size, BOUNDED, "the whole KV pool (the engine's own limit is not exported)"
             ),
         ]
+    # No pool in the metrics (llama.cpp, TGI, SGLang): KV never limits the twin below its cap, as on
+    # llama.cpp, whose slots each hold their context from the start. Room for `cap` sequences of the
+    # longest context the twin serves, which must outlast a longer-prompt what-if, not just the fitted
+    # run's requests: a pool sized on those (1,128 tokens a slot) filled with 1,000-2,000-token prompts at
+    # 4 users and the twin named kv-cache where llama.cpp was compute-bound.
     longest = int((req["prompt"] + req["output"]).max())
     size = 16
-    blocks = max(256, math.ceil(longest * cap * 2 / size))
+    context = max(UNEXPORTED_CONTEXT, 2 * longest)
+    blocks = cap * math.ceil(context / size)
     return [
         Parameter(
             "num_gpu_blocks",
             blocks,
             ASSUMED,
-            f"no KV pool size in the metrics: room for {cap} sequences of twice the longest request ({longest} tokens), "
-            "so KV never limits the twin; a what-if that fills the KV cache is not predicted",
+            f"no KV pool size in the metrics: room for {cap} sequences of {context} tokens each, so KV never "
+            "limits the twin; a what-if that fills the KV cache is not predicted",
         ),
         Parameter("block_size", size, ASSUMED, "not exported; vLLM's default"),
-        Parameter("max_model_len", blocks * size, ASSUMED, "the whole KV pool"),
+        Parameter(
+            "max_model_len",
+            context,
+            ASSUMED,
+            f"the engine's context is not exported: {UNEXPORTED_CONTEXT} (the simulator's default) or twice the "
+            f"longest request ({longest} tokens), whichever is more",
+        ),
     ]
 
 
@@ -175,6 +189,18 @@ def fixed(
             "sized so simulated memory use stays at 70 %: the run's memory is not modelled",
         ),
         Parameter("max_num_batched_tokens", chunk_tokens, chunk_grade, chunk_how),
+        # The twin's run is read by the same verdict as the real one: it must speak the engine's metrics.
+        # vLLM counts a request that arrived during a step as waiting; llama-server defers only one that
+        # found every slot busy, so a vLLM-speaking twin of a prefill-bound llama.cpp read "scheduler"
+        # (requests waiting in half the scrapes at 2 users of 8 slots) where the engine read "compute".
+        Parameter(
+            "quirks",
+            DIALECT_QUIRKS.get(engine, ""),
+            MEASURED if engine in DIALECT_QUIRKS else ASSUMED,
+            f"the twin exports {engine}'s metrics, as the run scraped them"
+            if engine in DIALECT_QUIRKS
+            else "vLLM's metrics (the simulator's own)",
+        ),
         Parameter(
             "enable_prefix_caching",
             caching,

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 import requests
-from sim_client import metric, run_streams, scrape
+from sim_client import metric, run_streams, scrape, stream_chat
 from spine_helpers import truth_table
 
 from loadline.client.connection import Connection
@@ -154,3 +154,34 @@ def test_llamacpp_api_speaks_llama_servers_metrics_and_context_routes(sim_server
     assert 1 < metric(final, "llamacpp:n_busy_slots_per_decode") <= 2
     served = probe(requests.Session(), sim.url, 5.0)
     assert (served.context, served.source) == (4096, "/props default_generation_settings.n_ctx")  # per slot
+
+
+@pytest.mark.parametrize("slots", [2, 8])
+def test_llamacpp_api_defers_only_a_request_that_found_every_slot_busy(sim_server, slots):
+    """A request that arrives during a step while a slot is free waits for the step's end (llama-server's next
+    update_slots) but is not deferred; only one that finds every slot busy is. Steps of 150 ms, the other
+    requests 0.3 s after the first: they land inside a step."""
+    sim = sim_server(
+        "tiny", "--quirks", "llamacpp-api", "--set", f"max_num_seqs={slots}", "--set", "step_overhead_ms=150"
+    )
+    body = {**BODY, "max_tokens": 8, "ignore_eos": True}
+    url = sim.url + "/v1/chat/completions"
+
+    async def staggered(n: int) -> list[dict]:
+        first = asyncio.ensure_future(stream_chat(url, body, "defer-0", 30.0))
+        await asyncio.sleep(0.3)
+        rest = [asyncio.ensure_future(stream_chat(url, body, f"defer-{i}", 30.0)) for i in range(1, n)]
+        scrapes = []
+        for _ in range(400):  # 10 ms apart: at most ~4 s, the streams take ~2
+            scrapes.append(await asyncio.to_thread(scrape, sim.url))
+            if first.done() and all(t.done() for t in rest):
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.gather(first, *rest)
+        return scrapes
+
+    scrapes = asyncio.run(staggered(slots + 1))  # one more request than slots: the last finds them all busy
+    processing = [metric(s, "llamacpp:requests_processing") for s in scrapes]
+    deferred = [metric(s, "llamacpp:requests_deferred") for s in scrapes]
+    assert max(processing) == slots and max(deferred) >= 1
+    assert all(d == 0 for p, d in zip(processing, deferred) if p < slots)  # a slot free: nothing deferred
