@@ -1,5 +1,5 @@
-"""The twin against a real engine: llama-server at 8 slots, 4 slots, 2 slots and with a longer prompt mix,
-each run for real three times, round by round; the twin fitted on the three 8-slot runs predicts the
+"""The twin against a real engine: llama-server at 8 slots, 4 slots, 2 slots and with a longer and a long
+prompt mix, each run for real three times, round by round; the twin fitted on the three 8-slot runs predicts the
 other three setups and is held to 15 % of the real runs' median on throughput and TTFT P95 at every
 step below the real break point, with the same limiting layer (docs/twin.md has the measured table)."""
 
@@ -41,10 +41,14 @@ LOAD = (
 )
 FITTED_MIX = ("--prompt-mix", "short=0.5,medium=0.5")
 LONGER_MIX = ("--prompt-mix", "medium=1")
+# 1,000-2,000 tokens, three times the fitted p95 prompt: the bend of the fitted prefill cost (attention,
+# docs/twin.md) carries the twin there; a straight line fitted on short and medium prompts reads them short.
+LONG_MIX = ("--prompt-mix", "long=1")
 WHAT_IFS = {  # name -> (slots, load options, twin changes)
     "parallel 4": (4, FITTED_MIX, ["max_num_seqs=4"]),
     "parallel 2": (2, FITTED_MIX, ["max_num_seqs=2"]),
     "longer prompts": (8, LONGER_MIX, []),
+    "long prompts": (8, LONG_MIX, []),
 }
 
 
