@@ -70,7 +70,7 @@ PROFILES = {  # name -> (profile, its sim options, its load, {what-if: (sim chan
 }
 # Four time-scaled runs at the least (fit, then a what-if's actual and predicted runs): about three minutes
 # alone on the machine, which put `make test` at 14.7 minutes on 2 cores. `make twin-validation`
-# (LOADLINE_TWIN_ALL=1) runs it for both profiles with all three what-ifs; `make test` checks the twin through
+# (LOADLINE_TWIN_ALL=1) runs every case with all its what-ifs; `make test` checks the twin through
 # tests/e2e/test_twin_commands.py (fit, replay on the run's own load, plan --twin) and tests/unit/test_twin.py.
 if not os.environ.get("LOADLINE_TWIN_ALL"):
     pytestmark.append(pytest.mark.skip(reason="the twin against the simulator: `make twin-validation`"))
