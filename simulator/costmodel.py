@@ -10,8 +10,7 @@ A step runs every scheduled token at once (decode tokens of the running batch pl
 W = weight bytes, KV_B = KV bytes per token, P = parameters, TP = tensor_parallel_size, A = attention
 FLOPs per (token, context token) pair, attention_cells = those pairs in the step: a prefill chunk of n
 tokens after s already computed attends n * s + n * (n + 1) / 2 cells (causal), a decode token its
-context. Decode of a
-small batch is memory-bound (weights are read once per step, however many sequences share it), so
+context. Decode of a small batch is memory-bound (weights are read once per step, however many sequences share it), so
 ITL grows with the context each sequence reads (attention: KV bytes read per step grow with the
 total context in the batch) and with the per-sequence work a real engine pays every step
 (sampling, detokenising, scheduling: `per_seq_overhead_us`); prefill is compute-bound, so TTFT

@@ -15,7 +15,7 @@ from loadline.analysis.twin.model import ASSUMED, BOUNDED, FITTED, MEASURED, Par
 from loadline.analysis.verdict.signals import Signals
 
 GIB = 1 << 30
-DIALECT_QUIRKS = {"llama.cpp": "llamacpp-api"}  # engine -> the simulator quirk that speaks its metrics
+DIALECT_QUIRKS = {"llama.cpp": "llamacpp-api", "vllm": ""}  # engine -> the simulator quirk that speaks its metrics
 UNEXPORTED_CONTEXT = 8192  # the simulator's max_model_len default (simulator/config.py)
 DEFAULT_CHUNK = {
     "llama.cpp": 2048,
@@ -199,7 +199,7 @@ def fixed(
             MEASURED if engine in DIALECT_QUIRKS else ASSUMED,
             f"the twin exports {engine}'s metrics, as the run scraped them"
             if engine in DIALECT_QUIRKS
-            else "vLLM's metrics (the simulator's own)",
+            else "the engine's metrics are not known: vLLM's (the simulator's own)",
         ),
         Parameter(
             "enable_prefix_caching",
