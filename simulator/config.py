@@ -36,6 +36,13 @@ class SimConfig:
     # A small model pays them early: llama.cpp's tiny test model (4 layers, d_model 256, one CPU thread)
     # takes 165 us a prompt token at 800 tokens against 131 at 100.
     attention_flops_per_cell: float = 0.0
+    # bytes a step reads per KV cell of each idle slot inside its batch's slot span. llama.cpp keeps a
+    # KV buffer per slot (llama-server with --parallel: kv_unified off) and runs a batch's attention
+    # over every slot from its lowest id to its highest, each over the batch's cells padded to 256
+    # (llama-kv-cache.cpp: get_k's ns = s1 - s0 + 1, get_n_kv's n_pad_cur): a batch of 2 among 8 slots
+    # reads ~2 idle slots' cells as well, among 2 slots none. 0 for a paged KV cache (vLLM). A twin
+    # fitted on llama.cpp sets it (docs/twin.md).
+    slot_span_kv_bytes_per_cell: float = 0.0
     # longest word piece of the tokenizer, characters (simulator/tokenizer.py): 4 counts ~1.6 tokens
     # per English word as byte-level BPE does; 0 = one token per word
     tokenizer_piece_chars: int = 4
@@ -134,8 +141,9 @@ class SimConfig:
             raise UsageError(f"sim option error_rate must be within 0..1 (got {self.error_rate})")
         if self.queue_full_status not in (429, 503):
             raise UsageError(f"sim option queue_full_status must be 429 or 503 (got {self.queue_full_status})")
-        if self.attention_flops_per_cell < 0:
-            raise UsageError(f"sim option attention_flops_per_cell must be >= 0 (got {self.attention_flops_per_cell})")
+        for name in ("attention_flops_per_cell", "slot_span_kv_bytes_per_cell"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"sim option {name} must be >= 0 (got {getattr(self, name)})")
         if self.latency_spike <= 0:
             raise UsageError("sim option latency_spike must be > 0")
         Quirks.parse(self.quirks)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
 
 from loadline.core.errors import UsageError
 from loadline.simulator.config import build_config
-from loadline.simulator.costmodel import single_stream_estimate, step_seconds
+from loadline.simulator.costmodel import idle_slots_in_span, single_stream_estimate, step_seconds
 from loadline.simulator.kvcache import BlockPool, prefix_hashes
 from loadline.simulator.openai_api import ApiError, parse_generation
 from loadline.simulator.tokenizer import Tokenizer, chat_prompt_tokens, count_text
@@ -162,6 +163,35 @@ def test_attention_bends_a_prompts_cost_with_its_length(flops_per_cell):
         flops = flops_per_cell * n * (n + 1) / 2
         assert extra == pytest.approx(flops / (bent.compute_efficiency * bent.peak_tflops * 1e12), rel=0.01)
     assert step_seconds(bent, 1, 100, cells=100) == step_seconds(straight, 1, 100)  # decode stays memory-bound
+
+
+@pytest.mark.parametrize("slots", [2, 5, 8, 16])
+def test_idle_slots_in_a_batchs_span_are_the_mean_over_every_choice_of_its_slots(slots):
+    """b busy slots of N drawn at random: the idle ones between the lowest and the highest, averaged over
+    every subset, are (b - 1)(N - b)/(b + 1)."""
+    for b in range(1, slots + 1):
+        spans = [max(c) - min(c) + 1 - b for c in itertools.combinations(range(slots), b)]
+        assert idle_slots_in_span(b, slots) == pytest.approx(sum(spans) / len(spans))
+
+
+@pytest.mark.parametrize("context", [100, 700])
+def test_a_batch_among_more_slots_reads_the_idle_slots_in_its_span(context):
+    """llama.cpp's KV buffer per slot: the same batch of 2 costs more among 8 slots than among 2 (its
+    span holds 2 idle slots on average, each over the context padded to 256 cells), and nothing more
+    with a paged KV cache."""
+    over = {"slot_span_kv_bytes_per_cell": 200_000.0}
+    among = {n: build_config("tiny", {**over, "max_num_seqs": n}) for n in (2, 8)}
+    assert step_seconds(among[2], 2, 2 * context, 2) == step_seconds(
+        build_config("tiny", {"max_num_seqs": 2}), 2, 2 * context, 2
+    )
+    extra = step_seconds(among[8], 2, 2 * context, 2) - step_seconds(among[2], 2, 2 * context, 2)
+    cells = 2.0 * (-(-context // 256) * 256)
+    config = among[8]
+    assert extra == pytest.approx(
+        cells * 200_000.0 / (config.memory_efficiency * config.hbm_bandwidth_gbs * 1e9 * config.tensor_parallel_size)
+    )
+    paged = build_config("tiny", {"max_num_seqs": 8})
+    assert step_seconds(paged, 2, 2 * context, 2) == step_seconds(among[2], 2, 2 * context, 2)
 
 
 def _itl_ratio(config, sequences: int, context: int) -> float:
