@@ -16,6 +16,9 @@ from loadline.analysis.verdict.signals import Signals
 
 GIB = 1 << 30
 DIALECT_QUIRKS = {"llama.cpp": "llamacpp-api", "vllm": ""}  # engine -> the simulator quirk that speaks its metrics
+# engines that keep a KV buffer per slot and run a batch's attention over the span of its slots
+# (llama-server with --parallel: kv_unified off; simulator/costmodel.py's idle_slot_cells)
+SLOT_KV_ENGINES = ("llama.cpp",)
 UNEXPORTED_CONTEXT = 8192  # the simulator's max_model_len default (simulator/config.py)
 DEFAULT_CHUNK = {
     "llama.cpp": 2048,

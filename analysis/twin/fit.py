@@ -23,7 +23,7 @@ from loadline.analysis.data.load import RunData
 from loadline.analysis.data.timescale import model_run
 from loadline.analysis.twin import engine_config, workload
 from loadline.analysis.twin.decode_steps import STALL_RATIO, decode_steps
-from loadline.analysis.twin.model import BOUNDED, FITTED, MEASURED, FittedRange, Parameter, TwinProfile
+from loadline.analysis.twin.model import ASSUMED, BOUNDED, FITTED, MEASURED, FittedRange, Parameter, TwinProfile
 from loadline.analysis.twin.overlap import in_flight_at, mean_overlap
 from loadline.analysis.twin.regress import DecodeFit, PrefillFit, fit_decode, fit_prefill
 from loadline.analysis.verdict.capacity import replicas_in_run
@@ -108,7 +108,9 @@ def _sample(model: RunData, replicas: int) -> _Sample:
     return _Sample(model, req, Signals(model.server_metrics), batch, kv)
 
 
-def _decode(samples: list[_Sample]) -> DecodeFit:
+def _decode(samples: list[_Sample], slots: int = 0) -> DecodeFit:
+    """The decode fit over every run's usable requests; `slots` > 1 (an engine with a KV buffer per slot,
+    its cap known) lets the fit try the idle slots' cells."""
     itl, batch, kv = [], [], []
     for s in samples:
         usable = (
@@ -123,7 +125,7 @@ def _decode(samples: list[_Sample]) -> DecodeFit:
     total = sum(len(s.req) for s in samples)
     if usable_n < MIN_REQUESTS:
         raise UsageError(f"{total} requests, {usable_n} with 3+ tokens and inter-token gaps: too few to fit decode")
-    return fit_decode(np.concatenate(itl), np.concatenate(batch), np.concatenate(kv))
+    return fit_decode(np.concatenate(itl), np.concatenate(batch), np.concatenate(kv), slots)
 
 
 def _unqueued(
@@ -262,8 +264,9 @@ def fit(runs: RunData | Sequence[RunData]) -> TwinProfile:
     config = _kv_config([s.signals.cache_config() for s in samples], paths)
     weights = [len(s.req) for s in samples]
     req = pd.concat([s.req for s in samples], ignore_index=True)
-    decode = _decode(samples)
     cap, cap_param = _cap(samples, replicas, paths)
+    slots = cap if engine in engine_config.SLOT_KV_ENGINES and cap else 0
+    decode = _decode(samples, slots)
     outside = [_outside_engine_s(s.signals, s.req) for s in samples]
     outside_s = _mean([o for o, _ in outside], weights)
     outside_how = outside[0][1] if len(samples) == 1 else f"the mean of {len(samples)} runs; the first: {outside[0][1]}"
@@ -272,7 +275,7 @@ def fit(runs: RunData | Sequence[RunData]) -> TwinProfile:
     before_queue = None if engine_before_queue is None else outside_s + engine_before_queue
     chunk = _chunk(samples, engine)
     prefill = _prefill(samples, replicas, cap, decode, before_queue, chunk[0])
-    params = _cost_parameters(decode, prefill, outside_s, outside_how, engine_before_queue is not None)
+    params = _cost_parameters(decode, prefill, outside_s, outside_how, engine_before_queue is not None, slots)
     params.append(cap_param)
     params += engine_config.kv(config, req, cap or int(cap_param.value))
     params += engine_config.output_lengths(req)
@@ -295,6 +298,7 @@ def fit(runs: RunData | Sequence[RunData]) -> TwinProfile:
                 "base_ms": decode.base_s * 1e3,
                 "per_seq_us": decode.per_seq_s * 1e6,
                 "per_kv_token_ns": decode.per_kv_token_s * 1e9,
+                "per_idle_slot_cell_ns": decode.per_idle_cell_s * 1e9,
                 "r2": decode.r2,
                 "n": decode.n,
                 "median_rel_residual": decode.rel_residual,
@@ -327,7 +331,12 @@ def _time_scale(req: pd.DataFrame) -> float:
 
 
 def _cost_parameters(
-    decode: DecodeFit, prefill: PrefillFit, outside_s: float, outside_how: str, measured_before_queue: bool = False
+    decode: DecodeFit,
+    prefill: PrefillFit,
+    outside_s: float,
+    outside_how: str,
+    measured_before_queue: bool = False,
+    slots_tried: int = 0,
 ) -> list[Parameter]:
     d = f"decode: mean inter-token gap (stalls over {STALL_RATIO:g}x the median left out) of {decode.n} requests vs the batch and KV they shared (R2 {decode.r2:.2f}, median residual {decode.rel_residual:.0%})"
     p = f"prefill: TTFT of {prefill.n} requests that did not queue vs their prompt tokens (mean residual {prefill.rel_residual:.0%})"
@@ -379,6 +388,7 @@ def _cost_parameters(
         ),
         per_token,
         attention,
+        _slot_span(decode, d, slots_tried),
         Parameter(
             "request_overhead_ms",
             round(request_overhead * 1e3, 3),
@@ -390,6 +400,28 @@ def _cost_parameters(
             ),
         ),
     ]
+
+
+def _slot_span(decode: DecodeFit, d: str, slots_tried: int) -> Parameter:
+    """The idle slots' cells (simulator/costmodel.py): fitted where the engine keeps a KV buffer per slot."""
+    if decode.slots:
+        grade, how = (
+            FITTED,
+            f"{d}: {decode.per_idle_cell_s * 1e9:.3g} ns per KV cell of each idle slot inside the batch's slot span "
+            f"({decode.slots} slots, a KV buffer each); the term predicted each half of the requests better than the fit without it",
+        )
+    elif slots_tried:
+        grade, how = (
+            FITTED,
+            f"{d}: the idle slots' cells ({slots_tried} slots) predicted held-out requests no better than the fit without them "
+            "(one KV buffer for all slots, or too little spread in the batch), so none are added",
+        )
+    else:
+        grade, how = (
+            ASSUMED,
+            "the engine keeps one KV pool for all sequences (or no slot cap was seen): no idle slots' cells",
+        )
+    return Parameter("slot_span_kv_bytes_per_cell", round(decode.per_idle_cell_s * BANDWIDTH, 3), grade, how)
 
 
 def summary_rows(profile: TwinProfile) -> list[dict[str, Any]]:

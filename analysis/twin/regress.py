@@ -7,6 +7,8 @@ Both are the simulator's cost model (simulator/costmodel.py) read backwards:
 Decode (each request's mean inter-token gap less its stalls, against the batch B and KV it shared the engine with):
 memory-bound, so ITL = (M0 + F) + S x B + K x kv, a linear least-squares fit with non-negative
 coefficients (an engine never gets faster with more work, nor takes negative time for an empty step).
+On an engine with a KV buffer per slot (llama.cpp) a fourth term, I x idle cells: the cells of the idle
+slots inside the batch's slot span (simulator/costmodel.py), kept when it predicts held-out requests better.
 Prefill (TTFT of requests that did not queue): TTFT = const + wait + max(M0 + K x kv, C x tokens + A x cells)
 + F + S x (B+1), where const is the time before the engine's queue, wait the rest of the step in flight at
 arrival and cells the (token, context token) pairs attention computes; M0, C and A come from a grid search
@@ -30,6 +32,24 @@ C_GRID = np.geomspace(1e-8, 1e-2, 121)  # seconds per prefill token: 10 ns (a bi
 SHARE_GRID = np.geomspace(1e-6, 1e-2, 25)
 
 
+# llama.cpp pads the cells a batch's attention reads to a multiple of 256 (llama-kv-cache.cpp, get_n_kv)
+LLAMACPP_KV_PAD = 256
+
+
+def idle_slot_cells(batch: np.ndarray, slots: int, kv: np.ndarray) -> np.ndarray:
+    """The KV cells of the idle slots inside a batch's slot span, as simulator/costmodel.py's
+    idle_slot_cells counts them (tests/unit/test_twin.py holds the two equal): (B - 1)(N - B)/(B + 1) idle
+    slots (B busy slots of N drawn at random), each over the batch's mean context padded to 256. The
+    analysis keeps its own copy: it does not import the simulator."""
+    b = np.asarray(batch, dtype=float)
+    n = np.maximum(float(slots), b)
+    idle = np.where(b > 1, (b - 1) * (n - b) / (b + 1), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(b > 0, np.asarray(kv, dtype=float) / np.maximum(b, 1e-12), 0.0)
+    padded = np.maximum(LLAMACPP_KV_PAD, np.ceil(mean / LLAMACPP_KV_PAD) * LLAMACPP_KV_PAD)
+    return idle * padded
+
+
 @dataclass(frozen=True)
 class DecodeFit:
     base_s: float  # M0 + F: the step time of an empty batch
@@ -38,6 +58,15 @@ class DecodeFit:
     r2: float
     n: int
     rel_residual: float  # median |residual| / median ITL
+    per_idle_cell_s: float = 0.0  # I: per KV cell of an idle slot inside the batch's slot span
+    slots: int = 0  # the slot count the idle cells were counted against (0: no per-slot KV buffers)
+
+    def step_s(self, batch: np.ndarray, kv: np.ndarray) -> np.ndarray:
+        """The fitted decode step of a batch reading `kv` KV tokens."""
+        step = self.base_s + self.per_seq_s * batch + self.per_kv_token_s * kv
+        if self.per_idle_cell_s and self.slots:
+            step = step + self.per_idle_cell_s * idle_slot_cells(batch, self.slots, kv)
+        return step
 
 
 @dataclass(frozen=True)
@@ -51,30 +80,62 @@ class PrefillFit:
     per_cell_s: float = 0.0  # A: attention per (token, context token) pair; 0 when a bend did not predict better
 
 
-def fit_decode(itl_s: np.ndarray, batch: np.ndarray, kv: np.ndarray) -> DecodeFit:
-    """Least squares with every coefficient >= 0: the best of the fits over each subset of the three
-    columns whose coefficients all come out non-negative (exact non-negative least squares for three)."""
+def fit_decode(itl_s: np.ndarray, batch: np.ndarray, kv: np.ndarray, slots: int = 0) -> DecodeFit:
+    """Non-negative least squares of the step on (1, B, kv), and on an engine with a KV buffer per slot
+    (`slots` > 0: llama.cpp's) the idle slots' cells too, kept only when they predict held-out requests
+    better (two folds of alternate requests, the mean gain in squared error over twice its standard
+    error, as the prefill's bend): an engine with one KV buffer for all (llama.cpp's --kv-unified) must
+    not have the slots' spread read into it."""
     columns = np.column_stack([np.ones_like(batch), batch, kv])
-    best: tuple[float, np.ndarray] | None = None
-    for subset in itertools.product((False, True), repeat=3):
-        use = [i for i in range(3) if subset[i]]
-        coef = np.zeros(3)
-        if use:
-            sol, *_ = np.linalg.lstsq(columns[:, use], itl_s, rcond=None)
-            if (sol < 0).any():
-                continue
-            coef[use] = sol
-        sse = float(((itl_s - columns @ coef) ** 2).sum())
-        if best is None or sse < best[0]:
-            best = (sse, coef)
-    assert best is not None  # the empty subset always qualifies
-    coef = best[1]
+    with_idle = np.column_stack([columns, idle_slot_cells(batch, slots, kv)]) if slots > 1 else None
+    if with_idle is not None and with_idle[:, 3].any() and _column_predicts_better(with_idle, itl_s):
+        columns = with_idle
+    coef = _nnls(columns, itl_s)
     predicted = columns @ coef
     residual = itl_s - predicted
     total = float(((itl_s - itl_s.mean()) ** 2).sum())
     r2 = 1.0 - float((residual**2).sum()) / total if total > 0 else 0.0
     rel = float(np.median(np.abs(residual)) / max(np.median(itl_s), 1e-12))
-    return DecodeFit(float(coef[0]), float(coef[1]), float(coef[2]), r2, len(itl_s), rel)
+    idle = float(coef[3]) if len(coef) > 3 else 0.0
+    return DecodeFit(
+        float(coef[0]), float(coef[1]), float(coef[2]), r2, len(itl_s), rel, idle, slots if len(coef) > 3 else 0
+    )
+
+
+def _nnls(columns: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares with every coefficient >= 0: the best of the fits over each subset of the columns
+    whose coefficients all come out non-negative (exact non-negative least squares for a few columns)."""
+    width = columns.shape[1]
+    best: tuple[float, np.ndarray] | None = None
+    for subset in itertools.product((False, True), repeat=width):
+        use = [i for i in range(width) if subset[i]]
+        coef = np.zeros(width)
+        if use:
+            sol, *_ = np.linalg.lstsq(columns[:, use], y, rcond=None)
+            if (sol < 0).any():
+                continue
+            coef[use] = sol
+        sse = float(((y - columns @ coef) ** 2).sum())
+        if best is None or sse < best[0]:
+            best = (sse, coef)
+    assert best is not None  # the empty subset always qualifies
+    return best[1]
+
+
+def _column_predicts_better(columns: np.ndarray, y: np.ndarray) -> bool:
+    """Two folds (alternate rows): does the fit with the last column, made on one fold, predict the other
+    better than the fit without it, by more than twice the standard error of the paired difference?"""
+    halves = np.arange(len(y)) % 2 == 0
+    if min(halves.sum(), (~halves).sum()) < columns.shape[1] + 2:
+        return False
+    gains = []
+    for train in (halves, ~halves):
+        test = ~train
+        full = _nnls(columns[train], y[train])
+        less = _nnls(columns[train, :-1], y[train])
+        gains.append((y[test] - columns[test, :-1] @ less) ** 2 - (y[test] - columns[test] @ full) ** 2)
+    gain = np.concatenate(gains)
+    return bool(gain.mean() > 2.0 * gain.std(ddof=1) / math.sqrt(len(gain)))
 
 
 def fit_prefill(
@@ -101,8 +162,7 @@ def fit_prefill(
     terms = _PrefillTerms.of(ttft_s, tokens, batch, kv, decode, chunk)
     linear, bent = terms.search(before_queue_s)
     loss, m0, c, a, const = bent if terms.bend_predicts_better(before_queue_s) else linear
-    memory = m0 + decode.per_kv_token_s * (kv + tokens)
-    compute_share = float(np.mean(terms.compute(c, a) > memory))
+    compute_share = float(np.mean(terms.compute(c, a) > terms.memory(m0)))
     rel = float(loss / max(np.median(ttft_s), 1e-12))
     return PrefillFit(m0, c, max(const, 0.0), len(ttft_s), rel, compute_share, a)
 
@@ -126,8 +186,7 @@ class _PrefillTerms:
     @classmethod
     def of(cls, ttft, tokens, batch, kv, decode: DecodeFit, chunk: int) -> _PrefillTerms:
         chunks = np.maximum(1.0, np.ceil(tokens / chunk)) if chunk > 0 else np.ones_like(tokens)
-        decode_step = decode.base_s + decode.per_seq_s * batch + decode.per_kv_token_s * kv
-        wait = 0.5 * decode_step * np.clip(batch, 0.0, 1.0)
+        wait = 0.5 * decode.step_s(batch, kv) * np.clip(batch, 0.0, 1.0)
         cells = (tokens * (tokens + 1) / 2) / chunks + kv
         return cls(ttft, tokens / chunks, cells, batch, chunks, wait, kv, decode)
 
@@ -143,6 +202,16 @@ class _PrefillTerms:
             self.decode,
         )
 
+    def memory(self, m0: float) -> np.ndarray:
+        """A prefill step's memory side: the weights, the KV it reads and, with a KV buffer per slot, the
+        idle slots' cells inside the span of the batch it joins."""
+        d = self.decode
+        kv = self.kv + self.tokens * self.chunks
+        memory = m0 + d.per_kv_token_s * kv
+        if d.per_idle_cell_s and d.slots:
+            memory = memory + d.per_idle_cell_s * idle_slot_cells(self.batch + 1, d.slots, kv)
+        return memory
+
     def compute(self, c: float, a: float) -> np.ndarray:
         return c * (self.tokens + self.batch) + a * self.cells
 
@@ -155,8 +224,7 @@ class _PrefillTerms:
         """(|residual| per prompt, const) of one (M0, C, A)."""
         d = self.decode
         fixed = self.chunks * (d.base_s - m0 + d.per_seq_s * (self.batch + 1))
-        memory = m0 + d.per_kv_token_s * (self.kv + self.tokens * self.chunks)
-        left = self.ttft - self.wait - fixed - self.chunks * np.maximum(memory, self.compute(c, a))
+        left = self.ttft - self.wait - fixed - self.chunks * np.maximum(self.memory(m0), self.compute(c, a))
         if const is None:
             const = float(np.median(left)) if before_queue_s is None else before_queue_s
         return np.abs(left - const), const

@@ -4,7 +4,7 @@ one the simulator accepts."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +13,10 @@ import pytest
 from loadline.analysis.twin import workload
 from loadline.analysis.twin.model import ASSUMED, FITTED, MEASURED, FittedRange, Parameter, TwinProfile
 from loadline.analysis.twin.overlap import in_flight_at, mean_overlap
-from loadline.analysis.twin.regress import DecodeFit, fit_decode, fit_prefill
+from loadline.analysis.twin.regress import DecodeFit, fit_decode, fit_prefill, idle_slot_cells
 from loadline.analysis.twin.uncertainty import BASE_ERROR, changes_outside, for_phase
 from loadline.commands.main import main
+from loadline.simulator import costmodel
 from loadline.simulator.config import build_config
 
 pytestmark = pytest.mark.unit
@@ -31,6 +32,50 @@ def test_decode_fit_recovers_the_step_terms() -> None:
     assert fit.per_seq_s == pytest.approx(50e-6, rel=0.3)
     assert fit.per_kv_token_s == pytest.approx(3.3e-6, rel=0.03)
     assert fit.r2 > 0.9
+
+
+def _slot_batches(rng, slots: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Time-averaged batches and KV of n requests on an engine with `slots` slots: short to medium contexts."""
+    batch = rng.uniform(1, slots, n)
+    return batch, batch * rng.uniform(60, 700, n)
+
+
+@pytest.mark.parametrize("slots, per_cell", [(8, 177e-9), (16, 60e-9), (4, 300e-9)])
+def test_decode_fit_finds_the_idle_slots_in_a_batchs_span(slots, per_cell) -> None:
+    """An engine with a KV buffer per slot (llama.cpp) reads the idle slots' cells inside each batch's span:
+    the fit recovers that term beside S and K, and so predicts a smaller slot count's step."""
+    rng = np.random.default_rng(slots)
+    batch, kv = _slot_batches(rng, slots, 1200)
+    step = 0.25e-3 + 150e-6 * batch + 500e-9 * kv + per_cell * idle_slot_cells(batch, slots, kv)
+    fit = fit_decode(step + rng.normal(0, 0.04 * step.mean(), len(step)), batch, kv, slots)
+    assert fit.slots == slots
+    assert fit.per_idle_cell_s == pytest.approx(per_cell, rel=0.25)
+    assert fit.per_seq_s == pytest.approx(150e-6, rel=0.25)
+    two = np.full(50, 2.0), np.full(50, 600.0)  # a batch of 2 with no idle slot beside it (2 slots)
+    truth = 0.25e-3 + 150e-6 * 2 + 500e-9 * 600
+    straight = fit_decode(step, batch, kv)  # the same requests fitted without the term
+    at_two = float(replace(fit, slots=2).step_s(*two)[0])  # the what-if: the same engine with 2 slots
+    assert abs(at_two - truth) < 0.05 * truth < abs(float(straight.step_s(*two)[0]) - truth)
+
+
+@pytest.mark.parametrize("slots", [8, 32])
+def test_decode_fit_adds_no_idle_slots_where_the_engine_has_one_kv_pool(slots) -> None:
+    """Offered the idle slots' cells on an engine without them (llama.cpp's --kv-unified, vLLM), the fit
+    keeps its three terms: the term must predict held-out requests better to stay."""
+    rng = np.random.default_rng(slots + 1)
+    batch, kv = _slot_batches(rng, slots, 1200)
+    step = 0.25e-3 + 150e-6 * batch + 500e-9 * kv
+    fit = fit_decode(step + rng.normal(0, 0.04 * step.mean(), len(step)), batch, kv, slots)
+    assert fit.slots == 0 and fit.per_idle_cell_s == 0.0
+    assert fit.per_kv_token_s == pytest.approx(500e-9, rel=0.1)
+
+
+@pytest.mark.parametrize("slots", [2, 8, 64])
+def test_the_fits_idle_slot_cells_are_the_simulators(slots) -> None:
+    for batch in (1, 2, 3, slots):
+        for kv in (batch * 40, batch * 300, batch * 1500):
+            ours = float(idle_slot_cells(np.array([float(batch)]), slots, np.array([float(kv)]))[0])
+            assert ours == pytest.approx(costmodel.idle_slot_cells(batch, slots, kv))
 
 
 def test_decode_fit_never_returns_a_negative_term() -> None:
