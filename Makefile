@@ -50,9 +50,10 @@ real-engine: install build-tools
 
 test-real: real-engine
 
-# The digital twin against the simulator as ground truth (not in make test: about 14 minutes): for
+# The digital twin against the simulator as ground truth (not in make test: about 17 minutes): for
 # two profiles, fit on a stepped run, predict a smaller batch cap, a smaller KV cache and two replicas;
-# for a profile whose prefill pays attention, predict long prompts; rerun each for real. The tables go to runs/twin-validation-PROFILE.md (docs/twin.md).
+# for a profile whose prefill pays attention, predict long prompts; for one that speaks llama.cpp's
+# metrics with a KV buffer per slot, predict 2 slots; rerun each for real. The tables go to runs/twin-validation-PROFILE.md (docs/twin.md).
 twin-validation: install
 	LOADLINE_TWIN_ALL=1 $(BIN)/python -m pytest -v -p no:cacheprovider tests/e2e/test_twin_sim_truth.py
 
