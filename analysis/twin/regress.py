@@ -82,7 +82,7 @@ class PrefillFit:
 
 def fit_decode(itl_s: np.ndarray, batch: np.ndarray, kv: np.ndarray, slots: int = 0) -> DecodeFit:
     """Non-negative least squares of the step on (1, B, kv), and on an engine with a KV buffer per slot
-    (`slots` > 0: llama.cpp's) the idle slots' cells too, kept only when they predict held-out requests
+    (`slots` > 1: llama.cpp's) the idle slots' cells too, kept only when they predict held-out requests
     better (two folds of alternate requests, the mean gain in squared error over twice its standard
     error, as the prefill's bend): an engine with one KV buffer for all (llama.cpp's --kv-unified) must
     not have the slots' spread read into it."""
