@@ -53,17 +53,18 @@ def attention_cells(start: int, tokens: int) -> int:
     return tokens * start + tokens * (tokens + 1) // 2
 
 
-def idle_slots_in_span(sequences: int, slots: int) -> float:
+def idle_slots_in_span(sequences: float, slots: int) -> float:
     """Idle slots between the lowest and highest of `sequences` busy slots drawn at random among `slots`:
     E[max - min + 1] - b = (b - 1)(N + 1)/(b + 1) + 1 - b = (b - 1)(N - b)/(b + 1)."""
     b, n = sequences, max(slots, sequences)
     return (b - 1) * (n - b) / (b + 1) if b > 1 else 0.0
 
 
-def idle_slot_cells(sequences: int, slots: int, kv_tokens_read: int) -> float:
+def idle_slot_cells(sequences: float, slots: int, kv_tokens_read: float) -> float:
     """KV cells a step of `sequences` among `slots` slots reads in its idle slots: each idle slot of the
-    span over the batch's mean context, padded as llama.cpp pads it."""
-    if sequences < 2:
+    span over the batch's mean context, padded as llama.cpp pads it. A fractional `sequences` (the twin's
+    fit reads time-averaged batches) is taken as it is."""
+    if sequences <= 1:
         return 0.0
     mean = kv_tokens_read / sequences
     padded = max(LLAMACPP_KV_PAD, -(-mean // LLAMACPP_KV_PAD) * LLAMACPP_KV_PAD)

@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from loadline.analysis.twin.cost_keys import BANDWIDTH, FLOPS, GIB
 from loadline.analysis.twin.model import ASSUMED, BOUNDED, FITTED, MEASURED, Parameter
 from loadline.analysis.verdict.signals import Signals
 
-GIB = 1 << 30
 DIALECT_QUIRKS = {"llama.cpp": "llamacpp-api", "vllm": ""}  # engine -> the simulator quirk that speaks its metrics
 # engines that keep a KV buffer per slot and run a batch's attention over the span of its slots
 # (llama-server with --parallel: kv_unified off; simulator/costmodel.py's idle_slot_cells)
@@ -176,9 +176,9 @@ def fixed(
         Parameter(
             "replicas", replicas, MEASURED if replicas_how != "assumed" else ASSUMED, f"replicas: {replicas_how}"
         ),
-        Parameter("hbm_bandwidth_gbs", 1000.0, ASSUMED, unit),
+        Parameter("hbm_bandwidth_gbs", BANDWIDTH / 1e9, ASSUMED, unit),
         Parameter("memory_efficiency", 1.0, ASSUMED, unit),
-        Parameter("peak_tflops", 1000.0, ASSUMED, unit),
+        Parameter("peak_tflops", FLOPS / 1e12, ASSUMED, unit),
         Parameter("compute_efficiency", 1.0, ASSUMED, unit),
         Parameter("num_layers", 1, ASSUMED, unit),
         Parameter("per_layer_overhead_us", 0.0, ASSUMED, unit + " (per-layer time is in step_overhead_ms)"),

@@ -1,10 +1,7 @@
 """`loadline twin fit`: a simulator profile whose engine reproduces a run, each number with its evidence.
 
 Pure: a loaded run in, a `TwinProfile` out. The cost model is the simulator's (simulator/costmodel.py),
-re-expressed on a unit machine so each fitted time maps onto one profile key: bandwidth 1,000 GB/s
-and compute 1,000 TFLOP/s at efficiency 1, so weights_gib carries the weight-read time M0,
-kv_bytes_per_token the time per KV token read K, params_b the compute per prefill token C,
-step_overhead_ms the rest of an empty step F, per_seq_overhead_us the per-sequence term S. The
+fitted by regress.py and re-expressed on a unit machine by cost_keys.py. The
 engine's configuration (cap, KV blocks, block size) is read where its metrics state it, inferred
 where they imply it, and otherwise assumed and said so (docs/twin.md lists which is which).
 """
@@ -21,9 +18,9 @@ import pandas as pd
 
 from loadline.analysis.data.load import RunData
 from loadline.analysis.data.timescale import model_run
-from loadline.analysis.twin import engine_config, workload
-from loadline.analysis.twin.decode_steps import STALL_RATIO, decode_steps
-from loadline.analysis.twin.model import ASSUMED, BOUNDED, FITTED, MEASURED, FittedRange, Parameter, TwinProfile
+from loadline.analysis.twin import cost_keys, engine_config, workload
+from loadline.analysis.twin.decode_steps import decode_steps
+from loadline.analysis.twin.model import BOUNDED, MEASURED, FittedRange, Parameter, TwinProfile
 from loadline.analysis.twin.overlap import in_flight_at, mean_overlap
 from loadline.analysis.twin.regress import DecodeFit, PrefillFit, fit_decode, fit_prefill
 from loadline.analysis.verdict.capacity import replicas_in_run
@@ -31,9 +28,6 @@ from loadline.analysis.verdict.signals import Signals
 from loadline.core.errors import UsageError
 from loadline.core.records import Status
 
-BANDWIDTH = 1e12  # bytes/s of the twin's unit machine (hbm_bandwidth_gbs 1000, memory_efficiency 1)
-FLOPS = 1e15  # FLOP/s of the twin's unit machine (peak_tflops 1000, compute_efficiency 1)
-GIB = 1 << 30
 WALL_ITL_MS = 2.0  # a prediction's light-load inter-token gap in wall time, at least (see _time_scale)
 MIN_REQUESTS = 20  # fewer usable requests fit nothing trustworthy
 CAP_RATIO = 1.5  # measured caps this far apart are different engine setups
@@ -275,7 +269,7 @@ def fit(runs: RunData | Sequence[RunData]) -> TwinProfile:
     before_queue = None if engine_before_queue is None else outside_s + engine_before_queue
     chunk = _chunk(samples, engine)
     prefill = _prefill(samples, replicas, cap, decode, before_queue, chunk[0])
-    params = _cost_parameters(decode, prefill, outside_s, outside_how, engine_before_queue is not None, slots)
+    params = cost_keys.cost_parameters(decode, prefill, outside_s, outside_how, engine_before_queue is not None, slots)
     params.append(cap_param)
     params += engine_config.kv(config, req, cap or int(cap_param.value))
     params += engine_config.output_lengths(req)
@@ -328,100 +322,6 @@ def _time_scale(req: pd.DataFrame) -> float:
     if ratio >= 1:
         return float(min(5, math.floor(ratio)))
     return float(2.0 ** max(-2, round(math.log2(max(ratio, 1e-6)))))  # never slower than x0.25: it must end
-
-
-def _cost_parameters(
-    decode: DecodeFit,
-    prefill: PrefillFit,
-    outside_s: float,
-    outside_how: str,
-    measured_before_queue: bool = False,
-    slots_tried: int = 0,
-) -> list[Parameter]:
-    d = f"decode: mean inter-token gap (stalls over {STALL_RATIO:g}x the median left out) of {decode.n} requests vs the batch and KV they shared (R2 {decode.r2:.2f}, median residual {decode.rel_residual:.0%})"
-    p = f"prefill: TTFT of {prefill.n} requests that did not queue vs their prompt tokens (mean residual {prefill.rel_residual:.0%})"
-    per_token = Parameter(
-        "params_b",
-        round(prefill.per_token_s * FLOPS / 2e9, 6),
-        FITTED,
-        f"{p}: {prefill.per_token_s * 1e6:.3g} us per prefill token",
-    )
-    if prefill.compute_bound_share < 0.05:
-        per_token = Parameter(
-            "params_b",
-            per_token.value,
-            BOUNDED,
-            f"{p}: every prompt's prefill was hidden under the step's fixed cost, so only an upper bound ({prefill.per_token_s * 1e6:.3g} us/token) is known",
-        )
-    request_overhead = max(0.0, prefill.before_queue_s - outside_s)
-    attention = Parameter(
-        "attention_flops_per_cell",
-        round(prefill.per_cell_s * FLOPS, 3),
-        FITTED,
-        (
-            f"{p}: the cost per token bends up with the prompt's length, {prefill.per_cell_s * 1e9:.3g} ns per (token, context token) pair attended; the bent line predicted each half of the prompts better than a straight one fitted on the other half"
-            if prefill.per_cell_s > 0
-            else f"{p}: a line bent by the prompt's length (attention) predicted held-out prompts no better than a straight one, so none is added"
-        ),
-    )
-    return [
-        Parameter(
-            "weights_gib",
-            round(prefill.weights_s * BANDWIDTH / GIB, 6),
-            FITTED,
-            f"{p}: {prefill.weights_s * 1e3:.3g} ms of the empty step is hidden under a compute-bound prefill (the max of memory and compute)",
-        ),
-        Parameter(
-            "step_overhead_ms",
-            round((decode.base_s - prefill.weights_s) * 1e3, 4),
-            FITTED,
-            f"{d}: empty step {decode.base_s * 1e3:.3g} ms minus the weight read",
-        ),
-        Parameter(
-            "per_seq_overhead_us", round(decode.per_seq_s * 1e6, 3), FITTED, f"{d}: slope per sequence in the batch"
-        ),
-        Parameter(
-            "kv_bytes_per_token",
-            max(1, round(decode.per_kv_token_s * BANDWIDTH)),
-            FITTED,
-            f"{d}: {decode.per_kv_token_s * 1e9:.3g} ns per KV token read",
-        ),
-        per_token,
-        attention,
-        _slot_span(decode, d, slots_tried),
-        Parameter(
-            "request_overhead_ms",
-            round(request_overhead * 1e3, 3),
-            MEASURED if measured_before_queue else FITTED,
-            (
-                f"the engine's histograms: TTFT less queue time less prefill time, means ({request_overhead * 1e3:.3g} ms)"
-                if measured_before_queue
-                else f"{p}: {prefill.before_queue_s * 1e3:.3g} ms before the queue, less {outside_s * 1e3:.3g} ms outside the engine ({outside_how})"
-            ),
-        ),
-    ]
-
-
-def _slot_span(decode: DecodeFit, d: str, slots_tried: int) -> Parameter:
-    """The idle slots' cells (simulator/costmodel.py): fitted where the engine keeps a KV buffer per slot."""
-    if decode.slots:
-        grade, how = (
-            FITTED,
-            f"{d}: {decode.per_idle_cell_s * 1e9:.3g} ns per KV cell of each idle slot inside the batch's slot span "
-            f"({decode.slots} slots, a KV buffer each); the term predicted each half of the requests better than the fit without it",
-        )
-    elif slots_tried:
-        grade, how = (
-            FITTED,
-            f"{d}: the idle slots' cells ({slots_tried} slots) predicted held-out requests no better than the fit without them "
-            "(one KV buffer for all slots, or too little spread in the batch), so none are added",
-        )
-    else:
-        grade, how = (
-            ASSUMED,
-            "the engine keeps one KV pool for all sequences (or no slot cap was seen): no idle slots' cells",
-        )
-    return Parameter("slot_span_kv_bytes_per_cell", round(decode.per_idle_cell_s * BANDWIDTH, 3), grade, how)
 
 
 def summary_rows(profile: TwinProfile) -> list[dict[str, Any]]:

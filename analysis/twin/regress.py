@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
+
+from loadline.simulator import costmodel
 
 M0_GRID = 21
 M0_BENT_GRID = 11  # the bent line's coarse M0 grid: one per share of SHARE_GRID
@@ -32,22 +34,13 @@ C_GRID = np.geomspace(1e-8, 1e-2, 121)  # seconds per prefill token: 10 ns (a bi
 SHARE_GRID = np.geomspace(1e-6, 1e-2, 25)
 
 
-# llama.cpp pads the cells a batch's attention reads to a multiple of 256 (llama-kv-cache.cpp, get_n_kv)
-LLAMACPP_KV_PAD = 256
+# the simulator's count over arrays (simulator/costmodel.py): each request's time-averaged batch and KV
+_IDLE_SLOT_CELLS = np.vectorize(costmodel.idle_slot_cells, otypes=[float])
 
 
 def idle_slot_cells(batch: np.ndarray, slots: int, kv: np.ndarray) -> np.ndarray:
-    """The KV cells of the idle slots inside a batch's slot span, as simulator/costmodel.py's
-    idle_slot_cells counts them (tests/unit/test_twin.py holds the two equal): (B - 1)(N - B)/(B + 1) idle
-    slots (B busy slots of N drawn at random), each over the batch's mean context padded to 256. The
-    analysis keeps its own copy: it does not import the simulator."""
-    b = np.asarray(batch, dtype=float)
-    n = np.maximum(float(slots), b)
-    idle = np.where(b > 1, (b - 1) * (n - b) / (b + 1), 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean = np.where(b > 0, np.asarray(kv, dtype=float) / np.maximum(b, 1e-12), 0.0)
-    padded = np.maximum(LLAMACPP_KV_PAD, np.ceil(mean / LLAMACPP_KV_PAD) * LLAMACPP_KV_PAD)
-    return idle * padded
+    """The KV cells of the idle slots inside each batch's slot span, as the simulator counts them."""
+    return _IDLE_SLOT_CELLS(batch, slots, kv)
 
 
 @dataclass(frozen=True)
@@ -87,9 +80,10 @@ def fit_decode(itl_s: np.ndarray, batch: np.ndarray, kv: np.ndarray, slots: int 
     error, as the prefill's bend): an engine with one KV buffer for all (llama.cpp's --kv-unified) must
     not have the slots' spread read into it."""
     columns = np.column_stack([np.ones_like(batch), batch, kv])
-    with_idle = np.column_stack([columns, idle_slot_cells(batch, slots, kv)]) if slots > 1 else None
-    if with_idle is not None and with_idle[:, 3].any() and _column_predicts_better(with_idle, itl_s):
-        columns = with_idle
+    if slots > 1:
+        with_idle = np.column_stack([columns, idle_slot_cells(batch, slots, kv)])
+        if with_idle[:, 3].any() and _column_predicts_better(with_idle, itl_s):
+            columns = with_idle
     coef = _nnls(columns, itl_s)
     predicted = columns @ coef
     residual = itl_s - predicted
@@ -134,7 +128,11 @@ def _column_predicts_better(columns: np.ndarray, y: np.ndarray) -> bool:
         full = _nnls(columns[train], y[train])
         less = _nnls(columns[train, :-1], y[train])
         gains.append((y[test] - columns[test, :-1] @ less) ** 2 - (y[test] - columns[test] @ full) ** 2)
-    gain = np.concatenate(gains)
+    return _significant(np.concatenate(gains))
+
+
+def _significant(gain: np.ndarray) -> bool:
+    """Held-out gains of a richer model, paired: their mean over twice its standard error (one-sided, ~2 %)."""
     return bool(gain.mean() > 2.0 * gain.std(ddof=1) / math.sqrt(len(gain)))
 
 
@@ -180,37 +178,26 @@ class _PrefillTerms:
     batch: np.ndarray
     chunks: np.ndarray
     wait: np.ndarray  # half the step in flight at arrival, when one was
-    kv: np.ndarray
+    reads: np.ndarray  # the step's memory side less M0: the KV it reads, and the idle slots' cells
     decode: DecodeFit
 
     @classmethod
     def of(cls, ttft, tokens, batch, kv, decode: DecodeFit, chunk: int) -> _PrefillTerms:
         chunks = np.maximum(1.0, np.ceil(tokens / chunk)) if chunk > 0 else np.ones_like(tokens)
         wait = 0.5 * decode.step_s(batch, kv) * np.clip(batch, 0.0, 1.0)
-        cells = (tokens * (tokens + 1) / 2) / chunks + kv
-        return cls(ttft, tokens / chunks, cells, batch, chunks, wait, kv, decode)
+        cells = costmodel.attention_cells(0, tokens) / chunks + kv
+        read = kv + tokens  # the KV of the batch it joins and its own prompt's
+        reads = decode.per_kv_token_s * read
+        if decode.per_idle_cell_s and decode.slots:  # with a KV buffer per slot, the idle slots in the span
+            reads = reads + decode.per_idle_cell_s * idle_slot_cells(batch + 1, decode.slots, read)
+        return cls(ttft, tokens / chunks, cells, batch, chunks, wait, reads, decode)
 
     def rows(self, mask: np.ndarray) -> _PrefillTerms:
-        return _PrefillTerms(
-            self.ttft[mask],
-            self.tokens[mask],
-            self.cells[mask],
-            self.batch[mask],
-            self.chunks[mask],
-            self.wait[mask],
-            self.kv[mask],
-            self.decode,
-        )
+        return replace(self, **{f.name: getattr(self, f.name)[mask] for f in fields(self) if f.name != "decode"})
 
     def memory(self, m0: float) -> np.ndarray:
-        """A prefill step's memory side: the weights, the KV it reads and, with a KV buffer per slot, the
-        idle slots' cells inside the span of the batch it joins."""
-        d = self.decode
-        kv = self.kv + self.tokens * self.chunks
-        memory = m0 + d.per_kv_token_s * kv
-        if d.per_idle_cell_s and d.slots:
-            memory = memory + d.per_idle_cell_s * idle_slot_cells(self.batch + 1, d.slots, kv)
-        return memory
+        """A prefill step's memory side: the weights, then what `reads` holds."""
+        return m0 + self.reads
 
     def compute(self, c: float, a: float) -> np.ndarray:
         return c * (self.tokens + self.batch) + a * self.cells
@@ -245,8 +232,7 @@ class _PrefillTerms:
             test = self.rows(~train)
             line, bend = self.rows(train).search(before_queue_s)
             gains.append(test.errors(line, before_queue_s) - test.errors(bend, before_queue_s))
-        gain = np.concatenate(gains)
-        return bool(gain.mean() > 2.0 * gain.std(ddof=1) / math.sqrt(len(gain)))
+        return _significant(np.concatenate(gains))
 
     def _grid(self, before_queue_s, m0s, cs, shares) -> _Fit:
         best: _Fit | None = None
