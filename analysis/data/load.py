@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from loadline.analysis.data import memory, requests_csv
+from loadline.analysis.data import memory, requests_csv, spill
 from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn
 from loadline.analysis.data.lines import last_newline_end
 from loadline.core import runfolder, schema
@@ -120,7 +120,8 @@ def _read_requests(path: Path, missing: list[str]) -> tuple[pd.DataFrame, GapCol
     try:
         if path.stat().st_size > 0:
             ids = (path.parent / runfolder.TRUTH).exists()  # request ids join the truth log, and nothing else
-            streamed = requests_csv.read_streamed(path, open_up_to_last_newline, ids)
+            spill_to = spill.spill_directory(path.parent)  # a table larger than memory: on disk beside the run
+            streamed = requests_csv.read_streamed(path, open_up_to_last_newline, ids, spill_to)
             frame, gaps = _checked_requests(path, streamed.frame, missing)
             return frame, _aligned(streamed.gaps, frame)
     except requests_csv.Refused:
@@ -156,8 +157,19 @@ def _checked_requests(path: Path, frame: pd.DataFrame, missing: list[str]) -> tu
         kept = np.flatnonzero(~broken)
         frame = frame.iloc[kept].reset_index(drop=True)
         frame.attrs["source_rows"] = kept
-    frame["end_wall"] = frame["start_wall"] + frame["e2e_ms"].fillna(0.0).astype("float64") / 1000.0
+    spilled_to = frame.attrs.pop("spilled_to", None)
+    if spilled_to is None:
+        frame["end_wall"] = _end_wall(frame)
+    else:  # on disk like the rest of the table, a chunk at a time
+        frame["end_wall"] = pd.Series(
+            spill.derived(spilled_to, len(frame), lambda start, stop: _end_wall(frame.iloc[start:stop]).to_numpy()),
+            copy=False,
+        )
     return frame, None
+
+
+def _end_wall(frame: pd.DataFrame) -> pd.Series:
+    return frame["start_wall"] + frame["e2e_ms"].fillna(0.0).astype("float64") / 1000.0
 
 
 def _read_requests_pandas(path: Path, missing: list[str]) -> pd.DataFrame:

@@ -7,7 +7,8 @@ went to zeroing pages (perf: clear_page_erms) and it took 117 s instead of 68. S
 blocks up to glibc's 32 MB mmap limit come from the heap and freed ones are reused, the heap keeps up
 to 16 MB free at its top, numpy's huge-page hint is off, and `return_freed_memory` hands the heap's
 free pages back between the report's parts (after a column, a pass over the gaps, each guarded part
-and chart), so that each part's peak starts from the table alone.
+and chart), so that each part's peak starts from the table alone; a table on disk
+(analysis/data/spill.py) leaves its mapped pages there too, so a part holds the columns it reads.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import ctypes.util
 from functools import cache
 
 import numpy as np
+
+from loadline.analysis.data import spill
 
 _M_TRIM_THRESHOLD = -1  # mallopt parameters (malloc.h)
 _M_MMAP_THRESHOLD = -3
@@ -48,6 +51,7 @@ def reuse_freed_memory() -> None:
 
 
 def return_freed_memory() -> None:
+    spill.release_pages()  # and a table on disk leaves only the columns the next part reads
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)

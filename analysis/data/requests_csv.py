@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from pandas.api.types import union_categoricals
 
-from loadline.analysis.data import requests_copy
+from loadline.analysis.data import requests_copy, spill
 from loadline.analysis.data.gaps import ITL_COLUMN, GapColumn, csv_gap_batches
 from loadline.analysis.data.memory import return_freed_memory
 from loadline.core import schema
@@ -124,9 +125,10 @@ def _column(name: str, pieces: list, sizes: list[int]) -> object:
     return np.concatenate([np.full(n, np.nan) if piece is None else piece for piece, n in zip(pieces, sizes)])
 
 
-def read_streamed(path: Path, open_limited, ids: bool = True) -> StreamedRequests:
+def read_streamed(path: Path, open_limited, ids: bool = True, spill_to: str | None = None) -> StreamedRequests:
     """The table without itl_us, and where its gaps are. Raises Refused for a table to read tolerantly.
     `ids`: read request_id (only a truth log is joined on it: 16-44 bytes a row otherwise unused).
+    `spill_to`: a directory for the columns of a table larger than spill.MEMORY_BYTES (None: held).
     From the run's columnar copy when it holds exactly the CSV's rows, else from the CSV's text."""
     header = _header(path)
     if not header or len(set(header)) != len(header):
@@ -134,14 +136,14 @@ def read_streamed(path: Path, open_limited, ids: bool = True) -> StreamedRequest
     copy = requests_copy.find_copy(path, header)
     if copy is not None:
         try:
-            return _read_copy(copy, header, ids)
+            return _read_copy(copy, header, ids, spill_to)
         except (requests_copy.StaleCopy, pa.ArrowException, OSError, ValueError):  # the CSV's text decides
             pass  # (the copy changed after it was checked: pieces read so far are freed below)
         return_freed_memory()
     try:  # a line per row, the common case, splits into blocks for both threads at once
-        return _read_streamed(path, open_limited, header, False, ids)
+        return _read_streamed(path, open_limited, header, False, ids, spill_to)
     except Refused:  # a quoted newline (an error message's) breaks a row there: read quote-aware
-        return _read_streamed(path, open_limited, header, True, ids)
+        return _read_streamed(path, open_limited, header, True, ids, spill_to)
 
 
 def _wanted(header: list[str], ids: bool) -> list[str]:
@@ -149,11 +151,11 @@ def _wanted(header: list[str], ids: bool) -> list[str]:
     return [c for c in header if c != ITL_COLUMN and c not in skipped]
 
 
-def _read_copy(copy: requests_copy.CopySource, header: list[str], ids: bool) -> StreamedRequests:
+def _read_copy(copy: requests_copy.CopySource, header: list[str], ids: bool, spill_to: str | None) -> StreamedRequests:
     """The table from the run's columnar copy: the same batches the CSV reader would give, no text split."""
     wanted = _wanted(header, ids)
     types = _types(header)
-    frame = _assembled(copy.read(wanted, {name: types[name] for name in wanted if name in types}), wanted)
+    frame = _assembled(copy.read(wanted, {name: types[name] for name in wanted if name in types}), wanted, spill_to)
     if ITL_COLUMN in header:
         gaps = GapColumn(lambda: _gaps_of_copy(copy), len(frame))
     else:
@@ -229,7 +231,7 @@ def _gaps_of_copy(copy: requests_copy.CopySource) -> Iterator[pa.Array]:
 
 
 def _read_streamed(
-    path: Path, open_limited, header: list[str], newlines_in_values: bool, ids: bool
+    path: Path, open_limited, header: list[str], newlines_in_values: bool, ids: bool, spill_to: str | None
 ) -> StreamedRequests:
     wanted = _wanted(header, ids)
     convert = pacsv.ConvertOptions(
@@ -243,7 +245,7 @@ def _read_streamed(
     with open_limited(path) as handle:
         try:
             frame = _assembled(
-                (_chunked if not newlines_in_values else _streamed)(handle, header, parse, convert), wanted
+                (_chunked if not newlines_in_values else _streamed)(handle, header, parse, convert), wanted, spill_to
             )
         except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
             raise Refused(str(exc)) from None
@@ -255,25 +257,79 @@ def _read_streamed(
     return StreamedRequests(frame, gaps)
 
 
-def _assembled(batches, wanted: list[str]) -> pd.DataFrame:
+def _assembled(batches, wanted: list[str], spill_to: str | None = None) -> pd.DataFrame:
     """The table of these batches (each with the `wanted` columns, in that order), converted block by
-    block: never the whole table in its wide form."""
+    block: never the whole table in its wide form. Past spill.MEMORY_BYTES of converted blocks, and
+    when `spill_to` names a directory, every block after is written to disk (analysis/data/spill.py)."""
     pieces: dict[str, list] = {name: [] for name in wanted}
     sizes: list[int] = []
+    held = 0
+    columns: dict[str, _Spilled] | None = None
     for batch in batches:
-        sizes.append(batch.num_rows)
-        for name, piece in _compact_batch(batch).items():
-            pieces[name].append(piece)
+        rows = batch.num_rows
+        compact = _compact_batch(batch)
         del batch
-    rows = sum(sizes)
+        sizes.append(rows)
+        if columns is not None:
+            for name, piece in compact.items():
+                columns[name].append(piece, rows)
+            continue
+        for name, piece in compact.items():
+            pieces[name].append(piece)
+        held += sum(_bytes(piece) for piece in compact.values())
+        if spill_to is not None and held > spill.MEMORY_BYTES:  # from here on, the table is on disk
+            columns = {name: _Spilled(spill_to) for name in wanted}
+            for name in wanted:
+                for piece, n in zip(pieces.pop(name), sizes):
+                    columns[name].append(piece, n)
+            return_freed_memory()
+    frame = pd.DataFrame(index=pd.RangeIndex(sum(sizes)))
     # One column at a time, each column's Arrow chunks freed once converted. Inserted one by one, not
     # through DataFrame(dict): that copies every float column into one 2-D block (twice the memory).
-    frame = pd.DataFrame(index=pd.RangeIndex(rows))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pd.errors.PerformanceWarning)  # "fragmented": on purpose
-        for name in list(pieces):
-            frame[name] = _column(name, pieces.pop(name), sizes)
+        for name in wanted:
+            if columns is not None:
+                frame[name] = pd.Series(columns.pop(name).finish(), copy=False)  # a Series: not copied in
+            else:
+                frame[name] = _column(name, pieces.pop(name), sizes)
             # a column's block-sized pieces were small heap blocks spread over the heap: hand their pages
             # back before the next column arrives, or the table is held twice at its end
             return_freed_memory()
+    if columns is not None:
+        frame.attrs["spilled_to"] = spill_to
     return frame
+
+
+def _bytes(piece: object) -> int:
+    return 0 if piece is None else int(getattr(piece, "nbytes", 0))
+
+
+class _Spilled:
+    """One column of a spilled table: numbers and categories on disk, request ids (a truth log's join
+    key, only in the simulator's test runs) held."""
+
+    def __init__(self, directory: str):
+        self._directory = directory
+        self._column: spill.NumberColumn | spill.CategoryColumn | None = None
+        self._held: list = []
+        self._sizes: list[int] = []
+
+    def append(self, piece: object, rows: int) -> None:
+        if self._column is None and not self._held:
+            if isinstance(piece, pd.Categorical):
+                self._column = spill.CategoryColumn(self._directory)
+            elif piece is None or isinstance(piece, np.ndarray):
+                self._column = spill.NumberColumn(self._directory)
+        if isinstance(self._column, spill.CategoryColumn):
+            self._column.append(cast(pd.Categorical, piece), rows)
+        elif self._column is not None:
+            self._column.append(cast(np.ndarray | None, piece), rows)
+        else:
+            self._held.append(piece)
+            self._sizes.append(rows)
+
+    def finish(self) -> object:
+        if self._column is not None:
+            return self._column.finish()
+        return _column("", self._held, self._sizes)

@@ -1,6 +1,7 @@
 """Every figure of the report stays what the whole-table pandas path computed.
 
-Read from the run's columnar copy (requests.arrows) and from the CSV's text alike.
+Read from the run's columnar copy (requests.arrows) and from the CSV's text alike, with the table held
+in memory or written to disk (analysis/data/spill.py) from its first block or from midway.
 
 tests/data/wide_run_figures.json holds verdict.json (less the run's folder) of two synthetic run
 folders (tests/synthetic_wide.py: every column, errors, requests cut at each step's end, 20-200 gaps
@@ -20,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from synthetic_wide import wide_run  # noqa: E402
 
+from loadline.analysis.data import spill  # noqa: E402
 from loadline.analysis.data.load import open_up_to_last_newline  # noqa: E402
 from loadline.analysis.data.requests_csv import read_streamed  # noqa: E402
 from loadline.analysis.report.build import build_report  # noqa: E402
@@ -28,6 +30,8 @@ from loadline.core import runfolder  # noqa: E402
 EXPECTED = Path(__file__).resolve().parent.parent / "data" / "wide_run_figures.json"
 CASES = {"unscaled": {"seed": 7, "time_scale": 1.0}, "x10": {"seed": 3, "time_scale": 10.0}}
 ROWS = 20_000
+# the table's bytes before it goes to disk: never, at once, after a few of its blocks (~2.5 MB held)
+STORAGE = {"held": 1 << 40, "spilled": 0, "spilled-midway": 1 << 20}
 
 
 def figures(run_dir: Path) -> dict:
@@ -38,13 +42,17 @@ def figures(run_dir: Path) -> dict:
     return verdict
 
 
+@pytest.mark.parametrize("storage", sorted(STORAGE))
 @pytest.mark.parametrize("copy", [True, False], ids=["from-copy", "from-csv"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_verdict_figure_matches_the_whole_table_path(tmp_path, case, copy):
+def test_every_verdict_figure_matches_the_whole_table_path(tmp_path, monkeypatch, case, copy, storage):
     expected = json.loads(EXPECTED.read_text())[case]
     run_dir = wide_run(tmp_path / case, ROWS, copy=copy, **CASES[case])
-    streamed = read_streamed(run_dir / runfolder.REQUESTS, open_up_to_last_newline)
+    monkeypatch.setattr(spill, "MEMORY_BYTES", STORAGE[storage])
+    streamed = read_streamed(run_dir / runfolder.REQUESTS, open_up_to_last_newline, spill_to=str(tmp_path))
     assert streamed.source == ("copy" if copy else "csv")  # the path under test is the one taken
+    assert ("spilled_to" in streamed.frame.attrs) == (storage != "held")  # and the storage under test
+    del streamed
     got = figures(run_dir)
     assert got["phases"] == expected["phases"]  # the per-phase percentiles, ITL included, first: the clearest diff
     assert got == expected

@@ -17,7 +17,7 @@ from loadline.core import runfolder
 
 def _streamed_one_thread(path):
     header = requests_csv._header(path)
-    return requests_csv._read_streamed(path, open_up_to_last_newline, header, True, True).frame
+    return requests_csv._read_streamed(path, open_up_to_last_newline, header, True, True, None).frame
 
 
 def _add_quoted_rows(path, every: int) -> int:
