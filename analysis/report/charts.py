@@ -254,7 +254,7 @@ def tokens_over_time(run: RunData, path: Path) -> Path:
 def errors_over_time(run: RunData, path: Path) -> Path:
     t0, t1 = _timeline(run)
     width = _bucket_width(t0, t1)
-    errors = run.requests[(run.requests["status"] == Status.ERROR).to_numpy()]
+    errors = run.requests.loc[(run.requests["status"] == Status.ERROR).to_numpy(), ["start_wall", "error_class"]]
     fig, ax = plt.subplots(figsize=(10, 3.6))
     _shade_phases(ax, run, lambda t: t - t0)
     if errors.empty:

@@ -100,7 +100,7 @@ def assign_phases(run: RunData) -> np.ndarray:
     wall = run.requests["start_wall"].to_numpy(dtype=float)
     pos = np.searchsorted(starts, wall, side="right") - 1
     inside = (pos >= 0) & (wall < ends[np.clip(pos, 0, None)])
-    return np.where(inside, pos, -1)
+    return np.where(inside, pos, -1).astype(np.int32)  # 4 bytes a row: held through the gaps' pass
 
 
 def judged_until(phase: pd.Series) -> float:
@@ -276,7 +276,8 @@ def phase_table(run: RunData, slo: SLO | None = None) -> pd.DataFrame:
 def _token_kind_values(run: RunData, position: int, where: np.ndarray, columns: tuple[str, ...]) -> dict[str, float]:
     """The phase's reasoning / tool-call / cache columns (analysis/stats/token_kinds.py), over the
     same rows as its other figures: ok rows, and for latencies the uncensored ones."""
-    rows = run.requests[where == position]
+    read = [c for c in ("status", "start_wall", "end_wall", *token_kinds.READ) if c in run.requests.columns]
+    rows = run.requests.loc[where == position, read]  # the columns read, not a whole-width copy
     is_ok = rows["status"] == Status.OK
     timed = rows[uncensored(rows, float(run.phases.iloc[position]["end_wall"])) & is_ok]
     return token_kinds.phase_values(rows[is_ok], timed, columns)
@@ -288,7 +289,7 @@ def error_classes(run: RunData) -> pd.DataFrame:
     if not run.has_records:
         return table
     where = assign_phases(run)
-    errors = run.requests[(run.requests["status"] == Status.ERROR).to_numpy() & (where >= 0)]
+    errors = run.requests.loc[(run.requests["status"] == Status.ERROR).to_numpy() & (where >= 0), ["error_class"]]
     if errors.empty:
         return table
     counts = pd.crosstab(where[errors.index.to_numpy()], errors["error_class"].astype(str).replace("", "unknown"))

@@ -19,6 +19,7 @@ from loadline.core.slo import SLO
 
 TTFO = ("ttfo_p95_ms", "ttfo_p99_ms")
 REASONING_SHARE, CACHE_HIT_SHARE = "reasoning_share", "prompt_cache_hit_share"
+READ = ("ttfo_ms", "reasoning_tokens", "output_tokens", "cached_tokens", "prompt_tokens")  # by phase_values
 
 
 def _column(rows: pd.DataFrame, name: str) -> pd.Series:

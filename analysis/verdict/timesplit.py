@@ -95,7 +95,8 @@ def phase_split(requests: pd.DataFrame, signals: Signals, start: float, end: flo
     The client side is the ok records the engine observed in the same scrape window: TTFT by the
     moment of their first token, E2E by their end (the engine records each histogram then)."""
     window = _scrape_window(signals, start, end)
-    ok = requests[requests["status"] == Status.OK] if len(requests) else requests
+    read = [c for c in ("start_wall", "ttft_ms", "e2e_ms") if c in requests.columns]  # not a whole-width copy
+    ok = requests.loc[(requests["status"] == Status.OK).to_numpy(), read] if len(requests) else requests
     if window is None or ok.empty:
         return {"client_requests": 0, "engine_requests": 0.0, "ttft": None, "e2e": None}
     t_a, t_b = window
