@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pandas as pd
 
 from loadline.core.records import ErrorClass, Status
@@ -44,12 +45,16 @@ def _media_type(value: object) -> str:
 _JUDGED_COLUMNS = ("status", "error_class", "http_status", "content_type", "error_detail", "error_message")
 
 
-def _judged(requests: pd.DataFrame) -> pd.DataFrame:
-    """The ok and failed attempts, with the columns the setup checks read (not a whole-width copy)."""
+def _judged(
+    requests: pd.DataFrame, among: np.ndarray | None = None, statuses=(Status.OK, Status.ERROR)
+) -> pd.DataFrame:
+    """The attempts with these statuses (of the rows `among` selects), with the columns the setup
+    checks read (not a whole-width copy)."""
     if not len(requests):
         return requests
     columns = [c for c in _JUDGED_COLUMNS if c in requests.columns]
-    return requests.loc[requests["status"].isin((Status.OK, Status.ERROR)).to_numpy(), columns]
+    kept = requests["status"].isin(statuses).to_numpy()
+    return requests.loc[kept if among is None else kept & among, columns]
 
 
 def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict | None:
@@ -58,21 +63,21 @@ def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict
     Rejected: HTTP status in SETUP_STATUSES. Not the API's reply: a failed 2xx attempt classed
     `not_event_stream`, or whose Content-Type is neither an event stream nor JSON.
     """
-    rows = _judged(requests)
-    if rows.empty:
+    attempts = int(requests["status"].isin((Status.OK, Status.ERROR)).sum()) if len(requests) else 0
+    if not attempts:
         return None
+    # Both kinds are failed attempts: only those rows are read (a copy of every attempt's columns was
+    # ~40 bytes a row, the report's largest part at 50 M rows).
+    rows = _judged(requests, statuses=(Status.ERROR,))
     status = pd.to_numeric(rows["http_status"], errors="coerce").fillna(0).astype(int)
-    error = rows["status"] == Status.ERROR
     media = rows.get("content_type", pd.Series("", index=rows.index)).map(_media_type)
     # the tool's own invalid requests have a finding of their own (invalid_requests), with the server's words
-    rejected = error & status.isin(SETUP_STATUSES) & (rows["error_class"] != INVALID_REQUEST)
-    foreign = (
-        error
-        & status.between(200, 299)
-        & ((rows["error_class"] == ErrorClass.NOT_EVENT_STREAM) | ((media != "") & ~media.isin(API_MEDIA_TYPES)))
+    rejected = status.isin(SETUP_STATUSES) & (rows["error_class"] != INVALID_REQUEST)
+    foreign = status.between(200, 299) & (
+        (rows["error_class"] == ErrorClass.NOT_EVENT_STREAM) | ((media != "") & ~media.isin(API_MEDIA_TYPES))
     )
     bad = rejected | foreign
-    share = float(bad.sum()) / len(rows)
+    share = float(bad.sum()) / attempts
     if share <= SETUP_SHARE:
         return None
     culprits = rows[bad]
@@ -89,11 +94,11 @@ def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict
     else:
         what = f"answered HTTP {top_status} with {content_type}, not an event stream"
         hint = "something other than the inference API answered (a login page, a proxy or a web server): check --host"
-    reason = f"{len(culprits)} of {len(rows)} requests ({share:.0%}) were {what}" + (f"; {hint}" if hint else "")
+    reason = f"{len(culprits)} of {attempts} requests ({share:.0%}) were {what}" + (f"; {hint}" if hint else "")
     return {
         "kind": kind,
         "share": share,
-        "attempts": int(len(rows)),
+        "attempts": attempts,
         "failed": int(len(culprits)),
         "statuses": {str(k): v for k, v in statuses.most_common()},
         "content_types": dict(types.most_common()),
@@ -129,7 +134,7 @@ def invalid_requests(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> d
     with the server's own words (redacted, short) and what to change."""
     if not len(requests) or "error_class" not in requests:
         return None
-    refused = _judged(requests[(requests["error_class"] == INVALID_REQUEST).to_numpy()])  # the few refused first
+    refused = _judged(requests, (requests["error_class"] == INVALID_REQUEST).to_numpy())
     if refused.empty:
         return None
     attempts = int(requests["status"].isin((Status.OK, Status.ERROR)).sum())  # what _judged keeps, counted
