@@ -37,8 +37,11 @@ def release_pages() -> None:
     """Take the columns' pages out of this process's resident memory; the next read maps them again
     from the page cache (or the disk). Between the report's parts: each part's resident pages are then
     the columns it reads, not every column read so far."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)  # Linux and the BSDs; elsewhere pages stay mapped
+    if advice is None:
+        return
     for mapping in list(_MAPPED):
-        mapping.madvise(mmap.MADV_DONTNEED)
+        mapping.madvise(advice)
 
 
 def spill_directory(near: Path) -> str:

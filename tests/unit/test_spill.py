@@ -97,3 +97,28 @@ def test_a_place_that_cannot_take_the_table_is_one_line(tmp_path, monkeypatch):
 def test_the_spill_goes_beside_the_run_else_to_the_temp_dir(tmp_path):
     assert spill.spill_directory(tmp_path) == str(tmp_path)
     assert spill.spill_directory(tmp_path / "absent") == __import__("tempfile").gettempdir()
+
+
+def _resident_kb(directory: Path) -> int:
+    """The resident kB of this process's mappings of files in `directory` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            inside = f" {directory}/" in line
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_released_pages_leave_the_process_and_read_again(tmp_path, monkeypatch):
+    folder = _crafted_run(tmp_path / "run", 40_000)
+    held = load_run(folder).requests["e2e_ms"].sum()
+    monkeypatch.setattr(spill, "MEMORY_BYTES", 0)
+    frame = load_run(folder).requests
+    spill.release_pages()
+    assert _resident_kb(folder) == 0
+    assert frame["e2e_ms"].sum() == held  # read: its pages come back
+    assert _resident_kb(folder) >= 40_000 * 8 // 1024 - 4
+    spill.release_pages()
+    assert _resident_kb(folder) == 0
+    assert frame["e2e_ms"].sum() == held
