@@ -251,22 +251,22 @@ def _tokens_per_bucket(requests: pd.DataFrame, t0: float, width: float) -> tuple
     not a groupby (which hashes 10 M float keys), and CHUNK_ROWS at a time: the sums are of whole
     token counts, exact in any order, and a 50 M-row run's steps are never all in memory at once."""
     ok, ends, tokens = (requests["status"] == Status.OK).to_numpy(), requests["end_wall"], requests["output_tokens"]
-
-    def steps(start: int) -> tuple[np.ndarray, np.ndarray]:
-        kept = ok[start : start + CHUNK_ROWS]
-        return ((numbers(ends.iloc[start : start + CHUNK_ROWS])[kept] - t0) // width).astype(np.int64), kept
-
-    chunks = range(0, len(ok), CHUNK_ROWS)
-    first = min((int(s.min()) for s, _ in map(steps, chunks) if len(s)), default=0)
-    sums, counts = np.zeros(0), np.zeros(0, dtype=np.int64)
-    for start in chunks:
-        codes, kept = steps(start)
-        part = np.bincount(codes - first, weights=numbers(tokens.iloc[start : start + CHUNK_ROWS])[kept])
-        sums = np.pad(sums, (0, max(0, len(part) - len(sums))))
-        sums[: len(part)] += part
-        part = np.bincount(codes - first)
-        counts = np.pad(counts, (0, max(0, len(part) - len(counts))))
-        counts[: len(part)] += part
+    parts = []  # (a chunk's first bucket, its tokens and its requests per bucket from there)
+    for start in range(0, len(ok), CHUNK_ROWS):
+        rows, kept = slice(start, start + CHUNK_ROWS), ok[start : start + CHUNK_ROWS]
+        steps = ((numbers(ends.iloc[rows])[kept] - t0) // width).astype(np.int64)
+        if len(steps):
+            low = int(steps.min())
+            weights = numbers(tokens.iloc[rows])[kept]
+            parts.append((low, np.bincount(steps - low, weights=weights), np.bincount(steps - low)))
+    if not parts:
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    first = min(low for low, _, _ in parts)
+    sums = np.zeros(max(low + len(part) for low, part, _ in parts) - first)
+    counts = np.zeros(len(sums), dtype=np.int64)
+    for low, part_sums, part_counts in parts:
+        sums[low - first : low - first + len(part_sums)] += part_sums
+        counts[low - first : low - first + len(part_counts)] += part_counts
     held = np.flatnonzero(counts)
     return held + first, sums[held]
 

@@ -43,11 +43,14 @@ def _media_type(value: object) -> str:
 
 
 _JUDGED_COLUMNS = ("status", "error_class", "http_status", "content_type", "error_detail", "error_message")
+_ATTEMPTS = (Status.OK, Status.ERROR)  # what the setup checks judge: the cancelled are neither
 
 
-def _judged(
-    requests: pd.DataFrame, among: np.ndarray | None = None, statuses=(Status.OK, Status.ERROR)
-) -> pd.DataFrame:
+def _attempts(requests: pd.DataFrame) -> int:
+    return int(requests["status"].isin(_ATTEMPTS).sum()) if len(requests) else 0
+
+
+def _judged(requests: pd.DataFrame, among: np.ndarray | None = None, statuses=_ATTEMPTS) -> pd.DataFrame:
     """The attempts with these statuses (of the rows `among` selects), with the columns the setup
     checks read (not a whole-width copy)."""
     if not len(requests):
@@ -63,7 +66,7 @@ def setup_failure(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> dict
     Rejected: HTTP status in SETUP_STATUSES. Not the API's reply: a failed 2xx attempt classed
     `not_event_stream`, or whose Content-Type is neither an event stream nor JSON.
     """
-    attempts = int(requests["status"].isin((Status.OK, Status.ERROR)).sum()) if len(requests) else 0
+    attempts = _attempts(requests)
     if not attempts:
         return None
     # Both kinds are failed attempts: only those rows are read (a copy of every attempt's columns was
@@ -137,7 +140,7 @@ def invalid_requests(requests: pd.DataFrame, secrets: tuple[str, ...] = ()) -> d
     refused = _judged(requests, (requests["error_class"] == INVALID_REQUEST).to_numpy())
     if refused.empty:
         return None
-    attempts = int(requests["status"].isin((Status.OK, Status.ERROR)).sum())  # what _judged keeps, counted
+    attempts = _attempts(requests)
     share = len(refused) / attempts
     words = Counter(sample(str(m), secrets)[:160] for m in refused.get("error_message", pd.Series(dtype=str)))
     said = [w for w, _ in words.most_common(3)]
